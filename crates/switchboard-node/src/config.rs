@@ -1,0 +1,64 @@
+//! The node's settings (everything except the store's, which live in
+//! [`switchboard_store::StoreConfig`]). Every limit is here with its unit and default.
+
+use std::time::Duration;
+
+/// Settings of one node's HTTP front. Defaults are what `Default` gives.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeConfig {
+    /// Path of the MCP endpoint (default `/mcp`).
+    pub endpoint_path: String,
+    /// Origins allowed besides loopback ones (`http(s)://localhost|127.0.0.1|[::1][:port]`, always
+    /// allowed). Exact `scheme://host[:port]` strings; `*` allows any. A request whose `Origin` is
+    /// not allowed gets 403 (MCP 2025-11-25, basic/transports, Security Warning). Default: empty.
+    pub allowed_origins: Vec<String>,
+    /// Hosts (without port) allowed in the `Host` header. Empty (the default) means: only loopback
+    /// names when the node listens on a loopback address, any host otherwise. A refused Host gets
+    /// 421 Misdirected Request (DNS-rebinding protection).
+    pub allowed_hosts: Vec<String>,
+    /// Whether the node listens on a loopback address (set from the bound listener).
+    pub loopback_only: bool,
+    /// Interval of SSE comment keep-alives on every open stream (default 15 s).
+    pub keepalive_interval: Duration,
+    /// SSE `retry` sent to clients that negotiated 2025-11-25 or later, in ms (default 3000).
+    pub sse_retry_ms: u64,
+    /// A request whose answer is not ready within this time, or that sends anything before its
+    /// answer, is answered as an SSE stream; otherwise as one `application/json` body
+    /// (default 50 ms).
+    pub sse_after: Duration,
+    /// How long a server-to-client request (sampling, elicitation, roots, ping) waits for the
+    /// client's answer before the upstream gets an error (default 60 s).
+    pub client_request_timeout: Duration,
+    /// Interval of this node's liveness heartbeat in the store (default 1 s); must be well under the
+    /// store's `node_ttl`.
+    pub heartbeat_interval: Duration,
+    /// Interval of the reaper pass (default 10 s). The pass runs on one node at a time.
+    pub reaper_interval: Duration,
+    /// A resumed stream whose request runs on another node checks that node's liveness this often
+    /// (default 1 s); a dead node's request is answered with a JSON-RPC error.
+    pub liveness_check_interval: Duration,
+    /// Largest accepted POST body in bytes (default 4 MiB); larger gets 413.
+    pub max_body_bytes: usize,
+    /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
+    pub retry_after_secs: u64,
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            endpoint_path: "/mcp".into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            loopback_only: true,
+            keepalive_interval: Duration::from_secs(15),
+            sse_retry_ms: 3000,
+            sse_after: Duration::from_millis(50),
+            client_request_timeout: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(1),
+            reaper_interval: Duration::from_secs(10),
+            liveness_check_interval: Duration::from_secs(1),
+            max_body_bytes: 4 * 1024 * 1024,
+            retry_after_secs: 5,
+        }
+    }
+}

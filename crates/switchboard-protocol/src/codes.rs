@@ -1,0 +1,27 @@
+//! JSON-RPC 2.0 and MCP error codes.
+//!
+//! Sources: JSON-RPC 2.0 §5.1; MCP 2025-11-25 `schema.ts`; MCP 2026-07-28 basic/transports.
+
+/// Invalid JSON was received (JSON-RPC 2.0 §5.1).
+pub const PARSE_ERROR: i64 = -32700;
+/// The JSON sent is not a valid request object (JSON-RPC 2.0 §5.1).
+pub const INVALID_REQUEST: i64 = -32600;
+/// The method does not exist or is not available (JSON-RPC 2.0 §5.1).
+pub const METHOD_NOT_FOUND: i64 = -32601;
+/// Invalid method parameters (JSON-RPC 2.0 §5.1).
+pub const INVALID_PARAMS: i64 = -32602;
+/// Internal error (JSON-RPC 2.0 §5.1).
+pub const INTERNAL_ERROR: i64 = -32603;
+/// Implementation-defined server error: the session is unknown, expired or deleted
+/// (the value the TypeScript SDK uses with HTTP 404).
+pub const SESSION_NOT_FOUND: i64 = -32001;
+/// Implementation-defined server error: the cluster cannot take more sessions or requests now.
+pub const OVERLOADED: i64 = -32003;
+/// Implementation-defined server error: the request was cancelled or its node went away.
+pub const REQUEST_ABORTED: i64 = -32004;
+/// Implementation-defined server error: the upstream did not answer in time.
+pub const UPSTREAM_TIMEOUT: i64 = -32005;
+/// Implementation-defined server error: the upstream failed or is unreachable.
+pub const UPSTREAM_UNAVAILABLE: i64 = -32006;
+/// MCP "resource not found" (until 2025-11-25; 2026-07-28 uses -32602).
+pub const RESOURCE_NOT_FOUND: i64 = -32002;

@@ -1,0 +1,231 @@
+//! JSON-RPC 2.0 envelopes.
+//!
+//! A POST body is one message or (MCP 2025-03-26 only) a batch array. Messages are kept as
+//! `serde_json::Value` so that every field we do not interpret passes through unchanged; this module
+//! only classifies them. Source: JSON-RPC 2.0 §4–§6; MCP 2025-11-25, basic (Messages).
+
+use serde_json::{json, Map, Value};
+
+use crate::codes;
+
+/// A JSON-RPC request id: a string or a number. String `"1"` and number `1` are different ids.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestId(pub Value);
+
+impl RequestId {
+    /// A canonical text form that keeps `"1"` and `1` apart (`"\"1\""` vs `"1"`); used as a map key
+    /// in the store.
+    pub fn key(&self) -> String {
+        self.0.to_string()
+    }
+
+    /// Rebuilds an id from [`RequestId::key`]; `None` when the key is not a string or number.
+    pub fn from_key(key: &str) -> Option<RequestId> {
+        match serde_json::from_str::<Value>(key).ok()? {
+            v @ (Value::String(_) | Value::Number(_)) => Some(RequestId(v)),
+            _ => None,
+        }
+    }
+}
+
+/// One classified JSON-RPC message, holding the original JSON object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    /// Has `method` and a non-null `id`.
+    Request {
+        /// The request id.
+        id: RequestId,
+        /// The method name.
+        method: String,
+        /// The whole message.
+        raw: Value,
+    },
+    /// Has `method` and no `id`.
+    Notification {
+        /// The method name.
+        method: String,
+        /// The whole message.
+        raw: Value,
+    },
+    /// Has `result` or `error` and no `method`. The id is `None` when it was null or absent.
+    Response {
+        /// The id of the request this answers.
+        id: Option<RequestId>,
+        /// The whole message.
+        raw: Value,
+    },
+}
+
+impl Message {
+    /// Classifies a JSON value; `Err` with a reason when it is not a valid JSON-RPC 2.0 message.
+    pub fn classify(raw: Value) -> Result<Message, &'static str> {
+        let obj = raw.as_object().ok_or("a JSON-RPC message must be an object")?;
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err("\"jsonrpc\" must be \"2.0\"");
+        }
+        let id = match obj.get("id") {
+            None | Some(Value::Null) => None,
+            Some(v @ (Value::String(_) | Value::Number(_))) => Some(RequestId(v.clone())),
+            Some(_) => return Err("\"id\" must be a string or a number"),
+        };
+        if let Some(method) = obj.get("method") {
+            let method = method.as_str().ok_or("\"method\" must be a string")?.to_owned();
+            if let Some(p) = obj.get("params") {
+                if !p.is_object() && !p.is_array() {
+                    return Err("\"params\" must be an object or an array");
+                }
+            }
+            return Ok(match id {
+                Some(id) => Message::Request { id, method, raw },
+                None if obj.contains_key("id") => return Err("a request id must not be null"),
+                None => Message::Notification { method, raw },
+            });
+        }
+        if obj.contains_key("result") || obj.contains_key("error") {
+            return Ok(Message::Response { id, raw });
+        }
+        Err("a message needs \"method\", \"result\" or \"error\"")
+    }
+
+    /// The method of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            Message::Response { .. } => None,
+        }
+    }
+
+    /// The original JSON.
+    pub fn raw(&self) -> &Value {
+        match self {
+            Message::Request { raw, .. } | Message::Notification { raw, .. } | Message::Response { raw, .. } => raw,
+        }
+    }
+
+    /// Whether this is a request (expects an answer).
+    pub fn is_request(&self) -> bool {
+        matches!(self, Message::Request { .. })
+    }
+}
+
+/// Why a POST body could not be read as JSON-RPC.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BodyError {
+    /// Not JSON at all (-32700).
+    Parse(String),
+    /// JSON, but not a JSON-RPC message or batch (-32600).
+    Invalid(String),
+}
+
+impl BodyError {
+    /// The JSON-RPC error code of this failure.
+    pub fn code(&self) -> i64 {
+        match self {
+            BodyError::Parse(_) => codes::PARSE_ERROR,
+            BodyError::Invalid(_) => codes::INVALID_REQUEST,
+        }
+    }
+
+    /// A human-readable reason.
+    pub fn message(&self) -> &str {
+        match self {
+            BodyError::Parse(m) | BodyError::Invalid(m) => m,
+        }
+    }
+}
+
+/// A parsed POST body.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// One message.
+    Single(Message),
+    /// A non-empty batch (only legal under MCP 2025-03-26).
+    Batch(Vec<Message>),
+}
+
+impl Body {
+    /// Parses a POST body. An empty array or an invalid element is [`BodyError::Invalid`].
+    pub fn parse(bytes: &[u8]) -> Result<Body, BodyError> {
+        let value: Value = serde_json::from_slice(bytes).map_err(|e| BodyError::Parse(format!("parse error: {e}")))?;
+        match value {
+            Value::Array(items) => {
+                if items.is_empty() {
+                    return Err(BodyError::Invalid("an empty batch is not a valid request".into()));
+                }
+                let msgs = items
+                    .into_iter()
+                    .map(Message::classify)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| BodyError::Invalid(format!("invalid batch element: {e}")))?;
+                Ok(Body::Batch(msgs))
+            }
+            other => Message::classify(other).map(Body::Single).map_err(|e| BodyError::Invalid(e.into())),
+        }
+    }
+
+    /// The messages in order.
+    pub fn messages(&self) -> &[Message] {
+        match self {
+            Body::Single(m) => std::slice::from_ref(m),
+            Body::Batch(v) => v,
+        }
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":id,"result":result}`.
+pub fn result_response(id: &RequestId, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.0, "result": result})
+}
+
+/// `{"jsonrpc":"2.0","id":id|null,"error":{"code","message","data"?}}`.
+pub fn error_response(id: Option<&RequestId>, code: i64, message: impl Into<String>, data: Option<Value>) -> Value {
+    let mut err = Map::new();
+    err.insert("code".into(), code.into());
+    err.insert("message".into(), Value::String(message.into()));
+    if let Some(d) = data {
+        err.insert("data".into(), d);
+    }
+    json!({"jsonrpc": "2.0", "id": id.map(|i| i.0.clone()).unwrap_or(Value::Null), "error": Value::Object(err)})
+}
+
+/// `{"jsonrpc":"2.0","method":method,"params":params}`.
+pub fn notification(method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "method": method, "params": params})
+}
+
+/// `{"jsonrpc":"2.0","id":id,"method":method,"params":params}`.
+pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id.0, "method": method, "params": params})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_the_three_kinds() {
+        let r = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).unwrap();
+        assert!(r.is_request());
+        let n = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
+        assert_eq!(n.method(), Some("notifications/initialized"));
+        let s = Message::classify(json!({"jsonrpc":"2.0","id":"srv-1","result":{}})).unwrap();
+        assert!(matches!(s, Message::Response { id: Some(_), .. }));
+        assert!(Message::classify(json!({"jsonrpc":"1.0","id":1,"method":"x"})).is_err());
+        assert!(Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"x"})).is_err());
+        assert!(Message::classify(json!({"jsonrpc":"2.0","id":{},"method":"x"})).is_err());
+    }
+
+    #[test]
+    fn string_and_number_ids_stay_apart() {
+        assert_ne!(RequestId(json!("1")).key(), RequestId(json!(1)).key());
+        assert_eq!(RequestId::from_key("\"1\""), Some(RequestId(json!("1"))));
+    }
+
+    #[test]
+    fn bodies() {
+        assert_eq!(Body::parse(b"{").unwrap_err().code(), codes::PARSE_ERROR);
+        assert_eq!(Body::parse(b"[]").unwrap_err().code(), codes::INVALID_REQUEST);
+        let b = Body::parse(br#"[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","method":"n"}]"#).unwrap();
+        assert_eq!(b.messages().len(), 2);
+    }
+}

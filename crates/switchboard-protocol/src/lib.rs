@@ -1,0 +1,24 @@
+//! # switchboard-protocol
+//!
+//! The wire vocabulary every other crate speaks: JSON-RPC 2.0 envelopes, MCP protocol revisions,
+//! HTTP header names, error codes, and the formats of session ids and event ids.
+//!
+//! Depends on nothing else in the workspace. Messages stay `serde_json::Value` so unknown fields and
+//! methods pass through untouched; this crate only classifies and validates them.
+//!
+//! Modules:
+//! - [`jsonrpc`]: classify a body into requests, notifications and responses; build error responses.
+//! - [`revision`]: the MCP revisions we speak and the negotiation rule.
+//! - [`headers`]: header names and SSE/HTTP constants.
+//! - [`ids`]: session ids, stream ids and event ids (their formats and parsers).
+//! - [`codes`]: JSON-RPC and MCP error codes.
+
+pub mod codes;
+pub mod headers;
+pub mod ids;
+pub mod jsonrpc;
+pub mod revision;
+
+pub use ids::{EventId, SessionId, StreamId};
+pub use jsonrpc::{Body, Message, RequestId};
+pub use revision::Revision;

@@ -1,0 +1,24 @@
+//! The store's one error type.
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The backend could not be reached or answered with an error (Redis down, script error).
+    #[error("store backend error: {0}")]
+    Backend(String),
+    /// A stored value could not be decoded (corrupt or written by an incompatible version).
+    #[error("stored data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+impl From<::redis::RedisError> for StoreError {
+    fn from(e: ::redis::RedisError) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+}
+
+impl From<serde_json::Error> for StoreError {
+    fn from(e: serde_json::Error) -> Self {
+        StoreError::Corrupt(e.to_string())
+    }
+}

@@ -1,0 +1,30 @@
+//! # switchboard-store
+//!
+//! All state that a second node would need to carry on a session lives behind the [`Store`] trait:
+//! session records, per-stream event logs, stream holders, in-flight request routing, pending
+//! server-to-client requests, node liveness, and the bus that carries live events and control
+//! messages between nodes.
+//!
+//! Depends on `switchboard-protocol` only. Sits under the node: a POST calls
+//! [`SessionStore::begin`] once (one pipelined round trip) before the upstream is called.
+//!
+//! Two backends implement it with the same behaviour, checked by one test suite (`tests/`):
+//! - [`memory::MemoryStore`]: one process, no Redis; the embedded default.
+//! - [`redis::RedisStore`]: the cluster; every key of a session carries the hash tag `{<sid>}`.
+//!
+//! Modules:
+//! - [`model`]: records and messages (session record, event, bus message, outcomes).
+//! - [`traits`]: the store traits.
+//! - [`memory`]: the in-process backend.
+//! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
+//! - [`error`]: [`StoreError`].
+
+pub mod error;
+pub mod memory;
+pub mod model;
+pub mod redis;
+pub mod traits;
+
+pub use error::StoreError;
+pub use model::*;
+pub use traits::*;

@@ -1,0 +1,221 @@
+//! Records and messages kept in, and carried by, the store.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The full state of one MCP session (MCP 2025-11-25, basic/lifecycle and basic/transports,
+/// Session Management). Any node rebuilds its view of the session from this alone.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The session id (32 hex characters).
+    pub id: String,
+    /// The negotiated revision, e.g. `"2025-11-25"`.
+    pub revision: String,
+    /// The `initialize` request's `params` as the client sent them (capabilities, clientInfo,
+    /// protocolVersion); kept so an upstream can be re-initialized on another node.
+    pub initialize_params: Value,
+    /// Whether `notifications/initialized` has arrived.
+    pub initialized: bool,
+    /// Level set by `logging/setLevel` (RFC 5424 name), if any.
+    pub log_level: Option<String>,
+    /// Resource URIs the client subscribed to (`resources/subscribe`).
+    pub subscriptions: Vec<String>,
+    /// The principal the session is bound to; `"anonymous"` until authentication exists.
+    pub principal: String,
+    /// Upstream name → that upstream's own `Mcp-Session-Id`.
+    pub upstream_sessions: BTreeMap<String, String>,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_ms: u64,
+}
+
+impl SessionRecord {
+    /// The client's declared capabilities (`initialize_params.capabilities`), or `{}`.
+    pub fn client_capabilities(&self) -> &Value {
+        self.initialize_params.get("capabilities").unwrap_or(&Value::Null)
+    }
+}
+
+/// One change to a session record.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SessionUpdate {
+    /// `notifications/initialized` arrived.
+    Initialized,
+    /// `logging/setLevel`.
+    LogLevel(String),
+    /// `resources/subscribe` (true) or `resources/unsubscribe` (false) for a URI.
+    Subscription {
+        /// The resource URI.
+        uri: String,
+        /// Subscribe or unsubscribe.
+        subscribed: bool,
+    },
+    /// An upstream minted (or re-minted) its own session id.
+    UpstreamSession {
+        /// The upstream's configured name.
+        upstream: String,
+        /// Its `Mcp-Session-Id`; `None` removes it.
+        session_id: Option<String>,
+    },
+}
+
+/// Settings of a store. All durations are wall-clock.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreConfig {
+    /// This node's id (unique per process; appears in holder tokens and bus channels).
+    pub node_id: String,
+    /// Prefix of every Redis key and channel (default `sb`), so several clusters can share a Redis.
+    pub key_prefix: String,
+    /// A node whose heartbeat is older than this is dead (default 5 s); its in-flight requests are
+    /// failed by whichever node the client resumes on.
+    pub node_ttl: Duration,
+    /// A session with no in-flight request and no open stream ends this long after its last
+    /// request finished (default 30 min).
+    pub idle_ttl: Duration,
+    /// Global cap on live sessions; `create_session` answers [`CreateOutcome::AtCapacity`] past it.
+    pub max_sessions: u64,
+    /// Each stream's event log keeps at most this many events (oldest trimmed first).
+    pub max_events_per_stream: u64,
+}
+
+/// What `create_session` did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CreateOutcome {
+    /// The record is stored.
+    Created,
+    /// The global cap is reached; nothing was stored.
+    AtCapacity,
+}
+
+/// Registration of a request that is starting on a node, written in the same round trip as the
+/// session load (see [`SessionStore::begin`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InflightRequest {
+    /// [`switchboard_protocol::RequestId::key`] of the client's request id.
+    pub request_key: String,
+    /// The POST response stream this request answers on.
+    pub stream: String,
+    /// The node running the request (and, at first, holding the stream).
+    pub node: String,
+    /// The connection token holding the stream on that node.
+    pub holder: String,
+}
+
+/// What `begin` found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BeginOutcome {
+    /// No such session (never existed, expired or deleted): answer 404.
+    Missing,
+    /// The session, now touched; the in-flight request (if any) is registered.
+    Ready(SessionRecord),
+    /// The session exists but a request with the same id is already in flight in it; nothing was
+    /// registered. `node` is the node running it (it may be dead: check liveness).
+    DuplicateId {
+        /// The session record.
+        record: SessionRecord,
+        /// The node running the other request.
+        node: String,
+    },
+}
+
+/// One event of a stream's log.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoggedEvent {
+    /// The log position (`<ms>-<seq>`).
+    pub position: String,
+    /// The JSON-RPC message text.
+    pub data: String,
+    /// Whether this event ends the stream (it carries the final response).
+    pub end: bool,
+}
+
+/// Result of reading a stream's log after a position.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Replay {
+    /// The events after the given position, in order (maybe none).
+    Events(Vec<LoggedEvent>),
+    /// The stream is not known in this session (never existed, or its log has expired).
+    UnknownStream,
+    /// The position is older than the oldest retained event: events were trimmed away.
+    Truncated {
+        /// The oldest position still retained.
+        oldest: String,
+    },
+}
+
+/// Who is running the request of a POST response stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunningRequest {
+    /// The node running it.
+    pub node: String,
+    /// [`switchboard_protocol::RequestId::key`] of the client's request id.
+    pub request_key: String,
+}
+
+/// Result of appending an event.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Appended {
+    /// The new event's log position.
+    pub position: String,
+    /// The token of the connection holding the stream, if any. When it lives on another node the
+    /// store has already delivered the event to that node's inbox; when it lives on the calling
+    /// node, the caller delivers it locally.
+    pub holder: Option<String>,
+}
+
+/// A message from the bus to one node's inbox.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum BusMessage {
+    /// A new event on a stream whose connection `holder` is on the receiving node.
+    Event {
+        /// Session id.
+        sid: String,
+        /// Stream id.
+        stream: String,
+        /// Connection token that should get it.
+        holder: String,
+        /// Log position.
+        position: String,
+        /// JSON-RPC text.
+        data: String,
+        /// Final event of the stream.
+        end: bool,
+    },
+    /// Another connection took the stream over: connection `holder` must close.
+    Takeover {
+        /// Session id.
+        sid: String,
+        /// Stream id.
+        stream: String,
+        /// The connection that lost the stream.
+        holder: String,
+    },
+    /// The client answered server-to-client request `request_key`; `message` is its JSON-RPC
+    /// response text.
+    Reply {
+        /// Session id.
+        sid: String,
+        /// [`switchboard_protocol::RequestId::key`] of the server-issued id.
+        request_key: String,
+        /// The response message (JSON text).
+        message: String,
+    },
+    /// `notifications/cancelled` for client request `request_key`.
+    Cancel {
+        /// Session id.
+        sid: String,
+        /// The cancelled request's id key.
+        request_key: String,
+        /// The reason the client gave.
+        reason: Option<String>,
+    },
+    /// The session ended (DELETE or expiry): close its streams and stop its calls. Sent to every
+    /// node.
+    Terminated {
+        /// Session id.
+        sid: String,
+    },
+}

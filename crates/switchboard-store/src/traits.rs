@@ -1,0 +1,128 @@
+//! The store traits. Every method is one round trip to the backend (one pipeline or one script
+//! for Redis) unless its doc says otherwise.
+//!
+//! Holder tokens have the form `<node id>/<connection id>`: the node part tells the store which
+//! node's inbox gets events and takeovers for that connection.
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::error::StoreError;
+use crate::model::*;
+
+/// Result alias of the store.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The node part of a holder token (`<node>/<conn>` → `<node>`).
+pub fn holder_node(holder: &str) -> &str {
+    holder.split_once('/').map(|(n, _)| n).unwrap_or(holder)
+}
+
+/// Session records and their lifetime.
+#[async_trait]
+pub trait SessionStore: Send + Sync {
+    /// Stores a new session unless the global session cap is reached. The record's expiry is
+    /// `idle_ttl` from now.
+    async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome>;
+
+    /// The hot path of every request on a session, in one round trip: loads the record, pushes its
+    /// expiry (and that of all its keys) to `idle_ttl` from now, and, when `inflight` is given,
+    /// registers the request (request id → node; stream → running request and holder). A request
+    /// id already in flight in the session is refused with [`BeginOutcome::DuplicateId`].
+    async fn begin(&self, sid: &str, inflight: Option<&InflightRequest>) -> StoreResult<BeginOutcome>;
+
+    /// A request finished: removes its in-flight entry (and, when the answer went out as plain
+    /// JSON, its stream's registration), and restarts the idle clock from now.
+    async fn finish(&self, sid: &str, request_key: &str, json_stream: Option<&str>) -> StoreResult<()>;
+
+    /// Keeps a session alive while something is open on it (a stream, a running call): pushes the
+    /// expiry to `idle_ttl` from now. `false` when the session is gone.
+    async fn touch(&self, sid: &str) -> StoreResult<bool>;
+
+    /// Applies one change to the record. `false` when the session is gone.
+    async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
+
+    /// Ends a session now: removes every key of it and sends [`BusMessage::Terminated`] to every
+    /// node. `false` when it did not exist.
+    async fn delete_session(&self, sid: &str) -> StoreResult<bool>;
+
+    /// Number of live sessions (may count expired ones until the reaper has run).
+    async fn count_sessions(&self) -> StoreResult<u64>;
+
+    /// One reaper pass, done by at most one node at a time cluster-wide: every session whose
+    /// record has expired gets its remaining keys removed and [`BusMessage::Terminated`] sent to
+    /// every node. Returns the reaped ids (at most `limit`); empty when another node holds the
+    /// reaper lock.
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<String>>;
+}
+
+/// Per-stream event logs and who holds each stream's connection.
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Appends an event to the stream's log (trimming the log to `max_events_per_stream`, pushing
+    /// its expiry to `idle_ttl`), and delivers it to the holder's node inbox when the holder is on
+    /// another node. `end` marks the final event (the response): the stream's running entry is
+    /// removed with it. Registers the stream in the session if it was not.
+    async fn append(&self, sid: &str, stream: &str, data: &str, end: bool) -> StoreResult<Appended>;
+
+    /// Events of the stream after `after` (a position; [`switchboard_protocol::EventId::START`]
+    /// for "from the beginning").
+    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay>;
+
+    /// Makes `holder` the stream's connection, registering the stream if needed. Returns the
+    /// previous holder; if it was on another node that node gets a [`BusMessage::Takeover`].
+    async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Option<String>>;
+
+    /// Clears the stream's holder if it is still `holder`.
+    async fn release(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<()>;
+
+    /// The request still running for a POST response stream, if any.
+    async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>>;
+
+    /// If the stream's request is still recorded as running on `node`, atomically appends `data`
+    /// as the stream's final event (delivering it like [`EventLog::append`]) and clears the running
+    /// entry and the in-flight entry. `None` when it was not running there (someone else finished
+    /// it first).
+    async fn abort_running(&self, sid: &str, stream: &str, node: &str, data: &str) -> StoreResult<Option<Appended>>;
+}
+
+/// Cross-node delivery of replies, cancellations and control messages.
+#[async_trait]
+pub trait Bus: Send + Sync {
+    /// This node's inbox. Call once per node; later calls may return `Err`. Messages arrive in the
+    /// order each sender sent them.
+    async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>>;
+
+    /// Records that this node waits for the client's answer to server-issued request `request_key`.
+    async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()>;
+
+    /// Forgets a pending server-issued request (answered locally, timed out, or cancelled).
+    async fn forget_pending(&self, sid: &str, request_key: &str) -> StoreResult<()>;
+
+    /// Sends the client's response `message` to the node waiting for `request_key` and forgets the
+    /// pending entry. `false` when nobody waits for it.
+    async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool>;
+
+    /// Sends `notifications/cancelled` for client request `request_key` to the node running it.
+    /// `false` when no such request is in flight.
+    async fn route_cancel(&self, sid: &str, request_key: &str, reason: Option<&str>) -> StoreResult<bool>;
+}
+
+/// Node liveness.
+#[async_trait]
+pub trait Liveness: Send + Sync {
+    /// This node's id.
+    fn node_id(&self) -> &str;
+
+    /// Marks this node alive for `node_ttl`.
+    async fn heartbeat(&self) -> StoreResult<()>;
+
+    /// Whether `node` has sent a heartbeat within `node_ttl`.
+    async fn is_alive(&self, node: &str) -> StoreResult<bool>;
+}
+
+/// Everything a node needs from shared state.
+pub trait Store: SessionStore + EventLog + Bus + Liveness + Send + Sync + 'static {
+    /// The backend's name for logs and health (`"memory"` or `"redis"`).
+    fn backend(&self) -> &'static str;
+}

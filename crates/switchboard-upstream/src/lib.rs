@@ -1,0 +1,19 @@
+//! # switchboard-upstream
+//!
+//! The MCP servers behind the cluster. An [`Upstream`] answers the client requests that are not
+//! about the session itself (`tools/*`, `resources/*`, `prompts/*`, `completion/complete`) and may
+//! talk back to the client through the [`ClientPeer`] it is handed for each request.
+//!
+//! Depends on `switchboard-protocol` only; the node crate implements [`ClientPeer`] on top of the
+//! store. Sits at the end of the request path: limits → auth → header checks → session load →
+//! **upstream**.
+//!
+//! Modules:
+//! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
+//! - [`demo`]: the built-in demo server (echo, add, countdown, sample, elicit, list_roots, notify,
+//!   one resource, one prompt).
+
+pub mod demo;
+pub mod upstream;
+
+pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, Upstream};

@@ -1,0 +1,119 @@
+//! The upstream and client-peer traits.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use switchboard_protocol::{codes, Revision};
+use tokio_util::sync::CancellationToken;
+
+/// A JSON-RPC error object (`code`, `message`, optional `data`), as an upstream returns it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("JSON-RPC error {code}: {message}")]
+pub struct RpcError {
+    /// JSON-RPC error code (see [`switchboard_protocol::codes`]).
+    pub code: i64,
+    /// Human-readable message.
+    pub message: String,
+    /// Optional structured data.
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    /// An error with no data.
+    pub fn new(code: i64, message: impl Into<String>) -> RpcError {
+        RpcError { code, message: message.into(), data: None }
+    }
+
+    /// -32602 Invalid params.
+    pub fn invalid_params(message: impl Into<String>) -> RpcError {
+        RpcError::new(codes::INVALID_PARAMS, message)
+    }
+
+    /// -32601 Method not found, naming the method.
+    pub fn method_not_found(method: &str) -> RpcError {
+        RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {method}"))
+    }
+}
+
+/// Why a server-to-client request got no answer.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PeerError {
+    /// The client did not declare the capability the request needs (e.g. `sampling`).
+    #[error("the client did not declare the `{0}` capability")]
+    MissingCapability(&'static str),
+    /// No answer within the configured time.
+    #[error("the client did not answer within {0} ms")]
+    Timeout(u64),
+    /// The request that this belongs to was cancelled, or the session ended.
+    #[error("cancelled")]
+    Cancelled,
+    /// The store or bus failed.
+    #[error("delivery failed: {0}")]
+    Delivery(String),
+}
+
+/// The way back to the client during one request. Implemented by the node.
+#[async_trait]
+pub trait ClientPeer: Send + Sync {
+    /// Sends a notification that relates to the current request (progress, log message) on the
+    /// request's response stream. `notifications/message` below the session's log level is
+    /// dropped by the node.
+    async fn notify(&self, message: Value) -> Result<(), PeerError>;
+
+    /// Sends a notification unrelated to the current request on the session's standalone GET
+    /// stream (MCP 2025-11-25, basic/transports, Listening for Messages). Logged even when no GET
+    /// stream is open, so a client resuming with `Last-Event-ID` receives it.
+    async fn notify_standalone(&self, message: Value) -> Result<(), PeerError>;
+
+    /// Sends a server-to-client request (`sampling/createMessage`, `elicitation/create`,
+    /// `roots/list`, `ping`) on the current request's stream, with an id unique in the session,
+    /// and waits for the client's answer, which may arrive on any node. Returns the whole JSON-RPC
+    /// response (a `result` or an `error` member).
+    async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError>;
+}
+
+/// What an upstream knows about the request it is serving.
+#[derive(Clone)]
+pub struct RequestContext {
+    /// The client's session id.
+    pub session_id: String,
+    /// The session's negotiated revision.
+    pub revision: Revision,
+    /// The client's declared capabilities (from `initialize`).
+    pub client_capabilities: Value,
+    /// `params._meta.progressToken` of the request, if any.
+    pub progress_token: Option<Value>,
+    /// Fires when the client cancels the request or the session ends.
+    pub cancel: CancellationToken,
+    /// The way back to the client.
+    pub peer: Arc<dyn ClientPeer>,
+}
+
+/// One MCP server behind the cluster.
+#[async_trait]
+pub trait Upstream: Send + Sync {
+    /// The configured name (used in logs and errors).
+    fn name(&self) -> &str;
+
+    /// The server capabilities to advertise in `initialize` (MCP 2025-11-25, basic/lifecycle).
+    fn capabilities(&self) -> Value;
+
+    /// `serverInfo` for `initialize`.
+    fn server_info(&self) -> Value;
+
+    /// Optional `instructions` for `initialize`.
+    fn instructions(&self) -> Option<String> {
+        None
+    }
+
+    /// Answers one client request (method and params as sent). Returns the `result` value or a
+    /// JSON-RPC error. Must return promptly with an error once `ctx.cancel` fires.
+    async fn request(&self, method: &str, params: Value, ctx: RequestContext) -> Result<Value, RpcError>;
+
+    /// A client notification other than the session-level ones (e.g. `notifications/roots/list_changed`).
+    async fn notify(&self, _method: &str, _params: Value, _session_id: &str) {}
+
+    /// The session ended (DELETE or expiry): release whatever is held for it.
+    async fn session_ended(&self, _session_id: &str) {}
+}
