@@ -41,6 +41,12 @@ pub struct NodeConfig {
     pub max_body_bytes: usize,
     /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
     pub retry_after_secs: u64,
+    /// Events queued per open stream connection (default 256). When full, the connection catches
+    /// up from the event log instead of losing events.
+    pub connection_queue: usize,
+    /// How often this node refreshes the expiry of sessions that have an open stream or a running
+    /// call here (default 10 s; keep it well under the store's `idle_ttl`).
+    pub session_touch_interval: Duration,
 }
 
 impl Default for NodeConfig {
@@ -59,6 +65,8 @@ impl Default for NodeConfig {
             liveness_check_interval: Duration::from_secs(1),
             max_body_bytes: 4 * 1024 * 1024,
             retry_after_secs: 5,
+            connection_queue: 256,
+            session_touch_interval: Duration::from_secs(10),
         }
     }
 }

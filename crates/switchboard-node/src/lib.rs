@@ -1,28 +1,67 @@
 //! # switchboard-node
 //!
 //! The axum application of one front node: the Streamable HTTP transport (POST/GET/DELETE on one
-//! endpoint), Origin/Host checks, session handling, SSE streams with event logs, and the
-//! background tasks (heartbeat, reaper, bus dispatcher).
+//! endpoint), Origin/Host checks, session handling, SSE streams backed by event logs, and the
+//! background work (heartbeat, session keep-alive, reaper, bus inbox).
 //!
 //! Depends on `switchboard-protocol`, `switchboard-store` and `switchboard-upstream`. The binary
-//! calls [`serve`] with an already-bound listener.
+//! calls [`serve`] with an already-bound listener. Nothing here outlives a process except through
+//! the store: a node holds only open connections, running calls and waiters.
 //!
 //! Modules:
+//! - [`app`]: the router; the request path in one file.
 //! - [`config`]: [`NodeConfig`], every limit of the HTTP front.
+//! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
+//! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
+//! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
+//! - [`session`]: reading `Mcp-Session-Id` and loading the session.
+//! - [`run`]: executing one request (session methods here, the rest upstream).
+//! - [`response`]: one POST's answer channel (JSON or SSE, logged before sent).
+//! - [`peer`]: the [`switchboard_upstream::ClientPeer`] given to upstreams.
+//! - [`pump`]: the task behind an open SSE connection.
+//! - [`hub`]: the SSE connections held by this node.
+//! - [`calls`]: requests running here and server requests waiting here.
+//! - [`dispatch`]: this node's bus inbox.
+//! - [`background`]: heartbeat, session keep-alive, reaper.
+//! - [`sse`]: SSE framing and headers.
+//! - [`telemetry`]: domain events, logged and counted in one place.
+//! - [`state`]: what handlers share.
 
+pub mod app;
+pub mod background;
+pub mod calls;
 pub mod config;
+pub mod delete;
+pub mod dispatch;
+pub mod error;
+pub mod get;
+pub mod guard;
+pub mod hub;
+pub mod initialize;
+pub mod peer;
+pub mod post;
+pub mod pump;
+pub mod response;
+pub mod run;
+pub mod session;
+pub mod sse;
+pub mod state;
+pub mod telemetry;
 
 use std::future::Future;
 use std::sync::Arc;
 
+use axum::serve::ListenerExt;
 pub use config::NodeConfig;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 
-/// Serves MCP on `listener` until `shutdown` resolves, then drains open requests.
+/// Serves MCP on `listener` until `shutdown` resolves, then closes open streams (clients resume
+/// them on other nodes) and waits for in-flight requests to finish.
 ///
 /// `store` holds all shared state (its node id names this node); `upstream` answers tool,
-/// resource and prompt requests. Errors only when the listener fails.
+/// resource and prompt requests. Errors when the listener fails or the store's inbox cannot be
+/// subscribed.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: NodeConfig,
@@ -30,7 +69,24 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let _ = (listener, config, store, upstream);
-    shutdown.await;
-    Ok(())
+    let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
+    store.heartbeat().await.map_err(std::io::Error::other)?;
+    let app = state::AppState::new(config, store, upstream);
+    tokio::spawn(dispatch::run(app.clone(), inbox));
+    background::spawn_all(&app);
+    let router = app::router(app.clone());
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %e, "could not set TCP_NODELAY");
+        }
+    });
+    let drain = app.clone();
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            tracing::info!("draining: closing open streams, finishing in-flight requests");
+            drain.shutdown.cancel();
+            drain.hub.close_all();
+        })
+        .await
 }

@@ -10,8 +10,9 @@
 //!
 //! Modules:
 //! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
-//! - [`demo`]: the built-in demo server (echo, add, countdown, sample, elicit, list_roots, notify,
-//!   one resource, one prompt).
+//! - [`demo`]: the built-in demo server [`demo::DemoUpstream`] (tools echo, add, countdown,
+//!   sample, elicit, list_roots, notify; resource `demo://greeting`; prompt `greet`; completions).
+//!   User documentation: `docs/demo-upstream.md`.
 
 pub mod demo;
 pub mod upstream;

@@ -22,7 +22,11 @@ pub struct RpcError {
 impl RpcError {
     /// An error with no data.
     pub fn new(code: i64, message: impl Into<String>) -> RpcError {
-        RpcError { code, message: message.into(), data: None }
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
     }
 
     /// -32602 Invalid params.
@@ -32,7 +36,10 @@ impl RpcError {
 
     /// -32601 Method not found, naming the method.
     pub fn method_not_found(method: &str) -> RpcError {
-        RpcError::new(codes::METHOD_NOT_FOUND, format!("method not found: {method}"))
+        RpcError::new(
+            codes::METHOD_NOT_FOUND,
+            format!("method not found: {method}"),
+        )
     }
 }
 
@@ -57,19 +64,27 @@ pub enum PeerError {
 #[async_trait]
 pub trait ClientPeer: Send + Sync {
     /// Sends a notification that relates to the current request (progress, log message) on the
-    /// request's response stream. `notifications/message` below the session's log level is
-    /// dropped by the node.
+    /// request's response stream. `message` is a whole JSON-RPC notification, as built by
+    /// [`switchboard_protocol::jsonrpc::notification`]. `notifications/message` below the
+    /// session's log level is dropped by the node (and counts as sent).
     async fn notify(&self, message: Value) -> Result<(), PeerError>;
 
     /// Sends a notification unrelated to the current request on the session's standalone GET
     /// stream (MCP 2025-11-25, basic/transports, Listening for Messages). Logged even when no GET
-    /// stream is open, so a client resuming with `Last-Event-ID` receives it.
+    /// stream is open, so a client resuming with `Last-Event-ID` receives it. `message` and the
+    /// log-level rule are as for [`ClientPeer::notify`].
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError>;
 
     /// Sends a server-to-client request (`sampling/createMessage`, `elicitation/create`,
     /// `roots/list`, `ping`) on the current request's stream, with an id unique in the session,
     /// and waits for the client's answer, which may arrive on any node. Returns the whole JSON-RPC
     /// response (a `result` or an `error` member).
+    ///
+    /// Fails without sending anything with [`PeerError::MissingCapability`] when the method needs
+    /// a client capability the client did not declare (`sampling/createMessage` → `sampling`,
+    /// `elicitation/create` → `elicitation`, `roots/list` → `roots`); with
+    /// [`PeerError::Timeout`] when no answer arrives in time; with [`PeerError::Cancelled`] when
+    /// the request is cancelled or the session ends while waiting.
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError>;
 }
 
@@ -107,9 +122,15 @@ pub trait Upstream: Send + Sync {
         None
     }
 
-    /// Answers one client request (method and params as sent). Returns the `result` value or a
+    /// Answers one client request (method and params as sent; `params` is `Value::Null` when the
+    /// request has none, which an upstream treats like `{}`). Returns the `result` value or a
     /// JSON-RPC error. Must return promptly with an error once `ctx.cancel` fires.
-    async fn request(&self, method: &str, params: Value, ctx: RequestContext) -> Result<Value, RpcError>;
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError>;
 
     /// A client notification other than the session-level ones (e.g. `notifications/roots/list_changed`).
     async fn notify(&self, _method: &str, _params: Value, _session_id: &str) {}

@@ -1,0 +1,65 @@
+//! The node's periodic work: liveness heartbeat, keeping sessions with open work alive, and the
+//! reaper pass.
+
+use std::time::Duration;
+
+use tokio::time::{interval, MissedTickBehavior};
+
+use crate::state::App;
+use crate::telemetry;
+
+/// Starts every background loop; they stop when the node drains.
+pub fn spawn_all(app: &App) {
+    tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, heartbeat));
+    tokio::spawn(every(app.clone(), app.cfg.session_touch_interval, keep_alive));
+    tokio::spawn(every(app.clone(), app.cfg.reaper_interval, reap));
+}
+
+async fn every<F, Fut>(app: App, period: Duration, mut f: F)
+where
+    F: FnMut(App) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = interval(period.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => f(app.clone()).await,
+            _ = app.shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Marks this node alive; other nodes fail its requests once it stops.
+async fn heartbeat(app: App) {
+    if let Err(e) = app.store.heartbeat().await {
+        tracing::warn!(error = %e, "liveness heartbeat failed");
+    }
+}
+
+/// Sessions with an open stream or a running call here do not idle out (their idle clock only
+/// starts when the last request finishes). A session that is gone meanwhile is closed here.
+async fn keep_alive(app: App) {
+    let mut sids = app.hub.sessions();
+    sids.extend(app.calls.sessions());
+    sids.sort();
+    sids.dedup();
+    for sid in sids {
+        match app.store.touch(&sid).await {
+            Ok(true) => {}
+            Ok(false) => {
+                app.hub.close_session(&sid);
+                app.calls.end_session(&sid);
+            }
+            Err(e) => tracing::warn!(error = %e, session = %sid, "could not keep a session alive"),
+        }
+    }
+}
+
+/// One reaper pass (the store makes sure only one node does it at a time).
+async fn reap(app: App) {
+    match app.store.reap(1000).await {
+        Ok(ids) => telemetry::sessions_reaped(ids.len()),
+        Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
+    }
+}

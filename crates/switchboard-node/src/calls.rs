@@ -1,0 +1,117 @@
+//! Requests running on this node and server-to-client requests waiting for the client's answer.
+//!
+//! Keys are (session id, request id key) where the key is
+//! [`switchboard_protocol::RequestId::key`], so `"1"` and `1` stay apart (case C22).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+type Key = (String, String);
+
+/// Local bookkeeping of running calls and pending server requests.
+#[derive(Default)]
+pub struct Calls {
+    running: Mutex<HashMap<Key, CancellationToken>>,
+    waiters: Mutex<HashMap<Key, oneshot::Sender<Value>>>,
+}
+
+impl Calls {
+    /// Registers a running client request; its token fires on cancellation.
+    pub fn start(&self, sid: &str, key: &str) -> CancellationToken {
+        let token = CancellationToken::new();
+        lock(&self.running).insert((sid.to_owned(), key.to_owned()), token.clone());
+        token
+    }
+
+    /// The request finished.
+    pub fn end(&self, sid: &str, key: &str) {
+        lock(&self.running).remove(&(sid.to_owned(), key.to_owned()));
+    }
+
+    /// Cancels a running request; `false` when it does not run here.
+    pub fn cancel(&self, sid: &str, key: &str) -> bool {
+        match lock(&self.running).get(&(sid.to_owned(), key.to_owned())) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Cancels every request of a session and drops its waiters (the session ended).
+    pub fn end_session(&self, sid: &str) {
+        for (k, t) in lock(&self.running).iter() {
+            if k.0 == sid {
+                t.cancel();
+            }
+        }
+        lock(&self.waiters).retain(|k, _| k.0 != sid);
+    }
+
+    /// Sessions with a request running here.
+    pub fn sessions(&self) -> Vec<String> {
+        let mut v: Vec<String> = lock(&self.running).keys().map(|k| k.0.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Number of requests running here.
+    pub fn running_count(&self) -> usize {
+        lock(&self.running).len()
+    }
+
+    /// Waits for the client's answer to server-issued request `key`.
+    pub fn add_waiter(&self, sid: &str, key: &str) -> oneshot::Receiver<Value> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiters).insert((sid.to_owned(), key.to_owned()), tx);
+        rx
+    }
+
+    /// Hands the answer to its waiter; `false` when nobody here waits for it.
+    pub fn answer(&self, sid: &str, key: &str, message: Value) -> bool {
+        match lock(&self.waiters).remove(&(sid.to_owned(), key.to_owned())) {
+            Some(tx) => tx.send(message).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Stops waiting (timeout or cancellation).
+    pub fn remove_waiter(&self, sid: &str, key: &str) {
+        lock(&self.waiters).remove(&(sid.to_owned(), key.to_owned()));
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_and_number_ids_are_distinct_calls() {
+        let c = Calls::default();
+        let a = c.start("s", "\"1\"");
+        let b = c.start("s", "1");
+        assert!(c.cancel("s", "1"));
+        assert!(b.is_cancelled() && !a.is_cancelled());
+        c.end_session("s");
+        assert!(a.is_cancelled());
+    }
+
+    #[tokio::test]
+    async fn answers_reach_their_waiter_once() {
+        let c = Calls::default();
+        let rx = c.add_waiter("s", "\"s-1\"");
+        assert!(c.answer("s", "\"s-1\"", serde_json::json!({"result": {}})));
+        assert!(!c.answer("s", "\"s-1\"", serde_json::json!({})));
+        assert_eq!(rx.await.unwrap(), serde_json::json!({"result": {}}));
+    }
+}

@@ -1,0 +1,45 @@
+//! This node's inbox: messages other nodes (and the store) send here over the bus.
+
+use serde_json::Value;
+use switchboard_store::BusMessage;
+use tokio::sync::mpsc;
+
+use crate::hub::StreamEvent;
+use crate::state::App;
+
+/// Handles inbox messages until the inbox closes or the node drains.
+pub async fn run(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
+    loop {
+        let msg = tokio::select! {
+            m = inbox.recv() => m,
+            _ = app.shutdown.cancelled() => None,
+        };
+        let Some(msg) = msg else { return };
+        handle(&app, msg).await;
+    }
+}
+
+async fn handle(app: &App, msg: BusMessage) {
+    match msg {
+        BusMessage::Event { sid, stream, holder, position, data, end } => {
+            app.hub.deliver(&sid, &stream, &holder, StreamEvent { position, data, end });
+        }
+        BusMessage::Takeover { sid, stream, holder } => app.hub.close(&sid, &stream, &holder),
+        BusMessage::Reply { sid, request_key, message } => {
+            let value: Value = serde_json::from_str(&message).unwrap_or(Value::Null);
+            if !app.calls.answer(&sid, &request_key, value) {
+                tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
+            }
+        }
+        BusMessage::Cancel { sid, request_key, reason } => {
+            if app.calls.cancel(&sid, &request_key) {
+                tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
+            }
+        }
+        BusMessage::Terminated { sid } => {
+            app.hub.close_session(&sid);
+            app.calls.end_session(&sid);
+            app.upstream.session_ended(&sid).await;
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! Every way the HTTP edge refuses a request, each with exactly one HTTP status and one JSON-RPC
+//! error code, declared here beside the type. Error bodies are JSON-RPC error responses with
+//! `id: null` (MCP 2025-11-25, basic/transports: the body MAY be a JSON-RPC error without an id)
+//! and never carry `Mcp-Session-Id`.
+
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderValue, StatusCode};
+use switchboard_protocol::{codes, jsonrpc};
+
+/// A refused request.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HttpError {
+    /// A request other than `initialize` without `Mcp-Session-Id` (MCP 2025-03-26+, Session
+    /// Management item 2: SHOULD be 400).
+    #[error("Bad Request: Mcp-Session-Id header is required")]
+    MissingSession,
+    /// The session id is unknown, expired or deleted (Session Management item 3: MUST be 404).
+    #[error("Session not found")]
+    UnknownSession,
+    /// `MCP-Protocol-Version` names no revision we speak (MCP 2025-06-18+: MUST be 400).
+    #[error("Bad Request: unsupported MCP-Protocol-Version: {0}")]
+    BadProtocolVersion(String),
+    /// `MCP-Protocol-Version` is a revision we speak but not the one this session negotiated.
+    #[error("Bad Request: MCP-Protocol-Version {sent} does not match the session's negotiated revision {negotiated}")]
+    VersionMismatch {
+        /// The header's value.
+        sent: String,
+        /// The session's revision.
+        negotiated: String,
+    },
+    /// The `Accept` header does not allow what we must send.
+    #[error("Not Acceptable: {0}")]
+    NotAcceptable(&'static str),
+    /// `Content-Type` is not `application/json`.
+    #[error("Unsupported Media Type: Content-Type must be application/json")]
+    UnsupportedMediaType,
+    /// The body is not JSON.
+    #[error("Parse error: {0}")]
+    Parse(String),
+    /// The body is JSON but not a valid JSON-RPC message for this endpoint.
+    #[error("Invalid Request: {0}")]
+    InvalidRequest(String),
+    /// The body is larger than `max_body_bytes`.
+    #[error("Payload Too Large: the body exceeds {0} bytes")]
+    PayloadTooLarge(usize),
+    /// `Origin` is present and not allowed (MCP 2025-11-25: MUST be 403).
+    #[error("Forbidden: Origin {0} is not allowed")]
+    ForbiddenOrigin(String),
+    /// `Host` is not one this node serves (DNS-rebinding protection).
+    #[error("Misdirected Request: Host {0} is not served here")]
+    ForbiddenHost(String),
+    /// An HTTP method the endpoint does not offer.
+    #[error("Method Not Allowed")]
+    MethodNotAllowed,
+    /// The global session cap is reached.
+    #[error("Service Unavailable: the session limit is reached, retry later")]
+    AtCapacity {
+        /// Seconds for `Retry-After`.
+        retry_after_secs: u64,
+    },
+    /// `Last-Event-ID` is not an event id of ours.
+    #[error("Bad Request: malformed Last-Event-ID")]
+    BadLastEventId,
+    /// `Last-Event-ID` names a stream this session does not have (or whose log has expired).
+    #[error("Bad Request: Last-Event-ID names no stream of this session")]
+    UnknownStream,
+    /// `Last-Event-ID` is older than the retained event log.
+    #[error("Gone: events after this Last-Event-ID are no longer retained (oldest retained: {0})")]
+    EventsTrimmed(String),
+    /// The shared store failed.
+    #[error("Service Unavailable: session store error")]
+    Store(String),
+}
+
+impl HttpError {
+    /// The HTTP status of this refusal.
+    pub fn status(&self) -> StatusCode {
+        use HttpError::*;
+        match self {
+            MissingSession | BadProtocolVersion(_) | VersionMismatch { .. } | Parse(_) | InvalidRequest(_)
+            | BadLastEventId | UnknownStream => StatusCode::BAD_REQUEST,
+            UnknownSession => StatusCode::NOT_FOUND,
+            NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
+            ForbiddenHost(_) => StatusCode::MISDIRECTED_REQUEST,
+            MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            AtCapacity { .. } | Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            EventsTrimmed(_) => StatusCode::GONE,
+        }
+    }
+
+    /// The JSON-RPC error code in the body.
+    pub fn code(&self) -> i64 {
+        use HttpError::*;
+        match self {
+            Parse(_) => codes::PARSE_ERROR,
+            UnknownSession => codes::SESSION_NOT_FOUND,
+            AtCapacity { .. } => codes::OVERLOADED,
+            Store(_) => codes::INTERNAL_ERROR,
+            _ => codes::INVALID_REQUEST,
+        }
+    }
+}
+
+impl From<switchboard_store::StoreError> for HttpError {
+    fn from(e: switchboard_store::StoreError) -> Self {
+        tracing::error!(error = %e, "store error");
+        HttpError::Store(e.to_string())
+    }
+}
+
+/// The value of `Allow` on the MCP endpoint.
+pub const ALLOW: &str = "GET, POST, DELETE";
+
+impl IntoResponse for HttpError {
+    fn into_response(self) -> Response {
+        let body = jsonrpc::error_response(None, self.code(), self.to_string(), None);
+        let mut resp = (self.status(), axum::Json(body)).into_response();
+        let headers = resp.headers_mut();
+        match self {
+            HttpError::MethodNotAllowed => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
+            }
+            HttpError::AtCapacity { retry_after_secs } => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+            }
+            _ => {}
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_variant() -> Vec<HttpError> {
+        use HttpError::*;
+        vec![
+            MissingSession,
+            UnknownSession,
+            BadProtocolVersion("x".into()),
+            VersionMismatch { sent: "a".into(), negotiated: "b".into() },
+            NotAcceptable("x"),
+            UnsupportedMediaType,
+            Parse("x".into()),
+            InvalidRequest("x".into()),
+            PayloadTooLarge(1),
+            ForbiddenOrigin("x".into()),
+            ForbiddenHost("x".into()),
+            MethodNotAllowed,
+            AtCapacity { retry_after_secs: 5 },
+            BadLastEventId,
+            UnknownStream,
+            EventsTrimmed("1-0".into()),
+            Store("x".into()),
+        ]
+    }
+
+    #[test]
+    fn every_variant_maps_to_a_client_or_server_error_with_a_jsonrpc_body() {
+        for e in every_variant() {
+            let status = e.status();
+            let code = e.code();
+            assert!(status.is_client_error() || status.is_server_error(), "{e:?}");
+            assert!((-32800..=-32000).contains(&code) || code == codes::PARSE_ERROR, "{e:?}");
+            let resp = e.clone().into_response();
+            assert_eq!(resp.status(), status);
+            assert!(resp.headers().get("mcp-session-id").is_none());
+        }
+    }
+
+    #[test]
+    fn special_headers() {
+        let r = HttpError::MethodNotAllowed.into_response();
+        assert_eq!(r.headers()[header::ALLOW], ALLOW);
+        let r = HttpError::AtCapacity { retry_after_secs: 7 }.into_response();
+        assert_eq!(r.headers()[header::RETRY_AFTER], "7");
+        assert_eq!(HttpError::UnknownSession.status(), StatusCode::NOT_FOUND);
+        assert_eq!(HttpError::Parse("x".into()).code(), codes::PARSE_ERROR);
+    }
+}

@@ -1,0 +1,105 @@
+//! GET on the MCP endpoint: open the standalone stream, or resume any stream of the session from
+//! `Last-Event-ID` (MCP 2025-11-25, basic/transports, Listening for Messages and Resumability).
+//!
+//! - Without `Last-Event-ID`: the session's standalone stream. A newer GET replaces an older one
+//!   on any node (the old connection ends), so each message goes to exactly one stream.
+//! - With `Last-Event-ID`: the event id names its stream; only that stream of this session is
+//!   replayed (never another stream's or another session's events), then it continues live. An id
+//!   of no stream of this session is refused with 400, an id older than the retained log with 410.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
+use switchboard_protocol::{headers, EventId, StreamId};
+use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
+
+use crate::error::HttpError;
+use crate::pump::{self, OpenStream};
+use crate::session;
+use crate::state::App;
+use crate::{guard, telemetry};
+
+/// The GET handler.
+pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
+    match get(app, headers).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
+    guard::check_get_accept(&headers)?;
+    let sid = session::session_id(&headers)?;
+    let version = guard::protocol_version(&headers)?;
+    let last = match headers.get(headers::LAST_EVENT_ID) {
+        None => None,
+        Some(v) => Some(v.to_str().ok().and_then(EventId::parse).ok_or(HttpError::BadLastEventId)?),
+    };
+    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+    match last {
+        None => standalone(&app, &record).await,
+        Some(id) => resume(&app, &record, id).await,
+    }
+}
+
+async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpError> {
+    let sid = record.id.as_str();
+    let stream = StreamId::STANDALONE;
+    let holder = app.new_holder();
+    let conn = app.hub.register(sid, stream, &holder);
+    let last_position = match app.store.claim(sid, stream, &holder).await {
+        Ok(Claim::Claimed { last_position, .. }) => last_position,
+        Ok(Claim::Unknown) => None,
+        Err(e) => {
+            app.hub.unregister(sid, stream, &holder);
+            return Err(e.into());
+        }
+    };
+    let after = last_position.unwrap_or_else(|| EventId::START.to_owned());
+    let priming = session::revision(record).primes_streams().then(|| format!("{stream}_{after}"));
+    let open = OpenStream { sid: sid.to_owned(), stream: stream.to_owned(), holder, conn, priming, replay: Vec::new(), after, watch: None, close_after_replay: false };
+    Ok(pump::open(app, open, &[]))
+}
+
+async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
+    let sid = record.id.as_str();
+    let stream = id.stream.to_string();
+    let holder = app.new_holder();
+    let conn = app.hub.register(sid, &stream, &holder);
+    let prepared = prepare_resume(app, sid, &stream, &holder, &id.position).await;
+    let (replay, watch, close_after_replay) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            app.hub.unregister(sid, &stream, &holder);
+            let _ = app.store.release(sid, &stream, &holder).await;
+            if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
+                telemetry::replay_miss(sid, &e.to_string());
+            }
+            return Err(e);
+        }
+    };
+    telemetry::stream_resumed(sid, &stream, replay.len());
+    let open = OpenStream { sid: sid.to_owned(), stream, holder, conn, priming: None, replay, after: id.position, watch, close_after_replay };
+    Ok(pump::open(app, open, &[]))
+}
+
+type Prepared = (Vec<LoggedEvent>, Option<switchboard_store::RunningRequest>, bool);
+
+/// Claim first (so live events come to us), then see who runs the request, then read the log:
+/// an end event written after the `running` check is then either in the replay or delivered live.
+async fn prepare_resume(app: &App, sid: &str, stream: &str, holder: &str, after: &str) -> Result<Prepared, HttpError> {
+    if let Claim::Unknown = app.store.claim(sid, stream, holder).await? {
+        return Err(HttpError::UnknownStream);
+    }
+    let standalone = stream == StreamId::STANDALONE;
+    let running = if standalone { None } else { app.store.running(sid, stream).await? };
+    let events = match app.store.replay(sid, stream, after).await? {
+        Replay::Events(events) => events,
+        Replay::UnknownStream => return Err(HttpError::UnknownStream),
+        Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
+    };
+    let ended = events.iter().any(|e| e.end);
+    let close_after_replay = !standalone && (ended || running.is_none());
+    let watch = running.filter(|r| r.node != app.node_id());
+    Ok((events, watch, close_after_replay))
+}

@@ -1,0 +1,179 @@
+//! The SSE connections held by this node, keyed by (session, stream).
+//!
+//! A stream has at most one holder cluster-wide (recorded in the store); this hub maps the holders
+//! that live here to their connection tasks. Events reach a connection through a bounded queue;
+//! when it is full the event is not dropped from the client's view: the connection is flagged as
+//! lagged and re-reads the stream's event log from its last delivered position.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use crate::telemetry;
+
+/// One event for a connection.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamEvent {
+    /// Log position (`<ms>-<seq>`).
+    pub position: String,
+    /// JSON-RPC message text.
+    pub data: String,
+    /// Whether it ends the stream.
+    pub end: bool,
+}
+
+/// What a connection task receives.
+#[derive(Debug)]
+pub enum Outbound {
+    /// An event to write.
+    Event(StreamEvent),
+    /// Close now (taken over elsewhere, session ended, node draining).
+    Close,
+}
+
+struct Conn {
+    holder: String,
+    tx: mpsc::Sender<Outbound>,
+    lagged: Arc<AtomicBool>,
+}
+
+/// The receiving end a connection task owns.
+pub struct ConnHandle {
+    /// Events and close signals.
+    pub rx: mpsc::Receiver<Outbound>,
+    /// Set when an event could not be queued; the task then re-reads the log.
+    pub lagged: Arc<AtomicBool>,
+}
+
+/// Local registry of held streams.
+pub struct Hub {
+    conns: Mutex<HashMap<String, HashMap<String, Conn>>>,
+    queue: usize,
+}
+
+impl Hub {
+    /// A hub whose connections queue at most `queue` events each.
+    pub fn new(queue: usize) -> Hub {
+        Hub { conns: Mutex::new(HashMap::new()), queue: queue.max(1) }
+    }
+
+    /// Registers `holder` as the local connection of the stream. A previous local connection of the
+    /// same stream is told to close (it was taken over).
+    pub fn register(&self, sid: &str, stream: &str, holder: &str) -> ConnHandle {
+        let (tx, rx) = mpsc::channel(self.queue);
+        let lagged = Arc::new(AtomicBool::new(false));
+        let conn = Conn { holder: holder.to_owned(), tx, lagged: lagged.clone() };
+        let old = self.lock().entry(sid.to_owned()).or_default().insert(stream.to_owned(), conn);
+        if let Some(old) = old {
+            let _ = old.tx.try_send(Outbound::Close);
+            telemetry::stream_taken_over(sid, stream);
+        }
+        ConnHandle { rx, lagged }
+    }
+
+    /// Hands an event to the stream's connection if `holder` is still the one held here.
+    pub fn deliver(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
+        let map = self.lock();
+        let Some(conn) = map.get(sid).and_then(|s| s.get(stream)) else { return };
+        if conn.holder != holder {
+            return;
+        }
+        if let Err(mpsc::error::TrySendError::Full(_)) = conn.tx.try_send(Outbound::Event(ev)) {
+            conn.lagged.store(true, Ordering::SeqCst);
+            telemetry::stream_lagged(sid, stream);
+        }
+    }
+
+    /// Closes the stream's connection if it is `holder` (a takeover from another node).
+    pub fn close(&self, sid: &str, stream: &str, holder: &str) {
+        let mut map = self.lock();
+        let Some(streams) = map.get_mut(sid) else { return };
+        if streams.get(stream).is_some_and(|c| c.holder == holder) {
+            if let Some(c) = streams.remove(stream) {
+                let _ = c.tx.try_send(Outbound::Close);
+            }
+        }
+        if streams.is_empty() {
+            map.remove(sid);
+        }
+    }
+
+    /// Forgets the connection if it is still `holder` (the connection ended by itself).
+    pub fn unregister(&self, sid: &str, stream: &str, holder: &str) {
+        let mut map = self.lock();
+        let Some(streams) = map.get_mut(sid) else { return };
+        if streams.get(stream).is_some_and(|c| c.holder == holder) {
+            streams.remove(stream);
+        }
+        if streams.is_empty() {
+            map.remove(sid);
+        }
+    }
+
+    /// Closes every connection of a session (it ended).
+    pub fn close_session(&self, sid: &str) {
+        if let Some(streams) = self.lock().remove(sid) {
+            for c in streams.into_values() {
+                let _ = c.tx.try_send(Outbound::Close);
+            }
+        }
+    }
+
+    /// Closes every connection (the node is draining; clients resume elsewhere).
+    pub fn close_all(&self) {
+        for (_, streams) in self.lock().drain() {
+            for c in streams.into_values() {
+                let _ = c.tx.try_send(Outbound::Close);
+            }
+        }
+    }
+
+    /// Sessions with at least one connection here.
+    pub fn sessions(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Number of open connections here.
+    pub fn len(&self) -> usize {
+        self.lock().values().map(HashMap::len).sum()
+    }
+
+    /// Whether no connection is open here.
+    pub fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Conn>>> {
+        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(p: &str) -> StreamEvent {
+        StreamEvent { position: p.into(), data: "{}".into(), end: false }
+    }
+
+    #[tokio::test]
+    async fn delivers_only_to_the_current_holder_and_flags_lag() {
+        let hub = Hub::new(1);
+        let mut h = hub.register("s", "get", "n/1");
+        hub.deliver("s", "get", "n/2", ev("1-0"));
+        hub.deliver("s", "get", "n/1", ev("1-1"));
+        hub.deliver("s", "get", "n/1", ev("1-2"));
+        assert!(h.lagged.load(Ordering::SeqCst));
+        match h.rx.recv().await {
+            Some(Outbound::Event(e)) => assert_eq!(e.position, "1-1"),
+            other => panic!("{other:?}"),
+        }
+        let mut h2 = hub.register("s", "get", "n/3");
+        assert!(matches!(h.rx.recv().await, Some(Outbound::Close)));
+        hub.close_session("s");
+        assert!(matches!(h2.rx.recv().await, Some(Outbound::Close)));
+        assert_eq!(hub.len(), 0);
+    }
+}

@@ -1,0 +1,58 @@
+//! `initialize`: creates the session (MCP 2025-11-25, basic/lifecycle, Initialization).
+//!
+//! The revision is negotiated in the body: a revision we speak is echoed, anything else gets our
+//! latest (Version Negotiation), so `MCP-Protocol-Version` on this request is not checked. A stale
+//! `Mcp-Session-Id` sent along is ignored: `initialize` always starts a fresh session. Nothing is
+//! stored unless the request is valid and under the session cap.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode};
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
+use switchboard_store::{CreateOutcome, SessionRecord};
+
+use crate::error::HttpError;
+use crate::state::App;
+use crate::telemetry;
+
+/// Handles an `initialize` request.
+pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, HttpError> {
+    let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
+    if !params.is_object() {
+        let body = jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, "initialize params must be an object", None);
+        return Ok((StatusCode::OK, axum::Json(body)).into_response());
+    }
+    let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
+    let sid = SessionId::generate();
+    let record = SessionRecord {
+        id: sid.to_string(),
+        revision: revision.to_string(),
+        initialize_params: params,
+        initialized: false,
+        log_level: None,
+        subscriptions: Vec::new(),
+        principal: "anonymous".into(),
+        upstream_sessions: Default::default(),
+        created_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+    };
+    if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
+        telemetry::session_refused();
+        return Err(HttpError::AtCapacity { retry_after_secs: app.cfg.retry_after_secs });
+    }
+    telemetry::session_created(sid.as_str(), revision.as_str());
+    let up = &app.upstream;
+    let mut result = json!({
+        "protocolVersion": revision.as_str(),
+        "capabilities": up.capabilities(),
+        "serverInfo": up.server_info(),
+    });
+    if let Some(text) = up.instructions() {
+        result["instructions"] = Value::String(text);
+    }
+    let mut resp = (StatusCode::OK, axum::Json(jsonrpc::result_response(id, result))).into_response();
+    let value = HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;
+    resp.headers_mut().insert(headers::MCP_SESSION_ID, value);
+    Ok(resp)
+}

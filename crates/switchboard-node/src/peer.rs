@@ -1,0 +1,143 @@
+//! The node's [`ClientPeer`]: how an upstream talks back to the client during a request.
+//!
+//! Server-to-client requests (MCP 2025-11-25, basic/transports, Sending Messages item 6) go out on
+//! the request's own response stream with an id unique in the session across nodes (`s-` and 16
+//! random base-32 characters). The client may POST the answer to any node: the store records which
+//! node waits (`register_pending`), and the bus carries the answer here.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use switchboard_protocol::{jsonrpc, RequestId, StreamId};
+use switchboard_upstream::{ClientPeer, PeerError};
+use tokio_util::sync::CancellationToken;
+
+use crate::response::ResponseStream;
+use crate::state::App;
+
+/// RFC 5424 severities in ascending order, as MCP `logging` names them.
+const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+
+/// Whether `level` is a valid MCP log level.
+pub fn is_log_level(level: &str) -> bool {
+    LEVELS.contains(&level)
+}
+
+fn severity(level: &str) -> usize {
+    LEVELS.iter().position(|l| *l == level).unwrap_or(0)
+}
+
+/// The client capability a server-to-client method needs (MCP 2025-11-25, client/*).
+fn required_capability(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// The way back to the client for one request.
+pub struct NodePeer {
+    pub(crate) app: App,
+    pub(crate) sid: String,
+    pub(crate) capabilities: Value,
+    pub(crate) log_level: Option<String>,
+    pub(crate) response: Arc<ResponseStream>,
+    pub(crate) cancel: CancellationToken,
+}
+
+impl NodePeer {
+    /// `notifications/message` below the session's level is not sent (MCP 2025-11-25,
+    /// server/utilities/logging).
+    fn filtered(&self, message: &Value) -> bool {
+        if message.get("method").and_then(Value::as_str) != Some("notifications/message") {
+            return false;
+        }
+        let (Some(min), Some(level)) = (&self.log_level, message.pointer("/params/level").and_then(Value::as_str)) else {
+            return false;
+        };
+        severity(level) < severity(min)
+    }
+}
+
+fn new_server_request_id() -> RequestId {
+    const A: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let bytes: [u8; 16] = rand::random();
+    let tail: String = bytes.iter().map(|b| A[(b & 31) as usize] as char).collect();
+    RequestId(Value::String(format!("s-{tail}")))
+}
+
+#[async_trait]
+impl ClientPeer for NodePeer {
+    async fn notify(&self, message: Value) -> Result<(), PeerError> {
+        if self.filtered(&message) {
+            return Ok(());
+        }
+        self.response.send(&message).await
+    }
+
+    async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
+        if self.filtered(&message) {
+            return Ok(());
+        }
+        // The store delivers standalone-stream events to the holder through the bus (one ordered
+        // path for all writers), so nothing is handed to the local hub here.
+        self.app
+            .store
+            .append(&self.sid, StreamId::STANDALONE, &message.to_string(), false)
+            .await
+            .map(|_| ())
+            .map_err(|e| PeerError::Delivery(e.to_string()))
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+        if let Some(cap) = required_capability(method) {
+            if self.capabilities.get(cap).is_none() {
+                return Err(PeerError::MissingCapability(cap));
+            }
+        }
+        let id = new_server_request_id();
+        let key = id.key();
+        let waiter = self.app.calls.add_waiter(&self.sid, &key);
+        let store = &self.app.store;
+        let sent = async {
+            store.register_pending(&self.sid, &key).await.map_err(|e| PeerError::Delivery(e.to_string()))?;
+            self.response.send(&jsonrpc::request(&id, method, params)).await
+        };
+        if let Err(e) = sent.await {
+            self.app.calls.remove_waiter(&self.sid, &key);
+            return Err(e);
+        }
+        let timeout = self.app.cfg.client_request_timeout;
+        let outcome = tokio::select! {
+            answer = waiter => answer.map_err(|_| PeerError::Cancelled),
+            _ = tokio::time::sleep(timeout) => Err(PeerError::Timeout(timeout.as_millis() as u64)),
+            _ = self.cancel.cancelled() => Err(PeerError::Cancelled),
+        };
+        if outcome.is_err() {
+            self.app.calls.remove_waiter(&self.sid, &key);
+            if let Err(e) = store.forget_pending(&self.sid, &key).await {
+                tracing::warn!(error = %e, "could not forget a pending server request");
+            }
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_order_and_capabilities() {
+        assert!(severity("error") > severity("info"));
+        assert!(is_log_level("warning") && !is_log_level("verbose"));
+        assert_eq!(required_capability("sampling/createMessage"), Some("sampling"));
+        assert_eq!(required_capability("ping"), None);
+        let a = new_server_request_id();
+        assert!(a.0.as_str().unwrap().starts_with("s-"));
+        assert_ne!(a, new_server_request_id());
+    }
+}

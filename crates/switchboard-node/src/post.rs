@@ -1,0 +1,189 @@
+//! POST on the MCP endpoint: one JSON-RPC message (or, under 2025-03-26, a batch).
+//!
+//! Order of checks: Content-Type (415) → Accept (406) → body size (413) → JSON-RPC parse (400) →
+//! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
+//! session load, one store round trip that also registers the request → run.
+//! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
+
+use std::sync::Arc;
+
+use axum::body::Body as HttpBody;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+use serde_json::Value;
+use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId, Revision, SessionId, StreamId};
+use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
+
+use crate::error::HttpError;
+use crate::pump::{self, OpenStream};
+use crate::response::{First, ResponseStream};
+use crate::run::{self, Job};
+use crate::session;
+use crate::state::App;
+use crate::{guard, telemetry};
+
+/// The POST handler.
+pub async fn handle(State(app): State<App>, headers: HeaderMap, body: HttpBody) -> Response {
+    match post(app, headers, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, HttpError> {
+    guard::check_content_type(&headers)?;
+    guard::check_post_accept(&headers)?;
+    let max = app.cfg.max_body_bytes;
+    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| HttpError::PayloadTooLarge(max))?;
+    let parsed = Body::parse(&bytes).map_err(|e| match e.code() {
+        codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
+        _ => HttpError::InvalidRequest(e.message().to_owned()),
+    })?;
+    if let Body::Single(Message::Request { id, method, raw }) = &parsed {
+        if method == "initialize" {
+            return crate::initialize::handle(&app, id, raw).await;
+        }
+    }
+    if parsed.messages().iter().any(|m| m.method() == Some("initialize")) {
+        return Err(HttpError::InvalidRequest("initialize must be a single request, not part of a batch or a notification".into()));
+    }
+    let sid = session::session_id(&headers)?;
+    let version = guard::protocol_version(&headers)?;
+    match parsed {
+        Body::Single(Message::Request { id, method, raw }) => request(app, sid, version, id, method, raw).await,
+        Body::Single(m) => accept_only(app, sid, version, vec![m], false).await,
+        Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => accept_only(app, sid, version, msgs, true).await,
+        Body::Batch(msgs) => batch(app, sid, version, msgs).await,
+    }
+}
+
+/// A single request: registered in flight, run in its own task, answered as JSON or SSE.
+async fn request(app: App, sid: SessionId, version: Option<Revision>, id: RequestId, method: String, raw: Value) -> Result<Response, HttpError> {
+    let stream = StreamId::generate().to_string();
+    let holder = app.new_holder();
+    let key = id.key();
+    let conn = app.hub.register(sid.as_str(), &stream, &holder);
+    let inflight = InflightRequest { request_key: key.clone(), stream: stream.clone(), node: app.node_id().to_owned(), holder: holder.clone() };
+    let record = match session::load(&app, &sid, version, Some(&inflight)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_duplicate)) => {
+            app.hub.unregister(sid.as_str(), &stream, &holder);
+            let msg = format!("request id {} is already in flight in this session", id.0);
+            return Ok(json_ok(jsonrpc::error_response(Some(&id), codes::INVALID_REQUEST, msg, None)));
+        }
+        Err(e) => {
+            app.hub.unregister(sid.as_str(), &stream, &holder);
+            return Err(e);
+        }
+    };
+    let revision = session::revision(&record);
+    let (response, mut first) = ResponseStream::new(app.clone(), sid.as_str(), &stream, &holder, &key);
+    let response = Arc::new(response);
+    run::spawn(Job { app: app.clone(), session: record, id, method, raw, response: response.clone() });
+    let decided = tokio::select! {
+        f = &mut first => f.ok(),
+        _ = tokio::time::sleep(app.cfg.sse_after) => if response.switch_to_stream() { Some(First::Stream) } else { (&mut first).await.ok() },
+    };
+    match decided {
+        Some(First::Json(v)) => {
+            app.hub.unregister(sid.as_str(), &stream, &holder);
+            Ok(json_ok(v))
+        }
+        Some(First::Stream) => {
+            let priming = revision.primes_streams().then(|| format!("{stream}_0-0"));
+            let open = OpenStream { sid: sid.to_string(), stream, holder, conn, priming, replay: Vec::new(), after: "0-0".into(), watch: None, close_after_replay: false };
+            Ok(pump::open(&app, open, &[]))
+        }
+        None => Err(HttpError::Store("the request ended without an answer".into())),
+    }
+}
+
+/// Notifications and responses only: 202 with no body (MCP 2025-11-25, Sending Messages item 4).
+async fn accept_only(app: App, sid: SessionId, version: Option<Revision>, msgs: Vec<Message>, is_batch: bool) -> Result<Response, HttpError> {
+    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+    check_batch(&record, is_batch)?;
+    for m in msgs {
+        deliver(&app, &record, m).await?;
+    }
+    Ok(StatusCode::ACCEPTED.into_response())
+}
+
+/// A 2025-03-26 batch holding requests: answered with a JSON array of the responses.
+async fn batch(app: App, sid: SessionId, version: Option<Revision>, msgs: Vec<Message>) -> Result<Response, HttpError> {
+    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+    check_batch(&record, true)?;
+    let mut answers = Vec::new();
+    for m in msgs {
+        match m {
+            Message::Request { id, method, raw } => {
+                let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), &id.key());
+                run::spawn(Job { app: app.clone(), session: record.clone(), id, method, raw, response: Arc::new(rs) });
+                answers.push(rx);
+            }
+            other => deliver(&app, &record, other).await?,
+        }
+    }
+    let mut out = Vec::with_capacity(answers.len());
+    for rx in answers {
+        if let Ok(First::Json(v)) = rx.await {
+            out.push(v);
+        }
+    }
+    Ok(json_ok(Value::Array(out)))
+}
+
+fn check_batch(record: &SessionRecord, is_batch: bool) -> Result<(), HttpError> {
+    if is_batch && !session::revision(record).accepts_batches() {
+        return Err(HttpError::InvalidRequest(format!("JSON-RPC batches are not accepted under revision {}", record.revision)));
+    }
+    Ok(())
+}
+
+/// One notification or response from the client.
+async fn deliver(app: &App, record: &SessionRecord, m: Message) -> Result<(), HttpError> {
+    let sid = record.id.as_str();
+    match m {
+        Message::Notification { method, raw } => {
+            let params = raw.get("params").cloned().unwrap_or(Value::Null);
+            match method.as_str() {
+                "notifications/initialized" => {
+                    app.store.update(sid, SessionUpdate::Initialized).await?;
+                }
+                "notifications/cancelled" => cancel(app, sid, &params).await?,
+                _ => app.upstream.notify(&method, params, sid).await,
+            }
+        }
+        Message::Response { id: Some(id), raw } => {
+            let key = id.key();
+            if app.calls.answer(sid, &key, raw.clone()) {
+                let _ = app.store.forget_pending(sid, &key).await;
+            } else if !app.store.route_reply(sid, &key, &raw.to_string()).await? {
+                telemetry::reply_unmatched(sid, &key);
+            }
+        }
+        Message::Response { id: None, raw } => {
+            tracing::info!(session = sid, response = %raw, "client sent an error response without an id");
+        }
+        Message::Request { .. } => {}
+    }
+    Ok(())
+}
+
+/// `notifications/cancelled`: cancels the request where it runs, here or on another node.
+/// Unknown or finished requests are ignored (MCP 2025-11-25, basic/utilities/cancellation).
+async fn cancel(app: &App, sid: &str, params: &Value) -> Result<(), HttpError> {
+    let Some(rid) = params.get("requestId").filter(|v| v.is_string() || v.is_number()) else {
+        return Ok(());
+    };
+    let key = RequestId(rid.clone()).key();
+    if !app.calls.cancel(sid, &key) {
+        let reason = params.get("reason").and_then(Value::as_str);
+        app.store.route_cancel(sid, &key, reason).await?;
+    }
+    Ok(())
+}
+
+fn json_ok(v: Value) -> Response {
+    (StatusCode::OK, axum::Json(v)).into_response()
+}

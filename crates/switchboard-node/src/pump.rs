@@ -1,0 +1,191 @@
+//! The task behind one open SSE connection: priming, replayed events, live events, keep-alives,
+//! and — for a resumed POST stream whose request runs on another node — watching that node's
+//! liveness so a dead node's request ends with a JSON-RPC error instead of a hang.
+//!
+//! Ordering and exactly-once: events carry their log position; the pump keeps the last position
+//! it wrote and skips anything at or before it (a live event that the replay already covered). A
+//! full queue flags the connection as lagged and the pump re-reads the log from its position.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use switchboard_protocol::ids::position_order;
+use switchboard_protocol::{codes, jsonrpc, EventId, RequestId, StreamId};
+use switchboard_store::{LoggedEvent, Replay, RunningRequest};
+use tokio::sync::mpsc;
+use tokio::time::{interval, MissedTickBehavior};
+
+use crate::hub::{ConnHandle, Outbound, StreamEvent};
+use crate::sse;
+use crate::state::App;
+use crate::telemetry;
+
+/// What to open.
+pub struct OpenStream {
+    /// Session id.
+    pub sid: String,
+    /// Stream id.
+    pub stream: String,
+    /// This connection's holder token.
+    pub holder: String,
+    /// The hub registration made for it.
+    pub conn: ConnHandle,
+    /// A priming event id to send first (clients that negotiated 2025-11-25 or later).
+    pub priming: Option<String>,
+    /// Events to write before live ones (a resumption).
+    pub replay: Vec<LoggedEvent>,
+    /// The position the client already has (its `Last-Event-ID`), or `0-0`.
+    pub after: String,
+    /// The request of this POST stream runs on another node: watch it.
+    pub watch: Option<RunningRequest>,
+    /// Nothing more will come after the replay (the request is over): close after it.
+    pub close_after_replay: bool,
+}
+
+/// Starts the connection task and returns the SSE response it feeds.
+pub fn open(app: &App, s: OpenStream, extra: &[(&'static str, HeaderValue)]) -> axum::response::Response {
+    let (tx, rx) = mpsc::channel(64);
+    let pump = Pump { app: app.clone(), last: s.after.clone(), out: tx, s };
+    tokio::spawn(pump.run());
+    sse::response(rx, extra)
+}
+
+struct Pump {
+    app: App,
+    s: OpenStream,
+    last: String,
+    out: mpsc::Sender<Bytes>,
+}
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+impl Pump {
+    async fn run(mut self) {
+        if let Some(id) = self.s.priming.take() {
+            if self.out.send(sse::priming(&id, self.app.cfg.sse_retry_ms)).await.is_err() {
+                return self.cleanup().await;
+            }
+        }
+        let replay = std::mem::take(&mut self.s.replay);
+        if let Step::Stop = self.write_all(replay).await {
+            return self.cleanup().await;
+        }
+        if !self.s.close_after_replay {
+            self.live().await;
+        }
+        self.cleanup().await
+    }
+
+    async fn live(&mut self) {
+        let mut keepalive = interval(self.app.cfg.keepalive_interval);
+        keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        keepalive.tick().await;
+        let mut liveness = interval(self.app.cfg.liveness_check_interval);
+        liveness.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            if self.s.conn.lagged.swap(false, Ordering::SeqCst) {
+                if let Step::Stop = self.catch_up().await {
+                    return;
+                }
+            }
+            let step = tokio::select! {
+                m = self.s.conn.rx.recv() => match m {
+                    Some(Outbound::Event(ev)) => self.write(ev).await,
+                    Some(Outbound::Close) | None => Step::Stop,
+                },
+                _ = keepalive.tick() => self.send(sse::keepalive()).await,
+                _ = liveness.tick(), if self.s.watch.is_some() => self.check_running().await,
+                _ = self.out.closed() => Step::Stop,
+                _ = self.app.shutdown.cancelled() => Step::Stop,
+            };
+            if let Step::Stop = step {
+                return;
+            }
+        }
+    }
+
+    async fn send(&self, bytes: Bytes) -> Step {
+        match self.out.send(bytes).await {
+            Ok(()) => Step::Continue,
+            Err(_) => Step::Stop,
+        }
+    }
+
+    async fn write(&mut self, ev: StreamEvent) -> Step {
+        if position_order(&ev.position) <= position_order(&self.last) {
+            return Step::Continue;
+        }
+        let id = EventId::new(StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone), ev.position.clone());
+        if let Step::Stop = self.send(sse::event(&id.to_string(), &ev.data)).await {
+            return Step::Stop;
+        }
+        self.last = ev.position;
+        if ev.end {
+            Step::Stop
+        } else {
+            Step::Continue
+        }
+    }
+
+    async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
+        for e in events {
+            let ev = StreamEvent { position: e.position, data: e.data, end: e.end };
+            if let Step::Stop = self.write(ev).await {
+                return Step::Stop;
+            }
+        }
+        Step::Continue
+    }
+
+    async fn catch_up(&mut self) -> Step {
+        match self.app.store.replay(&self.s.sid, &self.s.stream, &self.last).await {
+            Ok(Replay::Events(events)) => self.write_all(events).await,
+            Ok(other) => {
+                tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "lagged connection cannot catch up; closing it");
+                Step::Stop
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "lagged connection cannot read the event log; closing it");
+                Step::Stop
+            }
+        }
+    }
+
+    /// The request of this stream runs elsewhere: if its node is dead, end it with an error.
+    async fn check_running(&mut self) -> Step {
+        let Some(run) = self.s.watch.clone() else { return Step::Continue };
+        let store = &self.app.store;
+        match store.is_alive(&run.node).await {
+            Ok(true) | Err(_) => return Step::Continue,
+            Ok(false) => {}
+        }
+        let id = RequestId::from_key(&run.request_key);
+        let msg = format!("the request was lost: node {} running it stopped; send it again", run.node);
+        let data = jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string();
+        self.s.watch = None;
+        match store.abort_running(&self.s.sid, &self.s.stream, &run.node, &data).await {
+            Ok(Some(appended)) => {
+                telemetry::request_aborted(&self.s.sid, &self.s.stream, &run.node);
+                self.write(StreamEvent { position: appended.position, data, end: true }).await
+            }
+            // Finished meanwhile: its end event arrives (or is in the log).
+            Ok(None) => self.catch_up().await,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not abort a request of a dead node");
+                Step::Continue
+            }
+        }
+    }
+
+    async fn cleanup(self) {
+        let app = self.app;
+        app.hub.unregister(&self.s.sid, &self.s.stream, &self.s.holder);
+        if let Err(e) = app.store.release(&self.s.sid, &self.s.stream, &self.s.holder).await {
+            tracing::debug!(error = %e, "could not release a stream");
+        }
+    }
+}

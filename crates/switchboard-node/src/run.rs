@@ -1,0 +1,100 @@
+//! Executing one client request: the session-level methods here, everything else at the
+//! upstream. The request runs in its own task, so a dropped connection does not stop it (MCP
+//! 2025-11-25, basic/transports: a disconnect SHOULD NOT be read as cancellation); only
+//! `notifications/cancelled` (routed to this node from wherever it arrives) or the end of the
+//! session does.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, jsonrpc, RequestId, Revision};
+use switchboard_store::{SessionRecord, SessionUpdate};
+use switchboard_upstream::{RequestContext, RpcError};
+use tokio_util::sync::CancellationToken;
+
+use crate::peer::{is_log_level, NodePeer};
+use crate::response::ResponseStream;
+use crate::state::App;
+
+/// One request to execute.
+pub struct Job {
+    /// Node state.
+    pub app: App,
+    /// The session as loaded by `begin`.
+    pub session: SessionRecord,
+    /// The client's request id.
+    pub id: RequestId,
+    /// The method.
+    pub method: String,
+    /// The whole request.
+    pub raw: Value,
+    /// Where the answer goes.
+    pub response: Arc<ResponseStream>,
+}
+
+/// Starts the request in its own task.
+pub fn spawn(job: Job) {
+    let key = job.id.key();
+    let cancel = job.app.calls.start(&job.session.id, &key);
+    tokio::spawn(async move {
+        let outcome = tokio::select! {
+            r = execute(&job, cancel.clone()) => r,
+            _ = cancel.cancelled() => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
+        };
+        let response = match outcome {
+            Ok(result) => jsonrpc::result_response(&job.id, result),
+            Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
+        };
+        job.response.finish(response).await;
+        job.app.calls.end(&job.session.id, &key);
+    });
+}
+
+async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError> {
+    let params = job.raw.get("params").cloned().unwrap_or_else(|| json!({}));
+    let store = &job.app.store;
+    let sid = &job.session.id;
+    match job.method.as_str() {
+        "ping" => Ok(json!({})),
+        "initialize" => Err(RpcError::new(codes::INVALID_REQUEST, "this session is already initialized")),
+        "logging/setLevel" => {
+            let level = params.get("level").and_then(Value::as_str).unwrap_or_default();
+            if !is_log_level(level) {
+                return Err(RpcError::invalid_params(format!("invalid log level: {level:?}")));
+            }
+            store.update(sid, SessionUpdate::LogLevel(level.to_owned())).await.map_err(internal)?;
+            Ok(json!({}))
+        }
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let uri = params.get("uri").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("uri is required"))?;
+            let update = SessionUpdate::Subscription { uri: uri.to_owned(), subscribed: job.method == "resources/subscribe" };
+            store.update(sid, update).await.map_err(internal)?;
+            job.app.upstream.request(&job.method, params, context(job, cancel)).await
+        }
+        _ => job.app.upstream.request(&job.method, params, context(job, cancel)).await,
+    }
+}
+
+fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
+    let capabilities = job.session.client_capabilities().clone();
+    let peer = NodePeer {
+        app: job.app.clone(),
+        sid: job.session.id.clone(),
+        capabilities: capabilities.clone(),
+        log_level: job.session.log_level.clone(),
+        response: job.response.clone(),
+        cancel: cancel.clone(),
+    };
+    RequestContext {
+        session_id: job.session.id.clone(),
+        revision: Revision::parse(&job.session.revision).unwrap_or(Revision::LATEST),
+        client_capabilities: capabilities,
+        progress_token: job.raw.pointer("/params/_meta/progressToken").cloned(),
+        cancel,
+        peer: Arc::new(peer),
+    }
+}
+
+fn internal(e: switchboard_store::StoreError) -> RpcError {
+    RpcError::new(codes::INTERNAL_ERROR, format!("session store error: {e}"))
+}

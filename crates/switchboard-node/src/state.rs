@@ -1,0 +1,62 @@
+//! What every handler shares: config, store, upstream, and this node's live things.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use switchboard_store::Store;
+use switchboard_upstream::Upstream;
+use tokio_util::sync::CancellationToken;
+
+use crate::calls::Calls;
+use crate::config::NodeConfig;
+use crate::hub::Hub;
+
+/// Shared state of one node.
+pub struct AppState {
+    /// HTTP-front settings.
+    pub cfg: NodeConfig,
+    /// Shared state (sessions, logs, bus).
+    pub store: Arc<dyn Store>,
+    /// The MCP server behind us.
+    pub upstream: Arc<dyn Upstream>,
+    /// Streams held here.
+    pub hub: Hub,
+    /// Requests running here and server requests waiting here.
+    pub calls: Calls,
+    /// Fires when the node starts draining.
+    pub shutdown: CancellationToken,
+    conn_seq: AtomicU64,
+}
+
+/// Handlers take this.
+pub type App = Arc<AppState>;
+
+impl AppState {
+    /// Builds the state.
+    pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
+        Arc::new(AppState {
+            hub: Hub::new(cfg.connection_queue),
+            cfg,
+            store,
+            upstream,
+            calls: Calls::default(),
+            shutdown: CancellationToken::new(),
+            conn_seq: AtomicU64::new(0),
+        })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        self.store.node_id()
+    }
+
+    /// A fresh holder token `<node>/<n>` for a new connection.
+    pub fn new_holder(&self) -> String {
+        format!("{}/{}", self.node_id(), self.conn_seq.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Whether a holder token names a connection on this node.
+    pub fn is_local(&self, holder: &str) -> bool {
+        switchboard_store::holder_node(holder) == self.node_id()
+    }
+}

@@ -1,0 +1,115 @@
+//! Domain events: each logs through `tracing` and counts in one place. `/metrics` renders the
+//! counters in the Prometheus text format.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! counters {
+    ($($name:ident => $metric:literal, $help:literal;)*) => {
+        /// Process-wide counters of domain events.
+        pub mod counter {
+            use super::AtomicU64;
+            $(#[doc = $help] pub static $name: AtomicU64 = AtomicU64::new(0);)*
+        }
+        /// `# HELP`/`# TYPE`/value lines for every counter.
+        pub fn render() -> String {
+            let mut out = String::new();
+            $(
+                let _ = writeln!(out, "# HELP {} {}", $metric, $help);
+                let _ = writeln!(out, "# TYPE {} counter", $metric);
+                let _ = writeln!(out, "{} {}", $metric, counter::$name.load(Ordering::Relaxed));
+            )*
+            out
+        }
+    };
+}
+
+counters! {
+    SESSIONS_CREATED => "switchboard_sessions_created_total", "Sessions created by initialize on this node.";
+    SESSIONS_DELETED => "switchboard_sessions_deleted_total", "Sessions ended by DELETE on this node.";
+    SESSIONS_REAPED => "switchboard_sessions_reaped_total", "Expired sessions cleaned up by this node's reaper passes.";
+    SESSIONS_REFUSED => "switchboard_sessions_refused_total", "initialize refused because the session cap was reached.";
+    STREAMS_RESUMED => "switchboard_streams_resumed_total", "Streams resumed with Last-Event-ID on this node.";
+    STREAMS_TAKEN_OVER => "switchboard_streams_taken_over_total", "Local stream connections replaced by a newer connection.";
+    STREAMS_LAGGED => "switchboard_streams_lagged_total", "Events that found a full connection queue (recovered from the event log).";
+    REPLAY_MISSES => "switchboard_replay_misses_total", "Resumptions refused: unknown stream or trimmed log.";
+    REQUESTS_ABORTED => "switchboard_requests_aborted_total", "Requests failed because the node running them died.";
+    REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
+}
+
+fn inc(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `initialize` created a session.
+pub fn session_created(sid: &str, revision: &str) {
+    inc(&counter::SESSIONS_CREATED);
+    tracing::info!(session = sid, revision, "session created");
+}
+
+/// DELETE ended a session.
+pub fn session_deleted(sid: &str) {
+    inc(&counter::SESSIONS_DELETED);
+    tracing::info!(session = sid, "session deleted");
+}
+
+/// The reaper cleaned up expired sessions.
+pub fn sessions_reaped(n: usize) {
+    if n > 0 {
+        counter::SESSIONS_REAPED.fetch_add(n as u64, Ordering::Relaxed);
+        tracing::info!(count = n, "expired sessions reaped");
+    }
+}
+
+/// `initialize` refused at the session cap.
+pub fn session_refused() {
+    inc(&counter::SESSIONS_REFUSED);
+    tracing::warn!("session cap reached: initialize refused with 503");
+}
+
+/// A stream was resumed from `Last-Event-ID`.
+pub fn stream_resumed(sid: &str, stream: &str, replayed: usize) {
+    inc(&counter::STREAMS_RESUMED);
+    tracing::info!(session = sid, stream, replayed, "stream resumed");
+}
+
+/// A local connection lost its stream to a newer one.
+pub fn stream_taken_over(sid: &str, stream: &str) {
+    inc(&counter::STREAMS_TAKEN_OVER);
+    tracing::debug!(session = sid, stream, "stream taken over");
+}
+
+/// A connection queue was full; the connection catches up from the log.
+pub fn stream_lagged(sid: &str, stream: &str) {
+    inc(&counter::STREAMS_LAGGED);
+    tracing::debug!(session = sid, stream, "connection lagged; will re-read the event log");
+}
+
+/// A `Last-Event-ID` could not be honoured.
+pub fn replay_miss(sid: &str, reason: &str) {
+    inc(&counter::REPLAY_MISSES);
+    tracing::info!(session = sid, reason, "resumption refused");
+}
+
+/// A request was failed because its node died.
+pub fn request_aborted(sid: &str, stream: &str, node: &str) {
+    inc(&counter::REQUESTS_ABORTED);
+    tracing::warn!(session = sid, stream, dead_node = node, "request failed: its node stopped");
+}
+
+/// A client response matched no waiting server request.
+pub fn reply_unmatched(sid: &str, id: &str) {
+    inc(&counter::REPLIES_UNMATCHED);
+    tracing::info!(session = sid, id, "client response matched no pending server request");
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn renders_every_counter() {
+        super::session_created("s", "2025-11-25");
+        let text = super::render();
+        assert!(text.contains("# TYPE switchboard_sessions_created_total counter"));
+        assert!(text.contains("switchboard_replies_unmatched_total 0") || text.contains("switchboard_replies_unmatched_total"));
+    }
+}
