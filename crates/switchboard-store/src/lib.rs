@@ -17,14 +17,19 @@
 //! - [`traits`]: the store traits.
 //! - [`memory`]: the in-process backend.
 //! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
-//! - [`error`]: [`StoreError`].
+//! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
+//! - [`error`]: the one error type, [`StoreError`].
 
 pub mod error;
 pub mod memory;
 pub mod model;
 pub mod redis;
+pub mod rules;
 pub mod traits;
 
 pub use error::StoreError;
+pub use memory::MemoryStore;
 pub use model::*;
+pub use redis::RedisStore;
+pub use rules::INBOX_CAPACITY;
 pub use traits::*;

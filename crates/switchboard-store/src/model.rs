@@ -34,7 +34,9 @@ pub struct SessionRecord {
 impl SessionRecord {
     /// The client's declared capabilities (`initialize_params.capabilities`), or `{}`.
     pub fn client_capabilities(&self) -> &Value {
-        self.initialize_params.get("capabilities").unwrap_or(&Value::Null)
+        self.initialize_params
+            .get("capabilities")
+            .unwrap_or(&Value::Null)
     }
 }
 
@@ -80,6 +82,28 @@ pub struct StoreConfig {
     pub max_events_per_stream: u64,
 }
 
+impl StoreConfig {
+    /// The defaults for node `node_id`: key prefix `sb`, node TTL 5 s, idle TTL 30 min, at most
+    /// 100 000 sessions and 1 000 events per stream.
+    pub fn default_for(node_id: impl Into<String>) -> StoreConfig {
+        StoreConfig {
+            node_id: node_id.into(),
+            key_prefix: "sb".to_owned(),
+            node_ttl: Duration::from_secs(5),
+            idle_ttl: Duration::from_secs(30 * 60),
+            max_sessions: 100_000,
+            max_events_per_stream: 1_000,
+        }
+    }
+}
+
+impl Default for StoreConfig {
+    /// [`StoreConfig::default_for`] with a random node id `node-<8 hex digits>`.
+    fn default() -> StoreConfig {
+        StoreConfig::default_for(format!("node-{:08x}", rand::random::<u32>()))
+    }
+}
+
 /// What `create_session` did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CreateOutcome {
@@ -90,7 +114,7 @@ pub enum CreateOutcome {
 }
 
 /// Registration of a request that is starting on a node, written in the same round trip as the
-/// session load (see [`SessionStore::begin`]).
+/// session load (see [`crate::SessionStore::begin`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct InflightRequest {
     /// [`switchboard_protocol::RequestId::key`] of the client's request id.
@@ -154,15 +178,45 @@ pub struct RunningRequest {
     pub request_key: String,
 }
 
+/// Result of claiming a stream.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Claim {
+    /// The stream is not known in this session; nothing changed.
+    Unknown,
+    /// `holder` now holds the stream.
+    Claimed {
+        /// The connection that held it before, if any.
+        previous: Option<String>,
+        /// The newest position in the stream's log, if it has any events.
+        last_position: Option<String>,
+    },
+}
+
 /// Result of appending an event.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Appended {
     /// The new event's log position.
     pub position: String,
-    /// The token of the connection holding the stream, if any. When it lives on another node the
-    /// store has already delivered the event to that node's inbox; when it lives on the calling
-    /// node, the caller delivers it locally.
+    /// The token of the connection holding the stream, if any. When it lives on another node (or
+    /// the stream is the standalone one) the store has already delivered the event to that node's
+    /// inbox; otherwise, when it lives on the calling node, the caller delivers it locally.
     pub holder: Option<String>,
+}
+
+impl Appended {
+    /// What `append` answers when the session no longer exists: nothing was stored, the position
+    /// is [`switchboard_protocol::EventId::START`] and there is no holder.
+    pub fn not_stored() -> Appended {
+        Appended {
+            position: switchboard_protocol::EventId::START.to_owned(),
+            holder: None,
+        }
+    }
+
+    /// Whether the event was stored (false only for [`Appended::not_stored`]).
+    pub fn is_stored(&self) -> bool {
+        self.position != switchboard_protocol::EventId::START
+    }
 }
 
 /// A message from the bus to one node's inbox.

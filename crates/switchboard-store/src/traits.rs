@@ -22,18 +22,28 @@ pub fn holder_node(holder: &str) -> &str {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Stores a new session unless the global session cap is reached. The record's expiry is
-    /// `idle_ttl` from now.
+    /// `idle_ttl` from now. (Redis: two round trips, an atomic reservation in the session index,
+    /// then the record, so the cap is exact even in a cluster.)
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome>;
 
     /// The hot path of every request on a session, in one round trip: loads the record, pushes its
     /// expiry (and that of all its keys) to `idle_ttl` from now, and, when `inflight` is given,
     /// registers the request (request id → node; stream → running request and holder). A request
     /// id already in flight in the session is refused with [`BeginOutcome::DuplicateId`].
-    async fn begin(&self, sid: &str, inflight: Option<&InflightRequest>) -> StoreResult<BeginOutcome>;
+    async fn begin(
+        &self,
+        sid: &str,
+        inflight: Option<&InflightRequest>,
+    ) -> StoreResult<BeginOutcome>;
 
     /// A request finished: removes its in-flight entry (and, when the answer went out as plain
-    /// JSON, its stream's registration), and restarts the idle clock from now.
-    async fn finish(&self, sid: &str, request_key: &str, json_stream: Option<&str>) -> StoreResult<()>;
+    /// JSON, its stream's registration and log), and restarts the idle clock from now.
+    async fn finish(
+        &self,
+        sid: &str,
+        request_key: &str,
+        json_stream: Option<&str>,
+    ) -> StoreResult<()>;
 
     /// Keeps a session alive while something is open on it (a stream, a running call): pushes the
     /// expiry to `idle_ttl` from now. `false` when the session is gone.
@@ -61,17 +71,29 @@ pub trait SessionStore: Send + Sync {
 pub trait EventLog: Send + Sync {
     /// Appends an event to the stream's log (trimming the log to `max_events_per_stream`, pushing
     /// its expiry to `idle_ttl`), and delivers it to the holder's node inbox when the holder is on
-    /// another node. `end` marks the final event (the response): the stream's running entry is
-    /// removed with it. Registers the stream in the session if it was not.
-    async fn append(&self, sid: &str, stream: &str, data: &str, end: bool) -> StoreResult<Appended>;
+    /// another node — or, for the standalone stream ([`switchboard_protocol::StreamId::STANDALONE`],
+    /// which several nodes may write at once), to the holder's inbox even when that is this node, so
+    /// that every event of that stream reaches its connection through one ordered path.
+    /// `end` marks the final event (the response): the stream's running entry and the request's
+    /// in-flight entry are removed with it. Registers the stream in the session if it was not.
+    /// When the session is gone (deleted or expired) nothing is stored and the answer is
+    /// [`Appended::not_stored`].
+    async fn append(&self, sid: &str, stream: &str, data: &str, end: bool)
+        -> StoreResult<Appended>;
 
     /// Events of the stream after `after` (a position; [`switchboard_protocol::EventId::START`]
-    /// for "from the beginning").
+    /// for "from the beginning"). [`Replay::UnknownStream`] when the session is gone or the stream
+    /// is not known (see [`EventLog::claim`]); [`Replay::Truncated`] when an event after `after`
+    /// was trimmed away. If the log of a known stream has expired, only a replay of the standalone
+    /// stream or from the start gives an (empty) list; any other position is unknown.
     async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay>;
 
-    /// Makes `holder` the stream's connection, registering the stream if needed. Returns the
-    /// previous holder; if it was on another node that node gets a [`BusMessage::Takeover`].
-    async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Option<String>>;
+    /// Makes `holder` the stream's connection, if the stream is known in the session (the
+    /// standalone stream always is; a POST stream is known from `begin` until its log expires).
+    /// Returns the previous holder and the log's newest position; if the previous holder was on
+    /// another node that node gets a [`BusMessage::Takeover`]. An unknown stream is not registered
+    /// and gives [`Claim::Unknown`].
+    async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim>;
 
     /// Clears the stream's holder if it is still `holder`.
     async fn release(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<()>;
@@ -83,7 +105,13 @@ pub trait EventLog: Send + Sync {
     /// as the stream's final event (delivering it like [`EventLog::append`]) and clears the running
     /// entry and the in-flight entry. `None` when it was not running there (someone else finished
     /// it first).
-    async fn abort_running(&self, sid: &str, stream: &str, node: &str, data: &str) -> StoreResult<Option<Appended>>;
+    async fn abort_running(
+        &self,
+        sid: &str,
+        stream: &str,
+        node: &str,
+        data: &str,
+    ) -> StoreResult<Option<Appended>>;
 }
 
 /// Cross-node delivery of replies, cancellations and control messages.
@@ -91,21 +119,34 @@ pub trait EventLog: Send + Sync {
 pub trait Bus: Send + Sync {
     /// This node's inbox. Call once per node; later calls may return `Err`. Messages arrive in the
     /// order each sender sent them.
+    ///
+    /// The receiver holds [`crate::INBOX_CAPACITY`] messages; when it is full the reader feeding
+    /// it waits (backpressure), the store never drops a message itself. Messages sent while the
+    /// backend connection is down are lost (Redis pub/sub keeps nothing); the reader reconnects
+    /// and resubscribes by itself. Replies and cancellations always travel through the inbox,
+    /// even to this node; events and takeovers only as [`EventLog::append`] and
+    /// [`EventLog::claim`] say.
     async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>>;
 
     /// Records that this node waits for the client's answer to server-issued request `request_key`.
+    /// Nothing is recorded when the session is gone.
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()>;
 
     /// Forgets a pending server-issued request (answered locally, timed out, or cancelled).
     async fn forget_pending(&self, sid: &str, request_key: &str) -> StoreResult<()>;
 
     /// Sends the client's response `message` to the node waiting for `request_key` and forgets the
-    /// pending entry. `false` when nobody waits for it.
+    /// pending entry. `false` when nobody waits for it (or the session is gone).
     async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool>;
 
     /// Sends `notifications/cancelled` for client request `request_key` to the node running it.
-    /// `false` when no such request is in flight.
-    async fn route_cancel(&self, sid: &str, request_key: &str, reason: Option<&str>) -> StoreResult<bool>;
+    /// `false` when no such request is in flight (or the session is gone).
+    async fn route_cancel(
+        &self,
+        sid: &str,
+        request_key: &str,
+        reason: Option<&str>,
+    ) -> StoreResult<bool>;
 }
 
 /// Node liveness.
@@ -114,7 +155,8 @@ pub trait Liveness: Send + Sync {
     /// This node's id.
     fn node_id(&self) -> &str;
 
-    /// Marks this node alive for `node_ttl`.
+    /// Marks this node alive for `node_ttl`. Call it regularly (well within `node_ttl`): the Redis
+    /// backend also keeps its session index alive with it.
     async fn heartbeat(&self) -> StoreResult<()>;
 
     /// Whether `node` has sent a heartbeat within `node_ttl`.

@@ -1,0 +1,368 @@
+//! The in-process backend: one process, no Redis; the embedded default and the reference the Redis
+//! backend is tested against.
+//!
+//! All node views made with [`MemoryStore::for_node`] share one state, so cross-node behaviour
+//! (bus delivery, takeover, reply and cancel routing) works in-process exactly as over Redis.
+//! Expiry works by timestamps (`tokio::time::Instant`): an expired session is gone for every
+//! operation at once, and [`SessionStore::reap`] removes what is left of it.
+
+mod state;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::error::StoreError;
+use crate::model::*;
+use crate::rules::INBOX_CAPACITY;
+use crate::traits::*;
+use state::Shared;
+
+/// The in-process store: one node's view over state that may be shared with other node views.
+pub struct MemoryStore {
+    config: StoreConfig,
+    shared: Arc<Mutex<Shared>>,
+}
+
+impl MemoryStore {
+    /// A fresh, empty store seen from node `config.node_id`.
+    pub fn new(config: StoreConfig) -> Arc<MemoryStore> {
+        Arc::new(MemoryStore {
+            config,
+            shared: Arc::default(),
+        })
+    }
+
+    /// Another node's view over the same shared state (same settings, node id `node_id`).
+    pub fn for_node(&self, node_id: &str) -> Arc<MemoryStore> {
+        let config = StoreConfig {
+            node_id: node_id.to_owned(),
+            ..self.config.clone()
+        };
+        Arc::new(MemoryStore {
+            config,
+            shared: self.shared.clone(),
+        })
+    }
+
+    /// The settings of this view.
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    /// Debug aid for tests: how many keys the Redis backend would hold for session `sid` now
+    /// (0 once it is deleted or reaped).
+    #[doc(hidden)]
+    pub async fn key_count_for(&self, sid: &str) -> usize {
+        let now = Instant::now();
+        self.lock()
+            .sessions
+            .get(sid)
+            .map(|s| s.key_count(now))
+            .unwrap_or(0)
+    }
+
+    /// Debug aid for tests: how many streams the session's registry holds (0 when it is gone).
+    #[doc(hidden)]
+    pub async fn registered_streams(&self, sid: &str) -> usize {
+        self.lock()
+            .sessions
+            .get(sid)
+            .map(|s| s.streams.len())
+            .unwrap_or(0)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        // A panic while holding the lock leaves the maps consistent (every operation mutates in
+        // place step by step), so a poisoned lock is still usable.
+        self.shared.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemoryStore {
+    async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
+        Ok(self.lock().create(&self.config, record, Instant::now()))
+    }
+
+    async fn begin(
+        &self,
+        sid: &str,
+        inflight: Option<&InflightRequest>,
+    ) -> StoreResult<BeginOutcome> {
+        Ok(self
+            .lock()
+            .begin(&self.config, sid, inflight, Instant::now()))
+    }
+
+    async fn finish(
+        &self,
+        sid: &str,
+        request_key: &str,
+        json_stream: Option<&str>,
+    ) -> StoreResult<()> {
+        self.lock()
+            .finish(&self.config, sid, request_key, json_stream, Instant::now());
+        Ok(())
+    }
+
+    async fn touch(&self, sid: &str) -> StoreResult<bool> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, now) else {
+            return Ok(false);
+        };
+        s.expires = now + self.config.idle_ttl;
+        Ok(true)
+    }
+
+    async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, Instant::now()) else {
+            return Ok(false);
+        };
+        apply_update(&mut s.record, update);
+        Ok(true)
+    }
+
+    async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
+        Ok(self.lock().remove(sid))
+    }
+
+    async fn count_sessions(&self) -> StoreResult<u64> {
+        Ok(self.lock().sessions.len() as u64)
+    }
+
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<String>> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let mut expired: Vec<(Instant, String)> = shared
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.expires <= now)
+            .map(|(id, s)| (s.expires, id.clone()))
+            .collect();
+        expired.sort();
+        expired.truncate(limit);
+        let ids: Vec<String> = expired.into_iter().map(|(_, id)| id).collect();
+        for id in &ids {
+            shared.remove(id);
+        }
+        Ok(ids)
+    }
+}
+
+/// Applies one [`SessionUpdate`] to a record (the Redis backend does the same in Lua).
+fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
+    match update {
+        SessionUpdate::Initialized => record.initialized = true,
+        SessionUpdate::LogLevel(level) => record.log_level = Some(level),
+        SessionUpdate::Subscription {
+            uri,
+            subscribed: true,
+        } => {
+            if !record.subscriptions.contains(&uri) {
+                record.subscriptions.push(uri);
+            }
+        }
+        SessionUpdate::Subscription {
+            uri,
+            subscribed: false,
+        } => record.subscriptions.retain(|u| *u != uri),
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: Some(id),
+        } => {
+            record.upstream_sessions.insert(upstream, id);
+        }
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: None,
+        } => {
+            record.upstream_sessions.remove(&upstream);
+        }
+    }
+}
+
+#[async_trait]
+impl EventLog for MemoryStore {
+    async fn append(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+    ) -> StoreResult<Appended> {
+        let appended = self
+            .lock()
+            .append(&self.config, sid, stream, data, end, Instant::now());
+        Ok(appended.unwrap_or_else(Appended::not_stored))
+    }
+
+    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay> {
+        Ok(self.lock().replay(sid, stream, after, Instant::now()))
+    }
+
+    async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
+        Ok(self
+            .lock()
+            .claim(&self.config, sid, stream, holder, Instant::now()))
+    }
+
+    async fn release(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<()> {
+        let mut shared = self.lock();
+        let current = shared
+            .sessions
+            .get_mut(sid)
+            .and_then(|s| s.streams.get_mut(stream));
+        if let Some(current) = current.filter(|c| c.as_str() == holder) {
+            current.clear();
+        }
+        Ok(())
+    }
+
+    async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>> {
+        let mut shared = self.lock();
+        Ok(shared
+            .live(sid, Instant::now())
+            .and_then(|s| s.running.get(stream).cloned()))
+    }
+
+    async fn abort_running(
+        &self,
+        sid: &str,
+        stream: &str,
+        node: &str,
+        data: &str,
+    ) -> StoreResult<Option<Appended>> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let runs_there = shared
+            .live(sid, now)
+            .and_then(|s| s.running.get(stream))
+            .is_some_and(|r| r.node == node);
+        if !runs_there {
+            return Ok(None);
+        }
+        Ok(shared.append(&self.config, sid, stream, data, true, now))
+    }
+}
+
+#[async_trait]
+impl Bus for MemoryStore {
+    async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>> {
+        let (inbox, mut queued) = mpsc::unbounded_channel();
+        {
+            let mut shared = self.lock();
+            if shared
+                .inboxes
+                .get(&self.config.node_id)
+                .is_some_and(|tx| !tx.is_closed())
+            {
+                return Err(StoreError::Backend(format!(
+                    "node {} is already subscribed",
+                    self.config.node_id
+                )));
+            }
+            shared.inboxes.insert(self.config.node_id.clone(), inbox);
+        }
+        let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
+        tokio::spawn(async move {
+            while let Some(msg) = queued.recv().await {
+                if tx.send(msg).await.is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(rx)
+    }
+
+    async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
+        let mut shared = self.lock();
+        if let Some(s) = shared.live(sid, Instant::now()) {
+            s.pending
+                .insert(request_key.to_owned(), self.config.node_id.clone());
+        }
+        Ok(())
+    }
+
+    async fn forget_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
+        if let Some(s) = self.lock().sessions.get_mut(sid) {
+            s.pending.remove(request_key);
+        }
+        Ok(())
+    }
+
+    async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool> {
+        let mut shared = self.lock();
+        let Some(node) = shared
+            .live(sid, Instant::now())
+            .and_then(|s| s.pending.remove(request_key))
+        else {
+            return Ok(false);
+        };
+        let msg = BusMessage::Reply {
+            sid: sid.to_owned(),
+            request_key: request_key.to_owned(),
+            message: message.to_owned(),
+        };
+        shared.deliver(&node, msg);
+        Ok(true)
+    }
+
+    async fn route_cancel(
+        &self,
+        sid: &str,
+        request_key: &str,
+        reason: Option<&str>,
+    ) -> StoreResult<bool> {
+        let mut shared = self.lock();
+        let target = shared
+            .live(sid, Instant::now())
+            .and_then(|s| s.inflight.get(request_key));
+        let Some((node, _)) = target.cloned() else {
+            return Ok(false);
+        };
+        let msg = BusMessage::Cancel {
+            sid: sid.to_owned(),
+            request_key: request_key.to_owned(),
+            reason: reason.map(str::to_owned),
+        };
+        shared.deliver(&node, msg);
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl Liveness for MemoryStore {
+    fn node_id(&self) -> &str {
+        &self.config.node_id
+    }
+
+    async fn heartbeat(&self) -> StoreResult<()> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        shared.nodes.retain(|_, until| *until > now);
+        shared
+            .nodes
+            .insert(self.config.node_id.clone(), now + self.config.node_ttl);
+        Ok(())
+    }
+
+    async fn is_alive(&self, node: &str) -> StoreResult<bool> {
+        let now = Instant::now();
+        Ok(self
+            .lock()
+            .nodes
+            .get(node)
+            .is_some_and(|until| *until > now))
+    }
+}
+
+impl Store for MemoryStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}

@@ -1,0 +1,371 @@
+//! The state shared by every node view of a [`super::MemoryStore`], and the operations on it.
+//!
+//! Each operation runs under one lock, so it is atomic like a Redis Lua script. Expiry works by
+//! timestamps (`tokio::time::Instant`, so tests may pause time): an expired session is treated as
+//! gone by every operation and removed by the reaper; an expired log is treated as absent.
+
+use std::collections::{HashMap, VecDeque};
+
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::model::*;
+use crate::rules::{self, order};
+use crate::traits::holder_node;
+
+/// Everything every node view sees.
+#[derive(Default)]
+pub(super) struct Shared {
+    /// Sessions by id, including expired ones not reaped yet.
+    pub sessions: HashMap<String, Session>,
+    /// Node id → end of its liveness.
+    pub nodes: HashMap<String, Instant>,
+    /// Node id → its inbox (the unbounded half; a forwarder feeds the bounded receiver).
+    pub inboxes: HashMap<String, mpsc::UnboundedSender<BusMessage>>,
+    /// The last log position handed out, `(ms, seq)`.
+    last_position: (u64, u64),
+}
+
+/// One session: the record and its side tables (the Redis hashes `st`, `run`, `inf`, `pend`).
+pub(super) struct Session {
+    /// The record.
+    pub record: SessionRecord,
+    /// When the record expires.
+    pub expires: Instant,
+    /// Stream registry: stream id → holder token (`""` when released).
+    pub streams: HashMap<String, String>,
+    /// Stream id → request still running for it.
+    pub running: HashMap<String, RunningRequest>,
+    /// Client request id key → (node, stream).
+    pub inflight: HashMap<String, (String, String)>,
+    /// Server-issued request id key → node waiting for the answer.
+    pub pending: HashMap<String, String>,
+    /// Stream id → its event log.
+    pub logs: HashMap<String, Log>,
+}
+
+/// One stream's event log.
+pub(super) struct Log {
+    /// Retained events, oldest first.
+    pub events: VecDeque<LoggedEvent>,
+    /// Position of the newest event trimmed away, if any.
+    pub trimmed: Option<String>,
+    /// When the log expires (`idle_ttl` after its last append).
+    pub expires: Instant,
+}
+
+impl Session {
+    fn new(record: SessionRecord, expires: Instant) -> Session {
+        Session {
+            record,
+            expires,
+            streams: HashMap::new(),
+            running: HashMap::new(),
+            inflight: HashMap::new(),
+            pending: HashMap::new(),
+            logs: HashMap::new(),
+        }
+    }
+
+    /// The stream's log unless it expired.
+    pub fn log(&self, stream: &str, now: Instant) -> Option<&Log> {
+        self.logs.get(stream).filter(|l| l.expires > now)
+    }
+
+    /// Whether the stream is known: the standalone stream always is; a POST stream from its
+    /// registration while its request runs or its log is retained.
+    pub fn known(&self, stream: &str, now: Instant) -> bool {
+        rules::is_standalone(stream)
+            || (self.streams.contains_key(stream)
+                && (self.running.contains_key(stream) || self.log(stream, now).is_some()))
+    }
+
+    /// Number of keys the Redis backend would hold for this session right now.
+    pub fn key_count(&self, now: Instant) -> usize {
+        let live_logs = self.logs.values().filter(|l| l.expires > now);
+        let logs: usize = live_logs
+            .map(|l| 1 + usize::from(l.trimmed.is_some()))
+            .sum();
+        usize::from(self.expires > now)
+            + usize::from(!self.streams.is_empty())
+            + usize::from(!self.running.is_empty())
+            + usize::from(!self.inflight.is_empty())
+            + usize::from(!self.pending.is_empty())
+            + logs
+    }
+
+    /// Drops streams with no running request and no retained log (see [`rules::should_prune`]).
+    fn prune_streams(&mut self, now: Instant) {
+        if !rules::should_prune(self.streams.len()) {
+            return;
+        }
+        let dead: Vec<String> = self
+            .streams
+            .keys()
+            .filter(|s| !self.known(s, now))
+            .cloned()
+            .collect();
+        for s in dead {
+            self.streams.remove(&s);
+            self.logs.remove(&s);
+        }
+    }
+}
+
+impl Shared {
+    /// The session if it exists and has not expired.
+    pub fn live(&mut self, sid: &str, now: Instant) -> Option<&mut Session> {
+        self.sessions.get_mut(sid).filter(|s| s.expires > now)
+    }
+
+    /// Sends `msg` to `node`'s inbox if it has one.
+    pub fn deliver(&self, node: &str, msg: BusMessage) {
+        if let Some(tx) = self.inboxes.get(node) {
+            let _ = tx.send(msg);
+        }
+    }
+
+    /// Sends `msg` to every inbox.
+    pub fn broadcast(&self, msg: BusMessage) {
+        for tx in self.inboxes.values() {
+            let _ = tx.send(msg.clone());
+        }
+    }
+
+    fn next_position(&mut self) -> String {
+        let now = rules::now_ms();
+        let (ms, seq) = self.last_position;
+        self.last_position = if now > ms { (now, 0) } else { (ms, seq + 1) };
+        format!("{}-{}", self.last_position.0, self.last_position.1)
+    }
+
+    /// [`crate::SessionStore::create_session`].
+    pub fn create(
+        &mut self,
+        cfg: &StoreConfig,
+        record: &SessionRecord,
+        now: Instant,
+    ) -> CreateOutcome {
+        let known = self.sessions.contains_key(&record.id);
+        if !known && self.sessions.len() as u64 >= cfg.max_sessions {
+            return CreateOutcome::AtCapacity;
+        }
+        let session = Session::new(record.clone(), now + cfg.idle_ttl);
+        self.sessions.insert(record.id.clone(), session);
+        CreateOutcome::Created
+    }
+
+    /// [`crate::SessionStore::begin`].
+    pub fn begin(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        inflight: Option<&InflightRequest>,
+        now: Instant,
+    ) -> BeginOutcome {
+        let Some(s) = self.live(sid, now) else {
+            return BeginOutcome::Missing;
+        };
+        s.expires = now + cfg.idle_ttl;
+        let record = s.record.clone();
+        let Some(req) = inflight else {
+            return BeginOutcome::Ready(record);
+        };
+        if let Some((node, _)) = s.inflight.get(&req.request_key) {
+            return BeginOutcome::DuplicateId {
+                record,
+                node: node.clone(),
+            };
+        }
+        s.prune_streams(now);
+        s.inflight.insert(
+            req.request_key.clone(),
+            (req.node.clone(), req.stream.clone()),
+        );
+        let run = RunningRequest {
+            node: req.node.clone(),
+            request_key: req.request_key.clone(),
+        };
+        s.running.insert(req.stream.clone(), run);
+        s.streams.insert(req.stream.clone(), req.holder.clone());
+        BeginOutcome::Ready(record)
+    }
+
+    /// [`crate::SessionStore::finish`].
+    pub fn finish(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        request_key: &str,
+        json_stream: Option<&str>,
+        now: Instant,
+    ) {
+        let Some(s) = self.sessions.get_mut(sid) else {
+            return;
+        };
+        s.inflight.remove(request_key);
+        if let Some(stream) = json_stream {
+            s.running.remove(stream);
+            s.streams.remove(stream);
+            s.logs.remove(stream);
+        }
+        if s.expires > now {
+            s.expires = now + cfg.idle_ttl;
+        }
+    }
+
+    /// [`crate::SessionStore::delete_session`] and the reaper: removes everything of `sid`.
+    pub fn remove(&mut self, sid: &str) -> bool {
+        let existed = self.sessions.remove(sid).is_some();
+        if existed {
+            self.broadcast(BusMessage::Terminated {
+                sid: sid.to_owned(),
+            });
+        }
+        existed
+    }
+
+    /// [`crate::EventLog::append`] on a live session (also used by `abort_running`).
+    pub fn append(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        now: Instant,
+    ) -> Option<Appended> {
+        self.live(sid, now)?;
+        let position = self.next_position();
+        let s = self.live(sid, now)?;
+        let expires = now + cfg.idle_ttl;
+        let log = s
+            .logs
+            .entry(stream.to_owned())
+            .or_insert_with(|| Log::empty(expires));
+        if log.expires <= now {
+            *log = Log::empty(expires);
+        }
+        log.push(
+            LoggedEvent {
+                position: position.clone(),
+                data: data.to_owned(),
+                end,
+            },
+            rules::max_events(cfg),
+        );
+        log.expires = expires;
+        let holder = s.streams.entry(stream.to_owned()).or_default().clone();
+        if end {
+            if let Some(run) = s.running.remove(stream) {
+                if s.inflight
+                    .get(&run.request_key)
+                    .is_some_and(|(_, st)| st == stream)
+                {
+                    s.inflight.remove(&run.request_key);
+                }
+            }
+        }
+        if rules::delivers_event(&holder, stream, &cfg.node_id) {
+            let msg = BusMessage::Event {
+                sid: sid.to_owned(),
+                stream: stream.to_owned(),
+                holder: holder.clone(),
+                position: position.clone(),
+                data: data.to_owned(),
+                end,
+            };
+            self.deliver(holder_node(&holder), msg);
+        }
+        Some(Appended {
+            position,
+            holder: rules::some_holder(holder),
+        })
+    }
+
+    /// [`crate::EventLog::replay`].
+    pub fn replay(&mut self, sid: &str, stream: &str, after: &str, now: Instant) -> Replay {
+        let Some(s) = self.live(sid, now) else {
+            return Replay::UnknownStream;
+        };
+        if !s.known(stream, now) {
+            return Replay::UnknownStream;
+        }
+        let Some(log) = s.log(stream, now) else {
+            let empty = rules::is_standalone(stream) || rules::is_start(after);
+            return if empty {
+                Replay::Events(Vec::new())
+            } else {
+                Replay::UnknownStream
+            };
+        };
+        let from = order(after);
+        if let (Some(cut), Some(first)) = (&log.trimmed, log.events.front()) {
+            if order(cut) > from {
+                return Replay::Truncated {
+                    oldest: first.position.clone(),
+                };
+            }
+        }
+        Replay::Events(
+            log.events
+                .iter()
+                .filter(|e| order(&e.position) > from)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// [`crate::EventLog::claim`].
+    pub fn claim(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        stream: &str,
+        holder: &str,
+        now: Instant,
+    ) -> Claim {
+        let Some(s) = self.live(sid, now).filter(|s| s.known(stream, now)) else {
+            return Claim::Unknown;
+        };
+        let last_position = s
+            .log(stream, now)
+            .and_then(|l| l.events.back())
+            .map(|e| e.position.clone());
+        let prev = s
+            .streams
+            .insert(stream.to_owned(), holder.to_owned())
+            .unwrap_or_default();
+        if !prev.is_empty() && prev != holder && holder_node(&prev) != cfg.node_id {
+            let msg = BusMessage::Takeover {
+                sid: sid.to_owned(),
+                stream: stream.to_owned(),
+                holder: prev.clone(),
+            };
+            self.deliver(holder_node(&prev), msg);
+        }
+        Claim::Claimed {
+            previous: rules::some_holder(prev),
+            last_position,
+        }
+    }
+}
+
+impl Log {
+    fn empty(expires: Instant) -> Log {
+        Log {
+            events: VecDeque::new(),
+            trimmed: None,
+            expires,
+        }
+    }
+
+    fn push(&mut self, event: LoggedEvent, cap: u64) {
+        self.events.push_back(event);
+        while self.events.len() as u64 > cap {
+            if let Some(old) = self.events.pop_front() {
+                self.trimmed = Some(old.position);
+            }
+        }
+    }
+}

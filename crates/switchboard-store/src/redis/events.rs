@@ -1,0 +1,173 @@
+//! [`EventLog`] over Redis.
+
+use ::redis::{pipe, Value};
+use async_trait::async_trait;
+
+use super::scripts::*;
+use super::{codec, RedisStore};
+use crate::error::StoreError;
+use crate::model::*;
+use crate::rules::{self, order};
+use crate::traits::*;
+
+#[async_trait]
+impl EventLog for RedisStore {
+    async fn append(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+    ) -> StoreResult<Appended> {
+        let sk = self.session_keys(sid);
+        let mut inv = self.session_call(&APPEND, &sk, Some(stream));
+        inv.arg(stream)
+            .arg(data)
+            .arg(if end { "1" } else { "0" })
+            .arg(rules::max_events(&self.config))
+            .arg(&self.config.node_id)
+            .arg(sid)
+            .arg(self.keys.inbox_prefix());
+        let reply: Value = self.invoke(&inv).await?;
+        Ok(codec::appended(&reply)?.unwrap_or_else(Appended::not_stored))
+    }
+
+    /// Read-only: one atomic pipeline (`MULTI`), decided here by the same rules as the memory
+    /// backend.
+    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay> {
+        let sk = self.session_keys(sid);
+        let log = sk.log(stream);
+        let (ms, seq) = order(after);
+        let start = match seq.checked_add(1) {
+            Some(next) => format!("{ms}-{next}"),
+            None => format!("{}-0", ms.saturating_add(1)),
+        };
+        let mut p = pipe();
+        p.atomic()
+            .cmd("EXISTS")
+            .arg(sk.record())
+            .cmd("HEXISTS")
+            .arg(sk.streams())
+            .arg(stream)
+            .cmd("HEXISTS")
+            .arg(sk.run())
+            .arg(stream)
+            .cmd("GET")
+            .arg(sk.trim(stream))
+            .cmd("EXISTS")
+            .arg(&log)
+            .cmd("XRANGE")
+            .arg(&log)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .cmd("XRANGE")
+            .arg(&log)
+            .arg(start)
+            .arg("+");
+        type Reads = (i64, i64, i64, Option<String>, i64, Value, Value);
+        let (alive, registered, running, cut, log_exists, first, rest): Reads =
+            self.query(&p).await?;
+        let standalone = rules::is_standalone(stream);
+        let known = standalone || (registered == 1 && (running == 1 || log_exists == 1));
+        if alive == 0 || !known {
+            return Ok(Replay::UnknownStream);
+        }
+        if log_exists == 0 {
+            let empty = standalone || rules::is_start(after);
+            return Ok(if empty {
+                Replay::Events(Vec::new())
+            } else {
+                Replay::UnknownStream
+            });
+        }
+        if let (Some(cut), Some(first)) = (cut, codec::entries(&first)?.into_iter().next()) {
+            if order(&cut) > (ms, seq) {
+                return Ok(Replay::Truncated {
+                    oldest: first.position,
+                });
+            }
+        }
+        Ok(Replay::Events(codec::entries(&rest)?))
+    }
+
+    async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
+        let mut inv = self.session_call(&CLAIM, &self.session_keys(sid), Some(stream));
+        inv.arg(stream)
+            .arg(holder)
+            .arg(&self.config.node_id)
+            .arg(sid)
+            .arg(self.keys.inbox_prefix());
+        let reply: Value = self.invoke(&inv).await?;
+        match codec::array(&reply)? {
+            [] => Ok(Claim::Unknown),
+            [prev, last] => Ok(Claim::Claimed {
+                previous: rules::some_holder(codec::string(prev)?),
+                last_position: rules::some_holder(codec::string(last)?),
+            }),
+            other => Err(StoreError::Corrupt(format!(
+                "claim reply of {} items",
+                other.len()
+            ))),
+        }
+    }
+
+    async fn release(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<()> {
+        let mut inv = self.session_call(&RELEASE, &self.session_keys(sid), None);
+        inv.arg(stream).arg(holder);
+        self.invoke::<i64>(&inv).await?;
+        Ok(())
+    }
+
+    async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>> {
+        let sk = self.session_keys(sid);
+        let mut p = pipe();
+        p.atomic()
+            .cmd("EXISTS")
+            .arg(sk.record())
+            .cmd("HGET")
+            .arg(sk.run())
+            .arg(stream);
+        let (alive, run): (i64, Option<String>) = self.query(&p).await?;
+        match run {
+            Some(json) if alive == 1 => parse_running(&json).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    async fn abort_running(
+        &self,
+        sid: &str,
+        stream: &str,
+        node: &str,
+        data: &str,
+    ) -> StoreResult<Option<Appended>> {
+        let sk = self.session_keys(sid);
+        let mut inv = self.session_call(&ABORT, &sk, Some(stream));
+        inv.arg(stream)
+            .arg(data)
+            .arg(node)
+            .arg(rules::max_events(&self.config))
+            .arg(&self.config.node_id)
+            .arg(sid)
+            .arg(self.keys.inbox_prefix());
+        let reply: Value = self.invoke(&inv).await?;
+        codec::appended(&reply)
+    }
+}
+
+/// The `{"node","request_key"}` JSON of a running entry.
+fn parse_running(json: &str) -> StoreResult<RunningRequest> {
+    let v: serde_json::Value = serde_json::from_str(json)?;
+    let field = |name: &str| {
+        v.get(name)
+            .and_then(|f| f.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| StoreError::Corrupt(format!("running entry without {name}: {json}")))
+    };
+    Ok(RunningRequest {
+        node: field("node")?,
+        request_key: field("request_key")?,
+    })
+}

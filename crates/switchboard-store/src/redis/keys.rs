@@ -1,0 +1,128 @@
+//! Redis key and channel names.
+//!
+//! With prefix `p` (default `sb`) and session id `sid`:
+//! - `p:{sid}:s` HASH, the session record (fields `rev`, `init`, `ready`, `lvl`, `subs`, `prn`,
+//!   `ups`, `ct`);
+//! - `p:{sid}:st` HASH, stream registry: stream id → holder token (`""` when released);
+//! - `p:{sid}:run` HASH, stream id → `{"node","request_key"}` of the request still running;
+//! - `p:{sid}:inf` HASH, client request id key → `<node>\n<stream>`;
+//! - `p:{sid}:pend` HASH, server-issued request id key → node waiting for the answer;
+//! - `p:{sid}:log:<stream>` STREAM, the event log (fields `d` data, `e` `"1"` on the final event);
+//! - `p:{sid}:trim:<stream>` STRING, position of the newest event trimmed from that log (exists
+//!   only once the log hit its cap; expires with the log);
+//! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock;
+//! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast).
+//!
+//! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
+//! can touch them all (scripts build `log:`/`trim:` names from the `p:{sid}:` base they get).
+
+/// Names of the global keys and channels.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// Names under `prefix`.
+    pub fn new(prefix: &str) -> Keys {
+        Keys {
+            prefix: prefix.to_owned(),
+        }
+    }
+
+    /// The keys of one session.
+    pub fn session(&self, sid: &str) -> SessionKeys {
+        SessionKeys {
+            base: format!("{}:{{{sid}}}:", self.prefix),
+        }
+    }
+
+    /// The session index (ZSET).
+    pub fn sessions(&self) -> String {
+        format!("{}:sessions", self.prefix)
+    }
+
+    /// A node's liveness key.
+    pub fn node(&self, node: &str) -> String {
+        format!("{}:node:{node}", self.prefix)
+    }
+
+    /// The reaper lock.
+    pub fn reaper(&self) -> String {
+        format!("{}:reaper", self.prefix)
+    }
+
+    /// Prefix of the inbox channels; a node's inbox is this plus its id.
+    pub fn inbox_prefix(&self) -> String {
+        format!("{}:inbox:", self.prefix)
+    }
+
+    /// A node's inbox channel.
+    pub fn inbox(&self, node: &str) -> String {
+        format!("{}{node}", self.inbox_prefix())
+    }
+
+    /// The broadcast channel.
+    pub fn all(&self) -> String {
+        format!("{}:all", self.prefix)
+    }
+}
+
+/// Keys of one session (all share the hash tag `{sid}`).
+#[derive(Clone, Debug)]
+pub(crate) struct SessionKeys {
+    /// `p:{sid}:`, the common start of every key.
+    pub base: String,
+}
+
+impl SessionKeys {
+    /// The five fixed keys, in the order every session script expects them as `KEYS[1..5]`:
+    /// record, stream registry, running, in-flight, pending.
+    pub fn core(&self) -> [String; 5] {
+        ["s", "st", "run", "inf", "pend"].map(|k| format!("{}{k}", self.base))
+    }
+
+    /// The record hash.
+    pub fn record(&self) -> String {
+        format!("{}s", self.base)
+    }
+
+    /// The running-request hash.
+    pub fn run(&self) -> String {
+        format!("{}run", self.base)
+    }
+
+    /// The stream registry hash.
+    pub fn streams(&self) -> String {
+        format!("{}st", self.base)
+    }
+
+    /// The pending-request hash.
+    pub fn pend(&self) -> String {
+        format!("{}pend", self.base)
+    }
+
+    /// A stream's event log.
+    pub fn log(&self, stream: &str) -> String {
+        format!("{}log:{stream}", self.base)
+    }
+
+    /// A stream's trim marker.
+    pub fn trim(&self, stream: &str) -> String {
+        format!("{}trim:{stream}", self.base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_keys_share_the_hash_tag() {
+        let k = Keys::new("sb").session("abc");
+        assert_eq!(k.core()[0], "sb:{abc}:s");
+        assert_eq!(k.log("get"), "sb:{abc}:log:get");
+        assert!(k.core().iter().all(|key| key.contains("{abc}")));
+        assert_eq!(Keys::new("sb").inbox("n1"), "sb:inbox:n1");
+    }
+}

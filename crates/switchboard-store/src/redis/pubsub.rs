@@ -1,0 +1,127 @@
+//! The inbox of a node: a pub/sub connection subscribed to the node's inbox channel and the
+//! broadcast channel, feeding a bounded receiver.
+//!
+//! When the connection drops (or stops answering pings) the reader reconnects and resubscribes
+//! with exponential backoff (50 ms doubling to 5 s), logging with `tracing`. Messages published
+//! while it is disconnected are lost: Redis pub/sub does not keep them. A full receiver makes the
+//! reader wait (it never drops a message); meanwhile messages queue in the client's buffer.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::aio::{PubSub, PubSubStream};
+use redis::Client;
+use tokio::sync::mpsc;
+
+use crate::error::StoreError;
+use crate::model::BusMessage;
+use crate::rules::INBOX_CAPACITY;
+use crate::traits::StoreResult;
+
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+const PING_EVERY: Duration = Duration::from_secs(10);
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Subscribes to `channels` now (so nothing published after this returns is missed), then keeps
+/// the subscription alive in a background task until the receiver is dropped.
+pub(crate) async fn start(
+    client: Client,
+    channels: Vec<String>,
+) -> StoreResult<mpsc::Receiver<BusMessage>> {
+    let first = connect(&client, &channels).await?;
+    let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
+    tokio::spawn(run(client, channels, first, tx));
+    Ok(rx)
+}
+
+async fn connect(client: &Client, channels: &[String]) -> StoreResult<PubSub> {
+    let attempt = async {
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(channels).await?;
+        Ok::<_, redis::RedisError>(pubsub)
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
+        Ok(result) => Ok(result?),
+        Err(_) => Err(StoreError::Backend(
+            "timed out subscribing to the inbox".to_owned(),
+        )),
+    }
+}
+
+/// Why [`pump`] stopped.
+enum Stop {
+    /// The receiver was dropped: the inbox is no longer wanted.
+    ReceiverGone,
+    /// The connection was lost.
+    Disconnected,
+}
+
+async fn run(client: Client, channels: Vec<String>, first: PubSub, tx: mpsc::Sender<BusMessage>) {
+    let mut current = Some(first);
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let pubsub = match current.take() {
+            Some(p) => p,
+            None => match connect(&client, &channels).await {
+                Ok(p) => {
+                    tracing::info!(?channels, "bus inbox resubscribed");
+                    backoff = FIRST_BACKOFF;
+                    p
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, retry_in = ?backoff, "bus inbox cannot reconnect");
+                    tokio::select! {
+                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tx.closed() => return,
+                    }
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                    continue;
+                }
+            },
+        };
+        match pump(pubsub, &tx).await {
+            Stop::ReceiverGone => return,
+            Stop::Disconnected => {
+                tracing::warn!(?channels, "bus inbox connection lost; reconnecting")
+            }
+        }
+    }
+}
+
+/// Forwards messages until the connection or the receiver goes away; pings now and then so a
+/// silently dead connection is noticed.
+async fn pump(pubsub: PubSub, tx: &mpsc::Sender<BusMessage>) -> Stop {
+    let (mut sink, mut stream): (_, PubSubStream) = pubsub.split();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    loop {
+        tokio::select! {
+            msg = stream.next() => {
+                let Some(msg) = msg else { return Stop::Disconnected };
+                let Some(decoded) = decode(msg.get_payload_bytes()) else { continue };
+                if tx.send(decoded).await.is_err() {
+                    return Stop::ReceiverGone;
+                }
+            }
+            _ = ping.tick() => {
+                let pong = tokio::time::timeout(PING_TIMEOUT, sink.ping::<redis::Value>()).await;
+                if !matches!(pong, Ok(Ok(_))) {
+                    return Stop::Disconnected;
+                }
+            }
+            _ = tx.closed() => return Stop::ReceiverGone,
+        }
+    }
+}
+
+fn decode(payload: &[u8]) -> Option<BusMessage> {
+    match serde_json::from_slice(payload) {
+        Ok(msg) => Some(msg),
+        Err(e) => {
+            tracing::warn!(error = %e, "bus message is not a BusMessage; ignored");
+            None
+        }
+    }
+}

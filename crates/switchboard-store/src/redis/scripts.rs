@@ -1,0 +1,355 @@
+//! The Lua scripts of the Redis backend (run with EVALSHA, loaded on demand).
+//!
+//! Every *session script* gets `KEYS[1..5]` = record, stream registry, running, in-flight, pending
+//! (see [`super::keys::SessionKeys::core`]), `KEYS[6..7]` = a stream's log and trim marker when it
+//! works on a stream, `ARGV[1]` = the `p:{sid}:` base and `ARGV[2]` = `idle_ttl` in ms; its own
+//! arguments start at `ARGV[3]`. "The session exists" always means "the record hash exists".
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::rules::{PRUNE_AT, PRUNE_EVERY};
+
+/// Helpers shared by every session script.
+const PRELUDE: &str = r#"
+local base, ttl = ARGV[1], tonumber(ARGV[2])
+local function alive() return redis.call('EXISTS', KEYS[1]) == 1 end
+local function node_of(holder)
+  local i = string.find(holder, '/', 1, true)
+  if i then return string.sub(holder, 1, i - 1) end
+  return holder
+end
+local function touch_core()
+  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+end
+-- The standalone stream is always known; a POST stream while registered and either running or
+-- with a retained log.
+local function known(stream)
+  if stream == 'get' then return true end
+  return redis.call('HEXISTS', KEYS[2], stream) == 1 and (redis.call('HEXISTS', KEYS[3], stream) == 1
+    or redis.call('EXISTS', base .. 'log:' .. stream) == 1)
+end
+local function clear_session()
+  for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+    redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
+  end
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get')
+  redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+end
+"#;
+
+/// Appends an event to the log in `KEYS[6]` (trim marker `KEYS[7]`): trims to `maxlen`
+/// recording the newest trimmed position, registers the stream, clears the running and in-flight
+/// entries on the final event, and publishes the event to the holder's node when that is not `me`
+/// or the stream is the standalone one (see `rules::delivers_event`).
+const APPEND_EVENT: &str = r#"
+pcall(redis.replicate_commands)
+local function append_event(stream, data, fin, maxlen, me, sid, inbox)
+  local log, trim = KEYS[6], KEYS[7]
+  local n = redis.call('XLEN', log)
+  if n >= maxlen then
+    local old = redis.call('XRANGE', log, '-', '+', 'COUNT', n - maxlen + 1)
+    redis.call('SET', trim, old[#old][1], 'PX', ttl)
+  else
+    redis.call('PEXPIRE', trim, ttl)
+  end
+  local pos = redis.call('XADD', log, 'MAXLEN', maxlen, '*', 'd', data, 'e', fin and '1' or '0')
+  redis.call('PEXPIRE', log, ttl)
+  redis.call('HSETNX', KEYS[2], stream, '')
+  redis.call('PEXPIRE', KEYS[2], ttl)
+  if fin then
+    local run = redis.call('HGET', KEYS[3], stream)
+    if run then
+      local key = cjson.decode(run).request_key
+      local inf = redis.call('HGET', KEYS[4], key)
+      if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
+        redis.call('HDEL', KEYS[4], key)
+      end
+      redis.call('HDEL', KEYS[3], stream)
+    end
+  end
+  local holder = redis.call('HGET', KEYS[2], stream) or ''
+  if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
+    local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}
+    msg['end'] = fin
+    redis.call('PUBLISH', inbox .. node_of(holder), cjson.encode(msg))
+  end
+  return {pos, holder}
+end
+"#;
+
+/// Builds a session script from the prelude(s) and a body.
+fn session_script(with_append: bool, body: &str) -> Script {
+    let append = if with_append { APPEND_EVENT } else { "" };
+    Script::new(&format!("{PRELUDE}{append}{body}"))
+}
+
+/// `begin`. ARGV: request_key, stream, node, holder (all absent for a plain load).
+/// Returns `{0}` (missing), `{1, '', record}` or `{2, '<node>\n<stream>', record}` (duplicate).
+pub(crate) static BEGIN: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        &format!(
+            r#"
+local function prune()
+  local n = redis.call('HLEN', KEYS[2])
+  if n < {PRUNE_AT} or n % {PRUNE_EVERY} ~= 0 then return end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+    if not known(f) then
+      redis.call('HDEL', KEYS[2], f)
+      redis.call('DEL', base .. 'trim:' .. f)
+    end
+  end
+end
+if not alive() then return {{0}} end
+local rec = redis.call('HGETALL', KEYS[1])
+local key, stream, node, holder = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if key then
+  local cur = redis.call('HGET', KEYS[4], key)
+  if cur then
+    touch_core()
+    return {{2, cur, rec}}
+  end
+  prune()
+  redis.call('HSET', KEYS[4], key, node .. '\n' .. stream)
+  redis.call('HSET', KEYS[3], stream, cjson.encode({{node = node, request_key = key}}))
+  redis.call('HSET', KEYS[2], stream, holder)
+end
+touch_core()
+return {{1, '', rec}}
+"#
+        ),
+    )
+});
+
+/// `finish`. ARGV: request_key, json stream (optional).
+pub(crate) static FINISH: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+redis.call('HDEL', KEYS[4], ARGV[3])
+local stream = ARGV[4]
+if stream then
+  redis.call('HDEL', KEYS[3], stream)
+  redis.call('HDEL', KEYS[2], stream)
+  redis.call('DEL', base .. 'log:' .. stream, base .. 'trim:' .. stream)
+end
+if alive() then touch_core() end
+return 1
+"#,
+    )
+});
+
+/// `touch`. Returns 1, or 0 when the session is gone.
+pub(crate) static TOUCH: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        "if not alive() then return 0 end\ntouch_core()\nreturn 1\n",
+    )
+});
+
+/// `update`. ARGV: kind (`ready`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
+pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return 0 end
+local kind, a, b = ARGV[3], ARGV[4], ARGV[5]
+if kind == 'ready' then
+  redis.call('HSET', KEYS[1], 'ready', '1')
+elseif kind == 'lvl' then
+  redis.call('HSET', KEYS[1], 'lvl', a)
+elseif kind == 'sub' or kind == 'unsub' then
+  local out, found = {}, false
+  for _, u in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'subs') or '[]')) do
+    if u == a then found = true end
+    if u ~= a or kind == 'sub' then table.insert(out, u) end
+  end
+  if kind == 'sub' and not found then table.insert(out, a) end
+  redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
+elseif kind == 'ups' or kind == 'unups' then
+  local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
+  if kind == 'ups' then ups[a] = b else ups[a] = nil end
+  redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
+end
+return 1
+"#,
+    )
+});
+
+/// `delete_session`. ARGV: broadcast channel, `Terminated` JSON. Returns 1 if it existed.
+pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+local existed = alive()
+clear_session()
+if existed then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+return existed and 1 or 0
+"#,
+    )
+});
+
+/// One session of a reaper pass. ARGV: broadcast channel, `Terminated` JSON. Returns the record's
+/// PTTL when it is still alive, else clears everything, broadcasts `Terminated` and returns -2.
+pub(crate) static REAP_ONE: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if alive() then return redis.call('PTTL', KEYS[1]) end
+clear_session()
+redis.call('PUBLISH', ARGV[3], ARGV[4])
+return -2
+"#,
+    )
+});
+
+/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix.
+/// Returns `{position, holder}`, or nil when the session is gone.
+pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        true,
+        r#"
+if not alive() then return false end
+return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+"#,
+    )
+});
+
+/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix.
+/// Returns `{position, holder}`, or nil when the request is not running on `node`.
+pub(crate) static ABORT: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        true,
+        r#"
+if not alive() then return false end
+local run = redis.call('HGET', KEYS[3], ARGV[3])
+if not run or cjson.decode(run).node ~= ARGV[5] then return false end
+return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+"#,
+    )
+});
+
+/// `claim` (`KEYS[6]` = the stream's log). ARGV: stream, holder, me, sid, inbox prefix.
+/// Returns `{previous holder or '', newest log position or ''}`, or nil when the session is gone
+/// or the stream is not known (see `known`).
+pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return false end
+local stream, holder, me = ARGV[3], ARGV[4], ARGV[5]
+if not known(stream) then return false end
+local prev = redis.call('HGET', KEYS[2], stream) or ''
+redis.call('HSET', KEYS[2], stream, holder)
+redis.call('PEXPIRE', KEYS[2], ttl)
+if prev ~= '' and prev ~= holder and node_of(prev) ~= me then
+  local msg = cjson.encode({t = 'takeover', sid = ARGV[6], stream = stream, holder = prev})
+  redis.call('PUBLISH', ARGV[7] .. node_of(prev), msg)
+end
+local last = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
+return {prev, last[1] and last[1][1] or ''}
+"#,
+    )
+});
+
+/// `release`. ARGV: stream, holder.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if redis.call('HGET', KEYS[2], ARGV[3]) == ARGV[4] then
+  redis.call('HSET', KEYS[2], ARGV[3], '')
+end
+return 1
+"#,
+    )
+});
+
+/// `register_pending`. ARGV: request_key, node.
+pub(crate) static REGISTER_PENDING: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return 0 end
+redis.call('HSET', KEYS[5], ARGV[3], ARGV[4])
+redis.call('PEXPIRE', KEYS[5], ttl)
+return 1
+"#,
+    )
+});
+
+/// `route_reply`. ARGV: request_key, inbox prefix, `Reply` JSON. Returns 1 when delivered.
+pub(crate) static ROUTE_REPLY: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return 0 end
+local node = redis.call('HGET', KEYS[5], ARGV[3])
+if not node then return 0 end
+redis.call('HDEL', KEYS[5], ARGV[3])
+redis.call('PUBLISH', ARGV[4] .. node, ARGV[5])
+return 1
+"#,
+    )
+});
+
+/// `route_cancel`. ARGV: request_key, inbox prefix, `Cancel` JSON. Returns 1 when delivered.
+pub(crate) static ROUTE_CANCEL: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return 0 end
+local inf = redis.call('HGET', KEYS[4], ARGV[3])
+if not inf then return 0 end
+local node = string.match(inf, '^(.*)\n') or inf
+redis.call('PUBLISH', ARGV[4] .. node, ARGV[5])
+return 1
+"#,
+    )
+});
+
+/// Session-cap reservation on the index. KEYS: index. ARGV: max, sid, score, index TTL (ms).
+/// Returns 1 when the session may be stored (it is then in the index), 0 at capacity.
+pub(crate) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if not redis.call('ZSCORE', KEYS[1], ARGV[2])
+    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return 1
+"#,
+    )
+});
+
+/// Compare-and-delete of a lock. KEYS: lock. ARGV: token.
+pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\nreturn 1\n",
+    )
+});
+
+/// Every script, for loading after a `NOSCRIPT` in a pipeline.
+pub(crate) fn all() -> [&'static Script; 15] {
+    [
+        &BEGIN,
+        &FINISH,
+        &TOUCH,
+        &UPDATE,
+        &DELETE,
+        &REAP_ONE,
+        &APPEND,
+        &ABORT,
+        &CLAIM,
+        &RELEASE,
+        &REGISTER_PENDING,
+        &ROUTE_REPLY,
+        &ROUTE_CANCEL,
+        &RESERVE,
+        &UNLOCK,
+    ]
+}

@@ -1,0 +1,248 @@
+//! [`SessionStore`] over Redis.
+
+use ::redis::{cmd, pipe, ScriptInvocation, Value};
+use async_trait::async_trait;
+
+use super::scripts::*;
+use super::{codec, RedisStore};
+use crate::error::StoreError;
+use crate::model::*;
+use crate::rules;
+use crate::traits::*;
+
+/// How long a reaper pass may hold the lock before another node may take over (a pass releases
+/// it as soon as it is done).
+const REAPER_LOCK_MS: u64 = 30_000;
+
+#[async_trait]
+impl SessionStore for RedisStore {
+    /// Two round trips: a reservation in the session index (atomic cap check), then the record.
+    async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
+        let idle = self.idle_ms();
+        let mut reserve = RESERVE.prepare_invoke();
+        reserve
+            .key(self.keys.sessions())
+            .arg(self.config.max_sessions)
+            .arg(&record.id)
+            .arg(rules::now_ms() + idle)
+            .arg(2 * idle);
+        if self.invoke::<i64>(&reserve).await? == 0 {
+            return Ok(CreateOutcome::AtCapacity);
+        }
+        let key = self.session_keys(&record.id).record();
+        let mut p = pipe();
+        p.atomic()
+            .cmd("DEL")
+            .arg(&key)
+            .ignore()
+            .cmd("HSET")
+            .arg(&key)
+            .arg(codec::record_fields(record)?)
+            .ignore()
+            .cmd("PEXPIRE")
+            .arg(&key)
+            .arg(idle)
+            .ignore();
+        self.query::<()>(&p).await?;
+        Ok(CreateOutcome::Created)
+    }
+
+    async fn begin(
+        &self,
+        sid: &str,
+        inflight: Option<&InflightRequest>,
+    ) -> StoreResult<BeginOutcome> {
+        let sk = self.session_keys(sid);
+        let mut inv = self.session_call(&BEGIN, &sk, None);
+        if let Some(req) = inflight {
+            inv.arg(&req.request_key)
+                .arg(&req.stream)
+                .arg(&req.node)
+                .arg(&req.holder);
+        }
+        let reply: Value = self.invoke(&inv).await?;
+        match codec::array(&reply)? {
+            [status] if codec::int(status)? == 0 => Ok(BeginOutcome::Missing),
+            [status, running, record] => {
+                let record = codec::record_from_hash(sid, record)?;
+                if codec::int(status)? == 1 {
+                    return Ok(BeginOutcome::Ready(record));
+                }
+                let running = codec::string(running)?;
+                let node = running
+                    .split_once('\n')
+                    .map_or(running.as_str(), |(n, _)| n)
+                    .to_owned();
+                Ok(BeginOutcome::DuplicateId { record, node })
+            }
+            other => Err(StoreError::Corrupt(format!(
+                "begin reply of {} items",
+                other.len()
+            ))),
+        }
+    }
+
+    async fn finish(
+        &self,
+        sid: &str,
+        request_key: &str,
+        json_stream: Option<&str>,
+    ) -> StoreResult<()> {
+        let sk = self.session_keys(sid);
+        let mut inv = self.session_call(&FINISH, &sk, None);
+        inv.arg(request_key);
+        if let Some(stream) = json_stream {
+            inv.arg(stream);
+        }
+        self.invoke::<i64>(&inv).await?;
+        Ok(())
+    }
+
+    async fn touch(&self, sid: &str) -> StoreResult<bool> {
+        let inv = self.session_call(&TOUCH, &self.session_keys(sid), None);
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
+        let (kind, a, b) = match update {
+            SessionUpdate::Initialized => ("ready", String::new(), String::new()),
+            SessionUpdate::LogLevel(level) => ("lvl", level, String::new()),
+            SessionUpdate::Subscription { uri, subscribed } => {
+                (if subscribed { "sub" } else { "unsub" }, uri, String::new())
+            }
+            SessionUpdate::UpstreamSession {
+                upstream,
+                session_id: Some(id),
+            } => ("ups", upstream, id),
+            SessionUpdate::UpstreamSession {
+                upstream,
+                session_id: None,
+            } => ("unups", upstream, String::new()),
+        };
+        let mut inv = self.session_call(&UPDATE, &self.session_keys(sid), None);
+        inv.arg(kind).arg(a).arg(b);
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    /// One pipeline: the session's keys go in one script (one slot); the index entry is removed
+    /// by a separate command in the same pipeline (it lives in another slot in a cluster).
+    async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
+        let inv = self.terminating_call(&DELETE, sid)?;
+        let mut p = pipe();
+        p.invoke_script(&inv)
+            .cmd("ZREM")
+            .arg(self.keys.sessions())
+            .arg(sid)
+            .ignore();
+        let (existed,): (i64,) = self.query(&p).await?;
+        Ok(existed == 1)
+    }
+
+    async fn count_sessions(&self) -> StoreResult<u64> {
+        let mut conn = self.conn.clone();
+        Ok(cmd("ZCARD")
+            .arg(self.keys.sessions())
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    /// Takes the reaper lock, then needs three more round trips whatever `limit` is: the due ids,
+    /// one pipelined script per id, one pipeline fixing the index.
+    async fn reap(&self, limit: usize) -> StoreResult<Vec<String>> {
+        let token = format!("{}/{:016x}", self.config.node_id, rand::random::<u64>());
+        let lock = self.keys.reaper();
+        let mut conn = self.conn.clone();
+        let got: Value = cmd("SET")
+            .arg(&lock)
+            .arg(&token)
+            .arg("NX")
+            .arg("PX")
+            .arg(REAPER_LOCK_MS)
+            .query_async(&mut conn)
+            .await?;
+        if matches!(got, Value::Nil) {
+            return Ok(Vec::new());
+        }
+        let result = self.reap_locked(limit).await;
+        let mut unlock = UNLOCK.prepare_invoke();
+        unlock.key(&lock).arg(&token);
+        if let Err(e) = self.invoke::<i64>(&unlock).await {
+            tracing::warn!(error = %e, "cannot release the reaper lock; it lapses by itself");
+        }
+        result
+    }
+}
+
+impl RedisStore {
+    /// A `DELETE`/`REAP_ONE` invocation for `sid` (it broadcasts `Terminated`).
+    fn terminating_call(
+        &self,
+        script: &'static ::redis::Script,
+        sid: &str,
+    ) -> StoreResult<ScriptInvocation<'static>> {
+        let terminated = Self::encode(&BusMessage::Terminated {
+            sid: sid.to_owned(),
+        })?;
+        let mut inv = self.session_call(script, &self.session_keys(sid), None);
+        inv.arg(self.keys.all()).arg(terminated);
+        Ok(inv)
+    }
+
+    async fn reap_locked(&self, limit: usize) -> StoreResult<Vec<String>> {
+        let now = rules::now_ms();
+        let index = self.keys.sessions();
+        let mut conn = self.conn.clone();
+        let due: Vec<String> = cmd("ZRANGEBYSCORE")
+            .arg(&index)
+            .arg("-inf")
+            .arg(now)
+            .arg("LIMIT")
+            .arg(0)
+            .arg(limit)
+            .query_async(&mut conn)
+            .await?;
+        if due.is_empty() {
+            cmd("PEXPIRE")
+                .arg(&index)
+                .arg(2 * self.idle_ms())
+                .query_async::<i64>(&mut conn)
+                .await?;
+            return Ok(Vec::new());
+        }
+        let calls = due
+            .iter()
+            .map(|sid| self.terminating_call(&REAP_ONE, sid))
+            .collect::<StoreResult<Vec<_>>>()?;
+        let mut p = pipe();
+        for inv in &calls {
+            p.invoke_script(inv);
+        }
+        let ttls: Vec<i64> = self.query(&p).await?;
+        let mut fix = pipe();
+        let mut reaped = Vec::new();
+        for (sid, pttl) in due.into_iter().zip(ttls) {
+            if pttl == -2 {
+                fix.cmd("ZREM").arg(&index).arg(&sid).ignore();
+                reaped.push(sid);
+            } else {
+                let left = if pttl >= 0 {
+                    pttl as u64
+                } else {
+                    self.idle_ms()
+                };
+                fix.cmd("ZADD")
+                    .arg(&index)
+                    .arg("XX")
+                    .arg(now + left)
+                    .arg(&sid)
+                    .ignore();
+            }
+        }
+        fix.cmd("PEXPIRE")
+            .arg(&index)
+            .arg(2 * self.idle_ms())
+            .ignore();
+        self.query::<()>(&fix).await?;
+        Ok(reaped)
+    }
+}

@@ -1,0 +1,90 @@
+//! Rules both backends share, so their observable behaviour stays identical: inbox capacity,
+//! stream-registry pruning, and log-position arithmetic.
+
+use switchboard_protocol::ids::position_order;
+use switchboard_protocol::StreamId;
+
+/// Capacity of the receiver returned by [`crate::Bus::subscribe`]. A full receiver applies
+/// backpressure to the reader feeding it; messages are never dropped by the store itself.
+pub const INBOX_CAPACITY: usize = 4096;
+
+/// The stream registry of a session is pruned when a request registers a new stream and the
+/// registry holds at least this many streams…
+pub(crate) const PRUNE_AT: usize = 64;
+
+/// …and its size is a multiple of this (so a session with many live streams pays for a scan only
+/// once every few registrations).
+pub(crate) const PRUNE_EVERY: usize = 16;
+
+/// Whether a registry of `len` streams is pruned before a new stream is registered. Pruning drops
+/// every stream that is no longer known (not the standalone one, no running request, no retained
+/// log: its log expired `idle_ttl` after its last event), so pruning is never observable.
+pub(crate) fn should_prune(len: usize) -> bool {
+    len >= PRUNE_AT && len.is_multiple_of(PRUNE_EVERY)
+}
+
+/// Whether `stream` is the standalone GET stream, which is always known.
+pub(crate) fn is_standalone(stream: &str) -> bool {
+    stream == StreamId::STANDALONE
+}
+
+/// Whether the store itself delivers a new event of `stream` held by `holder` (to the holder's
+/// node inbox): when it is held, and either held on another node than `me` or the stream is the
+/// standalone one (several nodes write it; one ordered path to its connection).
+pub(crate) fn delivers_event(holder: &str, stream: &str, me: &str) -> bool {
+    !holder.is_empty() && (is_standalone(stream) || crate::traits::holder_node(holder) != me)
+}
+
+/// `(ms, seq)` of a log position; unparsable positions count as the start.
+pub(crate) fn order(position: &str) -> (u64, u64) {
+    position_order(position)
+}
+
+/// Whether `after` is the start position (`0-0`, or anything unparsable).
+pub(crate) fn is_start(after: &str) -> bool {
+    order(after) == (0, 0)
+}
+
+/// The effective holder of a stream: `None` for the released (empty) token.
+pub(crate) fn some_holder(token: String) -> Option<String> {
+    (!token.is_empty()).then_some(token)
+}
+
+/// The caps a config asks for, clamped to sane minimums (a log keeps at least one event).
+pub(crate) fn max_events(config: &crate::StoreConfig) -> u64 {
+    config.max_events_per_stream.max(1)
+}
+
+/// Milliseconds of a duration, at least 1 (Redis rejects `PX 0`).
+pub(crate) fn millis(d: std::time::Duration) -> u64 {
+    (d.as_millis() as u64).max(1)
+}
+
+/// Wall-clock milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pruning_is_amortized() {
+        assert!(!should_prune(0));
+        assert!(!should_prune(63));
+        assert!(should_prune(64));
+        assert!(!should_prune(65));
+        assert!(should_prune(80));
+    }
+
+    #[test]
+    fn start_positions() {
+        assert!(is_start("0-0"));
+        assert!(is_start("garbage"));
+        assert!(!is_start("1-0"));
+    }
+}

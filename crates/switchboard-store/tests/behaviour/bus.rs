@@ -1,0 +1,84 @@
+//! Reply and cancel routing between nodes.
+
+use switchboard_store::*;
+
+use crate::harness::*;
+
+pub async fn replies_reach_the_waiting_node(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    let id = new_session(&a).await;
+    a.register_pending(&id, "\"srv-1\"").await.unwrap();
+    let answer = r#"{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}"#;
+    assert!(b.route_reply(&id, "\"srv-1\"", answer).await.unwrap());
+    let want = BusMessage::Reply {
+        sid: id.clone(),
+        request_key: "\"srv-1\"".into(),
+        message: answer.into(),
+    };
+    assert_eq!(recv(&mut ra).await, want);
+    quiet(&mut rb).await;
+    assert!(
+        !b.route_reply(&id, "\"srv-1\"", answer).await.unwrap(),
+        "answered once"
+    );
+    // A reply to this very node also travels through its inbox.
+    b.register_pending(&id, "2").await.unwrap();
+    assert!(b.route_reply(&id, "2", "{}").await.unwrap());
+    assert!(
+        matches!(recv(&mut rb).await, BusMessage::Reply { request_key, .. } if request_key == "2")
+    );
+    // A forgotten request has nobody waiting.
+    a.register_pending(&id, "3").await.unwrap();
+    a.forget_pending(&id, "3").await.unwrap();
+    assert!(!b.route_reply(&id, "3", "{}").await.unwrap());
+    quiet(&mut ra).await;
+}
+
+pub async fn cancellations_reach_the_running_node(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    let id = new_session(&a).await;
+    begin_ok(&a, &id, Some(&inflight("4", &stream(), "a", "a/1"))).await;
+    assert!(b.route_cancel(&id, "4", Some("user stop")).await.unwrap());
+    let want = BusMessage::Cancel {
+        sid: id.clone(),
+        request_key: "4".into(),
+        reason: Some("user stop".into()),
+    };
+    assert_eq!(recv(&mut ra).await, want);
+    assert!(
+        b.route_cancel(&id, "4", None).await.unwrap(),
+        "still in flight until it finishes"
+    );
+    let want = BusMessage::Cancel {
+        sid: id.clone(),
+        request_key: "4".into(),
+        reason: None,
+    };
+    assert_eq!(recv(&mut ra).await, want);
+    assert!(!b.route_cancel(&id, "5", None).await.unwrap());
+    quiet(&mut rb).await;
+    a.finish(&id, "4", None).await.unwrap();
+    assert!(!b.route_cancel(&id, "4", None).await.unwrap());
+}
+
+pub async fn a_full_inbox_holds_messages_back_without_losing_them(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    a.claim(&id, "get", "b/1").await.unwrap();
+    let total = INBOX_CAPACITY + 200;
+    for i in 0..total {
+        a.append(&id, "get", &i.to_string(), false).await.unwrap();
+    }
+    for i in 0..total {
+        match recv(&mut rb).await {
+            BusMessage::Event { data, .. } => assert_eq!(data, i.to_string()),
+            other => panic!("expected event {i}, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! One test environment per case: a memory state or a private `redis-server`, and node views.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard_protocol::{SessionId, StreamId};
+use switchboard_store::*;
+use switchboard_tests::redis_server::RedisServer;
+use tokio::sync::mpsc;
+
+/// Which backend a case runs against.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kind {
+    Memory,
+    Redis,
+}
+
+/// A backend instance shared by the node views of one case.
+pub struct Env {
+    pub config: StoreConfig,
+    redis: Option<RedisServer>,
+    memory: Option<Arc<MemoryStore>>,
+}
+
+impl Env {
+    /// Default settings (node id `a`), changed by `tweak`.
+    pub fn new(kind: Kind, tweak: impl FnOnce(&mut StoreConfig)) -> Env {
+        let mut config = StoreConfig::default_for("a");
+        config.key_prefix = "sbt".into();
+        tweak(&mut config);
+        match kind {
+            Kind::Memory => Env {
+                memory: Some(MemoryStore::new(config.clone())),
+                redis: None,
+                config,
+            },
+            Kind::Redis => Env {
+                redis: Some(RedisServer::start()),
+                memory: None,
+                config,
+            },
+        }
+    }
+
+    /// The store as seen from node `id`.
+    pub async fn node(&self, id: &str) -> Arc<dyn Store> {
+        match (&self.memory, &self.redis) {
+            (Some(m), _) => m.for_node(id),
+            (_, Some(r)) => {
+                let config = StoreConfig {
+                    node_id: id.to_owned(),
+                    ..self.config.clone()
+                };
+                RedisStore::connect(&r.url(), config)
+                    .await
+                    .expect("connect to redis")
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// The private Redis, for Redis-only checks.
+    pub fn redis(&self) -> &RedisServer {
+        self.redis.as_ref().expect("a redis env")
+    }
+
+    /// Keys (Redis) or their equivalent (memory) still held for `sid`.
+    pub async fn keys_of(&self, sid: &str) -> usize {
+        match (&self.memory, &self.redis) {
+            (Some(m), _) => m.key_count_for(sid).await,
+            (_, Some(r)) => r.keys_matching(&format!("*{{{sid}}}*")).len(),
+            _ => unreachable!(),
+        }
+    }
+
+    /// Streams in the session's registry.
+    pub async fn registered_streams(&self, sid: &str) -> usize {
+        match (&self.memory, &self.redis) {
+            (Some(m), _) => m.registered_streams(sid).await,
+            (_, Some(r)) => {
+                let key = format!("{}:{{{sid}}}:st", self.config.key_prefix);
+                let reply = r.query(&["HLEN", &key]).expect("HLEN");
+                reply.as_int().expect("HLEN is an integer") as usize
+            }
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// A fresh session id.
+pub fn sid() -> String {
+    SessionId::generate().to_string()
+}
+
+/// A fresh POST stream id.
+pub fn stream() -> String {
+    StreamId::generate().to_string()
+}
+
+/// A record with every field set to something non-default.
+pub fn record(sid: &str) -> SessionRecord {
+    SessionRecord {
+        id: sid.to_owned(),
+        revision: "2025-11-25".into(),
+        initialize_params: json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"sampling": {}, "roots": {"listChanged": true}},
+            "clientInfo": {"name": "t/1", "version": "1.0"},
+            "z": 1.5, "a": [1, "two", null]
+        }),
+        initialized: false,
+        log_level: None,
+        subscriptions: vec![],
+        principal: "anonymous".into(),
+        upstream_sessions: BTreeMap::new(),
+        created_ms: 1_700_000_000_123,
+    }
+}
+
+/// Creates a session and returns its id.
+pub async fn new_session(store: &Arc<dyn Store>) -> String {
+    let id = sid();
+    assert_eq!(
+        store.create_session(&record(&id)).await.unwrap(),
+        CreateOutcome::Created
+    );
+    id
+}
+
+/// An in-flight registration.
+pub fn inflight(key: &str, stream: &str, node: &str, holder: &str) -> InflightRequest {
+    InflightRequest {
+        request_key: key.into(),
+        stream: stream.into(),
+        node: node.into(),
+        holder: holder.into(),
+    }
+}
+
+/// `begin` that must succeed.
+pub async fn begin_ok(
+    store: &Arc<dyn Store>,
+    sid: &str,
+    req: Option<&InflightRequest>,
+) -> SessionRecord {
+    match store.begin(sid, req).await.unwrap() {
+        BeginOutcome::Ready(r) => r,
+        other => panic!("begin: expected Ready, got {other:?}"),
+    }
+}
+
+/// The next inbox message (at most 5 s).
+pub async fn recv(rx: &mut mpsc::Receiver<BusMessage>) -> BusMessage {
+    tokio::time::timeout(Duration::from_secs(5), rx.recv())
+        .await
+        .expect("a bus message within 5 s")
+        .expect("inbox open")
+}
+
+/// Asserts nothing arrives for a short while.
+pub async fn quiet(rx: &mut mpsc::Receiver<BusMessage>) {
+    if let Ok(msg) = tokio::time::timeout(Duration::from_millis(250), rx.recv()).await {
+        panic!("expected no bus message, got {msg:?}");
+    }
+}
+
+/// Events of a replay that must succeed.
+pub async fn events(
+    store: &Arc<dyn Store>,
+    sid: &str,
+    stream: &str,
+    after: &str,
+) -> Vec<LoggedEvent> {
+    match store.replay(sid, stream, after).await.unwrap() {
+        Replay::Events(e) => e,
+        other => panic!("replay {stream} after {after}: expected events, got {other:?}"),
+    }
+}
+
+/// Keeps `sid` alive (touch every 100 ms) for `total`, heartbeating like a running node does.
+pub async fn keep_alive(store: &Arc<dyn Store>, sid: &str, total: Duration) {
+    let deadline = tokio::time::Instant::now() + total;
+    while tokio::time::Instant::now() < deadline {
+        store.heartbeat().await.unwrap();
+        assert!(
+            store.touch(sid).await.unwrap(),
+            "session {sid} expired while kept alive"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -1,0 +1,77 @@
+//! The behaviour suite of the store: every case runs once against [`MemoryStore`] and once against
+//! [`RedisStore`] (a private `redis-server` per case), and both must pass unchanged.
+//!
+//! [`MemoryStore`]: switchboard_store::MemoryStore
+//! [`RedisStore`]: switchboard_store::RedisStore
+
+mod bus;
+mod expiry;
+mod harness;
+mod redis_only;
+mod sessions;
+mod streams;
+
+/// Generates `memory::<module>::<case>` and `redis::<module>::<case>` tests from the case
+/// functions `crate::<module>::<case>(Kind)`.
+macro_rules! both_backends {
+    ($($module:ident: [$($case:ident),* $(,)?]),* $(,)?) => {
+        mod memory {
+            $(mod $module {
+                $(#[tokio::test]
+                async fn $case() {
+                    crate::$module::$case(crate::harness::Kind::Memory).await
+                })*
+            })*
+        }
+        mod redis {
+            $(mod $module {
+                $(#[tokio::test]
+                async fn $case() {
+                    crate::$module::$case(crate::harness::Kind::Redis).await
+                })*
+            })*
+        }
+    };
+}
+
+both_backends! {
+    sessions: [
+        create_then_begin_returns_the_record,
+        begin_on_an_unknown_session_is_missing,
+        duplicate_request_ids_are_refused_and_register_nothing,
+        finish_as_json_forgets_the_stream,
+        finish_after_streaming_keeps_the_log,
+        updates_change_the_record,
+        the_session_cap_is_exact,
+        delete_removes_every_key_and_tells_every_node,
+        liveness_follows_heartbeats,
+        a_node_subscribes_once,
+    ],
+    streams: [
+        appended_events_replay_in_order,
+        the_standalone_stream_is_always_known,
+        unknown_streams_stay_unknown,
+        trimming_is_exact_and_detected,
+        the_final_event_ends_the_request,
+        claim_and_release,
+        events_reach_the_holders_node,
+        standalone_events_always_go_through_the_inbox,
+        takeover_reaches_the_previous_holders_node,
+        abort_running_finishes_a_dead_nodes_request,
+        a_gone_session_takes_no_writes,
+    ],
+    bus: [
+        replies_reach_the_waiting_node,
+        cancellations_reach_the_running_node,
+        a_full_inbox_holds_messages_back_without_losing_them,
+    ],
+    expiry: [
+        idle_sessions_expire_and_are_reaped,
+        activity_keeps_a_session_alive,
+        finish_restarts_the_idle_clock,
+        reaping_a_thousand_sessions_takes_a_few_passes,
+        reaping_respects_the_limit,
+        logs_expire_after_their_last_event,
+        the_stream_registry_is_pruned,
+    ],
+}

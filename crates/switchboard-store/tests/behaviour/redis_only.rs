@@ -1,0 +1,143 @@
+//! Checks that only make sense against Redis: the data model on the wire, TTLs, the reaper lock,
+//! script reloading and inbox reconnection.
+
+use std::time::Duration;
+
+use switchboard_store::*;
+use switchboard_tests::resp::Reply;
+
+use crate::harness::*;
+
+fn pttl(env: &Env, key: &str) -> i64 {
+    env.redis()
+        .query(&["PTTL", key])
+        .expect("PTTL")
+        .as_int()
+        .expect("PTTL is an integer")
+}
+
+#[tokio::test]
+async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
+    let env = Env::new(Kind::Redis, |c| c.max_events_per_stream = 2);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let _rx = a.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "b/1"))).await;
+    for i in 0..3 {
+        a.append(&id, &s, &format!("e{i}"), false).await.unwrap();
+    }
+    a.claim(&id, "get", "a/1").await.unwrap();
+    a.append(&id, "get", "n", false).await.unwrap();
+    a.register_pending(&id, "p").await.unwrap();
+    a.heartbeat().await.unwrap();
+    assert!(b.reap(10).await.unwrap().is_empty());
+    let keys = env.redis().all_keys();
+    let tag = format!("{{{id}}}");
+    let want = ["s", "st", "run", "inf", "pend"]
+        .iter()
+        .map(|k| format!("sbt:{tag}:{k}"))
+        .chain([
+            format!("sbt:{tag}:log:{s}"),
+            format!("sbt:{tag}:trim:{s}"),
+            format!("sbt:{tag}:log:get"),
+        ])
+        .chain(["sbt:sessions".to_owned(), "sbt:node:a".to_owned()]);
+    let mut want: Vec<String> = want.collect();
+    want.sort();
+    assert_eq!(keys, want);
+    for key in &keys {
+        assert!(pttl(&env, key) > 0, "{key} has no TTL");
+    }
+    let len = env
+        .redis()
+        .query(&["XLEN", &format!("sbt:{tag}:log:{s}")])
+        .unwrap();
+    assert_eq!(len.as_int(), Some(2), "the cap is exact");
+}
+
+#[tokio::test]
+async fn the_reaper_lock_keeps_other_nodes_out() {
+    let env = Env::new(Kind::Redis, |c| c.idle_ttl = Duration::from_millis(200));
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let held = env
+        .redis()
+        .query(&["SET", "sbt:reaper", "other-node", "PX", "10000"])
+        .unwrap();
+    assert_eq!(held, Reply::Simple("OK".into()));
+    assert!(
+        a.reap(10).await.unwrap().is_empty(),
+        "another node holds the lock"
+    );
+    assert_eq!(
+        env.redis().command(&["GET", "sbt:reaper"]).unwrap(),
+        "$10",
+        "the lock is not ours to drop"
+    );
+    env.redis().command(&["DEL", "sbt:reaper"]).unwrap();
+    assert_eq!(a.reap(10).await.unwrap(), vec![id]);
+    assert_eq!(env.redis().dbsize(), 0, "the lock is released after a pass");
+}
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_a_flush() {
+    let env = Env::new(Kind::Redis, |c| c.idle_ttl = Duration::from_millis(200));
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let gone = new_session(&a).await;
+    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    assert!(
+        a.delete_session(&id).await.unwrap(),
+        "pipelined script after SCRIPT FLUSH"
+    );
+    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    begin_ok(&a, &gone, None).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    assert_eq!(a.reap(10).await.unwrap(), vec![gone]);
+}
+
+#[tokio::test]
+async fn the_inbox_resubscribes_after_its_connection_drops() {
+    let env = Env::new(Kind::Redis, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut ra = a.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    let killed = env
+        .redis()
+        .query(&["CLIENT", "KILL", "TYPE", "pubsub"])
+        .unwrap();
+    assert_eq!(killed.as_int(), Some(1));
+    // Pub/sub keeps nothing for a disconnected subscriber: send until one gets through.
+    for n in 0..50 {
+        let key = n.to_string();
+        a.register_pending(&id, &key).await.unwrap();
+        assert!(b.route_reply(&id, &key, "{}").await.unwrap());
+        if let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), ra.recv()).await {
+            assert!(matches!(msg, BusMessage::Reply { .. }), "{msg:?}");
+            return;
+        }
+    }
+    panic!("no reply arrived within 10 s of the inbox connection being killed");
+}
+
+#[tokio::test]
+async fn connecting_to_nothing_fails() {
+    let port = switchboard_tests::ports::free_port();
+    let url = format!("redis://127.0.0.1:{port}/");
+    let result = RedisStore::connect(&url, StoreConfig::default_for("a")).await;
+    assert!(matches!(result, Err(StoreError::Backend(_))));
+}
+
+#[test]
+fn config_defaults() {
+    let c = StoreConfig::default_for("n1");
+    assert_eq!(c.node_id, "n1");
+    assert_eq!(c.key_prefix, "sb");
+    assert_eq!(c.node_ttl, Duration::from_secs(5));
+    assert_eq!(c.idle_ttl, Duration::from_secs(1800));
+    assert_eq!((c.max_sessions, c.max_events_per_stream), (100_000, 1_000));
+    assert!(StoreConfig::default().node_id.starts_with("node-"));
+}

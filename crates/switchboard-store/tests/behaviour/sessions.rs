@@ -1,0 +1,249 @@
+//! Session records: create, begin, finish, update, delete, the cap, liveness.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use switchboard_store::*;
+use switchboard_tests::eventually::eventually;
+
+use crate::harness::*;
+
+pub async fn create_then_begin_returns_the_record(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = sid();
+    let rec = record(&id);
+    assert_eq!(
+        a.create_session(&rec).await.unwrap(),
+        CreateOutcome::Created
+    );
+    assert_eq!(
+        a.begin(&id, None).await.unwrap(),
+        BeginOutcome::Ready(rec.clone())
+    );
+    let b = env.node("b").await;
+    assert_eq!(b.begin(&id, None).await.unwrap(), BeginOutcome::Ready(rec));
+    assert_eq!(a.count_sessions().await.unwrap(), 1);
+    assert_eq!(
+        a.backend(),
+        if kind == Kind::Memory {
+            "memory"
+        } else {
+            "redis"
+        }
+    );
+    assert_eq!(b.node_id(), "b");
+}
+
+pub async fn begin_on_an_unknown_session_is_missing(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = sid();
+    assert_eq!(a.begin(&id, None).await.unwrap(), BeginOutcome::Missing);
+    let req = inflight("1", &stream(), "a", "a/1");
+    assert_eq!(
+        a.begin(&id, Some(&req)).await.unwrap(),
+        BeginOutcome::Missing
+    );
+    assert_eq!(env.keys_of(&id).await, 0, "a missing session gets no keys");
+}
+
+pub async fn duplicate_request_ids_are_refused_and_register_nothing(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let (s1, s2) = (stream(), stream());
+    begin_ok(&a, &id, Some(&inflight("\"x\"", &s1, "a", "a/1"))).await;
+    match b
+        .begin(&id, Some(&inflight("\"x\"", &s2, "b", "b/1")))
+        .await
+        .unwrap()
+    {
+        BeginOutcome::DuplicateId { record: r, node } => {
+            assert_eq!(r, record(&id));
+            assert_eq!(node, "a");
+        }
+        other => panic!("expected DuplicateId, got {other:?}"),
+    }
+    assert_eq!(b.running(&id, &s2).await.unwrap(), None);
+    assert_eq!(b.claim(&id, &s2, "b/2").await.unwrap(), Claim::Unknown);
+    assert_eq!(
+        b.replay(&id, &s2, "0-0").await.unwrap(),
+        Replay::UnknownStream
+    );
+    let run = RunningRequest {
+        node: "a".into(),
+        request_key: "\"x\"".into(),
+    };
+    assert_eq!(b.running(&id, &s1).await.unwrap(), Some(run));
+    // Another id is fine.
+    begin_ok(&b, &id, Some(&inflight("2", &s2, "b", "b/1"))).await;
+}
+
+pub async fn finish_as_json_forgets_the_stream(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
+    assert!(a.running(&id, &s).await.unwrap().is_some());
+    a.finish(&id, "1", Some(&s)).await.unwrap();
+    assert_eq!(a.running(&id, &s).await.unwrap(), None);
+    assert_eq!(
+        a.replay(&id, &s, "0-0").await.unwrap(),
+        Replay::UnknownStream
+    );
+    assert_eq!(a.claim(&id, &s, "a/2").await.unwrap(), Claim::Unknown);
+    assert!(!a.route_cancel(&id, "1", None).await.unwrap());
+    // The id is free again.
+    begin_ok(&a, &id, Some(&inflight("1", &stream(), "a", "a/1"))).await;
+    // Only the record, the registry, the running and the in-flight hashes remain.
+    assert_eq!(env.keys_of(&id).await, 4);
+}
+
+pub async fn finish_after_streaming_keeps_the_log(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
+    a.append(&id, &s, "progress", false).await.unwrap();
+    a.append(&id, &s, "result", true).await.unwrap();
+    a.finish(&id, "1", None).await.unwrap();
+    let got = events(&a, &id, &s, "0-0").await;
+    assert_eq!(
+        got.iter()
+            .map(|e| (e.data.as_str(), e.end))
+            .collect::<Vec<_>>(),
+        [("progress", false), ("result", true)]
+    );
+    assert!(!a.route_cancel(&id, "1", None).await.unwrap());
+}
+
+pub async fn updates_change_the_record(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let up = |u: SessionUpdate| {
+        let a = a.clone();
+        let id = id.clone();
+        async move { assert!(a.update(&id, u).await.unwrap()) }
+    };
+    up(SessionUpdate::Initialized).await;
+    up(SessionUpdate::LogLevel("debug".into())).await;
+    for uri in ["file:///a", "file:///b", "file:///a", "file:///c"] {
+        up(SessionUpdate::Subscription {
+            uri: uri.into(),
+            subscribed: true,
+        })
+        .await;
+    }
+    up(SessionUpdate::Subscription {
+        uri: "file:///b".into(),
+        subscribed: false,
+    })
+    .await;
+    up(SessionUpdate::Subscription {
+        uri: "file:///zz".into(),
+        subscribed: false,
+    })
+    .await;
+    let upstream = |name: &str, sid: Option<&str>| SessionUpdate::UpstreamSession {
+        upstream: name.into(),
+        session_id: sid.map(str::to_owned),
+    };
+    up(upstream("one", Some("u-1"))).await;
+    up(upstream("two", Some("u-2/x\"y"))).await;
+    up(upstream("one", Some("u-1b"))).await;
+    up(upstream("two", None)).await;
+    let mut want = record(&id);
+    want.initialized = true;
+    want.log_level = Some("debug".into());
+    want.subscriptions = vec!["file:///a".into(), "file:///c".into()];
+    want.upstream_sessions = BTreeMap::from([("one".to_owned(), "u-1b".to_owned())]);
+    assert_eq!(begin_ok(&b, &id, None).await, want);
+    // Emptied collections read back empty.
+    for uri in ["file:///a", "file:///c"] {
+        up(SessionUpdate::Subscription {
+            uri: uri.into(),
+            subscribed: false,
+        })
+        .await;
+    }
+    up(upstream("one", None)).await;
+    let got = begin_ok(&b, &id, None).await;
+    assert!(
+        got.subscriptions.is_empty() && got.upstream_sessions.is_empty(),
+        "{got:?}"
+    );
+    assert!(!a.update(&sid(), SessionUpdate::Initialized).await.unwrap());
+}
+
+pub async fn the_session_cap_is_exact(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_sessions = 2);
+    let a = env.node("a").await;
+    let first = new_session(&a).await;
+    new_session(&a).await;
+    let third = sid();
+    assert_eq!(
+        a.create_session(&record(&third)).await.unwrap(),
+        CreateOutcome::AtCapacity
+    );
+    assert_eq!(a.begin(&third, None).await.unwrap(), BeginOutcome::Missing);
+    assert_eq!(env.keys_of(&third).await, 0);
+    assert_eq!(a.count_sessions().await.unwrap(), 2);
+    assert!(a.delete_session(&first).await.unwrap());
+    assert_eq!(a.count_sessions().await.unwrap(), 1);
+    assert_eq!(
+        a.create_session(&record(&third)).await.unwrap(),
+        CreateOutcome::Created
+    );
+}
+
+pub async fn delete_removes_every_key_and_tells_every_node(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_events_per_stream = 2);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    let id = new_session(&a).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
+    for i in 0..4 {
+        a.append(&id, &s, &format!("e{i}"), false).await.unwrap();
+    }
+    a.append(&id, "get", "note", false).await.unwrap();
+    a.register_pending(&id, "srv-1").await.unwrap();
+    assert!(
+        env.keys_of(&id).await >= 8,
+        "record, st, run, inf, pend, 2 logs, a trim marker"
+    );
+    assert!(b.delete_session(&id).await.unwrap());
+    let gone = BusMessage::Terminated { sid: id.clone() };
+    assert_eq!(recv(&mut ra).await, gone);
+    assert_eq!(recv(&mut rb).await, gone);
+    assert_eq!(env.keys_of(&id).await, 0);
+    assert!(!a.delete_session(&id).await.unwrap());
+    quiet(&mut ra).await;
+    assert_eq!(a.begin(&id, None).await.unwrap(), BeginOutcome::Missing);
+    assert_eq!(a.count_sessions().await.unwrap(), 0);
+}
+
+pub async fn liveness_follows_heartbeats(kind: Kind) {
+    let env = Env::new(kind, |c| c.node_ttl = Duration::from_millis(300));
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    assert!(!b.is_alive("a").await.unwrap());
+    a.heartbeat().await.unwrap();
+    assert!(b.is_alive("a").await.unwrap());
+    assert!(!b.is_alive("b").await.unwrap());
+    eventually("node a to be dead", Duration::from_secs(3), || {
+        let b = b.clone();
+        async move { (!b.is_alive("a").await.unwrap()).then_some(()) }
+    })
+    .await;
+}
+
+pub async fn a_node_subscribes_once(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let _rx = a.subscribe().await.unwrap();
+    assert!(a.subscribe().await.is_err());
+}
