@@ -5,10 +5,27 @@
 //! go through [`eventually::eventually`], never a bare sleep.
 //!
 //! Modules:
-//! - [`redis_server`]: a private `redis-server` per test on a free port.
+//! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
+//! - [`resp`]: the RESP reply parser behind it.
+//! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
+//! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
+//! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
+//! - [`sse`]: the SSE parser and incremental stream reader.
+//! - [`msg`]: the JSON-RPC messages the cases send.
+//! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded polling helper.
 //! - [`ports`]: free loopback ports.
+//! - [`temp`]: temporary directories.
 
+pub mod client;
+pub mod cluster;
 pub mod eventually;
+pub mod expect;
+pub mod msg;
+pub mod node;
 pub mod ports;
 pub mod redis_server;
+pub mod resp;
+pub mod rmcp_route;
+pub mod sse;
+pub mod temp;

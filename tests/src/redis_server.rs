@@ -2,11 +2,12 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::ports::free_port;
+use crate::resp::{read_reply, Reply};
+use crate::temp::TempDir;
 
 /// A running `redis-server` owned by one test.
 pub struct RedisServer {
@@ -22,15 +23,28 @@ impl RedisServer {
         let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         for _attempt in 0..5 {
             let port = free_port();
-            let dir = TempDir::new();
+            let dir = TempDir::new("sb-redis");
             let child = Command::new(&bin)
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--dir", dir.0.to_str().expect("utf-8 temp dir")])
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .args(["--dir", dir.path().to_str().expect("utf-8 temp dir")])
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {bin} (install redis-server): {e}"));
-            let mut server = RedisServer { child, port, _dir: dir };
+            let mut server = RedisServer {
+                child,
+                port,
+                _dir: dir,
+            };
             if server.wait_ready(Duration::from_secs(10)) {
                 return server;
             }
@@ -45,7 +59,11 @@ impl RedisServer {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if self.command(&["PING"]).map(|r| r.contains("PONG")).unwrap_or(false) {
+            if self
+                .command(&["PING"])
+                .map(|r| r.contains("PONG"))
+                .unwrap_or(false)
+            {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -65,6 +83,54 @@ impl RedisServer {
 
     /// Sends one command in RESP and returns the first reply line (enough for PING, DBSIZE, etc.).
     pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
+        let mut line = String::new();
+        self.send(args)?.read_line(&mut line)?;
+        Ok(line.trim_end().to_owned())
+    }
+
+    /// Sends one command and parses the whole reply (arrays included).
+    pub fn query(&self, args: &[&str]) -> std::io::Result<Reply> {
+        read_reply(&mut self.send(args)?)
+    }
+
+    /// Every key matching the glob `pattern`, via `SCAN` (never `KEYS`), sorted.
+    pub fn keys_matching(&self, pattern: &str) -> Vec<String> {
+        let mut cursor = "0".to_owned();
+        let mut keys = Vec::new();
+        loop {
+            let reply = self
+                .query(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"])
+                .unwrap_or_else(|e| panic!("SCAN on redis:{}: {e}", self.port));
+            let parts = reply
+                .as_array()
+                .unwrap_or_else(|| panic!("SCAN reply not an array: {reply:?}"));
+            let next = parts.first().and_then(Reply::as_str).expect("SCAN cursor");
+            let batch = parts.get(1).and_then(Reply::as_array).expect("SCAN keys");
+            keys.extend(batch.iter().filter_map(|k| k.as_str().map(str::to_owned)));
+            if next == "0" {
+                break;
+            }
+            cursor = next.to_owned();
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// Every key in the database, sorted.
+    pub fn all_keys(&self) -> Vec<String> {
+        self.keys_matching("*")
+    }
+
+    /// `DBSIZE`.
+    pub fn dbsize(&self) -> i64 {
+        let reply = self.query(&["DBSIZE"]).expect("DBSIZE");
+        reply
+            .as_int()
+            .unwrap_or_else(|| panic!("DBSIZE reply: {reply:?}"))
+    }
+
+    fn send(&self, args: &[&str]) -> std::io::Result<BufReader<TcpStream>> {
         let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
         s.set_read_timeout(Some(Duration::from_secs(5)))?;
         let mut req = format!("*{}\r\n", args.len());
@@ -72,9 +138,7 @@ impl RedisServer {
             req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
         }
         s.write_all(req.as_bytes())?;
-        let mut line = String::new();
-        BufReader::new(s).read_line(&mut line)?;
-        Ok(line.trim_end().to_owned())
+        Ok(BufReader::new(s))
     }
 }
 
@@ -82,26 +146,5 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        let n: u64 = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!("sb-redis-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }

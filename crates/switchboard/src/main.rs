@@ -1,1 +1,42 @@
-fn main() {}
+//! `switchboard`: parse the command line, load the config, then print it (`config`) or run a node
+//! (`serve`, the default) until SIGTERM or Ctrl-C. See the library crate for the parts.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use switchboard::cli::{Cli, Command};
+use switchboard::run::{init_tracing, run, shutdown_signal};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .collect();
+    let config = match switchboard::load(&cli.config.sources(env)) {
+        Ok(config) => config,
+        Err(e) => {
+            eprintln!("switchboard: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if cli.command == Some(Command::Config) {
+        print!("{}", config.to_toml());
+        return ExitCode::SUCCESS;
+    }
+    init_tracing(&config);
+    let shutdown = match shutdown_signal() {
+        Ok(shutdown) => shutdown,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install signal handlers");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(config, shutdown).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "node stopped");
+            ExitCode::FAILURE
+        }
+    }
+}

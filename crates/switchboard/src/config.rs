@@ -1,0 +1,456 @@
+//! The one typed config tree of a node: flat keys, units in the names, every default here.
+//!
+//! [`crate::load()`] merges defaults < TOML file < `SWITCHBOARD_*` environment < flags into a
+//! [`Config`]; [`Config::validate`] checks what serde cannot; [`Config::node_config`] and
+//! [`Config::store_config`] hand the values to the node and the store.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use switchboard_node::NodeConfig;
+use switchboard_store::StoreConfig;
+
+/// Every setting of one node. Field docs give the unit, the default and what happens at the limit;
+/// the README's config table says the same in one place.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Socket address the HTTP listener binds (default `127.0.0.1:8080`). A loopback address also
+    /// restricts `Host` to loopback names unless `allowed_hosts` is set.
+    pub listen: SocketAddr,
+    /// Path of the MCP endpoint (default `/mcp`). Other paths get 404, except the node's own
+    /// `/healthz`, `/readyz` and `/metrics`, which it may not be.
+    pub endpoint_path: String,
+    /// This process's id in the cluster (default empty: 8 random hex characters at start-up).
+    /// Must be unique per running process: a reused id makes a dead node's requests look alive.
+    pub node_id: String,
+    /// Redis URL of the cluster's store (default empty: the embedded memory store, one node only).
+    pub redis_url: String,
+    /// Prefix of every Redis key and channel (default `sb`), so clusters can share one Redis.
+    pub key_prefix: String,
+    /// A session with nothing in flight and no open stream ends this many ms after its last request
+    /// finished (default 1800000 = 30 min); later requests on it get 404.
+    pub idle_ttl_ms: u64,
+    /// Cluster-wide cap on live sessions (default 100000); past it `initialize` gets 503 with
+    /// `Retry-After`.
+    pub max_sessions: u64,
+    /// Events kept per stream log (default 1000); older ones are trimmed and a resume from before
+    /// the oldest kept event cannot be replayed.
+    pub max_events_per_stream: u64,
+    /// A node whose heartbeat is older than this many ms is dead (default 5000); its in-flight
+    /// requests are failed by the node the client resumes on.
+    pub node_ttl_ms: u64,
+    /// Interval of this node's heartbeat in ms (default 1000); must be below `node_ttl_ms`.
+    pub heartbeat_interval_ms: u64,
+    /// Interval of the reaper pass in ms (default 10000); expired sessions linger at most this long.
+    pub reaper_interval_ms: u64,
+    /// How often a resumed stream checks that the node running its request is alive, in ms
+    /// (default 1000).
+    pub liveness_check_interval_ms: u64,
+    /// Origins allowed besides loopback ones: exact `scheme://host[:port]`, or `*` (default none).
+    /// Any other `Origin` gets 403.
+    pub allowed_origins: Vec<String>,
+    /// Host names (no port) allowed in `Host` (default none: loopback names on a loopback
+    /// listener, anything otherwise). Any other `Host` gets 421.
+    pub allowed_hosts: Vec<String>,
+    /// Interval of SSE keep-alive comments on open streams, in ms (default 15000).
+    pub keepalive_interval_ms: u64,
+    /// SSE `retry` hint sent to 2025-11-25 clients, in ms (default 3000).
+    pub sse_retry_ms: u64,
+    /// An answer not ready within this many ms goes out as an SSE stream instead of one JSON body
+    /// (default 50).
+    pub sse_after_ms: u64,
+    /// How long a server-to-client request waits for the client's answer, in ms (default 60000);
+    /// then the upstream gets a JSON-RPC error.
+    pub client_request_timeout_ms: u64,
+    /// Largest accepted POST body in bytes (default 4194304 = 4 MiB); larger gets 413.
+    pub max_body_bytes: u64,
+    /// `Retry-After` seconds sent with 503 at the session cap (default 5).
+    pub retry_after_secs: u64,
+    /// Events queued per open stream connection (default 256); when full, the connection catches
+    /// up from the event log instead of losing events.
+    pub connection_queue: u64,
+    /// How often this node pushes back the expiry of sessions with an open stream or a running
+    /// call here, in ms (default 10000); must be below `idle_ttl_ms`.
+    pub session_touch_interval_ms: u64,
+    /// Log line format, `text` or `json` (default `text`).
+    pub log_format: LogFormat,
+    /// Log filter, a level or `tracing` directives (default `info`). `RUST_LOG`, when set,
+    /// replaces it.
+    pub log_level: String,
+}
+
+/// How log lines are written to stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            endpoint_path: "/mcp".into(),
+            node_id: String::new(),
+            redis_url: String::new(),
+            key_prefix: "sb".into(),
+            idle_ttl_ms: 1_800_000,
+            max_sessions: 100_000,
+            max_events_per_stream: 1000,
+            node_ttl_ms: 5000,
+            heartbeat_interval_ms: 1000,
+            reaper_interval_ms: 10_000,
+            liveness_check_interval_ms: 1000,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            keepalive_interval_ms: 15_000,
+            sse_retry_ms: 3000,
+            sse_after_ms: 50,
+            client_request_timeout_ms: 60_000,
+            max_body_bytes: 4 * 1024 * 1024,
+            retry_after_secs: 5,
+            connection_queue: 256,
+            session_touch_interval_ms: 10_000,
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    /// Fills in what is left to start-up: an empty `node_id` becomes 8 random hex characters.
+    pub fn resolved(mut self) -> Self {
+        if self.node_id.is_empty() {
+            self.node_id = format!("{:08x}", rand::random::<u32>());
+        }
+        self
+    }
+
+    /// Every problem serde cannot see, one message per problem, each naming its key. Empty means
+    /// valid. Call on a [`Config::resolved`] config (an empty `node_id` is reported).
+    pub fn validate(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        let mut check = |ok: bool, msg: String| {
+            if !ok {
+                problems.push(msg);
+            }
+        };
+        for (key, value) in self.positive_keys() {
+            check(value > 0, format!("{key} must be greater than 0"));
+        }
+        check(
+            self.heartbeat_interval_ms < self.node_ttl_ms,
+            format!(
+                "heartbeat_interval_ms ({}) must be less than node_ttl_ms ({}), or live nodes look dead",
+                self.heartbeat_interval_ms, self.node_ttl_ms
+            ),
+        );
+        check(
+            self.session_touch_interval_ms < self.idle_ttl_ms,
+            format!(
+                "session_touch_interval_ms ({}) must be less than idle_ttl_ms ({}), or busy sessions expire",
+                self.session_touch_interval_ms, self.idle_ttl_ms
+            ),
+        );
+        for (key, value) in [
+            ("max_body_bytes", self.max_body_bytes),
+            ("connection_queue", self.connection_queue),
+        ] {
+            check(
+                usize::try_from(value).is_ok(),
+                format!("{key} does not fit this platform's address size"),
+            );
+        }
+        problems.extend(check_endpoint_path(&self.endpoint_path));
+        problems.extend(check_name("node_id", &self.node_id, &[]));
+        problems.extend(check_name("key_prefix", &self.key_prefix, &[':']));
+        problems.extend(check_redis_url(&self.redis_url));
+        problems.extend(self.allowed_origins.iter().filter_map(|o| check_origin(o)));
+        problems.extend(self.allowed_hosts.iter().filter_map(|h| check_host(h)));
+        problems.extend(check_log_level(&self.log_level));
+        problems
+    }
+
+    /// The keys whose value must be greater than zero.
+    fn positive_keys(&self) -> [(&'static str, u64); 12] {
+        [
+            ("idle_ttl_ms", self.idle_ttl_ms),
+            ("max_sessions", self.max_sessions),
+            ("max_events_per_stream", self.max_events_per_stream),
+            ("node_ttl_ms", self.node_ttl_ms),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("reaper_interval_ms", self.reaper_interval_ms),
+            (
+                "liveness_check_interval_ms",
+                self.liveness_check_interval_ms,
+            ),
+            ("keepalive_interval_ms", self.keepalive_interval_ms),
+            ("client_request_timeout_ms", self.client_request_timeout_ms),
+            ("max_body_bytes", self.max_body_bytes),
+            ("connection_queue", self.connection_queue),
+            ("session_touch_interval_ms", self.session_touch_interval_ms),
+        ]
+    }
+
+    /// The node's settings; `loopback_only` comes from the address the listener actually bound.
+    pub fn node_config(&self, loopback_only: bool) -> NodeConfig {
+        NodeConfig {
+            endpoint_path: self.endpoint_path.clone(),
+            allowed_origins: self.allowed_origins.clone(),
+            allowed_hosts: self.allowed_hosts.clone(),
+            loopback_only,
+            keepalive_interval: ms(self.keepalive_interval_ms),
+            sse_retry_ms: self.sse_retry_ms,
+            sse_after: ms(self.sse_after_ms),
+            client_request_timeout: ms(self.client_request_timeout_ms),
+            heartbeat_interval: ms(self.heartbeat_interval_ms),
+            reaper_interval: ms(self.reaper_interval_ms),
+            liveness_check_interval: ms(self.liveness_check_interval_ms),
+            max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+            retry_after_secs: self.retry_after_secs,
+            connection_queue: usize::try_from(self.connection_queue).unwrap_or(usize::MAX),
+            session_touch_interval: ms(self.session_touch_interval_ms),
+        }
+    }
+
+    /// The store's settings.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            node_id: self.node_id.clone(),
+            key_prefix: self.key_prefix.clone(),
+            node_ttl: ms(self.node_ttl_ms),
+            idle_ttl: ms(self.idle_ttl_ms),
+            max_sessions: self.max_sessions,
+            max_events_per_stream: self.max_events_per_stream,
+        }
+    }
+
+    /// The config as a TOML document that [`crate::load()`] reads back to the same value.
+    pub fn to_toml(&self) -> String {
+        // A flat struct of strings, integers and string lists always serializes.
+        toml::to_string(self).expect("a flat config serializes as TOML")
+    }
+
+    /// Names of every key (sorted by name).
+    pub fn keys() -> Vec<String> {
+        match toml::Value::try_from(Config::default()) {
+            Ok(toml::Value::Table(table)) => table.keys().cloned().collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The node's router also serves these paths; the MCP endpoint must not shadow them.
+const RESERVED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// The path becomes an axum route: no pattern characters (`{}`, `*`, `:`), no query or fragment.
+fn check_endpoint_path(path: &str) -> Option<String> {
+    let ok = path.starts_with('/')
+        && !path.contains(['?', '#', '{', '}', '*', ':'])
+        && !path.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        return Some(format!(
+            "endpoint_path `{path}` must start with `/` and have no spaces or any of ? # {{ }} * :"
+        ));
+    }
+    RESERVED_PATHS
+        .contains(&path)
+        .then(|| format!("endpoint_path `{path}` is taken by the node's own {path} route"))
+}
+
+/// Ids and prefixes end up in Redis keys, channels and holder tokens (`<node>/<conn>`): keep them
+/// to 1-64 of `[A-Za-z0-9._-]` plus `extra`.
+fn check_name(key: &str, value: &str, extra: &[char]) -> Option<String> {
+    let ok = (1..=64).contains(&value.len())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(&c));
+    (!ok).then(|| {
+        let extra: String = extra.iter().map(|c| format!(" {c}")).collect();
+        format!("{key} `{value}` must be 1 to 64 characters of A-Z a-z 0-9 . _ -{extra}")
+    })
+}
+
+fn check_redis_url(url: &str) -> Option<String> {
+    const SCHEMES: [&str; 4] = ["redis://", "rediss://", "redis+unix://", "unix://"];
+    let ok = url.is_empty()
+        || SCHEMES
+            .iter()
+            .any(|s| url.starts_with(s) && url.len() > s.len());
+    (!ok).then(|| {
+        format!(
+            "redis_url `{}` must start with redis://, rediss://, redis+unix:// or unix:// (or be empty for the memory store)",
+            redact_url(url)
+        )
+    })
+}
+
+/// Origins are compared exactly with the `Origin` header, which never has a path or a trailing
+/// slash (RFC 6454): refuse entries that could never match.
+fn check_origin(origin: &str) -> Option<String> {
+    if origin == "*" {
+        return None;
+    }
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let ok = rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', ' ', '?', '#']));
+    (!ok).then(|| {
+        format!("allowed_origins entry `{origin}` must be `*` or `http(s)://host[:port]` with no path or trailing slash")
+    })
+}
+
+/// `Host` is matched without its port, so an entry with a port could never match.
+fn check_host(host: &str) -> Option<String> {
+    let bracketed_v6 = host.starts_with('[') && host.ends_with(']') && host.len() > 2;
+    let ok = !host.is_empty()
+        && !host.contains(['/', ' ', '@'])
+        && (bracketed_v6 || !host.contains(':'));
+    (!ok).then(|| {
+        format!("allowed_hosts entry `{host}` must be a host name without scheme or port (IPv6 in brackets)")
+    })
+}
+
+/// A bare word must be a level (a bare word is otherwise read as a target name and silently
+/// filters everything else out); anything with `=` or `,` must parse as `tracing` directives.
+fn check_log_level(filter: &str) -> Option<String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    let ok = if filter.contains(['=', ',']) {
+        tracing_subscriber::EnvFilter::try_new(filter).is_ok()
+    } else {
+        LEVELS.contains(&filter.trim().to_ascii_lowercase().as_str())
+    };
+    (!ok).then(|| {
+        format!("log_level `{filter}` is not a level (off, error, warn, info, debug, trace) or tracing directives like `info,switchboard_node=debug`")
+    })
+}
+
+/// The URL with any password replaced by `***`, fit for logs and error messages.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split_once(':').map_or(&rest[..at], |(u, _)| u);
+            format!("{scheme}://{user}:***{}", &rest[at..])
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_once_resolved() {
+        let config = Config::default().resolved();
+        assert_eq!(config.node_id.len(), 8);
+        assert!(config.node_id.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_eq!(config.validate(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn every_rule_names_its_key() {
+        let config = Config {
+            heartbeat_interval_ms: 5000,
+            max_sessions: 0,
+            endpoint_path: "mcp".into(),
+            node_id: "a/b".into(),
+            key_prefix: "{sb}".into(),
+            redis_url: "http://x".into(),
+            allowed_origins: vec!["https://a.example/".into()],
+            allowed_hosts: vec!["a.example:443".into()],
+            log_level: "loud".into(),
+            ..Config::default()
+        };
+        let problems = config.validate().join("\n");
+        for key in [
+            "heartbeat_interval_ms",
+            "max_sessions",
+            "endpoint_path",
+            "node_id",
+            "key_prefix",
+            "redis_url",
+            "allowed_origins",
+            "allowed_hosts",
+            "log_level",
+        ] {
+            assert!(problems.contains(key), "{key} not named in:\n{problems}");
+        }
+    }
+
+    #[test]
+    fn endpoint_path_cannot_shadow_or_pattern() {
+        for bad in [
+            "/healthz", "/readyz", "/metrics", "/{x}", "/*rest", "/:id", "/a b",
+        ] {
+            let config = Config {
+                endpoint_path: bad.into(),
+                ..Config::default().resolved()
+            };
+            let problems = config.validate();
+            assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+            assert!(problems[0].starts_with("endpoint_path"), "{bad}");
+        }
+        for good in ["/", "/mcp", "/v1/mcp/"] {
+            let config = Config {
+                endpoint_path: good.into(),
+                ..Config::default().resolved()
+            };
+            assert_eq!(config.validate(), Vec::<String>::new(), "{good}");
+        }
+    }
+
+    #[test]
+    fn good_origins_and_hosts_pass() {
+        let config = Config {
+            allowed_origins: vec!["*".into(), "https://app.example:8443".into()],
+            allowed_hosts: vec!["mcp.example".into(), "[::1]".into(), "10.0.0.1".into()],
+            log_level: "info,switchboard_node=debug".into(),
+            redis_url: "redis://:secret@redis:6379/0".into(),
+            ..Config::default().resolved()
+        };
+        assert_eq!(config.validate(), Vec::<String>::new());
+    }
+
+    #[test]
+    fn maps_onto_node_and_store_settings() {
+        let config = Config {
+            node_id: "n1".into(),
+            idle_ttl_ms: 1234,
+            ..Config::default()
+        };
+        let node = config.node_config(false);
+        assert_eq!(
+            node,
+            NodeConfig {
+                loopback_only: false,
+                ..NodeConfig::default()
+            }
+        );
+        let store = config.store_config();
+        assert_eq!(store.node_id, "n1");
+        assert_eq!(store.idle_ttl, Duration::from_millis(1234));
+        assert_eq!(store.node_ttl, Duration::from_secs(5));
+        assert_eq!(store.key_prefix, "sb");
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact_url("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+    }
+}

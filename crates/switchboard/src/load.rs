@@ -1,0 +1,285 @@
+//! Merging the config sources with `figment`: defaults < TOML file < `SWITCHBOARD_<KEY>`
+//! environment variables < flags (`--set key=value`, then the named flags).
+//!
+//! Environment and flag values arrive as text and are typed by the key they set: text keys take
+//! the raw string (a TOML string literal is unquoted), list keys take comma-separated items (or a
+//! TOML array), other keys take a TOML value (falling back to the raw string, which then fails
+//! with a type error naming the key). Every error names the key and where its value came from.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use figment::providers::{Format, Serialized, Toml};
+use figment::value::{Dict, Map, Value};
+use figment::{Figment, Metadata, Profile, Provider, Source};
+use serde::Deserialize;
+
+use crate::config::Config;
+
+/// Prefix of the environment variables that set config keys (`SWITCHBOARD_IDLE_TTL_MS`).
+pub const ENV_PREFIX: &str = "SWITCHBOARD_";
+/// Environment variable naming the TOML config file when `--config` is not given.
+pub const CONFIG_FILE_ENV: &str = "SWITCHBOARD_CONFIG";
+
+/// Everything a config is merged from. Built by [`crate::cli::ConfigArgs::sources`]; tests build
+/// it directly so they never touch the process environment.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// The TOML file, if any. A named file that does not exist is an error.
+    pub file: Option<PathBuf>,
+    /// Environment variables (all of them; only `SWITCHBOARD_*` are read).
+    pub env: Vec<(String, String)>,
+    /// Flag settings in increasing precedence.
+    pub overrides: Vec<Override>,
+}
+
+/// One key set on the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Override {
+    /// How the user wrote it, for error messages (`--listen`, `--set max_sessions=5`).
+    pub origin: String,
+    /// The config key.
+    pub key: String,
+    /// The value as typed.
+    pub raw: String,
+}
+
+/// Why no config could be built. The binary prints it and exits with code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The named config file cannot be read.
+    #[error("cannot read config file {}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// One or more keys are unknown or have bad values; each message names its key.
+    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+/// Merges `sources` into a validated config with a resolved `node_id`.
+pub fn load(sources: &Sources) -> Result<Config, ConfigError> {
+    let figment = merge(sources)?;
+    let mut problems = unknown_keys(&figment);
+    let config = match figment.extract::<Config>() {
+        Ok(config) => config.resolved(),
+        Err(e) => {
+            // Unknown keys are already reported above, with their source.
+            problems.extend(render(e, !problems.is_empty()));
+            return Err(ConfigError::Invalid(problems));
+        }
+    };
+    problems.extend(config.validate());
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigError::Invalid(problems))
+    }
+}
+
+/// The figment of all sources, in precedence order.
+fn merge(sources: &Sources) -> Result<Figment, ConfigError> {
+    let kinds = KeyKinds::new();
+    let mut figment = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(path) = &sources.file {
+        // `Toml::file_exact` reads a missing file as empty; a named file must exist.
+        if let Err(source) = std::fs::File::open(path) {
+            let path = path.clone();
+            return Err(ConfigError::File { path, source });
+        }
+        figment = figment.merge(Toml::file_exact(path));
+    }
+    for (name, raw) in &sources.env {
+        let Some(key) = name.strip_prefix(ENV_PREFIX) else {
+            continue;
+        };
+        if is_reserved(key) {
+            continue;
+        }
+        let key = key.to_ascii_lowercase();
+        let value = kinds.parse(&key, raw);
+        figment = figment.merge(Setting::new(
+            format!("environment variable {name}"),
+            key,
+            value,
+        ));
+    }
+    for o in &sources.overrides {
+        let value = kinds.parse(&o.key, &o.raw);
+        figment = figment.merge(Setting::new(o.origin.clone(), o.key.clone(), value));
+    }
+    Ok(figment)
+}
+
+/// `SWITCHBOARD_*` variables that are not config keys, given without the prefix: the config file
+/// (`SWITCHBOARD_CONFIG`), the test harness's binary path (`SWITCHBOARD_BIN`), and the service
+/// links Kubernetes injects into pods for a Service named `switchboard` (`SWITCHBOARD_SERVICE_HOST`,
+/// `SWITCHBOARD_PORT_80_TCP`, ...). Every other `SWITCHBOARD_*` variable must name a key.
+pub fn is_reserved(name: &str) -> bool {
+    matches!(name, "CONFIG" | "BIN" | "PORT")
+        || name.starts_with("SERVICE_")
+        || name.starts_with("PORT_")
+}
+
+/// One key from one place (an environment variable or a flag), as a figment provider so errors
+/// about the key name that place.
+struct Setting {
+    origin: String,
+    key: String,
+    value: Value,
+}
+
+impl Setting {
+    fn new(origin: String, key: String, value: Value) -> Setting {
+        Setting { origin, key, value }
+    }
+}
+
+impl Provider for Setting {
+    fn metadata(&self) -> Metadata {
+        Metadata::named(self.origin.clone())
+    }
+
+    fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
+        let mut dict = Dict::new();
+        dict.insert(self.key.clone(), self.value.clone());
+        Ok(Profile::Default.collect(dict))
+    }
+}
+
+/// The shape of each key's default value, which decides how text is typed.
+struct KeyKinds(BTreeMap<String, Shape>);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Shape {
+    Text,
+    List,
+    Other,
+}
+
+impl KeyKinds {
+    fn new() -> KeyKinds {
+        let table = match toml::Value::try_from(Config::default()) {
+            Ok(toml::Value::Table(table)) => table,
+            _ => toml::Table::new(),
+        };
+        let shapes = table.into_iter().map(|(key, value)| {
+            let shape = match value {
+                toml::Value::String(_) => Shape::Text,
+                toml::Value::Array(_) => Shape::List,
+                _ => Shape::Other,
+            };
+            (key, shape)
+        });
+        KeyKinds(shapes.collect())
+    }
+
+    /// Types the text `raw` given to `key` (see the module doc).
+    fn parse(&self, key: &str, raw: &str) -> Value {
+        let shape = self.0.get(key).copied().unwrap_or(Shape::Other);
+        let parsed = match shape {
+            Shape::Text => match toml_value(raw) {
+                Some(toml::Value::String(s)) => toml::Value::String(s),
+                _ => toml::Value::String(raw.to_owned()),
+            },
+            Shape::List if !raw.trim_start().starts_with('[') => toml::Value::Array(
+                raw.split(',')
+                    .map(str::trim)
+                    .filter(|item| !item.is_empty())
+                    .map(|item| toml::Value::String(item.to_owned()))
+                    .collect(),
+            ),
+            Shape::List | Shape::Other => {
+                toml_value(raw).unwrap_or_else(|| toml::Value::String(raw.to_owned()))
+            }
+        };
+        Value::serialize(&parsed).unwrap_or_else(|_| Value::from(raw.to_owned()))
+    }
+}
+
+/// `raw` read as one TOML value (`5`, `"x"`, `["a", "b"]`), if it is one.
+fn toml_value(raw: &str) -> Option<toml::Value> {
+    toml::Value::deserialize(toml::de::ValueDeserializer::new(raw.trim())).ok()
+}
+
+/// Keys present in any source that the config does not have, each named with its source.
+fn unknown_keys(figment: &Figment) -> Vec<String> {
+    let Ok(merged) = figment.extract::<Dict>() else {
+        // An unreadable source (e.g. a TOML syntax error) is reported by the full extraction.
+        return Vec::new();
+    };
+    let known = Config::keys();
+    merged
+        .keys()
+        .filter(|key| !known.contains(key))
+        .map(|key| {
+            let from = figment
+                .find_metadata(key)
+                .map(|m| format!(" ({})", describe(m)))
+                .unwrap_or_default();
+            let hint = closest(key, &known)
+                .map(|k| format!("; did you mean `{k}`?"))
+                .unwrap_or_default();
+            format!("unknown config key `{key}`{from}{hint}")
+        })
+        .collect()
+}
+
+/// Figment's errors as one message each: `key (source): problem`. Unknown-field errors are
+/// skipped when `skip_unknown` (they were reported with a better source).
+fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
+    use figment::error::Kind;
+    error
+        .into_iter()
+        .filter(|e| !(skip_unknown && matches!(e.kind, Kind::UnknownField(..))))
+        .map(|e| {
+            let from = e.metadata.as_ref().map(describe);
+            match (&e.kind, e.path.join("."), from) {
+                (Kind::UnknownField(key, _), _, _) => format!("unknown config key `{key}`"),
+                (kind, path, None) if path.is_empty() => kind.to_string(),
+                (kind, path, Some(from)) if path.is_empty() => format!("{from}: {kind}"),
+                (kind, path, None) => format!("{path}: {kind}"),
+                (kind, path, Some(from)) => format!("{path} ({from}): {kind}"),
+            }
+        })
+        .collect()
+}
+
+/// `in FILE` or `from ORIGIN`.
+fn describe(metadata: &Metadata) -> String {
+    match &metadata.source {
+        Some(Source::File(path)) => format!("in {}", path.display()),
+        _ => format!("from {}", metadata.name),
+    }
+}
+
+/// The known key nearest to `key` by edit distance, when it is close enough to be a typo.
+fn closest<'a>(key: &str, known: &'a [String]) -> Option<&'a String> {
+    known
+        .iter()
+        .map(|k| (edit_distance(key, k), k))
+        .filter(|(d, _)| *d <= 3)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, k)| k)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = diagonal + usize::from(ca != *cb);
+            diagonal = row[j + 1];
+            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! Start-up and shutdown of one node: logging, store, upstream, listener, then
+//! [`switchboard_node::serve`] until the shutdown future resolves.
+
+use std::future::Future;
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use switchboard_store::memory::MemoryStore;
+use switchboard_store::redis::RedisStore;
+use switchboard_store::{Store, StoreError};
+use switchboard_upstream::demo::DemoUpstream;
+use switchboard_upstream::Upstream;
+use tokio::net::TcpListener;
+use tracing_subscriber::EnvFilter;
+
+use crate::config::{redact_url, Config, LogFormat};
+
+/// Why a node could not start or stopped with an error. The binary exits with code 1.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The listen address cannot be bound (in use, not local, no permission).
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The Redis store cannot be reached.
+    #[error("cannot connect to Redis at {url}: {source}")]
+    Store {
+        /// The Redis URL, password redacted.
+        url: String,
+        /// Why.
+        source: StoreError,
+    },
+    /// The listener failed while serving.
+    #[error("serving failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// Binds `config.listen` and runs the node on it until `shutdown` resolves, then drains.
+pub async fn run(
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let addr = config.listen;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| RunError::Bind { addr, source })?;
+    run_on(listener, config, shutdown).await
+}
+
+/// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.listen` is not
+/// used; `loopback_only` comes from the listener's address.
+pub async fn run_on(
+    listener: TcpListener,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    let local = listener.local_addr().map_err(RunError::Serve)?;
+    let store = build_store(&config).await?;
+    let upstream: Arc<dyn Upstream> = Arc::new(DemoUpstream::new());
+    tracing::info!(
+        node_id = %config.node_id,
+        store = store.backend(),
+        redis_url = %match config.redis_url.as_str() {
+            "" => "(none)".to_owned(),
+            url => redact_url(url),
+        },
+        "store ready"
+    );
+    tracing::info!(
+        address = %local,
+        endpoint = %format!("http://{local}{}", config.endpoint_path),
+        "listening"
+    );
+    let node_config = config.node_config(local.ip().is_loopback());
+    switchboard_node::serve(listener, node_config, store, upstream, shutdown)
+        .await
+        .map_err(RunError::Serve)?;
+    tracing::info!(node_id = %config.node_id, "drained, exiting");
+    Ok(())
+}
+
+/// The memory store when no `redis_url` is set, else the Redis store.
+async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
+    if config.redis_url.is_empty() {
+        return Ok(MemoryStore::new(config.store_config()));
+    }
+    RedisStore::connect(&config.redis_url, config.store_config())
+        .await
+        .map(|store| store as Arc<dyn Store>)
+        .map_err(|source| RunError::Store {
+            url: redact_url(&config.redis_url),
+            source,
+        })
+}
+
+/// Installs the global log subscriber: `RUST_LOG` when set, else `config.log_level`, written to
+/// stderr as text or JSON. A second call (in tests) leaves the first subscriber in place.
+pub fn init_tracing(config: &Config) {
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new(&config.log_level));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(std::io::stderr);
+    let _ = match config.log_format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+/// Resolves on the first SIGTERM or Ctrl-C (SIGINT). The handlers are installed by this call,
+/// before the future is first polled, so a signal that arrives early is not lost.
+pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        Ok(async move {
+            let name = tokio::select! {
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+            };
+            tracing::info!(signal = name, "shutting down: draining open requests");
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+            tracing::info!(signal = "Ctrl-C", "shutting down: draining open requests");
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn test_config() -> Config {
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            ..Config::default().resolved()
+        }
+    }
+
+    /// One HTTP/1.1 GET over a raw socket; the whole answer as text.
+    async fn http_get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+        tcp.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        tcp.read_to_string(&mut answer).await.unwrap();
+        answer
+    }
+
+    #[tokio::test]
+    async fn serves_on_the_memory_store_and_stops_on_shutdown() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let node = tokio::spawn(run_on(listener, test_config(), async {
+            let _ = rx.await;
+        }));
+        let answer = http_get(addr, "/healthz").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        tx.send(()).unwrap();
+        let result = tokio::time::timeout(std::time::Duration::from_secs(10), node)
+            .await
+            .expect("node stops within 10 s of shutdown")
+            .unwrap();
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_taken_port_is_an_error_naming_the_address() {
+        let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let config = Config {
+            listen: taken.local_addr().unwrap(),
+            ..test_config()
+        };
+        let err = run(config, async {}).await.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains(&taken.local_addr().unwrap().to_string()),
+            "{text}"
+        );
+    }
+}

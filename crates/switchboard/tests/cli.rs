@@ -1,0 +1,77 @@
+//! The real binary's `config` subcommand and exit codes (no node is started).
+
+use std::process::{Command, Output};
+
+use switchboard::{load, Sources};
+
+/// Runs `switchboard ARGS` with an empty environment plus `env`.
+fn switchboard(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args(args)
+        .env_clear()
+        .envs(env.iter().copied())
+        .output()
+        .expect("run the switchboard binary")
+}
+
+#[test]
+fn printed_config_round_trips_through_the_loader() {
+    let out = switchboard(
+        &["config", "--set", "max_sessions=7", "--node-id", "cli-1"],
+        &[("SWITCHBOARD_ALLOWED_HOSTS", "a.example,b.example")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8 TOML");
+    let path = std::env::temp_dir().join(format!("sb-cli-{}.toml", std::process::id()));
+    std::fs::write(&path, &printed).unwrap();
+    let reloaded = load(&Sources {
+        file: Some(path.clone()),
+        ..Sources::default()
+    });
+    let _ = std::fs::remove_file(&path);
+    let config = reloaded.unwrap_or_else(|e| panic!("{e}\n{printed}"));
+    assert_eq!(config.max_sessions, 7);
+    assert_eq!(config.node_id, "cli-1");
+    assert_eq!(config.allowed_hosts, ["a.example", "b.example"]);
+    assert_eq!(config.to_toml(), printed);
+}
+
+#[test]
+fn bad_config_exits_2_naming_the_key() {
+    let out = switchboard(&["config"], &[("SWITCHBOARD_IDLE_TTL_MS", "soon")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("idle_ttl_ms"), "{stderr}");
+    assert!(stderr.contains("SWITCHBOARD_IDLE_TTL_MS"), "{stderr}");
+
+    let out = switchboard(&["serve", "--set", "max_sesions=1"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown config key `max_sesions`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("did you mean `max_sessions`"), "{stderr}");
+}
+
+#[test]
+fn unreachable_redis_exits_1() {
+    // Port 1 on loopback refuses connections; the node must not start on the memory store instead.
+    let out = switchboard(
+        &[
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-url",
+            "redis://127.0.0.1:1",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("redis://127.0.0.1:1"), "{stderr}");
+}

@@ -1,0 +1,208 @@
+//! A private Redis and N `switchboard` nodes (`a`, `b`, `c`, …) sharing it, as one test's cluster.
+//! Dropping it kills every process it started, by PID.
+
+use std::fmt::Display;
+use std::time::Duration;
+
+use crate::eventually::eventually;
+
+use crate::node::Node;
+use crate::redis_server::RedisServer;
+use crate::temp::TempDir;
+
+/// Node settings passed as `--set key=value` (values are TOML).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterOptions {
+    settings: Vec<(String, String)>,
+}
+
+impl ClusterOptions {
+    /// No settings: the node's defaults.
+    pub fn new() -> ClusterOptions {
+        ClusterOptions::default()
+    }
+
+    /// Sets `key` to the TOML value `value` (e.g. `set("idle_ttl_ms", 1500)`), replacing an
+    /// earlier value of the same key.
+    pub fn set(mut self, key: &str, value: impl Display) -> ClusterOptions {
+        self.settings.retain(|(k, _)| k != key);
+        self.settings.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// Fast failure detection: heartbeats every 300 ms, a node dead after `node_ttl_ms`, resumed
+    /// streams checking liveness every 300 ms.
+    pub fn fast_liveness(self, node_ttl_ms: u64) -> ClusterOptions {
+        self.set("heartbeat_interval_ms", 300)
+            .set("node_ttl_ms", node_ttl_ms)
+            .set("liveness_check_interval_ms", 300)
+    }
+
+    /// Short idle expiry with a frequent reaper; busy sessions are touched every quarter TTL
+    /// (the node requires `session_touch_interval_ms < idle_ttl_ms`).
+    pub fn idle_expiry(self, idle_ttl_ms: u64, reaper_interval_ms: u64) -> ClusterOptions {
+        self.set("idle_ttl_ms", idle_ttl_ms)
+            .set("reaper_interval_ms", reaper_interval_ms)
+            .set("session_touch_interval_ms", (idle_ttl_ms / 4).max(1))
+    }
+}
+
+/// A running cluster. Fields drop in order: nodes, then Redis, then the log directory.
+pub struct Cluster {
+    nodes: Vec<Node>,
+    redis: RedisServer,
+    _logs: TempDir,
+}
+
+impl Cluster {
+    /// Starts a Redis and `n` nodes and waits until every node answers `GET /healthz` with 200.
+    /// A node that exits before it is ready (e.g. its port was taken) is started again on
+    /// another port, at most three times.
+    pub fn start(n: usize, options: ClusterOptions) -> Cluster {
+        let redis = RedisServer::start();
+        let logs = TempDir::new("sb-nodes");
+        let url = redis.url();
+        let spawn =
+            |i: usize| Node::spawn(&node_name(i), Some(&url), &options.settings, logs.path());
+        let mut nodes: Vec<Node> = (0..n).map(spawn).collect();
+        for (i, node) in nodes.iter_mut().enumerate() {
+            let mut attempt = 1;
+            while !node.wait_ready() {
+                assert!(
+                    attempt < 3,
+                    "node {} never became ready:\n{}",
+                    node.id(),
+                    node.log_tail(40)
+                );
+                node.kill9();
+                *node = spawn(i);
+                attempt += 1;
+            }
+        }
+        Cluster {
+            nodes,
+            redis,
+            _logs: logs,
+        }
+    }
+
+    /// Node `i` (0 = `a`).
+    pub fn node(&self, i: usize) -> &Node {
+        &self.nodes[i]
+    }
+
+    /// The MCP endpoint of node `i`.
+    pub fn url(&self, i: usize) -> String {
+        self.nodes[i].url()
+    }
+
+    /// The MCP endpoints of every node, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(Node::url).collect()
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether the cluster has no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// SIGKILLs node `i`.
+    pub fn kill9(&mut self, i: usize) {
+        self.nodes[i].kill9();
+    }
+
+    /// The cluster's Redis.
+    pub fn redis(&self) -> &RedisServer {
+        &self.redis
+    }
+
+    /// Every Redis key except the reaper's short-lived lock (`sb:reaper`, held only while a
+    /// pass runs), sorted: what "the keys of the cluster" means when comparing over time.
+    pub fn durable_keys(&self) -> Vec<String> {
+        let mut keys = self.redis.all_keys();
+        keys.retain(|k| k != "sb:reaper");
+        keys
+    }
+
+    /// The durable keys once every node's liveness key (`sb:node:<id>`) is present: the state
+    /// of an idle cluster, to compare against after a test's sessions are gone.
+    pub async fn baseline_keys(&self) -> Vec<String> {
+        let expected: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| format!("sb:node:{}", n.id()))
+            .collect();
+        eventually(
+            "every node's liveness key",
+            Duration::from_secs(10),
+            || async {
+                let keys = self.durable_keys();
+                expected.iter().all(|k| keys.contains(k)).then_some(keys)
+            },
+        )
+        .await
+    }
+
+    /// The durable keys that are not in `baseline`, plus a note when `DBSIZE` disagrees with
+    /// the key scan (so nothing hides from `SCAN`).
+    pub fn keys_beyond(&self, baseline: &[String]) -> Vec<String> {
+        // DBSIZE, SCAN, DBSIZE: when both counts agree, the scan saw a stable key set (the
+        // reaper lock may come and go in between; then try again).
+        for _ in 0..5 {
+            let before = self.redis.dbsize();
+            let all = self.redis.all_keys();
+            if self.redis.dbsize() != before {
+                continue;
+            }
+            let mut extra: Vec<String> = all
+                .iter()
+                .filter(|k| *k != "sb:reaper" && !baseline.contains(k))
+                .cloned()
+                .collect();
+            if before != all.len() as i64 {
+                extra.push(format!("<DBSIZE {before} but SCAN saw {} keys>", all.len()));
+            }
+            return extra;
+        }
+        vec!["<the key count never held still for one scan>".to_owned()]
+    }
+
+    /// Every Redis key of session `sid` (keys carrying the hash tag `{<sid>}`).
+    pub fn session_keys(&self, sid: &str) -> Vec<String> {
+        self.redis.keys_matching(&format!("*{{{sid}}}*"))
+    }
+
+    /// The distinct hash tags (session ids) of the per-session keys, sorted.
+    pub fn session_ids_in_redis(&self) -> Vec<String> {
+        let mut ids: Vec<String> = self
+            .all_session_keys()
+            .iter()
+            .filter_map(|k| {
+                k.split_once('{')
+                    .and_then(|(_, rest)| rest.split_once('}'))
+                    .map(|(id, _)| id.to_owned())
+            })
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    /// Every Redis key carrying some hash tag, i.e. every per-session key.
+    pub fn all_session_keys(&self) -> Vec<String> {
+        self.redis.keys_matching("*{*}*")
+    }
+}
+
+/// `a`, `b`, `c`, … `z`, then `n26`, `n27`, ….
+pub fn node_name(i: usize) -> String {
+    match u8::try_from(i) {
+        Ok(b) if b < 26 => ((b'a' + b) as char).to_string(),
+        _ => format!("n{i}"),
+    }
+}

@@ -1,0 +1,198 @@
+//! One `switchboard` node process: built once per test process, started on a free loopback port,
+//! logged to a file, killed by PID.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::ports::free_port;
+
+/// How long a node may take to answer `GET /healthz` with 200.
+const READY_LIMIT: Duration = Duration::from_secs(20);
+
+/// The `switchboard` binary, built on first use (`cargo build -p switchboard --bin switchboard`,
+/// `--release` in release test builds). `$SWITCHBOARD_BIN` skips the build.
+pub fn binary() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Ok(path) = std::env::var("SWITCHBOARD_BIN") {
+            return PathBuf::from(path);
+        }
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_owned();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(&root)
+            .args(["build", "-p", "switchboard", "--bin", "switchboard"]);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let out = cmd.stdout(Stdio::null()).output().expect("run cargo build");
+        assert!(
+            out.status.success(),
+            "cargo build -p switchboard failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join("target"));
+        let target = if target.is_absolute() {
+            target
+        } else {
+            root.join(target)
+        };
+        target
+            .join(if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            })
+            .join("switchboard")
+    })
+}
+
+/// A running node process.
+pub struct Node {
+    id: String,
+    port: u16,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Node {
+    /// Spawns `switchboard serve` (not yet waited for; see [`Node::wait_ready`]).
+    pub fn spawn(
+        id: &str,
+        redis_url: Option<&str>,
+        settings: &[(String, String)],
+        log_dir: &Path,
+    ) -> Node {
+        let port = free_port();
+        let log = log_dir.join(format!("node-{id}.log"));
+        let out = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .expect("node log file");
+        let err = out.try_clone().expect("clone log file");
+        let mut cmd = Command::new(binary());
+        cmd.arg("serve")
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--node-id", id])
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err);
+        if let Some(url) = redis_url {
+            cmd.args(["--redis-url", url]);
+        }
+        for (k, v) in settings {
+            cmd.args(["--set", &format!("{k}={v}")]);
+        }
+        cmd.env("NO_COLOR", "1");
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary().display()));
+        Node {
+            id: id.to_owned(),
+            port,
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// Waits until `GET /healthz` answers 200. `false` when the process exited first or
+    /// [`READY_LIMIT`] passed.
+    pub fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + READY_LIMIT;
+        while Instant::now() < deadline {
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                return false;
+            }
+            if self.healthz_status() == Some(200) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// The status of `GET /healthz`, by a raw HTTP/1.1 request; `None` when it cannot connect.
+    pub fn healthz_status(&self) -> Option<u16> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        let req = format!(
+            "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.port
+        );
+        s.write_all(req.as_bytes()).ok()?;
+        let mut head = [0u8; 12];
+        s.read_exact(&mut head).ok()?;
+        std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+    }
+
+    /// The node id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGKILL to the process and reaps it.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// The last `lines` lines of the node's log.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+        if std::thread::panicking() {
+            eprintln!(
+                "----- node {} log (tail, {}) -----\n{}",
+                self.id,
+                self.log.display(),
+                self.log_tail(60)
+            );
+        }
+    }
+}
