@@ -49,7 +49,11 @@ async fn not_allowed() -> Response {
 }
 
 async fn ready(State(app): State<App>) -> Response {
-    let probe = tokio::time::timeout(std::time::Duration::from_secs(2), app.store.count_sessions()).await;
+    let probe = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        app.store.count_sessions(),
+    )
+    .await;
     match probe {
         Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),

@@ -11,7 +11,11 @@ use crate::telemetry;
 /// Starts every background loop; they stop when the node drains.
 pub fn spawn_all(app: &App) {
     tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, heartbeat));
-    tokio::spawn(every(app.clone(), app.cfg.session_touch_interval, keep_alive));
+    tokio::spawn(every(
+        app.clone(),
+        app.cfg.session_touch_interval,
+        keep_alive,
+    ));
     tokio::spawn(every(app.clone(), app.cfg.reaper_interval, reap));
 }
 

@@ -21,17 +21,45 @@ pub async fn run(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
 
 async fn handle(app: &App, msg: BusMessage) {
     match msg {
-        BusMessage::Event { sid, stream, holder, position, data, end } => {
-            app.hub.deliver(&sid, &stream, &holder, StreamEvent { position, data, end });
+        BusMessage::Event {
+            sid,
+            stream,
+            holder,
+            position,
+            data,
+            end,
+        } => {
+            app.hub.deliver(
+                &sid,
+                &stream,
+                &holder,
+                StreamEvent {
+                    position,
+                    data,
+                    end,
+                },
+            );
         }
-        BusMessage::Takeover { sid, stream, holder } => app.hub.close(&sid, &stream, &holder),
-        BusMessage::Reply { sid, request_key, message } => {
+        BusMessage::Takeover {
+            sid,
+            stream,
+            holder,
+        } => app.hub.close(&sid, &stream, &holder),
+        BusMessage::Reply {
+            sid,
+            request_key,
+            message,
+        } => {
             let value: Value = serde_json::from_str(&message).unwrap_or(Value::Null);
             if !app.calls.answer(&sid, &request_key, value) {
                 tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
             }
         }
-        BusMessage::Cancel { sid, request_key, reason } => {
+        BusMessage::Cancel {
+            sid,
+            request_key,
+            reason,
+        } => {
             if app.calls.cancel(&sid, &request_key) {
                 tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
             }

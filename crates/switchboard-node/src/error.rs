@@ -77,8 +77,13 @@ impl HttpError {
     pub fn status(&self) -> StatusCode {
         use HttpError::*;
         match self {
-            MissingSession | BadProtocolVersion(_) | VersionMismatch { .. } | Parse(_) | InvalidRequest(_)
-            | BadLastEventId | UnknownStream => StatusCode::BAD_REQUEST,
+            MissingSession
+            | BadProtocolVersion(_)
+            | VersionMismatch { .. }
+            | Parse(_)
+            | InvalidRequest(_)
+            | BadLastEventId
+            | UnknownStream => StatusCode::BAD_REQUEST,
             UnknownSession => StatusCode::NOT_FOUND,
             NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -142,7 +147,10 @@ mod tests {
             MissingSession,
             UnknownSession,
             BadProtocolVersion("x".into()),
-            VersionMismatch { sent: "a".into(), negotiated: "b".into() },
+            VersionMismatch {
+                sent: "a".into(),
+                negotiated: "b".into(),
+            },
             NotAcceptable("x"),
             UnsupportedMediaType,
             Parse("x".into()),
@@ -151,7 +159,9 @@ mod tests {
             ForbiddenOrigin("x".into()),
             ForbiddenHost("x".into()),
             MethodNotAllowed,
-            AtCapacity { retry_after_secs: 5 },
+            AtCapacity {
+                retry_after_secs: 5,
+            },
             BadLastEventId,
             UnknownStream,
             EventsTrimmed("1-0".into()),
@@ -164,8 +174,14 @@ mod tests {
         for e in every_variant() {
             let status = e.status();
             let code = e.code();
-            assert!(status.is_client_error() || status.is_server_error(), "{e:?}");
-            assert!((-32800..=-32000).contains(&code) || code == codes::PARSE_ERROR, "{e:?}");
+            assert!(
+                status.is_client_error() || status.is_server_error(),
+                "{e:?}"
+            );
+            assert!(
+                (-32800..=-32000).contains(&code) || code == codes::PARSE_ERROR,
+                "{e:?}"
+            );
             let resp = e.clone().into_response();
             assert_eq!(resp.status(), status);
             assert!(resp.headers().get("mcp-session-id").is_none());
@@ -176,7 +192,10 @@ mod tests {
     fn special_headers() {
         let r = HttpError::MethodNotAllowed.into_response();
         assert_eq!(r.headers()[header::ALLOW], ALLOW);
-        let r = HttpError::AtCapacity { retry_after_secs: 7 }.into_response();
+        let r = HttpError::AtCapacity {
+            retry_after_secs: 7,
+        }
+        .into_response();
         assert_eq!(r.headers()[header::RETRY_AFTER], "7");
         assert_eq!(HttpError::UnknownSession.status(), StatusCode::NOT_FOUND);
         assert_eq!(HttpError::Parse("x".into()).code(), codes::PARSE_ERROR);

@@ -33,9 +33,16 @@ async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
     let version = guard::protocol_version(&headers)?;
     let last = match headers.get(headers::LAST_EVENT_ID) {
         None => None,
-        Some(v) => Some(v.to_str().ok().and_then(EventId::parse).ok_or(HttpError::BadLastEventId)?),
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(EventId::parse)
+                .ok_or(HttpError::BadLastEventId)?,
+        ),
     };
-    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, version, None)
+        .await?
+        .unwrap_or_else(|r| r);
     match last {
         None => standalone(&app, &record).await,
         Some(id) => resume(&app, &record, id).await,
@@ -56,8 +63,20 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
         }
     };
     let after = last_position.unwrap_or_else(|| EventId::START.to_owned());
-    let priming = session::revision(record).primes_streams().then(|| format!("{stream}_{after}"));
-    let open = OpenStream { sid: sid.to_owned(), stream: stream.to_owned(), holder, conn, priming, replay: Vec::new(), after, watch: None, close_after_replay: false };
+    let priming = session::revision(record)
+        .primes_streams()
+        .then(|| format!("{stream}_{after}"));
+    let open = OpenStream {
+        sid: sid.to_owned(),
+        stream: stream.to_owned(),
+        holder,
+        conn,
+        priming,
+        replay: Vec::new(),
+        after,
+        watch: None,
+        close_after_replay: false,
+    };
     Ok(pump::open(app, open, &[]))
 }
 
@@ -79,20 +98,44 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         }
     };
     telemetry::stream_resumed(sid, &stream, replay.len());
-    let open = OpenStream { sid: sid.to_owned(), stream, holder, conn, priming: None, replay, after: id.position, watch, close_after_replay };
+    let open = OpenStream {
+        sid: sid.to_owned(),
+        stream,
+        holder,
+        conn,
+        priming: None,
+        replay,
+        after: id.position,
+        watch,
+        close_after_replay,
+    };
     Ok(pump::open(app, open, &[]))
 }
 
-type Prepared = (Vec<LoggedEvent>, Option<switchboard_store::RunningRequest>, bool);
+type Prepared = (
+    Vec<LoggedEvent>,
+    Option<switchboard_store::RunningRequest>,
+    bool,
+);
 
 /// Claim first (so live events come to us), then see who runs the request, then read the log:
 /// an end event written after the `running` check is then either in the replay or delivered live.
-async fn prepare_resume(app: &App, sid: &str, stream: &str, holder: &str, after: &str) -> Result<Prepared, HttpError> {
+async fn prepare_resume(
+    app: &App,
+    sid: &str,
+    stream: &str,
+    holder: &str,
+    after: &str,
+) -> Result<Prepared, HttpError> {
     if let Claim::Unknown = app.store.claim(sid, stream, holder).await? {
         return Err(HttpError::UnknownStream);
     }
     let standalone = stream == StreamId::STANDALONE;
-    let running = if standalone { None } else { app.store.running(sid, stream).await? };
+    let running = if standalone {
+        None
+    } else {
+        app.store.running(sid, stream).await?
+    };
     let events = match app.store.replay(sid, stream, after).await? {
         Replay::Events(events) => events,
         Replay::UnknownStream => return Err(HttpError::UnknownStream),

@@ -31,7 +31,11 @@ pub fn check_origin_and_host(cfg: &NodeConfig, h: &HeaderMap) -> Result<(), Http
 }
 
 fn origin_allowed(cfg: &NodeConfig, origin: &str) -> bool {
-    if cfg.allowed_origins.iter().any(|o| o == "*" || o.eq_ignore_ascii_case(origin)) {
+    if cfg
+        .allowed_origins
+        .iter()
+        .any(|o| o == "*" || o.eq_ignore_ascii_case(origin))
+    {
         return true;
     }
     let Some((scheme, rest)) = origin.split_once("://") else {
@@ -43,7 +47,10 @@ fn origin_allowed(cfg: &NodeConfig, origin: &str) -> bool {
 fn host_allowed(cfg: &NodeConfig, host: &str) -> bool {
     let name = strip_port(host);
     if !cfg.allowed_hosts.is_empty() {
-        return cfg.allowed_hosts.iter().any(|h| h == "*" || h.eq_ignore_ascii_case(name));
+        return cfg
+            .allowed_hosts
+            .iter()
+            .any(|h| h == "*" || h.eq_ignore_ascii_case(name));
     }
     !cfg.loopback_only || is_loopback_name(name)
 }
@@ -53,18 +60,27 @@ fn strip_port(authority: &str) -> &str {
     if authority.starts_with('[') {
         return authority.split_inclusive(']').next().unwrap_or(authority);
     }
-    authority.rsplit_once(':').map(|(h, _)| h).unwrap_or(authority)
+    authority
+        .rsplit_once(':')
+        .map(|(h, _)| h)
+        .unwrap_or(authority)
 }
 
 fn is_loopback_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
-    name == "localhost" || name == "[::1]" || name.starts_with("127.") && name.parse::<std::net::Ipv4Addr>().is_ok()
+    name == "localhost"
+        || name == "[::1]"
+        || name.starts_with("127.") && name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
 /// Whether `Accept` allows `media` (exactly, by `type/*`, or by `*/*`). A missing `Accept` allows
 /// anything (RFC 9110 §12.5.1).
 pub fn accepts(h: &HeaderMap, media: &str) -> bool {
-    let values: Vec<&str> = h.get_all(header::ACCEPT).iter().filter_map(|v| v.to_str().ok()).collect();
+    let values: Vec<&str> = h
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
     if values.is_empty() {
         return true;
     }
@@ -72,7 +88,12 @@ pub fn accepts(h: &HeaderMap, media: &str) -> bool {
     values.iter().flat_map(|v| v.split(',')).any(|item| {
         let mut parts = item.split(';');
         let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = parts.any(|p| matches!(p.trim().replace(' ', "").as_str(), "q=0" | "q=0.0" | "q=0.00" | "q=0.000"));
+        let refused = parts.any(|p| {
+            matches!(
+                p.trim().replace(' ', "").as_str(),
+                "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
+            )
+        });
         !refused && (range == media || range == "*/*" || range == format!("{main}/*"))
     })
 }
@@ -82,7 +103,9 @@ pub fn check_post_accept(h: &HeaderMap) -> Result<(), HttpError> {
     if accepts(h, headers::APPLICATION_JSON) && accepts(h, headers::TEXT_EVENT_STREAM) {
         Ok(())
     } else {
-        Err(HttpError::NotAcceptable("Accept must allow both application/json and text/event-stream"))
+        Err(HttpError::NotAcceptable(
+            "Accept must allow both application/json and text/event-stream",
+        ))
     }
 }
 
@@ -91,13 +114,18 @@ pub fn check_get_accept(h: &HeaderMap) -> Result<(), HttpError> {
     if accepts(h, headers::TEXT_EVENT_STREAM) {
         Ok(())
     } else {
-        Err(HttpError::NotAcceptable("Accept must allow text/event-stream"))
+        Err(HttpError::NotAcceptable(
+            "Accept must allow text/event-stream",
+        ))
     }
 }
 
 /// A POST body must be `application/json` (parameters such as `charset` allowed), else 415.
 pub fn check_content_type(h: &HeaderMap) -> Result<(), HttpError> {
-    let ct = h.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let ct = h
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim();
     if media.eq_ignore_ascii_case(headers::APPLICATION_JSON) {
         Ok(())
@@ -112,7 +140,9 @@ pub fn protocol_version(h: &HeaderMap) -> Result<Option<Revision>, HttpError> {
         None => Ok(None),
         Some(v) => {
             let s = v.to_str().unwrap_or("<non-ascii>");
-            Revision::parse(s).map(Some).ok_or_else(|| HttpError::BadProtocolVersion(s.to_owned()))
+            Revision::parse(s)
+                .map(Some)
+                .ok_or_else(|| HttpError::BadProtocolVersion(s.to_owned()))
         }
     }
 }
@@ -122,9 +152,10 @@ pub fn protocol_version(h: &HeaderMap) -> Result<Option<Revision>, HttpError> {
 /// revision decides transport behaviour (batches, priming) for the whole session.
 pub fn check_version_matches(sent: Option<Revision>, negotiated: &str) -> Result<(), HttpError> {
     match sent {
-        Some(r) if r.as_str() != negotiated => {
-            Err(HttpError::VersionMismatch { sent: r.as_str().to_owned(), negotiated: negotiated.to_owned() })
-        }
+        Some(r) if r.as_str() != negotiated => Err(HttpError::VersionMismatch {
+            sent: r.as_str().to_owned(),
+            negotiated: negotiated.to_owned(),
+        }),
         _ => Ok(()),
     }
 }
@@ -148,10 +179,17 @@ mod tests {
         assert!(check_origin_and_host(&cfg, &hm(&[("origin", "http://localhost:3000")])).is_ok());
         assert!(check_origin_and_host(&cfg, &hm(&[("origin", "http://127.0.0.1")])).is_ok());
         assert!(check_origin_and_host(&cfg, &hm(&[("origin", "https://[::1]:8443")])).is_ok());
-        let e = check_origin_and_host(&cfg, &hm(&[("origin", "https://evil.example")])).unwrap_err();
+        let e =
+            check_origin_and_host(&cfg, &hm(&[("origin", "https://evil.example")])).unwrap_err();
         assert_eq!(e.status(), http::StatusCode::FORBIDDEN);
-        assert!(check_origin_and_host(&cfg, &hm(&[("origin", "http://localhost.evil.example")])).is_err());
-        let cfg = NodeConfig { allowed_origins: vec!["https://app.example".into()], ..NodeConfig::default() };
+        assert!(
+            check_origin_and_host(&cfg, &hm(&[("origin", "http://localhost.evil.example")]))
+                .is_err()
+        );
+        let cfg = NodeConfig {
+            allowed_origins: vec!["https://app.example".into()],
+            ..NodeConfig::default()
+        };
         assert!(check_origin_and_host(&cfg, &hm(&[("origin", "https://app.example")])).is_ok());
     }
 
@@ -162,16 +200,24 @@ mod tests {
         assert!(check_origin_and_host(&cfg, &hm(&[("host", "localhost")])).is_ok());
         let e = check_origin_and_host(&cfg, &hm(&[("host", "evil.example:8080")])).unwrap_err();
         assert_eq!(e.status(), http::StatusCode::MISDIRECTED_REQUEST);
-        let open = NodeConfig { loopback_only: false, ..NodeConfig::default() };
+        let open = NodeConfig {
+            loopback_only: false,
+            ..NodeConfig::default()
+        };
         assert!(check_origin_and_host(&open, &hm(&[("host", "gw.example")])).is_ok());
-        let listed = NodeConfig { allowed_hosts: vec!["gw.example".into()], ..NodeConfig::default() };
+        let listed = NodeConfig {
+            allowed_hosts: vec!["gw.example".into()],
+            ..NodeConfig::default()
+        };
         assert!(check_origin_and_host(&listed, &hm(&[("host", "gw.example:443")])).is_ok());
         assert!(check_origin_and_host(&listed, &hm(&[("host", "other.example")])).is_err());
     }
 
     #[test]
     fn accept_rules() {
-        assert!(check_post_accept(&hm(&[("accept", "application/json, text/event-stream")])).is_ok());
+        assert!(
+            check_post_accept(&hm(&[("accept", "application/json, text/event-stream")])).is_ok()
+        );
         assert!(check_post_accept(&hm(&[("accept", "*/*")])).is_ok());
         assert!(check_post_accept(&hm(&[("accept", "application/json")])).is_err());
         assert!(check_post_accept(&hm(&[("accept", "text/html")])).is_err());
@@ -183,7 +229,9 @@ mod tests {
 
     #[test]
     fn content_type_and_versions() {
-        assert!(check_content_type(&hm(&[("content-type", "application/json; charset=utf-8")])).is_ok());
+        assert!(
+            check_content_type(&hm(&[("content-type", "application/json; charset=utf-8")])).is_ok()
+        );
         assert!(check_content_type(&hm(&[("content-type", "text/plain")])).is_err());
         assert!(check_content_type(&hm(&[])).is_err());
         assert_eq!(protocol_version(&hm(&[])).unwrap(), None);

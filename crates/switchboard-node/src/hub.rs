@@ -56,7 +56,10 @@ pub struct Hub {
 impl Hub {
     /// A hub whose connections queue at most `queue` events each.
     pub fn new(queue: usize) -> Hub {
-        Hub { conns: Mutex::new(HashMap::new()), queue: queue.max(1) }
+        Hub {
+            conns: Mutex::new(HashMap::new()),
+            queue: queue.max(1),
+        }
     }
 
     /// Registers `holder` as the local connection of the stream. A previous local connection of the
@@ -64,8 +67,16 @@ impl Hub {
     pub fn register(&self, sid: &str, stream: &str, holder: &str) -> ConnHandle {
         let (tx, rx) = mpsc::channel(self.queue);
         let lagged = Arc::new(AtomicBool::new(false));
-        let conn = Conn { holder: holder.to_owned(), tx, lagged: lagged.clone() };
-        let old = self.lock().entry(sid.to_owned()).or_default().insert(stream.to_owned(), conn);
+        let conn = Conn {
+            holder: holder.to_owned(),
+            tx,
+            lagged: lagged.clone(),
+        };
+        let old = self
+            .lock()
+            .entry(sid.to_owned())
+            .or_default()
+            .insert(stream.to_owned(), conn);
         if let Some(old) = old {
             let _ = old.tx.try_send(Outbound::Close);
             telemetry::stream_taken_over(sid, stream);
@@ -76,7 +87,9 @@ impl Hub {
     /// Hands an event to the stream's connection if `holder` is still the one held here.
     pub fn deliver(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
         let map = self.lock();
-        let Some(conn) = map.get(sid).and_then(|s| s.get(stream)) else { return };
+        let Some(conn) = map.get(sid).and_then(|s| s.get(stream)) else {
+            return;
+        };
         if conn.holder != holder {
             return;
         }
@@ -89,7 +102,9 @@ impl Hub {
     /// Closes the stream's connection if it is `holder` (a takeover from another node).
     pub fn close(&self, sid: &str, stream: &str, holder: &str) {
         let mut map = self.lock();
-        let Some(streams) = map.get_mut(sid) else { return };
+        let Some(streams) = map.get_mut(sid) else {
+            return;
+        };
         if streams.get(stream).is_some_and(|c| c.holder == holder) {
             if let Some(c) = streams.remove(stream) {
                 let _ = c.tx.try_send(Outbound::Close);
@@ -103,7 +118,9 @@ impl Hub {
     /// Forgets the connection if it is still `holder` (the connection ended by itself).
     pub fn unregister(&self, sid: &str, stream: &str, holder: &str) {
         let mut map = self.lock();
-        let Some(streams) = map.get_mut(sid) else { return };
+        let Some(streams) = map.get_mut(sid) else {
+            return;
+        };
         if streams.get(stream).is_some_and(|c| c.holder == holder) {
             streams.remove(stream);
         }
@@ -155,7 +172,11 @@ mod tests {
     use super::*;
 
     fn ev(p: &str) -> StreamEvent {
-        StreamEvent { position: p.into(), data: "{}".into(), end: false }
+        StreamEvent {
+            position: p.into(),
+            data: "{}".into(),
+            end: false,
+        }
     }
 
     #[tokio::test]

@@ -21,7 +21,12 @@ use crate::telemetry;
 pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, HttpError> {
     let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
     if !params.is_object() {
-        let body = jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, "initialize params must be an object", None);
+        let body = jsonrpc::error_response(
+            Some(id),
+            codes::INVALID_PARAMS,
+            "initialize params must be an object",
+            None,
+        );
         return Ok((StatusCode::OK, axum::Json(body)).into_response());
     }
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
@@ -35,11 +40,16 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
         subscriptions: Vec::new(),
         principal: "anonymous".into(),
         upstream_sessions: Default::default(),
-        created_ms: SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0),
+        created_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
     };
     if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
         telemetry::session_refused();
-        return Err(HttpError::AtCapacity { retry_after_secs: app.cfg.retry_after_secs });
+        return Err(HttpError::AtCapacity {
+            retry_after_secs: app.cfg.retry_after_secs,
+        });
     }
     telemetry::session_created(sid.as_str(), revision.as_str());
     let up = &app.upstream;
@@ -51,7 +61,11 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
     if let Some(text) = up.instructions() {
         result["instructions"] = Value::String(text);
     }
-    let mut resp = (StatusCode::OK, axum::Json(jsonrpc::result_response(id, result))).into_response();
+    let mut resp = (
+        StatusCode::OK,
+        axum::Json(jsonrpc::result_response(id, result)),
+    )
+        .into_response();
     let value = HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;
     resp.headers_mut().insert(headers::MCP_SESSION_ID, value);
     Ok(resp)

@@ -17,7 +17,16 @@ use crate::response::ResponseStream;
 use crate::state::App;
 
 /// RFC 5424 severities in ascending order, as MCP `logging` names them.
-const LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 /// Whether `level` is a valid MCP log level.
 pub fn is_log_level(level: &str) -> bool {
@@ -55,7 +64,10 @@ impl NodePeer {
         if message.get("method").and_then(Value::as_str) != Some("notifications/message") {
             return false;
         }
-        let (Some(min), Some(level)) = (&self.log_level, message.pointer("/params/level").and_then(Value::as_str)) else {
+        let (Some(min), Some(level)) = (
+            &self.log_level,
+            message.pointer("/params/level").and_then(Value::as_str),
+        ) else {
             return false;
         };
         severity(level) < severity(min)
@@ -103,8 +115,13 @@ impl ClientPeer for NodePeer {
         let waiter = self.app.calls.add_waiter(&self.sid, &key);
         let store = &self.app.store;
         let sent = async {
-            store.register_pending(&self.sid, &key).await.map_err(|e| PeerError::Delivery(e.to_string()))?;
-            self.response.send(&jsonrpc::request(&id, method, params)).await
+            store
+                .register_pending(&self.sid, &key)
+                .await
+                .map_err(|e| PeerError::Delivery(e.to_string()))?;
+            self.response
+                .send(&jsonrpc::request(&id, method, params))
+                .await
         };
         if let Err(e) = sent.await {
             self.app.calls.remove_waiter(&self.sid, &key);
@@ -134,7 +151,10 @@ mod tests {
     fn levels_order_and_capabilities() {
         assert!(severity("error") > severity("info"));
         assert!(is_log_level("warning") && !is_log_level("verbose"));
-        assert_eq!(required_capability("sampling/createMessage"), Some("sampling"));
+        assert_eq!(
+            required_capability("sampling/createMessage"),
+            Some("sampling")
+        );
         assert_eq!(required_capability("ping"), None);
         let a = new_server_request_id();
         assert!(a.0.as_str().unwrap().starts_with("s-"));

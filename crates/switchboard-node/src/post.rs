@@ -12,7 +12,9 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
-use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId, Revision, SessionId, StreamId};
+use switchboard_protocol::{
+    codes, jsonrpc, Body, Message, RequestId, Revision, SessionId, StreamId,
+};
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
 
 use crate::error::HttpError;
@@ -35,7 +37,9 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     guard::check_content_type(&headers)?;
     guard::check_post_accept(&headers)?;
     let max = app.cfg.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| HttpError::PayloadTooLarge(max))?;
+    let bytes = axum::body::to_bytes(body, max)
+        .await
+        .map_err(|_| HttpError::PayloadTooLarge(max))?;
     let parsed = Body::parse(&bytes).map_err(|e| match e.code() {
         codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
         _ => HttpError::InvalidRequest(e.message().to_owned()),
@@ -45,32 +49,59 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
             return crate::initialize::handle(&app, id, raw).await;
         }
     }
-    if parsed.messages().iter().any(|m| m.method() == Some("initialize")) {
-        return Err(HttpError::InvalidRequest("initialize must be a single request, not part of a batch or a notification".into()));
+    if parsed
+        .messages()
+        .iter()
+        .any(|m| m.method() == Some("initialize"))
+    {
+        return Err(HttpError::InvalidRequest(
+            "initialize must be a single request, not part of a batch or a notification".into(),
+        ));
     }
     let sid = session::session_id(&headers)?;
     let version = guard::protocol_version(&headers)?;
     match parsed {
-        Body::Single(Message::Request { id, method, raw }) => request(app, sid, version, id, method, raw).await,
+        Body::Single(Message::Request { id, method, raw }) => {
+            request(app, sid, version, id, method, raw).await
+        }
         Body::Single(m) => accept_only(app, sid, version, vec![m], false).await,
-        Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => accept_only(app, sid, version, msgs, true).await,
+        Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
+            accept_only(app, sid, version, msgs, true).await
+        }
         Body::Batch(msgs) => batch(app, sid, version, msgs).await,
     }
 }
 
 /// A single request: registered in flight, run in its own task, answered as JSON or SSE.
-async fn request(app: App, sid: SessionId, version: Option<Revision>, id: RequestId, method: String, raw: Value) -> Result<Response, HttpError> {
+async fn request(
+    app: App,
+    sid: SessionId,
+    version: Option<Revision>,
+    id: RequestId,
+    method: String,
+    raw: Value,
+) -> Result<Response, HttpError> {
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
     let key = id.key();
     let conn = app.hub.register(sid.as_str(), &stream, &holder);
-    let inflight = InflightRequest { request_key: key.clone(), stream: stream.clone(), node: app.node_id().to_owned(), holder: holder.clone() };
+    let inflight = InflightRequest {
+        request_key: key.clone(),
+        stream: stream.clone(),
+        node: app.node_id().to_owned(),
+        holder: holder.clone(),
+    };
     let record = match session::load(&app, &sid, version, Some(&inflight)).await {
         Ok(Ok(r)) => r,
         Ok(Err(_duplicate)) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
             let msg = format!("request id {} is already in flight in this session", id.0);
-            return Ok(json_ok(jsonrpc::error_response(Some(&id), codes::INVALID_REQUEST, msg, None)));
+            return Ok(json_ok(jsonrpc::error_response(
+                Some(&id),
+                codes::INVALID_REQUEST,
+                msg,
+                None,
+            )));
         }
         Err(e) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
@@ -78,9 +109,17 @@ async fn request(app: App, sid: SessionId, version: Option<Revision>, id: Reques
         }
     };
     let revision = session::revision(&record);
-    let (response, mut first) = ResponseStream::new(app.clone(), sid.as_str(), &stream, &holder, &key);
+    let (response, mut first) =
+        ResponseStream::new(app.clone(), sid.as_str(), &stream, &holder, &key);
     let response = Arc::new(response);
-    run::spawn(Job { app: app.clone(), session: record, id, method, raw, response: response.clone() });
+    run::spawn(Job {
+        app: app.clone(),
+        session: record,
+        id,
+        method,
+        raw,
+        response: response.clone(),
+    });
     let decided = tokio::select! {
         f = &mut first => f.ok(),
         _ = tokio::time::sleep(app.cfg.sse_after) => if response.switch_to_stream() { Some(First::Stream) } else { (&mut first).await.ok() },
@@ -92,16 +131,36 @@ async fn request(app: App, sid: SessionId, version: Option<Revision>, id: Reques
         }
         Some(First::Stream) => {
             let priming = revision.primes_streams().then(|| format!("{stream}_0-0"));
-            let open = OpenStream { sid: sid.to_string(), stream, holder, conn, priming, replay: Vec::new(), after: "0-0".into(), watch: None, close_after_replay: false };
+            let open = OpenStream {
+                sid: sid.to_string(),
+                stream,
+                holder,
+                conn,
+                priming,
+                replay: Vec::new(),
+                after: "0-0".into(),
+                watch: None,
+                close_after_replay: false,
+            };
             Ok(pump::open(&app, open, &[]))
         }
-        None => Err(HttpError::Store("the request ended without an answer".into())),
+        None => Err(HttpError::Store(
+            "the request ended without an answer".into(),
+        )),
     }
 }
 
 /// Notifications and responses only: 202 with no body (MCP 2025-11-25, Sending Messages item 4).
-async fn accept_only(app: App, sid: SessionId, version: Option<Revision>, msgs: Vec<Message>, is_batch: bool) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+async fn accept_only(
+    app: App,
+    sid: SessionId,
+    version: Option<Revision>,
+    msgs: Vec<Message>,
+    is_batch: bool,
+) -> Result<Response, HttpError> {
+    let record = session::load(&app, &sid, version, None)
+        .await?
+        .unwrap_or_else(|r| r);
     check_batch(&record, is_batch)?;
     for m in msgs {
         deliver(&app, &record, m).await?;
@@ -110,15 +169,29 @@ async fn accept_only(app: App, sid: SessionId, version: Option<Revision>, msgs: 
 }
 
 /// A 2025-03-26 batch holding requests: answered with a JSON array of the responses.
-async fn batch(app: App, sid: SessionId, version: Option<Revision>, msgs: Vec<Message>) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, version, None).await?.unwrap_or_else(|r| r);
+async fn batch(
+    app: App,
+    sid: SessionId,
+    version: Option<Revision>,
+    msgs: Vec<Message>,
+) -> Result<Response, HttpError> {
+    let record = session::load(&app, &sid, version, None)
+        .await?
+        .unwrap_or_else(|r| r);
     check_batch(&record, true)?;
     let mut answers = Vec::new();
     for m in msgs {
         match m {
             Message::Request { id, method, raw } => {
                 let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), &id.key());
-                run::spawn(Job { app: app.clone(), session: record.clone(), id, method, raw, response: Arc::new(rs) });
+                run::spawn(Job {
+                    app: app.clone(),
+                    session: record.clone(),
+                    id,
+                    method,
+                    raw,
+                    response: Arc::new(rs),
+                });
                 answers.push(rx);
             }
             other => deliver(&app, &record, other).await?,
@@ -135,7 +208,10 @@ async fn batch(app: App, sid: SessionId, version: Option<Revision>, msgs: Vec<Me
 
 fn check_batch(record: &SessionRecord, is_batch: bool) -> Result<(), HttpError> {
     if is_batch && !session::revision(record).accepts_batches() {
-        return Err(HttpError::InvalidRequest(format!("JSON-RPC batches are not accepted under revision {}", record.revision)));
+        return Err(HttpError::InvalidRequest(format!(
+            "JSON-RPC batches are not accepted under revision {}",
+            record.revision
+        )));
     }
     Ok(())
 }
@@ -173,7 +249,10 @@ async fn deliver(app: &App, record: &SessionRecord, m: Message) -> Result<(), Ht
 /// `notifications/cancelled`: cancels the request where it runs, here or on another node.
 /// Unknown or finished requests are ignored (MCP 2025-11-25, basic/utilities/cancellation).
 async fn cancel(app: &App, sid: &str, params: &Value) -> Result<(), HttpError> {
-    let Some(rid) = params.get("requestId").filter(|v| v.is_string() || v.is_number()) else {
+    let Some(rid) = params
+        .get("requestId")
+        .filter(|v| v.is_string() || v.is_number())
+    else {
         return Ok(());
     };
     let key = RequestId(rid.clone()).key();

@@ -44,9 +44,18 @@ pub struct OpenStream {
 }
 
 /// Starts the connection task and returns the SSE response it feeds.
-pub fn open(app: &App, s: OpenStream, extra: &[(&'static str, HeaderValue)]) -> axum::response::Response {
+pub fn open(
+    app: &App,
+    s: OpenStream,
+    extra: &[(&'static str, HeaderValue)],
+) -> axum::response::Response {
     let (tx, rx) = mpsc::channel(64);
-    let pump = Pump { app: app.clone(), last: s.after.clone(), out: tx, s };
+    let pump = Pump {
+        app: app.clone(),
+        last: s.after.clone(),
+        out: tx,
+        s,
+    };
     tokio::spawn(pump.run());
     sse::response(rx, extra)
 }
@@ -66,7 +75,12 @@ enum Step {
 impl Pump {
     async fn run(mut self) {
         if let Some(id) = self.s.priming.take() {
-            if self.out.send(sse::priming(&id, self.app.cfg.sse_retry_ms)).await.is_err() {
+            if self
+                .out
+                .send(sse::priming(&id, self.app.cfg.sse_retry_ms))
+                .await
+                .is_err()
+            {
                 return self.cleanup().await;
             }
         }
@@ -119,7 +133,10 @@ impl Pump {
         if position_order(&ev.position) <= position_order(&self.last) {
             return Step::Continue;
         }
-        let id = EventId::new(StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone), ev.position.clone());
+        let id = EventId::new(
+            StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone),
+            ev.position.clone(),
+        );
         if let Step::Stop = self.send(sse::event(&id.to_string(), &ev.data)).await {
             return Step::Stop;
         }
@@ -133,7 +150,11 @@ impl Pump {
 
     async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
         for e in events {
-            let ev = StreamEvent { position: e.position, data: e.data, end: e.end };
+            let ev = StreamEvent {
+                position: e.position,
+                data: e.data,
+                end: e.end,
+            };
             if let Step::Stop = self.write(ev).await {
                 return Step::Stop;
             }
@@ -142,7 +163,12 @@ impl Pump {
     }
 
     async fn catch_up(&mut self) -> Step {
-        match self.app.store.replay(&self.s.sid, &self.s.stream, &self.last).await {
+        match self
+            .app
+            .store
+            .replay(&self.s.sid, &self.s.stream, &self.last)
+            .await
+        {
             Ok(Replay::Events(events)) => self.write_all(events).await,
             Ok(other) => {
                 tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "lagged connection cannot catch up; closing it");
@@ -157,20 +183,34 @@ impl Pump {
 
     /// The request of this stream runs elsewhere: if its node is dead, end it with an error.
     async fn check_running(&mut self) -> Step {
-        let Some(run) = self.s.watch.clone() else { return Step::Continue };
+        let Some(run) = self.s.watch.clone() else {
+            return Step::Continue;
+        };
         let store = &self.app.store;
         match store.is_alive(&run.node).await {
             Ok(true) | Err(_) => return Step::Continue,
             Ok(false) => {}
         }
         let id = RequestId::from_key(&run.request_key);
-        let msg = format!("the request was lost: node {} running it stopped; send it again", run.node);
-        let data = jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string();
+        let msg = format!(
+            "the request was lost: node {} running it stopped; send it again",
+            run.node
+        );
+        let data =
+            jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string();
         self.s.watch = None;
-        match store.abort_running(&self.s.sid, &self.s.stream, &run.node, &data).await {
+        match store
+            .abort_running(&self.s.sid, &self.s.stream, &run.node, &data)
+            .await
+        {
             Ok(Some(appended)) => {
                 telemetry::request_aborted(&self.s.sid, &self.s.stream, &run.node);
-                self.write(StreamEvent { position: appended.position, data, end: true }).await
+                self.write(StreamEvent {
+                    position: appended.position,
+                    data,
+                    end: true,
+                })
+                .await
             }
             // Finished meanwhile: its end event arrives (or is in the log).
             Ok(None) => self.catch_up().await,
@@ -183,8 +223,13 @@ impl Pump {
 
     async fn cleanup(self) {
         let app = self.app;
-        app.hub.unregister(&self.s.sid, &self.s.stream, &self.s.holder);
-        if let Err(e) = app.store.release(&self.s.sid, &self.s.stream, &self.s.holder).await {
+        app.hub
+            .unregister(&self.s.sid, &self.s.stream, &self.s.holder);
+        if let Err(e) = app
+            .store
+            .release(&self.s.sid, &self.s.stream, &self.s.holder)
+            .await
+        {
             tracing::debug!(error = %e, "could not release a stream");
         }
     }

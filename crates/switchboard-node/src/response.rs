@@ -44,18 +44,35 @@ pub struct ResponseStream {
 
 impl ResponseStream {
     /// A channel in the pending state; the HTTP side waits on the returned receiver.
-    pub fn new(app: App, sid: &str, stream: &str, holder: &str, request_key: &str) -> (ResponseStream, oneshot::Receiver<First>) {
+    pub fn new(
+        app: App,
+        sid: &str,
+        stream: &str,
+        holder: &str,
+        request_key: &str,
+    ) -> (ResponseStream, oneshot::Receiver<First>) {
         Self::build(app, sid, stream, holder, request_key, false)
     }
 
     /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26): the answer is always JSON,
     /// notifications the request sends are dropped (progress and logging are optional), and
     /// server-to-client requests fail, since a batch answer has no stream to carry them.
-    pub fn for_batch(app: App, sid: &str, request_key: &str) -> (ResponseStream, oneshot::Receiver<First>) {
+    pub fn for_batch(
+        app: App,
+        sid: &str,
+        request_key: &str,
+    ) -> (ResponseStream, oneshot::Receiver<First>) {
         Self::build(app, sid, "", "", request_key, true)
     }
 
-    fn build(app: App, sid: &str, stream: &str, holder: &str, request_key: &str, batch: bool) -> (ResponseStream, oneshot::Receiver<First>) {
+    fn build(
+        app: App,
+        sid: &str,
+        stream: &str,
+        holder: &str,
+        request_key: &str,
+        batch: bool,
+    ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
         let rs = ResponseStream {
             app,
@@ -84,7 +101,9 @@ impl ResponseStream {
     pub async fn send(&self, message: &Value) -> Result<(), PeerError> {
         if self.batch {
             return match message.get("id") {
-                Some(_) => Err(PeerError::Delivery("server-to-client requests are not available inside a batch".into())),
+                Some(_) => Err(PeerError::Delivery(
+                    "server-to-client requests are not available inside a batch".into(),
+                )),
                 None => Ok(()),
             };
         }
@@ -111,7 +130,9 @@ impl ResponseStream {
             let mut mode = self.lock();
             let prev = std::mem::replace(&mut *mode, Mode::Done);
             match prev {
-                Mode::Pending(mut tx) => Some(tx.take().map(|tx| tx.send(First::Json(response.clone())))),
+                Mode::Pending(mut tx) => {
+                    Some(tx.take().map(|tx| tx.send(First::Json(response.clone()))))
+                }
                 Mode::Streaming => None,
                 Mode::Done => return,
             }
@@ -124,7 +145,10 @@ impl ResponseStream {
                 }
             }
             Some(_) => {
-                if let Err(e) = store.finish(&self.sid, &self.request_key, Some(&self.stream)).await {
+                if let Err(e) = store
+                    .finish(&self.sid, &self.request_key, Some(&self.stream))
+                    .await
+                {
                     tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
                 }
             }
@@ -148,7 +172,11 @@ impl ResponseStream {
             .map_err(|e| PeerError::Delivery(e.to_string()))?;
         if let Some(holder) = appended.holder {
             if self.app.is_local(&holder) {
-                let ev = StreamEvent { position: appended.position, data, end };
+                let ev = StreamEvent {
+                    position: appended.position,
+                    data,
+                    end,
+                };
                 self.app.hub.deliver(&self.sid, &self.stream, &holder, ev);
             }
         }

@@ -56,22 +56,47 @@ async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError
     let sid = &job.session.id;
     match job.method.as_str() {
         "ping" => Ok(json!({})),
-        "initialize" => Err(RpcError::new(codes::INVALID_REQUEST, "this session is already initialized")),
+        "initialize" => Err(RpcError::new(
+            codes::INVALID_REQUEST,
+            "this session is already initialized",
+        )),
         "logging/setLevel" => {
-            let level = params.get("level").and_then(Value::as_str).unwrap_or_default();
+            let level = params
+                .get("level")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
             if !is_log_level(level) {
-                return Err(RpcError::invalid_params(format!("invalid log level: {level:?}")));
+                return Err(RpcError::invalid_params(format!(
+                    "invalid log level: {level:?}"
+                )));
             }
-            store.update(sid, SessionUpdate::LogLevel(level.to_owned())).await.map_err(internal)?;
+            store
+                .update(sid, SessionUpdate::LogLevel(level.to_owned()))
+                .await
+                .map_err(internal)?;
             Ok(json!({}))
         }
         "resources/subscribe" | "resources/unsubscribe" => {
-            let uri = params.get("uri").and_then(Value::as_str).ok_or_else(|| RpcError::invalid_params("uri is required"))?;
-            let update = SessionUpdate::Subscription { uri: uri.to_owned(), subscribed: job.method == "resources/subscribe" };
+            let uri = params
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or_else(|| RpcError::invalid_params("uri is required"))?;
+            let update = SessionUpdate::Subscription {
+                uri: uri.to_owned(),
+                subscribed: job.method == "resources/subscribe",
+            };
             store.update(sid, update).await.map_err(internal)?;
-            job.app.upstream.request(&job.method, params, context(job, cancel)).await
+            job.app
+                .upstream
+                .request(&job.method, params, context(job, cancel))
+                .await
         }
-        _ => job.app.upstream.request(&job.method, params, context(job, cancel)).await,
+        _ => {
+            job.app
+                .upstream
+                .request(&job.method, params, context(job, cancel))
+                .await
+        }
     }
 }
 

@@ -11,8 +11,13 @@ use crate::state::App;
 /// The `Mcp-Session-Id` header: 400 when absent; 404 when it cannot be one of ours (never touches
 /// the store then).
 pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
-    let raw = h.get(headers::MCP_SESSION_ID).ok_or(HttpError::MissingSession)?;
-    raw.to_str().ok().and_then(SessionId::parse).ok_or(HttpError::UnknownSession)
+    let raw = h
+        .get(headers::MCP_SESSION_ID)
+        .ok_or(HttpError::MissingSession)?;
+    raw.to_str()
+        .ok()
+        .and_then(SessionId::parse)
+        .ok_or(HttpError::UnknownSession)
 }
 
 /// Loads and touches the session (one store round trip), registering `inflight` if given, and
@@ -31,7 +36,10 @@ pub async fn load(
     };
     if let Err(e) = guard::check_version_matches(version, &record.revision) {
         if let (Some(i), false) = (inflight, duplicate) {
-            let _ = app.store.finish(sid.as_str(), &i.request_key, Some(&i.stream)).await;
+            let _ = app
+                .store
+                .finish(sid.as_str(), &i.request_key, Some(&i.stream))
+                .await;
         }
         return Err(e);
     }

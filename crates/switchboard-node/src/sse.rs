@@ -37,8 +37,14 @@ pub fn response(rx: mpsc::Receiver<Bytes>, extra: &[(&'static str, HeaderValue)]
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, no-transform"));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, no-transform"),
+    );
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     for (k, v) in extra {
         h.insert(*k, v.clone());
@@ -52,8 +58,14 @@ mod tests {
 
     #[test]
     fn frames() {
-        assert_eq!(event("abc_1-0", "{}"), Bytes::from_static(b"id: abc_1-0\ndata: {}\n\n"));
-        assert_eq!(priming("abc_0-0", 3000), Bytes::from_static(b"id: abc_0-0\nretry: 3000\ndata: \n\n"));
+        assert_eq!(
+            event("abc_1-0", "{}"),
+            Bytes::from_static(b"id: abc_1-0\ndata: {}\n\n")
+        );
+        assert_eq!(
+            priming("abc_0-0", 3000),
+            Bytes::from_static(b"id: abc_0-0\nretry: 3000\ndata: \n\n")
+        );
         assert!(keepalive().starts_with(b":"));
     }
 }

@@ -52,7 +52,11 @@ impl AppState {
 
     /// A fresh holder token `<node>/<n>` for a new connection.
     pub fn new_holder(&self) -> String {
-        format!("{}/{}", self.node_id(), self.conn_seq.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "{}/{}",
+            self.node_id(),
+            self.conn_seq.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     /// Whether a holder token names a connection on this node.

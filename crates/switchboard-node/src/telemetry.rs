@@ -82,7 +82,11 @@ pub fn stream_taken_over(sid: &str, stream: &str) {
 /// A connection queue was full; the connection catches up from the log.
 pub fn stream_lagged(sid: &str, stream: &str) {
     inc(&counter::STREAMS_LAGGED);
-    tracing::debug!(session = sid, stream, "connection lagged; will re-read the event log");
+    tracing::debug!(
+        session = sid,
+        stream,
+        "connection lagged; will re-read the event log"
+    );
 }
 
 /// A `Last-Event-ID` could not be honoured.
@@ -94,13 +98,22 @@ pub fn replay_miss(sid: &str, reason: &str) {
 /// A request was failed because its node died.
 pub fn request_aborted(sid: &str, stream: &str, node: &str) {
     inc(&counter::REQUESTS_ABORTED);
-    tracing::warn!(session = sid, stream, dead_node = node, "request failed: its node stopped");
+    tracing::warn!(
+        session = sid,
+        stream,
+        dead_node = node,
+        "request failed: its node stopped"
+    );
 }
 
 /// A client response matched no waiting server request.
 pub fn reply_unmatched(sid: &str, id: &str) {
     inc(&counter::REPLIES_UNMATCHED);
-    tracing::info!(session = sid, id, "client response matched no pending server request");
+    tracing::info!(
+        session = sid,
+        id,
+        "client response matched no pending server request"
+    );
 }
 
 #[cfg(test)]
@@ -110,6 +123,9 @@ mod tests {
         super::session_created("s", "2025-11-25");
         let text = super::render();
         assert!(text.contains("# TYPE switchboard_sessions_created_total counter"));
-        assert!(text.contains("switchboard_replies_unmatched_total 0") || text.contains("switchboard_replies_unmatched_total"));
+        assert!(
+            text.contains("switchboard_replies_unmatched_total 0")
+                || text.contains("switchboard_replies_unmatched_total")
+        );
     }
 }

@@ -34,7 +34,9 @@ impl SessionId {
 
     /// Accepts exactly the shape [`SessionId::generate`] makes; `None` otherwise.
     pub fn parse(s: &str) -> Option<SessionId> {
-        let ok = s.len() == 32 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let ok = s.len() == 32
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         ok.then(|| SessionId(s.to_owned()))
     }
 
@@ -66,14 +68,20 @@ impl StreamId {
     /// A fresh id for a POST response stream (60 random bits).
     pub fn generate() -> StreamId {
         let bytes: [u8; 12] = rand::random();
-        StreamId(bytes.iter().map(|b| BASE32[(b & 31) as usize] as char).collect())
+        StreamId(
+            bytes
+                .iter()
+                .map(|b| BASE32[(b & 31) as usize] as char)
+                .collect(),
+        )
     }
 
     /// Accepts `get` or 1–32 characters of `[a-z2-7]`; `None` otherwise.
     pub fn parse(s: &str) -> Option<StreamId> {
         let ok = !s.is_empty()
             && s.len() <= 32
-            && s.bytes().all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || (b'2'..=b'7').contains(&b));
         ok.then(|| StreamId(s.to_owned()))
     }
 
@@ -109,7 +117,10 @@ impl EventId {
 
     /// Builds an event id from its parts.
     pub fn new(stream: StreamId, position: impl Into<String>) -> EventId {
-        EventId { stream, position: position.into() }
+        EventId {
+            stream,
+            position: position.into(),
+        }
     }
 
     /// Parses `<stream>_<ms>-<seq>`; `None` when it is not of that shape.
@@ -117,8 +128,12 @@ impl EventId {
         let (stream, position) = s.split_once('_')?;
         let stream = StreamId::parse(stream)?;
         let (ms, seq) = position.split_once('-')?;
-        let digits = |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
-        (digits(ms) && digits(seq)).then(|| EventId { stream, position: position.to_owned() })
+        let digits =
+            |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
+        (digits(ms) && digits(seq)).then(|| EventId {
+            stream,
+            position: position.to_owned(),
+        })
     }
 
     /// `(ms, seq)` of the position, for ordering events within one stream.
@@ -150,7 +165,10 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a.as_str().len(), 32);
         assert_eq!(SessionId::parse(a.as_str()), Some(a));
-        assert_eq!(SessionId::parse("00000000-dead-beef-0000-000000000000"), None);
+        assert_eq!(
+            SessionId::parse("00000000-dead-beef-0000-000000000000"),
+            None
+        );
         assert_eq!(SessionId::parse("{x}"), None);
     }
 
@@ -164,6 +182,9 @@ mod tests {
         assert!(EventId::parse("_GET_stream:1").is_none());
         assert!(EventId::parse("get_12").is_none());
         assert!(EventId::parse("GET_1-1").is_none());
-        assert_eq!(EventId::parse("get_0-0").unwrap().stream, StreamId::standalone());
+        assert_eq!(
+            EventId::parse("get_0-0").unwrap().stream,
+            StreamId::standalone()
+        );
     }
 }

@@ -59,7 +59,9 @@ pub enum Message {
 impl Message {
     /// Classifies a JSON value; `Err` with a reason when it is not a valid JSON-RPC 2.0 message.
     pub fn classify(raw: Value) -> Result<Message, &'static str> {
-        let obj = raw.as_object().ok_or("a JSON-RPC message must be an object")?;
+        let obj = raw
+            .as_object()
+            .ok_or("a JSON-RPC message must be an object")?;
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return Err("\"jsonrpc\" must be \"2.0\"");
         }
@@ -69,7 +71,10 @@ impl Message {
             Some(_) => return Err("\"id\" must be a string or a number"),
         };
         if let Some(method) = obj.get("method") {
-            let method = method.as_str().ok_or("\"method\" must be a string")?.to_owned();
+            let method = method
+                .as_str()
+                .ok_or("\"method\" must be a string")?
+                .to_owned();
             if let Some(p) = obj.get("params") {
                 if !p.is_object() && !p.is_array() {
                     return Err("\"params\" must be an object or an array");
@@ -98,7 +103,9 @@ impl Message {
     /// The original JSON.
     pub fn raw(&self) -> &Value {
         match self {
-            Message::Request { raw, .. } | Message::Notification { raw, .. } | Message::Response { raw, .. } => raw,
+            Message::Request { raw, .. }
+            | Message::Notification { raw, .. }
+            | Message::Response { raw, .. } => raw,
         }
     }
 
@@ -146,11 +153,14 @@ pub enum Body {
 impl Body {
     /// Parses a POST body. An empty array or an invalid element is [`BodyError::Invalid`].
     pub fn parse(bytes: &[u8]) -> Result<Body, BodyError> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| BodyError::Parse(format!("parse error: {e}")))?;
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| BodyError::Parse(format!("parse error: {e}")))?;
         match value {
             Value::Array(items) => {
                 if items.is_empty() {
-                    return Err(BodyError::Invalid("an empty batch is not a valid request".into()));
+                    return Err(BodyError::Invalid(
+                        "an empty batch is not a valid request".into(),
+                    ));
                 }
                 let msgs = items
                     .into_iter()
@@ -159,7 +169,9 @@ impl Body {
                     .map_err(|e| BodyError::Invalid(format!("invalid batch element: {e}")))?;
                 Ok(Body::Batch(msgs))
             }
-            other => Message::classify(other).map(Body::Single).map_err(|e| BodyError::Invalid(e.into())),
+            other => Message::classify(other)
+                .map(Body::Single)
+                .map_err(|e| BodyError::Invalid(e.into())),
         }
     }
 
@@ -178,7 +190,12 @@ pub fn result_response(id: &RequestId, result: Value) -> Value {
 }
 
 /// `{"jsonrpc":"2.0","id":id|null,"error":{"code","message","data"?}}`.
-pub fn error_response(id: Option<&RequestId>, code: i64, message: impl Into<String>, data: Option<Value>) -> Value {
+pub fn error_response(
+    id: Option<&RequestId>,
+    code: i64,
+    message: impl Into<String>,
+    data: Option<Value>,
+) -> Value {
     let mut err = Map::new();
     err.insert("code".into(), code.into());
     err.insert("message".into(), Value::String(message.into()));
@@ -206,7 +223,8 @@ mod tests {
     fn classifies_the_three_kinds() {
         let r = Message::classify(json!({"jsonrpc":"2.0","id":1,"method":"ping"})).unwrap();
         assert!(r.is_request());
-        let n = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).unwrap();
+        let n = Message::classify(json!({"jsonrpc":"2.0","method":"notifications/initialized"}))
+            .unwrap();
         assert_eq!(n.method(), Some("notifications/initialized"));
         let s = Message::classify(json!({"jsonrpc":"2.0","id":"srv-1","result":{}})).unwrap();
         assert!(matches!(s, Message::Response { id: Some(_), .. }));
@@ -224,8 +242,14 @@ mod tests {
     #[test]
     fn bodies() {
         assert_eq!(Body::parse(b"{").unwrap_err().code(), codes::PARSE_ERROR);
-        assert_eq!(Body::parse(b"[]").unwrap_err().code(), codes::INVALID_REQUEST);
-        let b = Body::parse(br#"[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","method":"n"}]"#).unwrap();
+        assert_eq!(
+            Body::parse(b"[]").unwrap_err().code(),
+            codes::INVALID_REQUEST
+        );
+        let b = Body::parse(
+            br#"[{"jsonrpc":"2.0","id":10,"method":"tools/list"},{"jsonrpc":"2.0","method":"n"}]"#,
+        )
+        .unwrap();
         assert_eq!(b.messages().len(), 2);
     }
 }

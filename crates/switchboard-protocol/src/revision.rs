@@ -50,7 +50,9 @@ impl Revision {
 
     /// Version negotiation for `initialize`: echo a supported revision, otherwise offer our latest.
     pub fn negotiate(requested: Option<&str>) -> Revision {
-        requested.and_then(Revision::parse).unwrap_or(Revision::LATEST)
+        requested
+            .and_then(Revision::parse)
+            .unwrap_or(Revision::LATEST)
     }
 
     /// Whether JSON-RPC batches are accepted (MCP 2025-03-26 only; removed in 2025-06-18).
@@ -77,10 +79,16 @@ mod tests {
 
     #[test]
     fn negotiation_echoes_supported_and_offers_latest_otherwise() {
-        assert_eq!(Revision::negotiate(Some("2025-06-18")), Revision::V2025_06_18);
+        assert_eq!(
+            Revision::negotiate(Some("2025-06-18")),
+            Revision::V2025_06_18
+        );
         assert_eq!(Revision::negotiate(Some("2099-01-01")), Revision::LATEST);
         assert_eq!(Revision::negotiate(None), Revision::LATEST);
-        assert_eq!(Revision::negotiate(Some("2024-11-05")), Revision::V2024_11_05);
+        assert_eq!(
+            Revision::negotiate(Some("2024-11-05")),
+            Revision::V2024_11_05
+        );
     }
 
     #[test]
