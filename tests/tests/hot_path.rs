@@ -1,0 +1,134 @@
+//! The Redis cost of the hot path, counted with `INFO commandstats` on a private Redis
+//! (issue: "the hot path of a POST costs at most one pipelined Redis round trip before the
+//! upstream is called").
+//!
+//! Background work is slowed to minutes so that every command counted comes from the requests.
+
+use serde_json::json;
+use std::time::Duration;
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::eventually::eventually;
+
+/// Round trips the node made: every command it sends is a script call (`EVALSHA`, or `EVAL` and
+/// `SCRIPT LOAD` after a script cache miss); `INFO commandstats` also counts the commands run
+/// inside scripts, so those are not summed. Returns (round trips, commands outside scripts that
+/// the node should never send directly).
+fn round_trips(cluster: &Cluster) -> (u64, Vec<String>) {
+    let info = cluster
+        .redis()
+        .query(&["INFO", "commandstats"])
+        .expect("INFO commandstats");
+    let text = info.as_str().unwrap_or_default().to_owned();
+    let mut trips = 0;
+    let mut direct = Vec::new();
+    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
+        let name = line
+            .trim_start_matches("cmdstat_")
+            .split(':')
+            .next()
+            .unwrap_or_default();
+        let calls: u64 = line
+            .split("calls=")
+            .nth(1)
+            .and_then(|c| c.split(',').next())
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        match name {
+            "evalsha" | "eval" | "script|load" => trips += calls,
+            "info" | "config|resetstat" => {}
+            "get" | "set" | "zadd" | "zrangebyscore" | "zcard" | "xadd" | "xrange" | "publish"
+            | "subscribe" | "ping" => direct.push(format!("{name}={calls}")),
+            _ => {}
+        }
+    }
+    (trips, direct)
+}
+
+/// Waits until no more scripts arrive (a request's `finish` runs just after its answer is sent),
+/// then returns [`round_trips`].
+async fn settled(cluster: &Cluster) -> (u64, Vec<String>) {
+    let mut last = None;
+    eventually("Redis traffic to settle", Duration::from_secs(10), || {
+        let now = round_trips(cluster).0;
+        let done = last == Some(now);
+        last = Some(now);
+        async move { done.then_some(()) }
+    })
+    .await;
+    round_trips(cluster)
+}
+
+fn quiet_cluster() -> Cluster {
+    let options = ClusterOptions::new()
+        .set("heartbeat_interval_ms", 300_000)
+        .set("node_ttl_ms", 600_000)
+        .set("reaper_interval_ms", 300_000)
+        .set("session_touch_interval_ms", 300_000)
+        // Every answer as plain JSON, even on a loaded machine.
+        .set("sse_after_ms", 30_000);
+    Cluster::start(1, options)
+}
+
+#[tokio::test]
+async fn a_json_answered_call_costs_one_round_trip_before_the_upstream_and_one_after() {
+    let cluster = quiet_cluster();
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    // Warm up: the first use of each script loads it into Redis (NOSCRIPT, SCRIPT LOAD, retry).
+    client
+        .call_tool(&url, 1, "echo", json!({"text": "warm"}))
+        .await
+        .json()
+        .await;
+    settled(&cluster).await;
+    cluster
+        .redis()
+        .query(&["CONFIG", "RESETSTAT"])
+        .expect("CONFIG RESETSTAT");
+    let n = 50u64;
+    for i in 0..n {
+        let reply = client
+            .call_tool(&url, i + 100, "echo", json!({"text": "x"}))
+            .await;
+        assert!(reply.is_json(), "echo should be answered as plain JSON");
+        let body = reply.json().await;
+        assert_eq!(body["result"]["content"][0]["text"], "x");
+    }
+    // One script before the upstream (load + touch + register in flight), one after (finish).
+    let (trips, direct) = settled(&cluster).await;
+    assert_eq!(trips, 2 * n, "script calls for {n} echo calls");
+    assert!(
+        direct.is_empty(),
+        "commands sent outside scripts: {direct:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_notification_costs_one_round_trip() {
+    let cluster = quiet_cluster();
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    cluster
+        .redis()
+        .query(&["CONFIG", "RESETSTAT"])
+        .expect("CONFIG RESETSTAT");
+    let n = 20u64;
+    for _ in 0..n {
+        let reply = client
+            .post(
+                &url,
+                &json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}),
+            )
+            .await;
+        assert_eq!(reply.status.as_u16(), 202);
+    }
+    let (trips, direct) = settled(&cluster).await;
+    assert_eq!(trips, n, "script calls for {n} notifications");
+    assert!(
+        direct.is_empty(),
+        "commands sent outside scripts: {direct:?}"
+    );
+}
