@@ -111,7 +111,12 @@ impl Cluster {
         self.nodes.is_empty()
     }
 
-    /// SIGKILLs node `i`.
+    /// Node `i`, mutable (to terminate it and wait for its exit).
+    pub fn node_mut(&mut self, i: usize) -> &mut Node {
+        &mut self.nodes[i]
+    }
+
+    /// Sends `kill -9` to node `i`.
     pub fn kill9(&mut self, i: usize) {
         self.nodes[i].kill9();
     }

@@ -175,6 +175,34 @@ impl Node {
         }
     }
 
+    /// Sends SIGTERM (a graceful drain) by PID; the child is reaped on drop or by
+    /// [`Node::wait_exit`].
+    pub fn terminate(&self) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+    }
+
+    /// Waits (at most `limit`) for the process to exit; its exit code, or `None` if it is still
+    /// running then (or was killed by a signal).
+    pub fn wait_exit(&mut self, limit: std::time::Duration) -> Option<i32> {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(status)) = child.try_wait() {
+                    self.child = None;
+                    return status.code();
+                }
+            } else {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The last `lines` lines of the node's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

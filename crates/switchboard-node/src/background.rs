@@ -1,5 +1,6 @@
 //! The node's periodic work: liveness heartbeat, keeping sessions with open work alive, and the
-//! reaper pass.
+//! reaper pass. These keep running while the node drains (its running requests still need a live
+//! heartbeat and a session that does not expire) and end with the process.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use tokio::time::{interval, MissedTickBehavior};
 use crate::state::App;
 use crate::telemetry;
 
-/// Starts every background loop; they stop when the node drains.
+/// Starts every background loop.
 pub fn spawn_all(app: &App) {
     tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, heartbeat));
     tokio::spawn(every(
@@ -27,10 +28,8 @@ where
     let mut tick = interval(period.max(Duration::from_millis(10)));
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = tick.tick() => f(app.clone()).await,
-            _ = app.shutdown.cancelled() => return,
-        }
+        tick.tick().await;
+        f(app.clone()).await;
     }
 }
 

@@ -44,6 +44,11 @@ pub struct NodeConfig {
     /// Events queued per open stream connection (default 256). When full, the connection catches
     /// up from the event log instead of losing events.
     pub connection_queue: usize,
+    /// On SIGTERM the node stops accepting connections, closes standalone GET streams (clients
+    /// reopen them on other nodes) and lets running requests finish and answer on their streams for
+    /// at most this long (default 30 s); whatever still runs then is abandoned and fails on the
+    /// node the client resumes on once this node's heartbeat lapses.
+    pub drain_timeout: Duration,
     /// How often this node refreshes the expiry of sessions that have an open stream or a running
     /// call here (default 10 s; keep it well under the store's `idle_ttl`).
     pub session_touch_interval: Duration,
@@ -66,6 +71,7 @@ impl Default for NodeConfig {
             max_body_bytes: 4 * 1024 * 1024,
             retry_after_secs: 5,
             connection_queue: 256,
+            drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),
         }
     }

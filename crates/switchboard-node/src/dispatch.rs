@@ -7,14 +7,10 @@ use tokio::sync::mpsc;
 use crate::hub::StreamEvent;
 use crate::state::App;
 
-/// Handles inbox messages until the inbox closes or the node drains.
+/// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
+/// to server requests of still-running calls arrive here).
 pub async fn run(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
-    loop {
-        let msg = tokio::select! {
-            m = inbox.recv() => m,
-            _ = app.shutdown.cancelled() => None,
-        };
-        let Some(msg) = msg else { return };
+    while let Some(msg) = inbox.recv().await {
         handle(&app, msg).await;
     }
 }

@@ -138,10 +138,10 @@ impl Hub {
         }
     }
 
-    /// Closes every connection (the node is draining; clients resume elsewhere).
-    pub fn close_all(&self) {
-        for (_, streams) in self.lock().drain() {
-            for c in streams.into_values() {
+    /// Closes every standalone GET stream (the node is draining; clients reopen them elsewhere).
+    pub fn close_standalone(&self) {
+        for streams in self.lock().values_mut() {
+            if let Some(c) = streams.remove(switchboard_protocol::StreamId::STANDALONE) {
                 let _ = c.tx.try_send(Outbound::Close);
             }
         }

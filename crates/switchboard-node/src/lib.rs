@@ -48,7 +48,7 @@ pub mod sse;
 pub mod state;
 pub mod telemetry;
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::sync::Arc;
 
 use axum::serve::ListenerExt;
@@ -56,12 +56,13 @@ pub use config::NodeConfig;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 
-/// Serves MCP on `listener` until `shutdown` resolves, then closes open streams (clients resume
-/// them on other nodes) and waits for in-flight requests to finish.
+/// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
+/// closes standalone streams (clients reopen them on other nodes) and lets running requests finish
+/// for at most `drain_timeout`.
 ///
 /// `store` holds all shared state (its node id names this node); `upstream` answers tool,
-/// resource and prompt requests. Errors when the listener fails or the store's inbox cannot be
-/// subscribed.
+/// resource and prompt requests. Errors when the listener fails, the store's inbox cannot be
+/// subscribed, or another live process already uses this node id.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: NodeConfig,
@@ -69,6 +70,18 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if store
+        .is_alive(store.node_id())
+        .await
+        .map_err(std::io::Error::other)?
+    {
+        let msg = format!(
+            "node id {:?} is already in use by a live node of this cluster (or one that stopped less than node_ttl_ms ago); \
+             give every process its own id, or leave node_id empty for a random one",
+            store.node_id()
+        );
+        return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, msg));
+    }
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);
@@ -81,12 +94,32 @@ pub async fn serve(
         }
     });
     let drain = app.clone();
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            tracing::info!("draining: closing open streams, finishing in-flight requests");
-            drain.shutdown.cancel();
-            drain.hub.close_all();
-        })
-        .await
+    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!(
+            running = drain.calls.running_count(),
+            "draining: closing standalone streams, finishing running requests"
+        );
+        drain.shutdown.cancel();
+        drain.hub.close_standalone();
+    });
+    let server = tokio::spawn(server.into_future());
+    app.shutdown.cancelled().await;
+    let deadline = tokio::time::Instant::now() + app.cfg.drain_timeout;
+    let served = tokio::time::timeout_at(deadline, server).await;
+    while app.calls.running_count() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let left = app.calls.running_count();
+    if left > 0 || served.is_err() {
+        tracing::warn!(
+            running = left,
+            "drain deadline reached: abandoning running requests"
+        );
+    }
+    match served {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(std::io::Error::other(join)),
+        Err(_) => Ok(()),
+    }
 }

@@ -114,7 +114,9 @@ impl Pump {
                 _ = keepalive.tick() => self.send(sse::keepalive()).await,
                 _ = liveness.tick(), if self.s.watch.is_some() => self.check_running().await,
                 _ = self.out.closed() => Step::Stop,
-                _ = self.app.shutdown.cancelled() => Step::Stop,
+                // Draining: the standalone stream moves to another node at once; a POST stream
+                // stays until its request answers (or the drain deadline ends the process).
+                _ = self.app.shutdown.cancelled(), if self.s.stream == StreamId::STANDALONE => Step::Stop,
             };
             if let Step::Stop = step {
                 return;

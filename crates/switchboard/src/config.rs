@@ -74,6 +74,9 @@ pub struct Config {
     /// How often this node pushes back the expiry of sessions with an open stream or a running
     /// call here, in ms (default 10000); must be below `idle_ttl_ms`.
     pub session_touch_interval_ms: u64,
+    /// On SIGTERM, how long running requests may take to finish before the node exits anyway, in
+    /// ms (default 30000). Standalone GET streams close at once; clients reopen them elsewhere.
+    pub drain_timeout_ms: u64,
     /// Log line format, `text` or `json` (default `text`).
     pub log_format: LogFormat,
     /// Log filter, a level or `tracing` directives (default `info`). `RUST_LOG`, when set,
@@ -116,6 +119,7 @@ impl Default for Config {
             retry_after_secs: 5,
             connection_queue: 256,
             session_touch_interval_ms: 10_000,
+            drain_timeout_ms: 30_000,
             log_format: LogFormat::Text,
             log_level: "info".into(),
         }
@@ -177,7 +181,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 12] {
+    fn positive_keys(&self) -> [(&'static str, u64); 13] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -194,6 +198,7 @@ impl Config {
             ("max_body_bytes", self.max_body_bytes),
             ("connection_queue", self.connection_queue),
             ("session_touch_interval_ms", self.session_touch_interval_ms),
+            ("drain_timeout_ms", self.drain_timeout_ms),
         ]
     }
 
@@ -215,6 +220,7 @@ impl Config {
             retry_after_secs: self.retry_after_secs,
             connection_queue: usize::try_from(self.connection_queue).unwrap_or(usize::MAX),
             session_touch_interval: ms(self.session_touch_interval_ms),
+            drain_timeout: ms(self.drain_timeout_ms),
         }
     }
 
