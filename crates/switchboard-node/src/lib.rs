@@ -14,6 +14,7 @@
 //! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
 //! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
 //! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
+//! - [`handle`]: the [`switchboard_upstream::SessionHandle`] given to upstreams.
 //! - [`session`]: reading `Mcp-Session-Id` and loading the session.
 //! - [`run`]: executing one request (session methods here, the rest upstream).
 //! - [`response`]: one POST's answer channel (JSON or SSE, logged before sent).
@@ -36,6 +37,7 @@ pub mod dispatch;
 pub mod error;
 pub mod get;
 pub mod guard;
+pub mod handle;
 pub mod hub;
 pub mod initialize;
 pub mod peer;
@@ -82,6 +84,7 @@ pub async fn serve(
         );
         return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, msg));
     }
+    upstream.prepare().await;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);

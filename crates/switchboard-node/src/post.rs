@@ -18,6 +18,7 @@ use switchboard_protocol::{
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
 
 use crate::error::HttpError;
+use crate::handle::NodeSession;
 use crate::pump::{self, OpenStream};
 use crate::response::{First, ResponseStream};
 use crate::run::{self, Job};
@@ -227,7 +228,11 @@ async fn deliver(app: &App, record: &SessionRecord, m: Message) -> Result<(), Ht
                     app.store.update(sid, SessionUpdate::Initialized).await?;
                 }
                 "notifications/cancelled" => cancel(app, sid, &params).await?,
-                _ => app.upstream.notify(&method, params, sid).await,
+                _ => {
+                    app.upstream
+                        .notify(&method, params, NodeSession::new(record, app.store.clone()))
+                        .await
+                }
             }
         }
         Message::Response { id: Some(id), raw } => {

@@ -12,6 +12,7 @@ use switchboard_store::{SessionRecord, SessionUpdate};
 use switchboard_upstream::{RequestContext, RpcError};
 use tokio_util::sync::CancellationToken;
 
+use crate::handle::NodeSession;
 use crate::peer::{is_log_level, NodePeer};
 use crate::response::ResponseStream;
 use crate::state::App;
@@ -117,6 +118,7 @@ fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
         progress_token: job.raw.pointer("/params/_meta/progressToken").cloned(),
         cancel,
         peer: Arc::new(peer),
+        session: NodeSession::new(&job.session, job.app.store.clone()),
     }
 }
 

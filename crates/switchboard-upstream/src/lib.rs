@@ -10,11 +10,14 @@
 //!
 //! Modules:
 //! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
+//! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`demo`]: the built-in demo server [`demo::DemoUpstream`] (tools echo, add, countdown,
 //!   sample, elicit, list_roots, notify; resource `demo://greeting`; prompt `greet`; completions).
 //!   User documentation: `docs/demo-upstream.md`.
 
 pub mod demo;
+pub mod local_session;
 pub mod upstream;
 
-pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, Upstream};
+pub use local_session::LocalSession;
+pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};

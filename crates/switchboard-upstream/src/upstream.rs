@@ -88,6 +88,26 @@ pub trait ClientPeer: Send + Sync {
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError>;
 }
 
+/// The cluster-wide state of one client session that upstreams may read and extend. Implemented
+/// by the node over the session record in the store, so whatever an upstream keeps here (its own
+/// `Mcp-Session-Id`) is visible to every node.
+#[async_trait]
+pub trait SessionHandle: Send + Sync {
+    /// The client's session id.
+    fn session_id(&self) -> &str;
+
+    /// The client's `initialize` params as sent (protocolVersion, capabilities, clientInfo); an
+    /// upstream replays them to initialize (or re-initialize) its own side of the session.
+    fn initialize_params(&self) -> &Value;
+
+    /// The upstream session id that `upstream` minted for this client session, if any.
+    fn upstream_session(&self, upstream: &str) -> Option<String>;
+
+    /// Records (or, with `None`, forgets) `upstream`'s session id for this client session.
+    /// Errors when the store fails or the client session has ended.
+    async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String>;
+}
+
 /// What an upstream knows about the request it is serving.
 #[derive(Clone)]
 pub struct RequestContext {
@@ -103,6 +123,8 @@ pub struct RequestContext {
     pub cancel: CancellationToken,
     /// The way back to the client.
     pub peer: Arc<dyn ClientPeer>,
+    /// The client session's shared state.
+    pub session: Arc<dyn SessionHandle>,
 }
 
 /// One MCP server behind the cluster.
@@ -132,8 +154,14 @@ pub trait Upstream: Send + Sync {
         ctx: RequestContext,
     ) -> Result<Value, RpcError>;
 
-    /// A client notification other than the session-level ones (e.g. `notifications/roots/list_changed`).
-    async fn notify(&self, _method: &str, _params: Value, _session_id: &str) {}
+    /// Called once when the node starts, before it serves: an upstream may probe its server here
+    /// (initialize, read capabilities) so that [`Upstream::capabilities`] is known. Must not fail
+    /// the node: an unreachable server is logged and retried later.
+    async fn prepare(&self) {}
+
+    /// A client notification other than the session-level ones (e.g.
+    /// `notifications/roots/list_changed`), with the session it belongs to.
+    async fn notify(&self, _method: &str, _params: Value, _session: Arc<dyn SessionHandle>) {}
 
     /// The session ended (DELETE or expiry): release whatever is held for it.
     async fn session_ended(&self, _session_id: &str) {}

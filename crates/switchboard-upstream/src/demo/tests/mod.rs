@@ -138,6 +138,7 @@ pub(super) fn ctx(peer: &Arc<FakePeer>, token: Option<Value>) -> RequestContext 
         progress_token: token,
         cancel: CancellationToken::new(),
         peer: peer.clone(),
+        session: Arc::new(crate::LocalSession::new("test-session", json!({}))),
     }
 }
 

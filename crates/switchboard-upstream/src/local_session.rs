@@ -1,0 +1,59 @@
+//! [`LocalSession`]: a [`SessionHandle`] held in process memory, for tests of upstreams and for
+//! tools that drive an upstream outside the cluster.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::upstream::SessionHandle;
+
+/// Session state kept in this process only.
+pub struct LocalSession {
+    id: String,
+    initialize_params: Value,
+    upstream_sessions: Mutex<BTreeMap<String, String>>,
+}
+
+impl LocalSession {
+    /// A session with the given id and client `initialize` params.
+    pub fn new(id: impl Into<String>, initialize_params: Value) -> LocalSession {
+        LocalSession {
+            id: id.into(),
+            initialize_params,
+            upstream_sessions: Mutex::new(BTreeMap::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl SessionHandle for LocalSession {
+    fn session_id(&self) -> &str {
+        &self.id
+    }
+
+    fn initialize_params(&self) -> &Value {
+        &self.initialize_params
+    }
+
+    fn upstream_session(&self, upstream: &str) -> Option<String> {
+        self.upstream_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(upstream)
+            .cloned()
+    }
+
+    async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String> {
+        let mut map = self
+            .upstream_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        match id {
+            Some(id) => map.insert(upstream.to_owned(), id),
+            None => map.remove(upstream),
+        };
+        Ok(())
+    }
+}
