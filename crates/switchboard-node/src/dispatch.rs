@@ -4,6 +4,7 @@ use serde_json::Value;
 use switchboard_store::BusMessage;
 use tokio::sync::mpsc;
 
+use crate::forward;
 use crate::hub::StreamEvent;
 use crate::state::App;
 
@@ -60,6 +61,27 @@ async fn handle(app: &App, msg: BusMessage) {
                 tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
             }
         }
+        BusMessage::Forward {
+            call,
+            origin,
+            sid,
+            upstream,
+            request,
+            context,
+        } => {
+            let inc = forward::Incoming {
+                call,
+                origin,
+                sid,
+                upstream,
+                request,
+                context,
+            };
+            tokio::spawn(forward::execute(app.clone(), inc));
+        }
+        BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
+        BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
+        BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),
         BusMessage::Terminated { sid } => {
             app.hub.close_session(&sid);
             app.calls.end_session(&sid);

@@ -7,24 +7,32 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_store::{SessionRecord, SessionUpdate, Store};
+use switchboard_upstream::placement::Placement;
 use switchboard_upstream::SessionHandle;
+
+use crate::placement::NodePlacement;
+use crate::state::App;
 
 /// A session record loaded for one request, writable through the store.
 pub struct NodeSession {
     id: String,
     initialize_params: Value,
     upstream_sessions: Mutex<BTreeMap<String, String>>,
+    owners: BTreeMap<String, String>,
     store: Arc<dyn Store>,
+    app: App,
 }
 
 impl NodeSession {
     /// Wraps a loaded record.
-    pub fn new(record: &SessionRecord, store: Arc<dyn Store>) -> Arc<NodeSession> {
+    pub fn new(record: &SessionRecord, app: &App) -> Arc<NodeSession> {
         Arc::new(NodeSession {
             id: record.id.clone(),
             initialize_params: record.initialize_params.clone(),
             upstream_sessions: Mutex::new(record.upstream_sessions.clone()),
-            store,
+            owners: record.owners.clone(),
+            store: app.store.clone(),
+            app: app.clone(),
         })
     }
 }
@@ -37,6 +45,14 @@ impl SessionHandle for NodeSession {
 
     fn initialize_params(&self) -> &Value {
         &self.initialize_params
+    }
+
+    fn owner(&self, upstream: &str) -> Option<String> {
+        self.owners.get(upstream).cloned()
+    }
+
+    fn placement(&self) -> Option<Arc<dyn Placement>> {
+        Some(Arc::new(NodePlacement::new(self.app.clone())))
     }
 
     fn upstream_session(&self, upstream: &str) -> Option<String> {

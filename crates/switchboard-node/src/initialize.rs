@@ -40,6 +40,7 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
         subscriptions: Vec::new(),
         principal: "anonymous".into(),
         upstream_sessions: Default::default(),
+        owners: Default::default(),
         created_ms: SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_millis() as u64)

@@ -19,6 +19,8 @@
 //! - [`run`]: executing one request (session methods here, the rest upstream).
 //! - [`response`]: one POST's answer channel (JSON or SSE, logged before sent).
 //! - [`peer`]: the [`switchboard_upstream::ClientPeer`] given to upstreams.
+//! - [`placement`], [`forward`]: node-bound upstreams — ownership and running requests on the
+//!   owner node over the bus.
 //! - [`pump`]: the task behind an open SSE connection.
 //! - [`hub`]: the SSE connections held by this node.
 //! - [`calls`]: requests running here and server requests waiting here.
@@ -35,12 +37,14 @@ pub mod config;
 pub mod delete;
 pub mod dispatch;
 pub mod error;
+pub mod forward;
 pub mod get;
 pub mod guard;
 pub mod handle;
 pub mod hub;
 pub mod initialize;
 pub mod peer;
+pub mod placement;
 pub mod post;
 pub mod pump;
 pub mod response;

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::response::ResponseStream;
 use crate::state::App;
+use switchboard_store::BusMessage;
 
 /// RFC 5424 severities in ascending order, as MCP `logging` names them.
 const LEVELS: [&str; 8] = [
@@ -47,13 +48,45 @@ fn required_capability(method: &str) -> Option<&'static str> {
     }
 }
 
+/// Where messages that belong on the request's stream go.
+pub enum Route {
+    /// The client's POST is on this node: its answer channel.
+    Local(Arc<ResponseStream>),
+    /// The request was forwarded here from `origin`: messages travel back to it over the bus as
+    /// [`BusMessage::ForwardMessage`] for call `call`, and the origin puts them on the stream.
+    Remote {
+        /// The node holding the client's POST.
+        origin: String,
+        /// The call id on the origin.
+        call: String,
+    },
+}
+
+impl Route {
+    async fn send(&self, app: &App, message: &Value) -> Result<(), PeerError> {
+        match self {
+            Route::Local(response) => response.send(message).await,
+            Route::Remote { origin, call } => {
+                let msg = BusMessage::ForwardMessage {
+                    call: call.clone(),
+                    message: message.to_string(),
+                };
+                app.store
+                    .send_to(origin, &msg)
+                    .await
+                    .map_err(|e| PeerError::Delivery(e.to_string()))
+            }
+        }
+    }
+}
+
 /// The way back to the client for one request.
 pub struct NodePeer {
     pub(crate) app: App,
     pub(crate) sid: String,
     pub(crate) capabilities: Value,
     pub(crate) log_level: Option<String>,
-    pub(crate) response: Arc<ResponseStream>,
+    pub(crate) route: Route,
     pub(crate) cancel: CancellationToken,
 }
 
@@ -87,7 +120,11 @@ impl ClientPeer for NodePeer {
         if self.filtered(&message) {
             return Ok(());
         }
-        self.response.send(&message).await
+        self.route.send(&self.app, &message).await
+    }
+
+    async fn send_raw(&self, message: Value) -> Result<(), PeerError> {
+        self.route.send(&self.app, &message).await
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
@@ -119,8 +156,8 @@ impl ClientPeer for NodePeer {
                 .register_pending(&self.sid, &key)
                 .await
                 .map_err(|e| PeerError::Delivery(e.to_string()))?;
-            self.response
-                .send(&jsonrpc::request(&id, method, params))
+            self.route
+                .send(&self.app, &jsonrpc::request(&id, method, params))
                 .await
         };
         if let Err(e) = sent.await {

@@ -230,7 +230,7 @@ async fn deliver(app: &App, record: &SessionRecord, m: Message) -> Result<(), Ht
                 "notifications/cancelled" => cancel(app, sid, &params).await?,
                 _ => {
                     app.upstream
-                        .notify(&method, params, NodeSession::new(record, app.store.clone()))
+                        .notify(&method, params, NodeSession::new(record, app))
                         .await
                 }
             }

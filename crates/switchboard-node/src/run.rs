@@ -13,7 +13,7 @@ use switchboard_upstream::{RequestContext, RpcError};
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::NodeSession;
-use crate::peer::{is_log_level, NodePeer};
+use crate::peer::{is_log_level, NodePeer, Route};
 use crate::response::ResponseStream;
 use crate::state::App;
 
@@ -108,7 +108,7 @@ fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
         sid: job.session.id.clone(),
         capabilities: capabilities.clone(),
         log_level: job.session.log_level.clone(),
-        response: job.response.clone(),
+        route: Route::Local(job.response.clone()),
         cancel: cancel.clone(),
     };
     RequestContext {
@@ -118,7 +118,7 @@ fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
         progress_token: job.raw.pointer("/params/_meta/progressToken").cloned(),
         cancel,
         peer: Arc::new(peer),
-        session: NodeSession::new(&job.session, job.app.store.clone()),
+        session: NodeSession::new(&job.session, &job.app),
     }
 }
 

@@ -23,6 +23,8 @@ pub struct AppState {
     pub hub: Hub,
     /// Requests running here and server requests waiting here.
     pub calls: Calls,
+    /// Calls forwarded to or from other nodes.
+    pub forwards: crate::forward::Forwards,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
     conn_seq: AtomicU64,
@@ -40,6 +42,7 @@ impl AppState {
             store,
             upstream,
             calls: Calls::default(),
+            forwards: Default::default(),
             shutdown: CancellationToken::new(),
             conn_seq: AtomicU64::new(0),
         })

@@ -27,6 +27,10 @@ pub struct SessionRecord {
     pub principal: String,
     /// Upstream name → that upstream's own `Mcp-Session-Id`.
     pub upstream_sessions: BTreeMap<String, String>,
+    /// Upstream name → the node that owns this session's node-bound resource of it (a stdio
+    /// child). Claimed with [`SessionStore::claim_owner`]; a dead owner's entry is taken over.
+    #[serde(default)]
+    pub owners: BTreeMap<String, String>,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_ms: u64,
 }
@@ -102,6 +106,17 @@ impl Default for StoreConfig {
     fn default() -> StoreConfig {
         StoreConfig::default_for(format!("node-{:08x}", rand::random::<u32>()))
     }
+}
+
+/// What [`SessionStore::claim_owner`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OwnerClaim {
+    /// This node now owns it.
+    Claimed,
+    /// The owner was not the expected one: it is this node (the value).
+    Held(String),
+    /// The session is gone.
+    Missing,
 }
 
 /// What `create_session` did.
@@ -265,6 +280,44 @@ pub enum BusMessage {
         request_key: String,
         /// The reason the client gave.
         reason: Option<String>,
+    },
+    /// Run a request of a node-bound upstream on the node that owns it (sent to the owner).
+    Forward {
+        /// Call id, unique on the origin node.
+        call: String,
+        /// The origin node (where the client's POST is).
+        origin: String,
+        /// Session id.
+        sid: String,
+        /// The member upstream's configured name.
+        upstream: String,
+        /// The JSON-RPC request (method and params) as JSON text.
+        request: String,
+        /// What the owner needs of the request's context, as JSON text (revision, client
+        /// capabilities, progress token, log level).
+        context: String,
+    },
+    /// A notification or server-to-client request the owner produced for a forwarded call (sent
+    /// to the origin, which puts it on the client's stream as is).
+    ForwardMessage {
+        /// Call id.
+        call: String,
+        /// The JSON-RPC message text.
+        message: String,
+    },
+    /// A forwarded call finished (sent to the origin).
+    ForwardDone {
+        /// Call id.
+        call: String,
+        /// `{"result": …}` or `{"error": {code, message, data?}}` as JSON text.
+        outcome: String,
+    },
+    /// The client cancelled a forwarded call (sent to the owner).
+    ForwardCancel {
+        /// Call id.
+        call: String,
+        /// The origin node (call ids are unique per origin).
+        origin: String,
     },
     /// The session ended (DELETE or expiry): close its streams and stop its calls. Sent to every
     /// node.

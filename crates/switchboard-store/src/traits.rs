@@ -52,6 +52,15 @@ pub trait SessionStore: Send + Sync {
     /// Applies one change to the record. `false` when the session is gone.
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
 
+    /// Compare-and-set of the owner of `upstream`'s node-bound resource in this session: when the
+    /// recorded owner equals `expected` (`None`: no owner yet), this node becomes the owner.
+    async fn claim_owner(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+    ) -> StoreResult<OwnerClaim>;
+
     /// Ends a session now: removes every key of it and sends [`BusMessage::Terminated`] to every
     /// node. `false` when it did not exist.
     async fn delete_session(&self, sid: &str) -> StoreResult<bool>;
@@ -138,6 +147,9 @@ pub trait Bus: Send + Sync {
     /// Sends the client's response `message` to the node waiting for `request_key` and forgets the
     /// pending entry. `false` when nobody waits for it (or the session is gone).
     async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool>;
+
+    /// Sends `msg` to `node`'s inbox (fire and forget: a dead node's inbox is nobody's).
+    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()>;
 
     /// Sends `notifications/cancelled` for client request `request_key` to the node running it.
     /// `false` when no such request is in flight (or the session is gone).

@@ -10,6 +10,8 @@
 //!
 //! Modules:
 //! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
+//! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
+//!   [`placement::Placement`] service that runs their requests on the owning node.
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`demo`]: the built-in demo server [`demo::DemoUpstream`] (tools echo, add, countdown,
 //!   sample, elicit, list_roots, notify; resource `demo://greeting`; prompt `greet`; completions).
@@ -17,6 +19,7 @@
 
 pub mod demo;
 pub mod local_session;
+pub mod placement;
 pub mod upstream;
 
 pub use local_session::LocalSession;

@@ -86,6 +86,15 @@ pub trait ClientPeer: Send + Sync {
     /// [`PeerError::Timeout`] when no answer arrives in time; with [`PeerError::Cancelled`] when
     /// the request is cancelled or the session ends while waiting.
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError>;
+
+    /// Puts a message produced on another node (a forwarded call's notification or
+    /// server-to-client request, already filtered and with its final id) on the request's stream
+    /// as is.
+    async fn send_raw(&self, _message: Value) -> Result<(), PeerError> {
+        Err(PeerError::Delivery(
+            "this peer cannot relay messages".into(),
+        ))
+    }
 }
 
 /// The cluster-wide state of one client session that upstreams may read and extend. Implemented
@@ -102,6 +111,18 @@ pub trait SessionHandle: Send + Sync {
 
     /// The upstream session id that `upstream` minted for this client session, if any.
     fn upstream_session(&self, upstream: &str) -> Option<String>;
+
+    /// The node that owns this session's node-bound resource of `upstream` (a stdio child), as
+    /// recorded when the session was loaded; `None` when nobody claimed it yet.
+    fn owner(&self, _upstream: &str) -> Option<String> {
+        None
+    }
+
+    /// The cluster's placement service, when running inside a node; `None` in a single process
+    /// (tests, tools), where node-bound upstreams simply run here.
+    fn placement(&self) -> Option<Arc<dyn crate::placement::Placement>> {
+        None
+    }
 
     /// Records (or, with `None`, forgets) `upstream`'s session id for this client session.
     /// Errors when the store fails or the client session has ended.
@@ -153,6 +174,13 @@ pub trait Upstream: Send + Sync {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError>;
+
+    /// The member upstreams behind this one (an aggregate lists its members; a plain upstream
+    /// none). The node uses it to find a node-bound member by name when a request for it is
+    /// forwarded from another node.
+    fn members(&self) -> Vec<Arc<dyn Upstream>> {
+        Vec::new()
+    }
 
     /// Called once when the node starts, before it serves: an upstream may probe its server here
     /// (initialize, read capabilities) so that [`Upstream::capabilities`] is known. Must not fail

@@ -127,6 +127,26 @@ impl SessionStore for MemoryStore {
         Ok(true)
     }
 
+    async fn claim_owner(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+    ) -> StoreResult<OwnerClaim> {
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, Instant::now()) else {
+            return Ok(OwnerClaim::Missing);
+        };
+        let current = s.record.owners.get(upstream).cloned();
+        if current.as_deref() != expected {
+            return Ok(OwnerClaim::Held(current.unwrap_or_default()));
+        }
+        s.record
+            .owners
+            .insert(upstream.to_owned(), self.config.node_id.clone());
+        Ok(OwnerClaim::Claimed)
+    }
+
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
         Ok(self.lock().remove(sid))
     }
@@ -277,6 +297,11 @@ impl Bus for MemoryStore {
             }
         });
         Ok(rx)
+    }
+
+    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
+        self.lock().deliver(node, msg.clone());
+        Ok(())
     }
 
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {

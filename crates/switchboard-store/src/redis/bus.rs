@@ -24,6 +24,16 @@ impl Bus for RedisStore {
         started
     }
 
+    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        cmd("PUBLISH")
+            .arg(self.keys.inbox(node))
+            .arg(Self::encode(msg)?)
+            .query_async::<i64>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
         let mut inv = self.session_call(&REGISTER_PENDING, &self.session_keys(sid), None);
         inv.arg(request_key).arg(&self.config.node_id);

@@ -23,6 +23,9 @@ pub(crate) fn record_fields(record: &SessionRecord) -> StoreResult<Vec<(&'static
         ("ups", serde_json::to_string(&record.upstream_sessions)?),
         ("ct", record.created_ms.to_string()),
     ];
+    if !record.owners.is_empty() {
+        fields.push(("own", serde_json::to_string(&record.owners)?));
+    }
     if let Some(level) = &record.log_level {
         fields.push(("lvl", level.clone()));
     }
@@ -53,6 +56,7 @@ pub(crate) fn record_from_hash(sid: &str, flat: &Value) -> StoreResult<SessionRe
         subscriptions: serde_json::from_str(map.get("subs").map_or("[]", String::as_str))?,
         principal: field("prn")?,
         upstream_sessions: serde_json::from_str(map.get("ups").map_or("{}", String::as_str))?,
+        owners: serde_json::from_str(map.get("own").map_or("{}", String::as_str))?,
         created_ms: ct
             .parse()
             .map_err(|_| corrupt(format!("session {sid}: bad ct {ct:?}")))?,
@@ -156,6 +160,7 @@ mod tests {
             subscriptions: vec!["file:///a".into()],
             principal: "anonymous".into(),
             upstream_sessions: BTreeMap::from([("u".to_owned(), "s1".to_owned())]),
+            owners: BTreeMap::from([("u".to_owned(), "n1".to_owned())]),
             created_ms: 17,
         };
         let flat: Vec<Value> = record_fields(&record)

@@ -149,6 +149,24 @@ pub(crate) static TOUCH: LazyLock<Script> = LazyLock::new(|| {
     )
 });
 
+/// `claim_owner`. ARGV: upstream name, this node, expected owner (`""`: none).
+/// Returns `{0}` (session gone), `{1}` (claimed) or `{2, current owner}`.
+pub(crate) static CLAIM_OWNER: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return {0} end
+local name, me, expected = ARGV[3], ARGV[4], ARGV[5]
+local own = cjson.decode(redis.call('HGET', KEYS[1], 'own') or '{}')
+local current = own[name] or ''
+if current ~= expected then return {2, current} end
+own[name] = me
+redis.call('HSET', KEYS[1], 'own', cjson.encode(own))
+return {1}
+"#,
+    )
+});
+
 /// `update`. ARGV: kind (`ready`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
 pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
     session_script(

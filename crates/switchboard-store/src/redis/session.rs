@@ -124,6 +124,35 @@ impl SessionStore for RedisStore {
         Ok(self.invoke::<i64>(&inv).await? == 1)
     }
 
+    async fn claim_owner(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+    ) -> StoreResult<OwnerClaim> {
+        let mut inv = self.session_call(&CLAIM_OWNER, &self.session_keys(sid), None);
+        inv.arg(upstream)
+            .arg(&self.config.node_id)
+            .arg(expected.unwrap_or(""));
+        let reply: Vec<::redis::Value> = self.invoke(&inv).await?;
+        let code = match reply.first() {
+            Some(::redis::Value::Int(n)) => *n,
+            _ => return Err(StoreError::Corrupt("claim_owner reply".into())),
+        };
+        Ok(match code {
+            0 => OwnerClaim::Missing,
+            1 => OwnerClaim::Claimed,
+            _ => {
+                let current = match reply.get(1) {
+                    Some(v) => ::redis::from_redis_value::<String>(v.clone())
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    None => String::new(),
+                };
+                OwnerClaim::Held(current)
+            }
+        })
+    }
+
     /// One pipeline: the session's keys go in one script (one slot); the index entry is removed
     /// by a separate command in the same pipeline (it lives in another slot in a cluster).
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {

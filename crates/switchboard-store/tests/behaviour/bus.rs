@@ -82,3 +82,54 @@ pub async fn a_full_inbox_holds_messages_back_without_losing_them(kind: Kind) {
         }
     }
 }
+
+pub async fn owners_are_claimed_by_compare_and_set(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    assert_eq!(
+        a.claim_owner(&id, "files", None).await.unwrap(),
+        OwnerClaim::Claimed
+    );
+    assert_eq!(
+        b.claim_owner(&id, "files", None).await.unwrap(),
+        OwnerClaim::Held("a".into())
+    );
+    let BeginOutcome::Ready(record) = b.begin(&id, None).await.unwrap() else {
+        panic!("session is live")
+    };
+    assert_eq!(record.owners.get("files").map(String::as_str), Some("a"));
+    // b takes over from a (e.g. a died) only by naming a as the expected owner.
+    assert_eq!(
+        b.claim_owner(&id, "files", Some("a")).await.unwrap(),
+        OwnerClaim::Claimed
+    );
+    assert_eq!(
+        a.claim_owner(&id, "files", Some("a")).await.unwrap(),
+        OwnerClaim::Held("b".into())
+    );
+    assert_eq!(
+        a.claim_owner(&id, "other", None).await.unwrap(),
+        OwnerClaim::Claimed
+    );
+    a.delete_session(&id).await.unwrap();
+    assert_eq!(
+        a.claim_owner(&id, "files", Some("b")).await.unwrap(),
+        OwnerClaim::Missing
+    );
+}
+
+pub async fn messages_reach_the_named_node(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    let msg = BusMessage::ForwardDone {
+        call: "7".into(),
+        outcome: r#"{"result":{}}"#.into(),
+    };
+    a.send_to("b", &msg).await.unwrap();
+    assert_eq!(recv(&mut rb).await, msg);
+    quiet(&mut ra).await;
+    // Nobody listens for a node that does not exist: nothing fails.
+    a.send_to("zz", &msg).await.unwrap();
+}

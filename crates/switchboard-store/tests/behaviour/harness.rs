@@ -115,6 +115,7 @@ pub fn record(sid: &str) -> SessionRecord {
         subscriptions: vec![],
         principal: "anonymous".into(),
         upstream_sessions: BTreeMap::new(),
+        owners: BTreeMap::new(),
         created_ms: 1_700_000_000_123,
     }
 }

@@ -64,6 +64,8 @@ both_backends! {
         replies_reach_the_waiting_node,
         cancellations_reach_the_running_node,
         a_full_inbox_holds_messages_back_without_losing_them,
+        owners_are_claimed_by_compare_and_set,
+        messages_reach_the_named_node,
     ],
     expiry: [
         idle_sessions_expire_and_are_reaped,

@@ -1,0 +1,234 @@
+//! Requests of node-bound upstreams that run on another node (see
+//! [`switchboard_upstream::placement`]).
+//!
+//! Origin side (the node holding the client's POST): [`Forwards::start`] registers the call's
+//! peer; the owner's [`BusMessage::ForwardMessage`]s are put on the client's stream through it in
+//! arrival order, and [`BusMessage::ForwardDone`] ends the call. Owner side: [`execute`] runs the
+//! request on the local member upstream with a peer that routes back to the origin.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, Revision};
+use switchboard_store::{BeginOutcome, BusMessage};
+use switchboard_upstream::{ClientPeer, RequestContext, RpcError, Upstream};
+use tokio::sync::oneshot;
+use tokio_util::sync::CancellationToken;
+
+use crate::handle::NodeSession;
+use crate::peer::{NodePeer, Route};
+use crate::state::App;
+
+struct Waiting {
+    peer: Arc<dyn ClientPeer>,
+    done: Option<oneshot::Sender<String>>,
+}
+
+/// Both sides' bookkeeping of forwarded calls on this node.
+#[derive(Default)]
+pub struct Forwards {
+    seq: AtomicU64,
+    waiting: Mutex<HashMap<String, Waiting>>,
+    running: Mutex<HashMap<(String, String), CancellationToken>>,
+}
+
+impl Forwards {
+    /// Origin: a new call id, and the receiver of its outcome text.
+    pub fn start(&self, peer: Arc<dyn ClientPeer>) -> (String, oneshot::Receiver<String>) {
+        let call = self.seq.fetch_add(1, Ordering::Relaxed).to_string();
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiting).insert(
+            call.clone(),
+            Waiting {
+                peer,
+                done: Some(tx),
+            },
+        );
+        (call, rx)
+    }
+
+    /// Origin: the call is over (answered, cancelled or its owner died).
+    pub fn finish(&self, call: &str) {
+        lock(&self.waiting).remove(call);
+    }
+
+    /// Origin: puts a message the owner produced on the client's stream.
+    pub async fn relay(&self, call: &str, message: &str) {
+        let peer = lock(&self.waiting).get(call).map(|w| w.peer.clone());
+        let (Some(peer), Ok(value)) = (peer, serde_json::from_str::<Value>(message)) else {
+            return;
+        };
+        if let Err(e) = peer.send_raw(value).await {
+            tracing::warn!(error = %e, call, "could not relay a forwarded call's message");
+        }
+    }
+
+    /// Origin: the owner finished the call.
+    pub fn done(&self, call: &str, outcome: String) {
+        if let Some(tx) = lock(&self.waiting)
+            .get_mut(call)
+            .and_then(|w| w.done.take())
+        {
+            let _ = tx.send(outcome);
+        }
+    }
+
+    /// Owner: the origin cancelled the call.
+    pub fn cancel(&self, origin: &str, call: &str) {
+        if let Some(t) = lock(&self.running).get(&(origin.to_owned(), call.to_owned())) {
+            t.cancel();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).
+pub fn find_member(up: &Arc<dyn Upstream>, name: &str) -> Option<Arc<dyn Upstream>> {
+    for m in up.members() {
+        if let Some(found) = find_member(&m, name) {
+            return Some(found);
+        }
+    }
+    (up.name() == name).then(|| up.clone())
+}
+
+/// `{"result": …}` or `{"error": …}`.
+pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> String {
+    match outcome {
+        Ok(v) => json!({ "result": v }),
+        Err(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
+    }
+    .to_string()
+}
+
+/// The inverse of [`encode_outcome`].
+pub fn decode_outcome(text: &str) -> Result<Value, RpcError> {
+    let v: Value = serde_json::from_str(text)
+        .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("bad forwarded outcome: {e}")))?;
+    if let Some(r) = v.get("result") {
+        return Ok(r.clone());
+    }
+    let e = v.get("error").cloned().unwrap_or_default();
+    let data = e.get("data").filter(|d| !d.is_null()).cloned();
+    Err(RpcError {
+        code: e
+            .get("code")
+            .and_then(Value::as_i64)
+            .unwrap_or(codes::INTERNAL_ERROR),
+        message: e
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("forwarded call failed")
+            .to_owned(),
+        data,
+    })
+}
+
+/// A forwarded request, as the owner receives it.
+pub struct Incoming {
+    /// Call id on the origin.
+    pub call: String,
+    /// The origin node.
+    pub origin: String,
+    /// Session id.
+    pub sid: String,
+    /// Member upstream name.
+    pub upstream: String,
+    /// `{"method", "params"}` JSON text.
+    pub request: String,
+    /// `{"revision", "capabilities", "progress_token"}` JSON text.
+    pub context: String,
+}
+
+/// Owner: runs a forwarded request here and sends its outcome to the origin.
+pub async fn execute(app: App, inc: Incoming) {
+    let outcome = run(&app, &inc).await;
+    let msg = BusMessage::ForwardDone {
+        call: inc.call.clone(),
+        outcome: encode_outcome(&outcome),
+    };
+    if let Err(e) = app.store.send_to(&inc.origin, &msg).await {
+        tracing::warn!(error = %e, origin = %inc.origin, "could not return a forwarded call's outcome");
+    }
+}
+
+async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
+    let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
+    let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
+    let record = match app.store.begin(&inc.sid, None).await {
+        Ok(BeginOutcome::Ready(r)) | Ok(BeginOutcome::DuplicateId { record: r, .. }) => r,
+        Ok(BeginOutcome::Missing) => {
+            return Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                "the session has ended",
+            ))
+        }
+        Err(e) => {
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("session store error: {e}"),
+            ))
+        }
+    };
+    let member = find_member(&app.upstream, &inc.upstream).ok_or_else(|| {
+        RpcError::new(
+            codes::UPSTREAM_UNAVAILABLE,
+            format!(
+                "upstream `{}` is not configured on node {}",
+                inc.upstream,
+                app.node_id()
+            ),
+        )
+    })?;
+    let key = format!("fwd:{}:{}", inc.origin, inc.call);
+    let cancel = app.calls.start(&inc.sid, &key);
+    lock(&app.forwards.running).insert((inc.origin.clone(), inc.call.clone()), cancel.clone());
+    let capabilities = context
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let peer = NodePeer {
+        app: app.clone(),
+        sid: inc.sid.clone(),
+        capabilities: capabilities.clone(),
+        log_level: record.log_level.clone(),
+        route: Route::Remote {
+            origin: inc.origin.clone(),
+            call: inc.call.clone(),
+        },
+        cancel: cancel.clone(),
+    };
+    let ctx = RequestContext {
+        session_id: inc.sid.clone(),
+        revision: context
+            .get("revision")
+            .and_then(Value::as_str)
+            .and_then(Revision::parse)
+            .unwrap_or(Revision::LATEST),
+        client_capabilities: capabilities,
+        progress_token: context
+            .get("progress_token")
+            .filter(|t| !t.is_null())
+            .cloned(),
+        cancel: cancel.clone(),
+        peer: Arc::new(peer),
+        session: NodeSession::new(&record, app),
+    };
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    let outcome = tokio::select! {
+        r = member.request(method, params, ctx) => r,
+        _ = cancel.cancelled() => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
+    };
+    app.calls.end(&inc.sid, &key);
+    lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
+    outcome
+}

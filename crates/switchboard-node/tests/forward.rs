@@ -1,0 +1,231 @@
+//! Node-bound upstreams across nodes, in process: two nodes over one memory store, each with its
+//! bus inbox running. A request of a session whose resource is owned by node A, made on node B,
+//! runs on A; its progress notifications come back to B's peer in order; cancelling on B cancels
+//! on A; when A stops, B takes over.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use switchboard_node::handle::NodeSession;
+use switchboard_node::state::{App, AppState};
+use switchboard_node::{dispatch, NodeConfig};
+use switchboard_protocol::Revision;
+use switchboard_store::memory::MemoryStore;
+use switchboard_store::{SessionRecord, Store, StoreConfig};
+use switchboard_upstream::demo::DemoUpstream;
+use switchboard_upstream::placement::{NodeBound, Owner};
+use switchboard_upstream::{ClientPeer, PeerError, RequestContext, SessionHandle, Upstream};
+use tokio_util::sync::CancellationToken;
+
+#[derive(Default)]
+struct Recorder(Mutex<Vec<Value>>);
+
+#[async_trait]
+impl ClientPeer for Recorder {
+    async fn notify(&self, message: Value) -> Result<(), PeerError> {
+        self.0.lock().unwrap().push(message);
+        Ok(())
+    }
+    async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
+        self.notify(message).await
+    }
+    async fn request(&self, _: &str, _: Value) -> Result<Value, PeerError> {
+        Err(PeerError::Cancelled)
+    }
+    async fn send_raw(&self, message: Value) -> Result<(), PeerError> {
+        self.notify(message).await
+    }
+}
+
+fn config() -> NodeConfig {
+    NodeConfig {
+        liveness_check_interval: Duration::from_millis(50),
+        ..NodeConfig::default()
+    }
+}
+
+async fn node(store: Arc<MemoryStore>) -> App {
+    let upstream: Arc<dyn Upstream> = Arc::new(NodeBound::new(Arc::new(DemoUpstream::new())));
+    let store: Arc<dyn Store> = store;
+    let inbox = store.subscribe().await.unwrap();
+    store.heartbeat().await.unwrap();
+    let app = AppState::new(config(), store, upstream);
+    tokio::spawn(dispatch::run(app.clone(), inbox));
+    app
+}
+
+async fn session(app: &App) -> SessionRecord {
+    let record = SessionRecord {
+        id: switchboard_protocol::SessionId::generate().to_string(),
+        revision: "2025-11-25".into(),
+        initialize_params: json!({"capabilities": {}}),
+        initialized: true,
+        log_level: None,
+        subscriptions: vec![],
+        principal: "anonymous".into(),
+        upstream_sessions: Default::default(),
+        owners: Default::default(),
+        created_ms: 0,
+    };
+    app.store.create_session(&record).await.unwrap();
+    record
+}
+
+async fn reload(app: &App, sid: &str) -> SessionRecord {
+    match app.store.begin(sid, None).await.unwrap() {
+        switchboard_store::BeginOutcome::Ready(r) => r,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn ctx(
+    app: &App,
+    record: &SessionRecord,
+    peer: Arc<Recorder>,
+    token: Option<Value>,
+    cancel: CancellationToken,
+) -> RequestContext {
+    RequestContext {
+        session_id: record.id.clone(),
+        revision: Revision::LATEST,
+        client_capabilities: json!({}),
+        progress_token: token,
+        cancel,
+        peer,
+        session: NodeSession::new(record, app),
+    }
+}
+
+#[tokio::test]
+async fn a_request_made_on_b_runs_on_the_owner_a_and_streams_back_in_order() {
+    let shared = MemoryStore::new(StoreConfig::default_for("a"));
+    let a = node(shared.clone()).await;
+    let b = node(shared.for_node("b")).await;
+    let record = session(&a).await;
+
+    // A touches the upstream first and becomes the owner.
+    let peer_a = Arc::new(Recorder::default());
+    let placement = NodeSession::new(&record, &a).placement().unwrap();
+    assert_eq!(
+        placement
+            .owner(&*NodeSession::new(&record, &a), "demo")
+            .await
+            .unwrap(),
+        Owner::Here
+    );
+
+    // B sees A as the owner and forwards; the countdown's progress comes back to B's peer.
+    let record_b = reload(&b, &record.id).await;
+    assert_eq!(record_b.owners.get("demo").map(String::as_str), Some("a"));
+    let peer_b = Arc::new(Recorder::default());
+    let args = json!({"name": "countdown", "arguments": {"n": 3, "interval_ms": 30}});
+    let up = b.upstream.clone();
+    let result = up
+        .request(
+            "tools/call",
+            args,
+            ctx(
+                &b,
+                &record_b,
+                peer_b.clone(),
+                Some(json!("t")),
+                CancellationToken::new(),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result["content"][0]["text"], "countdown finished");
+    let seen: Vec<i64> = peer_b
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|m| m["params"]["progress"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seen, vec![1, 2, 3], "progress relayed in order");
+    assert!(peer_a.0.lock().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn cancelling_on_the_origin_cancels_on_the_owner() {
+    let shared = MemoryStore::new(StoreConfig::default_for("a"));
+    let a = node(shared.clone()).await;
+    let b = node(shared.for_node("b")).await;
+    let record = session(&a).await;
+    let placement = NodeSession::new(&record, &a).placement().unwrap();
+    placement
+        .owner(&*NodeSession::new(&record, &a), "demo")
+        .await
+        .unwrap();
+    let record_b = reload(&b, &record.id).await;
+    let cancel = CancellationToken::new();
+    let args = json!({"name": "countdown", "arguments": {"n": 100, "interval_ms": 50}});
+    let call = b.upstream.request(
+        "tools/call",
+        args,
+        ctx(
+            &b,
+            &record_b,
+            Arc::new(Recorder::default()),
+            None,
+            cancel.clone(),
+        ),
+    );
+    let canceller = async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(a.calls.running_count(), 1, "the call runs on the owner");
+        cancel.cancel();
+    };
+    let (outcome, ()) = tokio::join!(call, canceller);
+    assert_eq!(
+        outcome.unwrap_err().code,
+        switchboard_protocol::codes::REQUEST_ABORTED
+    );
+    for _ in 0..100 {
+        if a.calls.running_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the owner's call was not cancelled");
+}
+
+#[tokio::test]
+async fn a_dead_owner_is_taken_over() {
+    let shared = MemoryStore::new(StoreConfig {
+        node_ttl: Duration::from_millis(100),
+        ..StoreConfig::default_for("a")
+    });
+    let a = node(shared.clone()).await;
+    let b = node(shared.for_node("b")).await;
+    let record = session(&a).await;
+    let placement = NodeSession::new(&record, &a).placement().unwrap();
+    placement
+        .owner(&*NodeSession::new(&record, &a), "demo")
+        .await
+        .unwrap();
+    drop(a); // A stops heartbeating.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let record_b = reload(&b, &record.id).await;
+    let handle = NodeSession::new(&record_b, &b);
+    assert_eq!(
+        handle
+            .placement()
+            .unwrap()
+            .owner(&*handle, "demo")
+            .await
+            .unwrap(),
+        Owner::Here,
+        "B takes over"
+    );
+    assert_eq!(
+        reload(&b, &record.id)
+            .await
+            .owners
+            .get("demo")
+            .map(String::as_str),
+        Some("b")
+    );
+}
