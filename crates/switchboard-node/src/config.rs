@@ -44,6 +44,15 @@ pub struct NodeConfig {
     /// Events queued per open stream connection (default 256). When full, the connection catches
     /// up from the event log instead of losing events.
     pub connection_queue: usize,
+    /// Resource subscriptions one session may record (default 64); `resources/subscribe` past it
+    /// gets -32602.
+    pub max_subscriptions: usize,
+    /// Longest resource URI accepted for a subscription, in bytes (default 2048); longer gets
+    /// -32602.
+    pub max_uri_bytes: usize,
+    /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256): every
+    /// progress notification echoes it into the event log; longer gets -32602.
+    pub max_progress_token_bytes: usize,
     /// On SIGTERM the node stops accepting connections, closes standalone GET streams (clients
     /// reopen them on other nodes) and lets running requests finish and answer on their streams for
     /// at most this long (default 30 s); whatever still runs then is abandoned and fails on the
@@ -71,6 +80,9 @@ impl Default for NodeConfig {
             max_body_bytes: 4 * 1024 * 1024,
             retry_after_secs: 5,
             connection_queue: 256,
+            max_subscriptions: 64,
+            max_uri_bytes: 2048,
+            max_progress_token_bytes: 256,
             drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),
         }

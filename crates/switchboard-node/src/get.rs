@@ -10,6 +10,7 @@
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::HeaderMap;
+use switchboard_protocol::ids::position_order;
 use switchboard_protocol::{headers, EventId, StreamId};
 use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
 
@@ -127,7 +128,17 @@ async fn prepare_resume(
     holder: &str,
     after: &str,
 ) -> Result<Prepared, HttpError> {
-    if let Claim::Unknown = app.store.claim(sid, stream, holder).await? {
+    let last_position = match app.store.claim(sid, stream, holder).await? {
+        Claim::Unknown => return Err(HttpError::UnknownStream),
+        Claim::Claimed { last_position, .. } => last_position,
+    };
+    let newest = last_position
+        .as_deref()
+        .map(position_order)
+        .unwrap_or((0, 0));
+    if position_order(after) > newest {
+        // An id from the future was never sent on this stream: refuse it rather than wait
+        // silently past every event up to it.
         return Err(HttpError::UnknownStream);
     }
     let standalone = stream == StreamId::STANDALONE;

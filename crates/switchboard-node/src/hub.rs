@@ -39,17 +39,45 @@ struct Conn {
     lagged: Arc<AtomicBool>,
 }
 
-/// The receiving end a connection task owns.
+type Conns = Arc<Mutex<HashMap<String, HashMap<String, Conn>>>>;
+
+/// The receiving end a connection task owns. Dropping it unregisters the connection (if it is
+/// still the registered one), whichever way the request ends — including a client that goes away
+/// while its handler is still waiting.
 pub struct ConnHandle {
     /// Events and close signals.
     pub rx: mpsc::Receiver<Outbound>,
     /// Set when an event could not be queued; the task then re-reads the log.
     pub lagged: Arc<AtomicBool>,
+    conns: Conns,
+    sid: String,
+    stream: String,
+    holder: String,
+}
+
+impl Drop for ConnHandle {
+    fn drop(&mut self) {
+        remove_if_holder(&self.conns, &self.sid, &self.stream, &self.holder);
+    }
+}
+
+fn remove_if_holder(conns: &Conns, sid: &str, stream: &str, holder: &str) -> Option<Conn> {
+    let mut map = conns.lock().unwrap_or_else(|p| p.into_inner());
+    let streams = map.get_mut(sid)?;
+    let removed = if streams.get(stream).is_some_and(|c| c.holder == holder) {
+        streams.remove(stream)
+    } else {
+        None
+    };
+    if streams.is_empty() {
+        map.remove(sid);
+    }
+    removed
 }
 
 /// Local registry of held streams.
 pub struct Hub {
-    conns: Mutex<HashMap<String, HashMap<String, Conn>>>,
+    conns: Conns,
     queue: usize,
 }
 
@@ -57,7 +85,7 @@ impl Hub {
     /// A hub whose connections queue at most `queue` events each.
     pub fn new(queue: usize) -> Hub {
         Hub {
-            conns: Mutex::new(HashMap::new()),
+            conns: Arc::new(Mutex::new(HashMap::new())),
             queue: queue.max(1),
         }
     }
@@ -81,7 +109,14 @@ impl Hub {
             let _ = old.tx.try_send(Outbound::Close);
             telemetry::stream_taken_over(sid, stream);
         }
-        ConnHandle { rx, lagged }
+        ConnHandle {
+            rx,
+            lagged,
+            conns: self.conns.clone(),
+            sid: sid.to_owned(),
+            stream: stream.to_owned(),
+            holder: holder.to_owned(),
+        }
     }
 
     /// Hands an event to the stream's connection if `holder` is still the one held here.
@@ -101,32 +136,14 @@ impl Hub {
 
     /// Closes the stream's connection if it is `holder` (a takeover from another node).
     pub fn close(&self, sid: &str, stream: &str, holder: &str) {
-        let mut map = self.lock();
-        let Some(streams) = map.get_mut(sid) else {
-            return;
-        };
-        if streams.get(stream).is_some_and(|c| c.holder == holder) {
-            if let Some(c) = streams.remove(stream) {
-                let _ = c.tx.try_send(Outbound::Close);
-            }
-        }
-        if streams.is_empty() {
-            map.remove(sid);
+        if let Some(c) = remove_if_holder(&self.conns, sid, stream, holder) {
+            let _ = c.tx.try_send(Outbound::Close);
         }
     }
 
     /// Forgets the connection if it is still `holder` (the connection ended by itself).
     pub fn unregister(&self, sid: &str, stream: &str, holder: &str) {
-        let mut map = self.lock();
-        let Some(streams) = map.get_mut(sid) else {
-            return;
-        };
-        if streams.get(stream).is_some_and(|c| c.holder == holder) {
-            streams.remove(stream);
-        }
-        if streams.is_empty() {
-            map.remove(sid);
-        }
+        remove_if_holder(&self.conns, sid, stream, holder);
     }
 
     /// Closes every connection of a session (it ended).
@@ -196,5 +213,25 @@ mod tests {
         hub.close_session("s");
         assert!(matches!(h2.rx.recv().await, Some(Outbound::Close)));
         assert_eq!(hub.len(), 0);
+    }
+
+    #[test]
+    fn dropping_a_handle_unregisters_it_but_not_its_successor() {
+        let hub = Hub::new(4);
+        let first = hub.register("s", "x", "n/1");
+        drop(hub.register("s", "y", "n/2"));
+        assert_eq!(
+            hub.len(),
+            1,
+            "a handle dropped before use (client gone) leaves nothing behind"
+        );
+        let _second = hub.register("s", "x", "n/3");
+        drop(first);
+        assert_eq!(
+            hub.len(),
+            1,
+            "the replaced handle does not remove its successor"
+        );
+        assert_eq!(hub.sessions(), vec!["s".to_owned()]);
     }
 }

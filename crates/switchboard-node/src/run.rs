@@ -53,6 +53,14 @@ pub fn spawn(job: Job) {
 
 async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError> {
     let params = job.raw.get("params").cloned().unwrap_or_else(|| json!({}));
+    let max_token = job.app.cfg.max_progress_token_bytes;
+    if let Some(token) = job.raw.pointer("/params/_meta/progressToken") {
+        if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
+            return Err(RpcError::invalid_params(format!(
+                "_meta.progressToken must be a string or number of at most {max_token} bytes"
+            )));
+        }
+    }
     let store = &job.app.store;
     let sid = &job.session.id;
     match job.method.as_str() {
@@ -75,23 +83,19 @@ async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError
                 .update(sid, SessionUpdate::LogLevel(level.to_owned()))
                 .await
                 .map_err(internal)?;
-            Ok(json!({}))
-        }
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let uri = params
-                .get("uri")
-                .and_then(Value::as_str)
-                .ok_or_else(|| RpcError::invalid_params("uri is required"))?;
-            let update = SessionUpdate::Subscription {
-                uri: uri.to_owned(),
-                subscribed: job.method == "resources/subscribe",
-            };
-            store.update(sid, update).await.map_err(internal)?;
-            job.app
+            // The level is the session's (filtered here for every upstream); upstreams that log
+            // are told too, so they can skip producing what would be dropped.
+            if let Err(e) = job
+                .app
                 .upstream
                 .request(&job.method, params, context(job, cancel))
                 .await
+            {
+                tracing::debug!(session = %sid, error = %e, "upstream did not take logging/setLevel");
+            }
+            Ok(json!({}))
         }
+        "resources/subscribe" | "resources/unsubscribe" => subscription(job, params, cancel).await,
         _ => {
             job.app
                 .upstream
@@ -99,6 +103,54 @@ async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError
                 .await
         }
     }
+}
+
+/// `resources/subscribe` / `unsubscribe`: the upstream decides (an unknown resource is refused
+/// there), and only what it accepted is recorded in the session. A session records at most
+/// `max_subscriptions` URIs of at most `max_uri_bytes` each, so no client can bloat the record
+/// every request loads.
+async fn subscription(
+    job: &Job,
+    params: Value,
+    cancel: CancellationToken,
+) -> Result<Value, RpcError> {
+    let cfg = &job.app.cfg;
+    let uri = params
+        .get("uri")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("uri is required"))?
+        .to_owned();
+    let subscribe = job.method == "resources/subscribe";
+    if subscribe {
+        if uri.len() > cfg.max_uri_bytes {
+            return Err(RpcError::invalid_params(format!(
+                "uri is longer than {} bytes",
+                cfg.max_uri_bytes
+            )));
+        }
+        let subs = &job.session.subscriptions;
+        if subs.len() >= cfg.max_subscriptions && !subs.contains(&uri) {
+            return Err(RpcError::invalid_params(format!(
+                "this session already has {} resource subscriptions, the limit",
+                cfg.max_subscriptions
+            )));
+        }
+    }
+    let result = job
+        .app
+        .upstream
+        .request(&job.method, params, context(job, cancel))
+        .await?;
+    let update = SessionUpdate::Subscription {
+        uri,
+        subscribed: subscribe,
+    };
+    job.app
+        .store
+        .update(&job.session.id, update)
+        .await
+        .map_err(internal)?;
+    Ok(result)
 }
 
 fn context(job: &Job, cancel: CancellationToken) -> RequestContext {

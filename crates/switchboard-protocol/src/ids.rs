@@ -128,8 +128,8 @@ impl EventId {
         let (stream, position) = s.split_once('_')?;
         let stream = StreamId::parse(stream)?;
         let (ms, seq) = position.split_once('-')?;
-        let digits =
-            |p: &str| !p.is_empty() && p.len() <= 20 && p.bytes().all(|b| b.is_ascii_digit());
+        // Digits only (no sign), and within u64 so positions order exactly.
+        let digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u64>().is_ok();
         (digits(ms) && digits(seq)).then(|| EventId {
             stream,
             position: position.to_owned(),
@@ -186,5 +186,11 @@ mod tests {
             EventId::parse("get_0-0").unwrap().stream,
             StreamId::standalone()
         );
+        assert!(
+            EventId::parse("get_99999999999999999999-0").is_none(),
+            "beyond u64"
+        );
+        assert!(EventId::parse("get_-1-0").is_none());
+        assert!(EventId::parse("get_+1-0").is_none());
     }
 }

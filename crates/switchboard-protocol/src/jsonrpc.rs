@@ -70,7 +70,14 @@ impl Message {
             Some(v @ (Value::String(_) | Value::Number(_))) => Some(RequestId(v.clone())),
             Some(_) => return Err("\"id\" must be a string or a number"),
         };
+        let answers = obj.contains_key("result") || obj.contains_key("error");
+        if obj.contains_key("result") && obj.contains_key("error") {
+            return Err("a response has either \"result\" or \"error\", not both");
+        }
         if let Some(method) = obj.get("method") {
+            if answers {
+                return Err("a message with \"method\" must not carry \"result\" or \"error\"");
+            }
             let method = method
                 .as_str()
                 .ok_or("\"method\" must be a string")?
@@ -86,7 +93,7 @@ impl Message {
                 None => Message::Notification { method, raw },
             });
         }
-        if obj.contains_key("result") || obj.contains_key("error") {
+        if answers {
             return Ok(Message::Response { id, raw });
         }
         Err("a message needs \"method\", \"result\" or \"error\"")
@@ -231,6 +238,10 @@ mod tests {
         assert!(Message::classify(json!({"jsonrpc":"1.0","id":1,"method":"x"})).is_err());
         assert!(Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"x"})).is_err());
         assert!(Message::classify(json!({"jsonrpc":"2.0","id":{},"method":"x"})).is_err());
+        assert!(
+            Message::classify(json!({"jsonrpc":"2.0","id":9,"method":"ping","result":{}})).is_err()
+        );
+        assert!(Message::classify(json!({"jsonrpc":"2.0","id":9,"result":{},"error":{}})).is_err());
     }
 
     #[test]

@@ -114,7 +114,7 @@ impl SessionStore for MemoryStore {
         let Some(s) = shared.live(sid, now) else {
             return Ok(false);
         };
-        s.expires = now + self.config.idle_ttl;
+        s.touch(now + self.config.idle_ttl);
         Ok(true)
     }
 

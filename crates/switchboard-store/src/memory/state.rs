@@ -67,6 +67,18 @@ impl Session {
         }
     }
 
+    /// Pushes the session's expiry (and its standalone stream's log, which lives as long as the
+    /// session) to `until`.
+    pub fn touch(&mut self, until: Instant) {
+        self.expires = until;
+        if let Some(log) = self
+            .logs
+            .get_mut(switchboard_protocol::StreamId::STANDALONE)
+        {
+            log.expires = log.expires.max(until);
+        }
+    }
+
     /// The stream's log unless it expired.
     pub fn log(&self, stream: &str, now: Instant) -> Option<&Log> {
         self.logs.get(stream).filter(|l| l.expires > now)
@@ -166,7 +178,7 @@ impl Shared {
         let Some(s) = self.live(sid, now) else {
             return BeginOutcome::Missing;
         };
-        s.expires = now + cfg.idle_ttl;
+        s.touch(now + cfg.idle_ttl);
         let record = s.record.clone();
         let Some(req) = inflight else {
             return BeginOutcome::Ready(record);
@@ -210,7 +222,7 @@ impl Shared {
             s.logs.remove(stream);
         }
         if s.expires > now {
-            s.expires = now + cfg.idle_ttl;
+            s.touch(now + cfg.idle_ttl);
         }
     }
 

@@ -22,6 +22,9 @@ local function node_of(holder)
 end
 local function touch_core()
   for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
+  -- The standalone stream's log lives as long as the session.
+  redis.call('PEXPIRE', base .. 'log:get', ttl)
+  redis.call('PEXPIRE', base .. 'trim:get', ttl)
 end
 -- The standalone stream is always known; a POST stream while registered and either running or
 -- with a retained log.
