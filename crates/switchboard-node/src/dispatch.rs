@@ -82,6 +82,10 @@ async fn handle(app: &App, msg: BusMessage) {
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
         BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),
+        BusMessage::Resubscribed {} => {
+            tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
+            app.hub.catch_up_all();
+        }
         BusMessage::Terminated { sid } => {
             app.hub.close_session(&sid);
             app.calls.end_session(&sid);

@@ -31,6 +31,8 @@ pub enum Outbound {
     Event(StreamEvent),
     /// Close now (taken over elsewhere, session ended, node draining).
     Close,
+    /// Live delivery may have missed events: re-read the event log from the last position.
+    CatchUp,
 }
 
 struct Conn {
@@ -160,6 +162,17 @@ impl Hub {
         for streams in self.lock().values_mut() {
             if let Some(c) = streams.remove(switchboard_protocol::StreamId::STANDALONE) {
                 let _ = c.tx.try_send(Outbound::Close);
+            }
+        }
+    }
+
+    /// Every connection re-reads its event log (the bus inbox reconnected and may have missed
+    /// live events).
+    pub fn catch_up_all(&self) {
+        for streams in self.lock().values() {
+            for c in streams.values() {
+                c.lagged.store(true, Ordering::SeqCst);
+                let _ = c.tx.try_send(Outbound::CatchUp);
             }
         }
     }

@@ -153,14 +153,33 @@ impl ResponseStream {
                 }
             }
             None => {
-                if let Err(e) = self.append(response.to_string(), true).await {
-                    tracing::warn!(error = %e, session = %self.sid, "could not log a final response");
-                }
+                self.append_final(response.to_string()).await;
                 if let Err(e) = store.finish(&self.sid, &self.request_key, None).await {
                     tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
                 }
             }
         }
+    }
+
+    /// The final response must reach the log, or the client's stream would wait forever: retry
+    /// through a store outage (0.5 s, 1 s, 2 s, 4 s, 8 s); if it still fails, close the local
+    /// connection so the client sees the stream end and can resume or retry.
+    async fn append_final(&self, data: String) {
+        let mut delay = std::time::Duration::from_millis(500);
+        for attempt in 1..=6 {
+            match self.append(data.clone(), true).await {
+                Ok(()) => return,
+                Err(e) if attempt < 6 => {
+                    tracing::warn!(error = %e, session = %self.sid, attempt, "could not log a final response; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, session = %self.sid, "could not log a final response; closing its stream")
+                }
+            }
+        }
+        self.app.hub.close(&self.sid, &self.stream, &self.holder);
     }
 
     async fn append(&self, data: String, end: bool) -> Result<(), PeerError> {

@@ -319,6 +319,9 @@ pub enum BusMessage {
         /// The origin node (call ids are unique per origin).
         origin: String,
     },
+    /// Local only, never published: this node's inbox was disconnected and has resubscribed, so
+    /// messages sent to it meanwhile may be lost. Held streams catch up from their event logs.
+    Resubscribed {},
     /// The session ended (DELETE or expiry): close its streams and stop its calls. Sent to every
     /// node.
     Terminated {

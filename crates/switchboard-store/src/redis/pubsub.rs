@@ -3,7 +3,9 @@
 //!
 //! When the connection drops (or stops answering pings) the reader reconnects and resubscribes
 //! with exponential backoff (50 ms doubling to 5 s), logging with `tracing`. Messages published
-//! while it is disconnected are lost: Redis pub/sub does not keep them. A full receiver makes the
+//! while it is disconnected are lost (Redis pub/sub does not keep them); after resubscribing the
+//! reader hands the node [`BusMessage::Resubscribed`] so that held streams catch up from their
+//! event logs. A full receiver makes the
 //! reader wait (it never drops a message); meanwhile messages queue in the client's buffer.
 
 use std::time::Duration;
@@ -68,6 +70,11 @@ async fn run(client: Client, channels: Vec<String>, first: PubSub, tx: mpsc::Sen
                 Ok(p) => {
                     tracing::info!(?channels, "bus inbox resubscribed");
                     backoff = FIRST_BACKOFF;
+                    // Whatever was published meanwhile is gone: tell the node, which re-reads
+                    // the event logs of the streams it holds.
+                    if tx.send(BusMessage::Resubscribed {}).await.is_err() {
+                        return;
+                    }
                     p
                 }
                 Err(e) => {
