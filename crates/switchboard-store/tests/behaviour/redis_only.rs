@@ -110,14 +110,26 @@ async fn the_inbox_resubscribes_after_its_connection_drops() {
         .query(&["CLIENT", "KILL", "TYPE", "pubsub"])
         .unwrap();
     assert_eq!(killed.as_int(), Some(1));
-    // Pub/sub keeps nothing for a disconnected subscriber: send until one gets through.
+    // Pub/sub keeps nothing for a disconnected subscriber: send until one gets through. The
+    // reader announces its resubscription first, so the node can catch its streams up.
+    let mut announced = false;
     for n in 0..50 {
         let key = n.to_string();
         a.register_pending(&id, &key).await.unwrap();
         assert!(b.route_reply(&id, &key, "{}").await.unwrap());
-        if let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), ra.recv()).await {
-            assert!(matches!(msg, BusMessage::Reply { .. }), "{msg:?}");
-            return;
+        while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), ra.recv()).await
+        {
+            match msg {
+                BusMessage::Resubscribed {} => announced = true,
+                BusMessage::Reply { .. } => {
+                    assert!(
+                        announced,
+                        "Resubscribed comes before messages of the new connection"
+                    );
+                    return;
+                }
+                other => panic!("{other:?}"),
+            }
         }
     }
     panic!("no reply arrived within 10 s of the inbox connection being killed");
