@@ -17,15 +17,18 @@
 //! - [`ports`]: free loopback ports.
 //! - [`temp`]: temporary directories.
 
+pub mod balancer;
 pub mod client;
 pub mod cluster;
 pub mod eventually;
 pub mod expect;
 pub mod msg;
 pub mod node;
+pub mod peers;
 pub mod ports;
 pub mod redis_server;
 pub mod resp;
 pub mod rmcp_route;
 pub mod sse;
 pub mod temp;
+pub mod upstreams;

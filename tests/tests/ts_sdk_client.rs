@@ -3,7 +3,8 @@
 //! echo via C, a countdown cut after two progress events and resumed by the SDK on another node,
 //! then DELETE) and checks its JSON summary, then that every node answers 404 for the session.
 //!
-//! Needs `node` and `npm` on PATH (CI has them); without them the test prints that it skipped.
+//! Needs `node` and `npm` on PATH (CI has them); without them the test prints that it skipped,
+//! or fails when the `CI` environment variable is set.
 //! `npm ci` runs first when `tests/ts/node_modules` is missing.
 
 use std::fs::File;
@@ -91,6 +92,10 @@ fn summary_of(stdout: &str) -> Option<Value> {
 #[test]
 fn ts_sdk_client_spreads_over_nodes_and_resumes_a_cut_countdown_elsewhere() {
     if !on_path("node") || !on_path("npm") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ts_sdk_client: `node` and/or `npm` not found on PATH, and CI is set: install Node.js >= 18 and npm (.ci/run does)"
+        );
         eprintln!("SKIPPED ts_sdk_client: `node` and/or `npm` not found on PATH");
         return;
     }

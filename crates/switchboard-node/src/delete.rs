@@ -14,10 +14,7 @@ use crate::{guard, session, telemetry};
 pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
     let result = async {
         let sid = session::session_id(&headers)?;
-        if let Some(version) = guard::protocol_version(&headers)? {
-            // Same rule as POST and GET: the header must name the negotiated revision.
-            let _record = session::load(&app, &sid, Some(version), None).await?;
-        }
+        guard::protocol_version(&headers)?;
         if !app.store.delete_session(sid.as_str()).await? {
             return Err(HttpError::UnknownSession);
         }

@@ -20,14 +20,6 @@ pub enum HttpError {
     /// `MCP-Protocol-Version` names no revision we speak (MCP 2025-06-18+: MUST be 400).
     #[error("Bad Request: unsupported MCP-Protocol-Version: {0}")]
     BadProtocolVersion(String),
-    /// `MCP-Protocol-Version` is a revision we speak but not the one this session negotiated.
-    #[error("Bad Request: MCP-Protocol-Version {sent} does not match the session's negotiated revision {negotiated}")]
-    VersionMismatch {
-        /// The header's value.
-        sent: String,
-        /// The session's revision.
-        negotiated: String,
-    },
     /// The `Accept` header does not allow what we must send.
     #[error("Not Acceptable: {0}")]
     NotAcceptable(&'static str),
@@ -79,7 +71,6 @@ impl HttpError {
         match self {
             MissingSession
             | BadProtocolVersion(_)
-            | VersionMismatch { .. }
             | Parse(_)
             | InvalidRequest(_)
             | BadLastEventId
@@ -147,10 +138,6 @@ mod tests {
             MissingSession,
             UnknownSession,
             BadProtocolVersion("x".into()),
-            VersionMismatch {
-                sent: "a".into(),
-                negotiated: "b".into(),
-            },
             NotAcceptable("x"),
             UnsupportedMediaType,
             Parse("x".into()),

@@ -31,7 +31,7 @@ pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
 async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
     guard::check_get_accept(&headers)?;
     let sid = session::session_id(&headers)?;
-    let version = guard::protocol_version(&headers)?;
+    guard::protocol_version(&headers)?;
     let last = match headers.get(headers::LAST_EVENT_ID) {
         None => None,
         Some(v) => Some(
@@ -41,9 +41,7 @@ async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
                 .ok_or(HttpError::BadLastEventId)?,
         ),
     };
-    let record = session::load(&app, &sid, version, None)
-        .await?
-        .unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
     match last {
         None => standalone(&app, &record).await,
         Some(id) => resume(&app, &record, id).await,

@@ -12,9 +12,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
-use switchboard_protocol::{
-    codes, jsonrpc, Body, Message, RequestId, Revision, SessionId, StreamId,
-};
+use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId, SessionId, StreamId};
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
 
 use crate::error::HttpError;
@@ -60,16 +58,16 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
         ));
     }
     let sid = session::session_id(&headers)?;
-    let version = guard::protocol_version(&headers)?;
+    guard::protocol_version(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
-            request(app, sid, version, id, method, raw).await
+            request(app, sid, id, method, raw).await
         }
-        Body::Single(m) => accept_only(app, sid, version, vec![m], false).await,
+        Body::Single(m) => accept_only(app, sid, vec![m], false).await,
         Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
-            accept_only(app, sid, version, msgs, true).await
+            accept_only(app, sid, msgs, true).await
         }
-        Body::Batch(msgs) => batch(app, sid, version, msgs).await,
+        Body::Batch(msgs) => batch(app, sid, msgs).await,
     }
 }
 
@@ -77,7 +75,6 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
 async fn request(
     app: App,
     sid: SessionId,
-    version: Option<Revision>,
     id: RequestId,
     method: String,
     raw: Value,
@@ -92,7 +89,7 @@ async fn request(
         node: app.node_id().to_owned(),
         holder: holder.clone(),
     };
-    let record = match session::load(&app, &sid, version, Some(&inflight)).await {
+    let record = match session::load(&app, &sid, Some(&inflight)).await {
         Ok(Ok(r)) => r,
         Ok(Err(_duplicate)) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
@@ -155,13 +152,10 @@ async fn request(
 async fn accept_only(
     app: App,
     sid: SessionId,
-    version: Option<Revision>,
     msgs: Vec<Message>,
     is_batch: bool,
 ) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, version, None)
-        .await?
-        .unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
     check_batch(&record, is_batch)?;
     for m in msgs {
         deliver(&app, &record, m).await?;
@@ -170,15 +164,8 @@ async fn accept_only(
 }
 
 /// A 2025-03-26 batch holding requests: answered with a JSON array of the responses.
-async fn batch(
-    app: App,
-    sid: SessionId,
-    version: Option<Revision>,
-    msgs: Vec<Message>,
-) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, version, None)
-        .await?
-        .unwrap_or_else(|r| r);
+async fn batch(app: App, sid: SessionId, msgs: Vec<Message>) -> Result<Response, HttpError> {
+    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
     check_batch(&record, true)?;
     let mut answers = Vec::new();
     for m in msgs {

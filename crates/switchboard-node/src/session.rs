@@ -5,7 +5,6 @@ use switchboard_protocol::{headers, Revision, SessionId};
 use switchboard_store::{BeginOutcome, InflightRequest, SessionRecord};
 
 use crate::error::HttpError;
-use crate::guard;
 use crate::state::App;
 
 /// The `Mcp-Session-Id` header: 400 when absent; 404 when it cannot be one of ours (never touches
@@ -20,30 +19,18 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
         .ok_or(HttpError::UnknownSession)
 }
 
-/// Loads and touches the session (one store round trip), registering `inflight` if given, and
-/// checks `MCP-Protocol-Version` against the negotiated revision. A duplicate in-flight id comes
-/// back as `Ok(Err(record))`.
+/// Loads and touches the session (one store round trip), registering `inflight` if given. A
+/// duplicate in-flight id comes back as `Ok(Err(record))`.
 pub async fn load(
     app: &App,
     sid: &SessionId,
-    version: Option<Revision>,
     inflight: Option<&InflightRequest>,
 ) -> Result<Result<SessionRecord, SessionRecord>, HttpError> {
-    let (record, duplicate) = match app.store.begin(sid.as_str(), inflight).await? {
-        BeginOutcome::Missing => return Err(HttpError::UnknownSession),
-        BeginOutcome::Ready(r) => (r, false),
-        BeginOutcome::DuplicateId { record, .. } => (record, true),
-    };
-    if let Err(e) = guard::check_version_matches(version, &record.revision) {
-        if let (Some(i), false) = (inflight, duplicate) {
-            let _ = app
-                .store
-                .finish(sid.as_str(), &i.request_key, Some(&i.stream))
-                .await;
-        }
-        return Err(e);
+    match app.store.begin(sid.as_str(), inflight).await? {
+        BeginOutcome::Missing => Err(HttpError::UnknownSession),
+        BeginOutcome::Ready(r) => Ok(Ok(r)),
+        BeginOutcome::DuplicateId { record, .. } => Ok(Err(record)),
     }
-    Ok(if duplicate { Err(record) } else { Ok(record) })
 }
 
 /// The session's revision, parsed (records only hold revisions we speak).

@@ -13,14 +13,32 @@
 //! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
 //!   [`placement::Placement`] service that runs their requests on the owning node.
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
+//! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
+//!   namespaced by prefix, resources routed by URI, merged lists with cursors).
+//! - [`config`]: the `[[upstreams]]` config tables and [`config::build`], which makes the
+//!   node's upstream from them.
 //! - [`demo`]: the built-in demo server [`demo::DemoUpstream`] (tools echo, add, countdown,
 //!   sample, elicit, list_roots, notify; resource `demo://greeting`; prompt `greet`; completions).
 //!   User documentation: `docs/demo-upstream.md`.
+//! - [`http`]: [`http::HttpUpstream`], an MCP server reached over Streamable HTTP (its upstream
+//!   session kept in the client's session record, so any node continues it).
+//! - [`sse`]: [`sse::SseUpstream`], a legacy HTTP+SSE (2024-11-05) MCP server; its connection
+//!   per client session is held in one process.
+//! - [`stdio`]: [`stdio::StdioUpstream`], an MCP server run as a child process (one per
+//!   session, or one shared), speaking newline-delimited JSON-RPC on stdin/stdout.
 
+pub mod aggregate;
+pub mod config;
 pub mod demo;
+pub mod http;
 pub mod local_session;
 pub mod placement;
+pub mod sse;
+pub mod stdio;
 pub mod upstream;
 
+pub use http::HttpUpstream;
 pub use local_session::LocalSession;
+pub use sse::SseUpstream;
+pub use stdio::StdioUpstream;
 pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use switchboard_node::NodeConfig;
 use switchboard_store::StoreConfig;
+use switchboard_upstream::config::{UpstreamConfig, UpstreamsConfig};
 
 /// Every setting of one node. Field docs give the unit, the default and what happens at the limit;
 /// the README's config table says the same in one place.
@@ -77,11 +78,37 @@ pub struct Config {
     /// On SIGTERM, how long running requests may take to finish before the node exits anyway, in
     /// ms (default 30000). Standalone GET streams close at once; clients reopen them elsewhere.
     pub drain_timeout_ms: u64,
+    /// Resource subscriptions one session may record (default 64); `resources/subscribe` past
+    /// it gets JSON-RPC -32602.
+    pub max_subscriptions: u64,
+    /// Longest resource URI accepted for a subscription, in bytes (default 2048); longer gets
+    /// -32602.
+    pub max_uri_bytes: u64,
+    /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256); longer
+    /// gets -32602 (every progress notification echoes it into the event log).
+    pub max_progress_token_bytes: u64,
     /// Log line format, `text` or `json` (default `text`).
     pub log_format: LogFormat,
     /// Log filter, a level or `tracing` directives (default `info`). `RUST_LOG`, when set,
     /// replaces it.
     pub log_level: String,
+    /// Between an upstream's prefix and a tool or prompt name (default `__`, as in
+    /// `weather__forecast`): 1 to 16 of `A-Z a-z 0-9 _ - .` (MCP 2025-11-25 tool-name characters).
+    pub tool_separator: String,
+    /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (a table, not a flat key:
+    /// no environment variable or flag sets it). Empty (default): the built-in demo server alone,
+    /// unprefixed. Fields: [`switchboard_upstream::config::UpstreamConfig`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+/// One problem [`Config::problems`] found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// The keys whose values break the rule (the message names them).
+    pub keys: Vec<&'static str>,
+    /// What is wrong, naming the keys.
+    pub message: String,
 }
 
 /// How log lines are written to stderr.
@@ -120,14 +147,21 @@ impl Default for Config {
             connection_queue: 256,
             session_touch_interval_ms: 10_000,
             drain_timeout_ms: 30_000,
+            max_subscriptions: 64,
+            max_uri_bytes: 2048,
+            max_progress_token_bytes: 256,
             log_format: LogFormat::Text,
             log_level: "info".into(),
+            tool_separator: switchboard_upstream::aggregate::DEFAULT_SEPARATOR.into(),
+            upstreams: Vec::new(),
         }
     }
 }
 
 impl Config {
     /// Fills in what is left to start-up: an empty `node_id` becomes 8 random hex characters.
+    /// Only `serve` calls this ([`crate::run::run_on`]); `switchboard config` prints the id as
+    /// configured, so its output never pins a random id.
     pub fn resolved(mut self) -> Self {
         if self.node_id.is_empty() {
             self.node_id = format!("{:08x}", rand::random::<u32>());
@@ -136,19 +170,27 @@ impl Config {
     }
 
     /// Every problem serde cannot see, one message per problem, each naming its key. Empty means
-    /// valid. Call on a [`Config::resolved`] config (an empty `node_id` is reported).
+    /// valid. An empty `node_id` is valid (it means a random id at start-up).
     pub fn validate(&self) -> Vec<String> {
+        self.problems().into_iter().map(|p| p.message).collect()
+    }
+
+    /// [`Config::validate`] with the keys each problem is about, so the loader can say where their
+    /// values came from.
+    pub fn problems(&self) -> Vec<Problem> {
         let mut problems = Vec::new();
-        let mut check = |ok: bool, msg: String| {
+        let mut check = |ok: bool, keys: &[&'static str], message: String| {
             if !ok {
-                problems.push(msg);
+                let keys = keys.to_vec();
+                problems.push(Problem { keys, message });
             }
         };
         for (key, value) in self.positive_keys() {
-            check(value > 0, format!("{key} must be greater than 0"));
+            check(value > 0, &[key], format!("{key} must be greater than 0"));
         }
         check(
             self.heartbeat_interval_ms < self.node_ttl_ms,
+            &["heartbeat_interval_ms", "node_ttl_ms"],
             format!(
                 "heartbeat_interval_ms ({}) must be less than node_ttl_ms ({}), or live nodes look dead",
                 self.heartbeat_interval_ms, self.node_ttl_ms
@@ -156,6 +198,7 @@ impl Config {
         );
         check(
             self.session_touch_interval_ms < self.idle_ttl_ms,
+            &["session_touch_interval_ms", "idle_ttl_ms"],
             format!(
                 "session_touch_interval_ms ({}) must be less than idle_ttl_ms ({}), or busy sessions expire",
                 self.session_touch_interval_ms, self.idle_ttl_ms
@@ -167,21 +210,55 @@ impl Config {
         ] {
             check(
                 usize::try_from(value).is_ok(),
+                &[key],
                 format!("{key} does not fit this platform's address size"),
             );
         }
-        problems.extend(check_endpoint_path(&self.endpoint_path));
-        problems.extend(check_name("node_id", &self.node_id, &[]));
-        problems.extend(check_name("key_prefix", &self.key_prefix, &[':']));
-        problems.extend(check_redis_url(&self.redis_url));
-        problems.extend(self.allowed_origins.iter().filter_map(|o| check_origin(o)));
-        problems.extend(self.allowed_hosts.iter().filter_map(|h| check_host(h)));
-        problems.extend(check_log_level(&self.log_level));
+        let node_id = (!self.node_id.is_empty())
+            .then(|| check_name("node_id", &self.node_id, &[]))
+            .flatten();
+        let single = [
+            ("endpoint_path", check_endpoint_path(&self.endpoint_path)),
+            ("node_id", node_id),
+            (
+                "key_prefix",
+                check_name("key_prefix", &self.key_prefix, &[':']),
+            ),
+            ("redis_url", check_redis_url(&self.redis_url)),
+        ];
+        let origins = self
+            .allowed_origins
+            .iter()
+            .map(|o| ("allowed_origins", check_origin(o)));
+        let hosts = self
+            .allowed_hosts
+            .iter()
+            .map(|h| ("allowed_hosts", check_host(h)));
+        let level = [("log_level", check_log_level(&self.log_level))];
+        let separator =
+            switchboard_upstream::aggregate::names::check_separator(&self.tool_separator);
+        let separator = [("tool_separator", separator.err())];
+        let upstreams = self.upstreams_config().upstream_problems();
+        let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
+        let rest = level.into_iter().chain(separator).chain(upstreams);
+        for (key, problem) in single.into_iter().chain(origins).chain(hosts).chain(rest) {
+            if let Some(message) = problem {
+                check(false, &[key], message);
+            }
+        }
         problems
     }
 
+    /// The upstreams and their separator, for [`switchboard_upstream::config::build`].
+    pub fn upstreams_config(&self) -> UpstreamsConfig {
+        UpstreamsConfig {
+            separator: self.tool_separator.clone(),
+            upstreams: self.upstreams.clone(),
+        }
+    }
+
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 13] {
+    fn positive_keys(&self) -> [(&'static str, u64); 16] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -199,6 +276,9 @@ impl Config {
             ("connection_queue", self.connection_queue),
             ("session_touch_interval_ms", self.session_touch_interval_ms),
             ("drain_timeout_ms", self.drain_timeout_ms),
+            ("max_subscriptions", self.max_subscriptions),
+            ("max_uri_bytes", self.max_uri_bytes),
+            ("max_progress_token_bytes", self.max_progress_token_bytes),
         ]
     }
 
@@ -221,6 +301,10 @@ impl Config {
             connection_queue: usize::try_from(self.connection_queue).unwrap_or(usize::MAX),
             session_touch_interval: ms(self.session_touch_interval_ms),
             drain_timeout: ms(self.drain_timeout_ms),
+            max_subscriptions: usize::try_from(self.max_subscriptions).unwrap_or(usize::MAX),
+            max_uri_bytes: usize::try_from(self.max_uri_bytes).unwrap_or(usize::MAX),
+            max_progress_token_bytes: usize::try_from(self.max_progress_token_bytes)
+                .unwrap_or(usize::MAX),
         }
     }
 
@@ -238,11 +322,15 @@ impl Config {
 
     /// The config as a TOML document that [`crate::load()`] reads back to the same value.
     pub fn to_toml(&self) -> String {
-        // A flat struct of strings, integers and string lists always serializes.
-        toml::to_string(self).expect("a flat config serializes as TOML")
+        // Strings, integers, string lists and `[[upstreams]]` tables of those always serialize.
+        toml::to_string(self).expect("the config serializes as TOML")
     }
 
-    /// Names of every key (sorted by name).
+    /// Keys that hold TOML tables and are set only in the config file, never by environment
+    /// variables or flags. [`Config::keys`] leaves them out.
+    pub const TABLES: [&'static str; 1] = ["upstreams"];
+
+    /// Names of every flat key (sorted by name): the ones environment variables and flags set.
     pub fn keys() -> Vec<String> {
         match toml::Value::try_from(Config::default()) {
             Ok(toml::Value::Table(table)) => table.keys().cloned().collect(),
@@ -360,11 +448,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_valid_once_resolved() {
+    fn defaults_are_valid_with_or_without_a_random_id() {
+        assert_eq!(Config::default().validate(), Vec::<String>::new());
         let config = Config::default().resolved();
         assert_eq!(config.node_id.len(), 8);
         assert!(config.node_id.chars().all(|c| c.is_ascii_hexdigit()));
         assert_eq!(config.validate(), Vec::<String>::new());
+        let pinned = Config {
+            node_id: "n1".into(),
+            ..Config::default()
+        };
+        assert_eq!(pinned.clone().resolved(), pinned, "a set id is kept");
+    }
+
+    #[test]
+    fn problems_name_the_keys_they_are_about() {
+        let config = Config {
+            heartbeat_interval_ms: 6000,
+            drain_timeout_ms: 0,
+            allowed_hosts: vec!["a.example:1".into()],
+            ..Config::default()
+        };
+        let keys: Vec<Vec<&str>> = config.problems().into_iter().map(|p| p.keys).collect();
+        assert_eq!(
+            keys,
+            [
+                vec!["drain_timeout_ms"],
+                vec!["heartbeat_interval_ms", "node_ttl_ms"],
+                vec!["allowed_hosts"],
+            ]
+        );
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! Environment and flag values arrive as text and are typed by the key they set: text keys take
 //! the raw string (a TOML string literal is unquoted), list keys take comma-separated items (or a
 //! TOML array), other keys take a TOML value (falling back to the raw string, which then fails
-//! with a type error naming the key). Every error names the key and where its value came from.
+//! with a type error naming the key). Every error names the key and where its value came from;
+//! a rule that compares keys names the source of each (`node_ttl_ms by default`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -60,19 +61,29 @@ pub enum ConfigError {
     Invalid(Vec<String>),
 }
 
-/// Merges `sources` into a validated config with a resolved `node_id`.
+/// Merges `sources` into a validated config. `node_id` stays as configured (empty when unset):
+/// the random id is picked when a node starts serving ([`Config::resolved`]).
 pub fn load(sources: &Sources) -> Result<Config, ConfigError> {
     let figment = merge(sources)?;
     let mut problems = unknown_keys(&figment);
     let config = match figment.extract::<Config>() {
-        Ok(config) => config.resolved(),
+        Ok(config) => config,
         Err(e) => {
             // Unknown keys are already reported above, with their source.
             problems.extend(render(e, !problems.is_empty()));
             return Err(ConfigError::Invalid(problems));
         }
     };
-    problems.extend(config.validate());
+    problems.extend(config.problems().into_iter().map(|p| {
+        let from: Vec<String> = p.keys.iter().map(|key| origin_of(&figment, key)).collect();
+        match from.as_slice() {
+            [one] => format!("{} ({one})", p.message),
+            _ => {
+                let named = p.keys.iter().zip(&from).map(|(k, f)| format!("{k} {f}"));
+                format!("{} ({})", p.message, named.collect::<Vec<_>>().join("; "))
+            }
+        }
+    }));
     if problems.is_empty() {
         Ok(config)
     } else {
@@ -212,9 +223,23 @@ fn unknown_keys(figment: &Figment) -> Vec<String> {
         return Vec::new();
     };
     let known = Config::keys();
+    let tables = Config::TABLES.iter().filter_map(|key| {
+        // Tables (`[[upstreams]]`) come from the file only.
+        let from = figment
+            .find_metadata(key)
+            .filter(|_| merged.contains_key(*key))?;
+        let in_file = matches!(from.source, Some(Source::File(_)));
+        (!in_file).then(|| {
+            format!(
+                "`{key}` can only be set in the config file, as [[{key}]] tables ({})",
+                describe(from)
+            )
+        })
+    });
+    let tables: Vec<String> = tables.collect();
     merged
         .keys()
-        .filter(|key| !known.contains(key))
+        .filter(|key| !known.contains(key) && !Config::TABLES.contains(&key.as_str()))
         .map(|key| {
             let from = figment
                 .find_metadata(key)
@@ -225,6 +250,7 @@ fn unknown_keys(figment: &Figment) -> Vec<String> {
                 .unwrap_or_default();
             format!("unknown config key `{key}`{from}{hint}")
         })
+        .chain(tables)
         .collect()
 }
 
@@ -234,10 +260,18 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
     use figment::error::Kind;
     error
         .into_iter()
-        .filter(|e| !(skip_unknown && matches!(e.kind, Kind::UnknownField(..))))
+        .filter(|e| {
+            // Unknown keys inside a table (`upstreams.0.prefx`) are not reported above.
+            let top = e.path.len() <= 1;
+            !(skip_unknown && top && matches!(e.kind, Kind::UnknownField(..)))
+        })
         .map(|e| {
             let from = e.metadata.as_ref().map(describe);
+            let nested = e.path.len() > 1;
             match (&e.kind, e.path.join("."), from) {
+                (Kind::UnknownField(key, _), path, Some(from)) if nested => {
+                    format!("{path} ({from}): unknown key `{key}`")
+                }
                 (Kind::UnknownField(key, _), _, _) => format!("unknown config key `{key}`"),
                 (kind, path, None) if path.is_empty() => kind.to_string(),
                 (kind, path, Some(from)) if path.is_empty() => format!("{from}: {kind}"),
@@ -246,6 +280,15 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Where the merged value of `key` came from: `in FILE`, `from ORIGIN` or `by default` (the
+/// built-in defaults are the only source given as Rust code).
+fn origin_of(figment: &Figment, key: &str) -> String {
+    match figment.find_metadata(key) {
+        Some(m) if !matches!(m.source, Some(Source::Code(_))) => describe(m),
+        _ => "by default".to_owned(),
+    }
 }
 
 /// `in FILE` or `from ORIGIN`.

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use switchboard_store::memory::MemoryStore;
 use switchboard_store::redis::RedisStore;
 use switchboard_store::{Store, StoreError};
-use switchboard_upstream::demo::DemoUpstream;
 use switchboard_upstream::Upstream;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
@@ -35,6 +34,9 @@ pub enum RunError {
         /// Why.
         source: StoreError,
     },
+    /// The upstreams cannot be set up (an unset `${VAR}` in a header, a table its kind refuses).
+    #[error("cannot set up the upstreams: {0}")]
+    Upstream(String),
     /// The listener failed while serving.
     #[error("serving failed: {0}")]
     Serve(std::io::Error),
@@ -53,15 +55,19 @@ pub async fn run(
 }
 
 /// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.listen` is not
-/// used; `loopback_only` comes from the listener's address.
+/// used; `loopback_only` comes from the listener's address. An empty `node_id` becomes a random
+/// one here, at serve time.
 pub async fn run_on(
     listener: TcpListener,
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
+    let config = config.resolved();
     let local = listener.local_addr().map_err(RunError::Serve)?;
     let store = build_store(&config).await?;
-    let upstream: Arc<dyn Upstream> = Arc::new(DemoUpstream::new());
+    let upstream: Arc<dyn Upstream> =
+        switchboard_upstream::config::build(&config.upstreams_config())
+            .map_err(RunError::Upstream)?;
     tracing::info!(
         node_id = %config.node_id,
         store = store.backend(),
@@ -70,6 +76,14 @@ pub async fn run_on(
             url => redact_url(url),
         },
         "store ready"
+    );
+    let names: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    tracing::info!(
+        upstreams = %match names.as_slice() {
+            [] => "the built-in demo server".to_owned(),
+            names => names.join(", "),
+        },
+        "upstreams ready"
     );
     tracing::info!(
         address = %local,
@@ -129,14 +143,17 @@ pub fn shutdown_signal() -> std::io::Result<impl Future<Output = ()> + Send + 's
                 _ = term.recv() => "SIGTERM",
                 _ = int.recv() => "SIGINT",
             };
-            tracing::info!(signal = name, "shutting down: draining open requests");
+            tracing::info!(signal = name, "shutting down: draining running requests");
         })
     }
     #[cfg(not(unix))]
     {
         Ok(async {
             let _ = tokio::signal::ctrl_c().await;
-            tracing::info!(signal = "Ctrl-C", "shutting down: draining open requests");
+            tracing::info!(
+                signal = "Ctrl-C",
+                "shutting down: draining running requests"
+            );
         })
     }
 }
@@ -148,7 +165,7 @@ mod tests {
     fn test_config() -> Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            ..Config::default().resolved()
+            ..Config::default()
         }
     }
 

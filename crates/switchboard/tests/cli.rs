@@ -41,6 +41,17 @@ fn printed_config_round_trips_through_the_loader() {
 }
 
 #[test]
+fn printed_config_keeps_an_unset_node_id_empty() {
+    // Printing twice must not pin (or vary) a random id: it is picked only at serve time.
+    let first = switchboard(&["config"], &[]);
+    let second = switchboard(&["config"], &[]);
+    assert!(first.status.success());
+    let printed = String::from_utf8(first.stdout).expect("utf-8 TOML");
+    assert!(printed.contains("\nnode_id = \"\"\n"), "{printed}");
+    assert_eq!(printed.as_bytes(), second.stdout.as_slice());
+}
+
+#[test]
 fn bad_config_exits_2_naming_the_key() {
     let out = switchboard(&["config"], &[("SWITCHBOARD_IDLE_TTL_MS", "soon")]);
     assert_eq!(out.status.code(), Some(2));

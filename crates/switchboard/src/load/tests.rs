@@ -56,13 +56,8 @@ fn error_text(sources: &Sources) -> String {
 #[test]
 fn defaults_alone_give_the_default_config() {
     let config = load(&Sources::default()).unwrap();
-    assert_eq!(
-        Config {
-            node_id: String::new(),
-            ..config
-        },
-        Config::default()
-    );
+    assert_eq!(config, Config::default());
+    assert_eq!(config.node_id, "", "the random id is picked at serve time");
 }
 
 #[test]
@@ -195,6 +190,31 @@ fn validation_errors_come_after_a_clean_merge() {
         text.contains("max_events_per_stream must be greater than 0"),
         "{text}"
     );
+}
+
+#[test]
+fn validation_errors_say_where_each_value_came_from() {
+    let file = TempToml::new("node_ttl_ms = 800\n");
+    let sources = Sources {
+        file: Some(file.path().into()),
+        env: env(&[("SWITCHBOARD_MAX_SESSIONS", "0")]),
+        overrides: vec![flag(
+            "--set session_touch_interval_ms=1900000",
+            "session_touch_interval_ms",
+            "1900000",
+        )],
+    };
+    let text = error_text(&sources);
+    let file = file.path().display();
+    for expected in [
+        "max_sessions must be greater than 0 (from environment variable SWITCHBOARD_MAX_SESSIONS)"
+            .to_owned(),
+        format!("(heartbeat_interval_ms by default; node_ttl_ms in {file})"),
+        "(session_touch_interval_ms from --set session_touch_interval_ms=1900000; idle_ttl_ms by default)"
+            .to_owned(),
+    ] {
+        assert!(text.contains(&expected), "lacks {expected}:\n{text}");
+    }
 }
 
 #[test]

@@ -1,0 +1,240 @@
+//! The merged lists: `tools/list`, `prompts/list`, `resources/list` and
+//! `resources/templates/list` (MCP 2025-11-25, server/tools, server/prompts, server/resources),
+//! paginated across members (server/utilities/pagination).
+//!
+//! One answer holds the entries of consecutive members, in member order, until a member says it
+//! has more (`nextCursor`): the answer then ends there, with a cursor ([`super::cursor`]) that
+//! resumes at that member's next page. A walk without cursors asks every member at once; a walk
+//! that resumes asks the cursor's member first and the ones after it only when it is done, so a
+//! member with many pages does not make the others answer once per page.
+
+use serde_json::{json, Map, Value};
+use switchboard_protocol::codes;
+
+use super::cursor::{self, Position};
+use super::Aggregate;
+use crate::upstream::{RequestContext, RpcError};
+
+/// Most pages read from one member when collecting all its entries (for routing lookups).
+const MAX_LOOKUP_PAGES: usize = 100;
+
+/// A merged list method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum ListKind {
+    /// `tools/list` → `tools`.
+    Tools,
+    /// `prompts/list` → `prompts`.
+    Prompts,
+    /// `resources/list` → `resources`.
+    Resources,
+    /// `resources/templates/list` → `resourceTemplates`.
+    Templates,
+}
+
+impl ListKind {
+    /// The kind of a list method.
+    pub(super) fn of(method: &str) -> Option<ListKind> {
+        match method {
+            "tools/list" => Some(ListKind::Tools),
+            "prompts/list" => Some(ListKind::Prompts),
+            "resources/list" => Some(ListKind::Resources),
+            "resources/templates/list" => Some(ListKind::Templates),
+            _ => None,
+        }
+    }
+
+    /// The method.
+    pub(super) fn method(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools/list",
+            ListKind::Prompts => "prompts/list",
+            ListKind::Resources => "resources/list",
+            ListKind::Templates => "resources/templates/list",
+        }
+    }
+
+    /// The result member holding the entries.
+    pub(super) fn key(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources => "resources",
+            ListKind::Templates => "resourceTemplates",
+        }
+    }
+
+    /// The server capability a member needs to be asked.
+    pub(super) fn capability(self) -> &'static str {
+        match self {
+            ListKind::Tools => "tools",
+            ListKind::Prompts => "prompts",
+            ListKind::Resources | ListKind::Templates => "resources",
+        }
+    }
+
+    /// Whether entry names are namespaced by member prefix.
+    fn namespaced(self) -> bool {
+        matches!(self, ListKind::Tools | ListKind::Prompts)
+    }
+}
+
+/// Answers a list request: `{<key>: [...], "nextCursor"?: "..."}`. -32602 for a cursor that is
+/// not a string or not ours.
+pub(super) async fn merged(
+    agg: &Aggregate,
+    kind: ListKind,
+    params: Value,
+    ctx: RequestContext,
+) -> Result<Value, RpcError> {
+    let resume = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(cursor::decode(text, &agg.member_names())?),
+        Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
+    };
+    let mut entries = Vec::new();
+    let rest_from = match resume {
+        Some(at) => {
+            let page = page(agg, kind, &params, &at, ctx.clone()).await;
+            if let Some(next) = take(agg, kind, at.member, page, &mut entries) {
+                return Ok(answer(kind, entries, Some(next)));
+            }
+            at.member + 1
+        }
+        None => 0,
+    };
+    let rest: Vec<usize> = (rest_from..agg.members.len())
+        .filter(|&i| agg.declares(i, kind.capability()))
+        .collect();
+    let pages = rest.iter().map(|&member| {
+        let first = Position {
+            member,
+            cursor: None,
+        };
+        let ctx = ctx.clone();
+        let params = &params;
+        async move { page(agg, kind, params, &first, ctx).await }
+    });
+    let pages = futures::future::join_all(pages).await;
+    for (member, page) in rest.into_iter().zip(pages) {
+        if let Some(next) = take(agg, kind, member, page, &mut entries) {
+            return Ok(answer(kind, entries, Some(next)));
+        }
+    }
+    Ok(answer(kind, entries, None))
+}
+
+/// Every entry member `member` lists (all pages, at most [`MAX_LOOKUP_PAGES`]), names as the
+/// member has them.
+pub(super) async fn all_entries(
+    agg: &Aggregate,
+    kind: ListKind,
+    member: usize,
+    ctx: &RequestContext,
+) -> Result<Vec<Value>, RpcError> {
+    let mut entries = Vec::new();
+    let mut at = Position {
+        member,
+        cursor: None,
+    };
+    for _ in 0..MAX_LOOKUP_PAGES {
+        let page = page(agg, kind, &json!({}), &at, ctx.clone()).await?;
+        if let Some(list) = page.get(kind.key()).and_then(Value::as_array) {
+            entries.extend(list.iter().cloned());
+        }
+        match next_cursor(&page) {
+            Some(next) => at.cursor = Some(next),
+            None => return Ok(entries),
+        }
+    }
+    let name = &agg.members[member].name;
+    tracing::warn!(upstream = %name, method = kind.method(), pages = MAX_LOOKUP_PAGES, "stopped reading a long list");
+    Ok(entries)
+}
+
+/// One page of one member: the client's params with the member's own cursor.
+async fn page(
+    agg: &Aggregate,
+    kind: ListKind,
+    params: &Value,
+    at: &Position,
+    ctx: RequestContext,
+) -> Result<Value, RpcError> {
+    let mut params = match params {
+        Value::Object(map) => map.clone(),
+        _ => Map::new(),
+    };
+    params.remove("cursor");
+    if let Some(c) = &at.cursor {
+        params.insert("cursor".into(), json!(c));
+    }
+    agg.call(at.member, kind.method(), Value::Object(params), ctx)
+        .await
+}
+
+/// Adds the entries of member `member`'s page to `entries` (names prefixed where `kind` is
+/// namespaced); a failed page is logged and skipped. Returns the merged cursor when the member
+/// has more pages.
+fn take(
+    agg: &Aggregate,
+    kind: ListKind,
+    member: usize,
+    page: Result<Value, RpcError>,
+    entries: &mut Vec<Value>,
+) -> Option<String> {
+    let name = &agg.members[member].name;
+    let page = match page {
+        Ok(page) => page,
+        Err(e) if e.code == codes::METHOD_NOT_FOUND => {
+            tracing::debug!(upstream = %name, method = kind.method(), "upstream has no such list");
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(upstream = %name, method = kind.method(), error = %e, "upstream left out of the merged list");
+            return None;
+        }
+    };
+    match page.get(kind.key()).and_then(Value::as_array) {
+        Some(list) => entries.extend(list.iter().map(|e| qualify(agg, kind, member, e))),
+        None => {
+            tracing::warn!(upstream = %name, method = kind.method(), "upstream answered without `{}`", kind.key());
+        }
+    }
+    let next = next_cursor(&page)?;
+    Some(cursor::encode(
+        &Position {
+            member,
+            cursor: Some(next),
+        },
+        name,
+    ))
+}
+
+/// `nextCursor` of a page, when it is a non-empty string.
+fn next_cursor(page: &Value) -> Option<String> {
+    page.get("nextCursor")
+        .and_then(Value::as_str)
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+}
+
+/// An entry as the client sees it: for tools and prompts, `name` prefixed; all else verbatim.
+fn qualify(agg: &Aggregate, kind: ListKind, member: usize, entry: &Value) -> Value {
+    let mut entry = entry.clone();
+    if kind.namespaced() {
+        if let Some(name) = entry.get("name").and_then(Value::as_str) {
+            let qualified = agg.names.qualify(member, name);
+            entry["name"] = Value::String(qualified);
+        }
+    }
+    entry
+}
+
+/// The merged answer.
+fn answer(kind: ListKind, entries: Vec<Value>, next: Option<String>) -> Value {
+    let mut out = Map::new();
+    out.insert(kind.key().to_owned(), Value::Array(entries));
+    if let Some(next) = next {
+        out.insert("nextCursor".into(), Value::String(next));
+    }
+    Value::Object(out)
+}

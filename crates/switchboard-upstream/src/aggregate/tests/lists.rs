@@ -1,0 +1,218 @@
+//! Merged lists and their pagination.
+
+use serde_json::{json, Value};
+use switchboard_protocol::codes;
+
+use super::{aggregate, ask, names, Fake};
+use crate::aggregate::Aggregate;
+
+/// Follows `nextCursor` from the first page to the last; every page, in order.
+async fn walk(agg: &Aggregate, method: &str) -> Vec<Value> {
+    let mut pages = Vec::new();
+    let mut params = json!({});
+    for _ in 0..50 {
+        let page = ask(agg, method, params.clone()).await.unwrap();
+        let next = page.get("nextCursor").cloned();
+        pages.push(page);
+        match next {
+            Some(cursor) => params = json!({"cursor": cursor}),
+            None => return pages,
+        }
+    }
+    panic!("more than 50 pages");
+}
+
+fn all_names(pages: &[Value], key: &str, field: &str) -> Vec<String> {
+    pages.iter().flat_map(|p| names(p, key, field)).collect()
+}
+
+#[tokio::test]
+async fn tools_are_merged_in_member_order_with_prefixes() {
+    let (agg, _) = aggregate(vec![
+        ("a", Some("a"), Fake::new("a").tools(&["echo", "add"])),
+        ("none", None, Fake::new("none").tools(&["plain"])),
+        ("b", Some("bee"), Fake::new("b").tools(&["echo"])),
+    ]);
+    let list = ask(&agg, "tools/list", json!({})).await.unwrap();
+    assert_eq!(
+        names(&list, "tools", "name"),
+        ["a__echo", "a__add", "plain", "bee__echo"]
+    );
+    assert!(list.get("nextCursor").is_none());
+    // Everything but the name is verbatim: schemas and unknown fields.
+    assert_eq!(
+        list["tools"][3],
+        json!({"name": "bee__echo", "inputSchema": {"type": "object", "$defs": {"x": {"const": "echo"}}},
+               "x-vendor": {"kept": true}})
+    );
+}
+
+#[tokio::test]
+async fn pagination_walks_every_page_of_every_member() {
+    let (agg, fakes) = aggregate(vec![
+        (
+            "a",
+            Some("a"),
+            Fake::new("a")
+                .tools(&["t1", "t2", "t3", "t4", "t5"])
+                .page(2),
+        ),
+        ("b", Some("b"), Fake::new("b").tools(&["u1"])),
+        (
+            "c",
+            Some("c"),
+            Fake::new("c").tools(&["v1", "v2", "v3"]).page(2),
+        ),
+        ("d", Some("d"), Fake::new("d").tools(&[])),
+    ]);
+    let pages = walk(&agg, "tools/list").await;
+    assert_eq!(
+        all_names(&pages, "tools", "name"),
+        ["a__t1", "a__t2", "a__t3", "a__t4", "a__t5", "b__u1", "c__v1", "c__v2", "c__v3"]
+    );
+    // a: 3 pages; its last page is merged with b's and c's first; then c's second page, with d.
+    let sizes: Vec<usize> = pages
+        .iter()
+        .map(|p| p["tools"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(sizes, [2, 2, 4, 1]);
+    // Resuming asks only the cursor's member until it is done.
+    assert_eq!(fakes[0].count("tools/list"), 3);
+    assert_eq!(
+        fakes[1].count("tools/list"),
+        2,
+        "once at the start, once after a"
+    );
+    assert_eq!(fakes[2].count("tools/list"), 3);
+    assert_eq!(fakes[3].count("tools/list"), 3);
+    // Cursors are opaque: not the member's own.
+    let first = pages[0]["nextCursor"].as_str().unwrap();
+    assert_ne!(first, "p2");
+}
+
+#[tokio::test]
+async fn resources_and_templates_keep_their_uris() {
+    let (agg, _) = aggregate(vec![
+        (
+            "a",
+            Some("a"),
+            Fake::new("a")
+                .resources(&["file:///x", "file:///y"])
+                .page(1),
+        ),
+        (
+            "b",
+            Some("b"),
+            Fake::new("b").templates(&["w://{city}"], &[]),
+        ),
+        ("c", Some("c"), Fake::new("c").resources(&["mem://z"])),
+    ]);
+    let pages = walk(&agg, "resources/list").await;
+    assert_eq!(
+        all_names(&pages, "resources", "uri"),
+        ["file:///x", "file:///y", "mem://z"]
+    );
+    let templates = ask(&agg, "resources/templates/list", json!({}))
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&templates, "resourceTemplates", "uriTemplate"),
+        ["w://{city}"]
+    );
+}
+
+#[tokio::test]
+async fn prompts_are_prefixed() {
+    let (agg, _) = aggregate(vec![
+        ("a", Some("a"), Fake::new("a").prompts(&["greet"])),
+        ("b", None, Fake::new("b").prompts(&["greet"])),
+    ]);
+    let list = ask(&agg, "prompts/list", json!({})).await.unwrap();
+    assert_eq!(names(&list, "prompts", "name"), ["a__greet", "greet"]);
+}
+
+#[tokio::test]
+async fn a_down_member_is_left_out_and_the_others_answer() {
+    let (agg, fakes) = aggregate(vec![
+        ("a", Some("a"), Fake::new("a").tools(&["x"])),
+        ("b", Some("b"), Fake::new("b").tools(&["y", "z"]).page(1)),
+        ("c", Some("c"), Fake::new("c").tools(&["w"])),
+    ]);
+    fakes[0].set_down(true);
+    let pages = walk(&agg, "tools/list").await;
+    assert_eq!(all_names(&pages, "tools", "name"), ["b__y", "b__z", "c__w"]);
+    // A member that goes down in the middle of a walk is skipped from there on.
+    fakes[0].set_down(false);
+    let first = ask(&agg, "tools/list", json!({})).await.unwrap();
+    fakes[1].set_down(true);
+    let rest = ask(&agg, "tools/list", json!({"cursor": first["nextCursor"]}))
+        .await
+        .unwrap();
+    assert_eq!(names(&first, "tools", "name"), ["a__x", "b__y"]);
+    assert_eq!(names(&rest, "tools", "name"), ["c__w"]);
+    assert!(rest.get("nextCursor").is_none());
+}
+
+#[tokio::test]
+async fn members_without_the_capability_are_not_asked() {
+    let (agg, fakes) = aggregate(vec![
+        (
+            "a",
+            Some("a"),
+            Fake::new("a").tools(&["x"]).caps(json!({"tools": {}})),
+        ),
+        (
+            "b",
+            Some("b"),
+            Fake::new("b").prompts(&["p"]).caps(json!({"prompts": {}})),
+        ),
+    ]);
+    let tools = ask(&agg, "tools/list", json!({})).await.unwrap();
+    assert_eq!(names(&tools, "tools", "name"), ["a__x"]);
+    assert_eq!(fakes[1].count("tools/list"), 0);
+    let prompts = ask(&agg, "prompts/list", json!({})).await.unwrap();
+    assert_eq!(names(&prompts, "prompts", "name"), ["b__p"]);
+    assert_eq!(fakes[0].count("prompts/list"), 0);
+}
+
+#[tokio::test]
+async fn bad_cursors_are_invalid_params() {
+    let (agg, _) = aggregate(vec![(
+        "a",
+        Some("a"),
+        Fake::new("a").tools(&["x", "y"]).page(1),
+    )]);
+    for cursor in [json!("garbage"), json!(7), json!("eyJtIjo5LCJ1IjoienoifQ")] {
+        let err = ask(&agg, "tools/list", json!({"cursor": cursor}))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, codes::INVALID_PARAMS, "{cursor}");
+    }
+}
+
+#[tokio::test]
+async fn members_get_the_clients_params_with_their_own_cursor() {
+    let (agg, fakes) = aggregate(vec![(
+        "a",
+        Some("a"),
+        Fake::new("a").tools(&["x", "y"]).page(1),
+    )]);
+    let first = ask(&agg, "tools/list", json!({"_meta": {"k": 1}}))
+        .await
+        .unwrap();
+    ask(
+        &agg,
+        "tools/list",
+        json!({"cursor": first["nextCursor"], "_meta": {"k": 2}}),
+    )
+    .await
+    .unwrap();
+    let params: Vec<Value> = fakes[0].calls().into_iter().map(|(_, p)| p).collect();
+    assert_eq!(
+        params,
+        [
+            json!({"_meta": {"k": 1}}),
+            json!({"_meta": {"k": 2}, "cursor": "p1"})
+        ]
+    );
+}

@@ -1,0 +1,366 @@
+//! The `[[upstreams]]` tables of the config file, and [`build`], which turns them into the
+//! node's [`Upstream`].
+//!
+//! ```toml
+//! tool_separator = "__"          # UpstreamsConfig::separator (the binary's key name)
+//!
+//! [[upstreams]]
+//! name = "weather"               # [A-Za-z0-9_-]{1,64}, unique
+//! kind = "http"                  # demo | stdio | http | sse
+//! url = "https://weather.example/mcp"
+//! headers = { Authorization = "Bearer ${WEATHER_TOKEN}" }
+//! timeout_ms = 30000
+//!
+//! [[upstreams]]
+//! name = "files"
+//! kind = "stdio"
+//! prefix = ""                    # no prefix: tools keep their own names
+//! command = "mcp-server-filesystem"
+//! args = ["/srv/data"]
+//! env = { LOG_LEVEL = "warn" }
+//! ```
+//!
+//! No `[[upstreams]]` at all means the built-in demo server alone, unprefixed. Otherwise every
+//! listed upstream becomes a member of an [`Aggregate`], even a single one, so names always get
+//! their prefix.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::aggregate::names::{check_member_name, check_separator};
+use crate::aggregate::names::{check_prefix, Namespaces};
+use crate::aggregate::{Aggregate, Member, DEFAULT_SEPARATOR};
+use crate::demo::DemoUpstream;
+use crate::placement::NodeBound;
+use crate::upstream::Upstream;
+
+/// Default per-upstream request timeout, in ms.
+pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
+
+/// What an upstream is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamKind {
+    /// The built-in demo server ([`DemoUpstream`]).
+    Demo,
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout (MCP 2025-11-25,
+    /// basic/transports, stdio).
+    Stdio,
+    /// A Streamable HTTP server (MCP 2025-03-26 … 2025-11-25, basic/transports).
+    Http,
+    /// A legacy HTTP+SSE server (MCP 2024-11-05, transports).
+    Sse,
+}
+
+impl UpstreamKind {
+    /// The kind as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamKind::Demo => "demo",
+            UpstreamKind::Stdio => "stdio",
+            UpstreamKind::Http => "http",
+            UpstreamKind::Sse => "sse",
+        }
+    }
+}
+
+/// One `[[upstreams]]` table. Fields for other kinds than the upstream's are refused by
+/// [`UpstreamConfig::problems`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Unique name, `[A-Za-z0-9_-]{1,64}`; appears in logs and errors, and is the default prefix.
+    pub name: String,
+    /// `demo`, `stdio`, `http` or `sse`.
+    pub kind: UpstreamKind,
+    /// Namespace of the upstream's tools and prompts (`<prefix><separator><name>`). Absent: the
+    /// name. `""`: no prefix (names pass unchanged; the first unprefixed upstream listing a name
+    /// owns it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// How long one request may take, in ms (default 60000); then the client gets -32005 naming
+    /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse).
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// stdio: the program to run (looked up in `PATH` when it has no `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// stdio: environment variables set for it, on top of the node's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// stdio: its working directory (default: the node's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// stdio: one child for all sessions instead of one per session (default false).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub shared: bool,
+    /// http/sse: the server's URL (`http://` or `https://`): the MCP endpoint (http) or the SSE
+    /// endpoint (sse).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// http/sse: headers sent with every request. A value may reference environment variables as
+    /// `${VAR}`, expanded when the node starts ([`UpstreamConfig::expanded`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+}
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Every upstream of a node and the separator of their namespaces.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamsConfig {
+    /// Between prefix and name (default `__`): 1–16 of `A-Z a-z 0-9 _ - .`.
+    #[serde(default = "default_separator")]
+    pub separator: String,
+    /// The upstreams, in the order their entries appear in merged lists.
+    #[serde(default)]
+    pub upstreams: Vec<UpstreamConfig>,
+}
+
+fn default_separator() -> String {
+    DEFAULT_SEPARATOR.to_owned()
+}
+
+impl Default for UpstreamsConfig {
+    fn default() -> Self {
+        UpstreamsConfig {
+            separator: default_separator(),
+            upstreams: Vec::new(),
+        }
+    }
+}
+
+impl UpstreamConfig {
+    /// An upstream of `kind` named `name` with every other field at its default.
+    pub fn new(name: &str, kind: UpstreamKind) -> UpstreamConfig {
+        UpstreamConfig {
+            name: name.to_owned(),
+            kind,
+            prefix: None,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            command: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+            shared: false,
+            url: None,
+            headers: BTreeMap::new(),
+        }
+    }
+
+    /// The effective prefix: the configured one, else the name; `None` for `""`.
+    pub fn effective_prefix(&self) -> Option<&str> {
+        let prefix = self.prefix.as_deref().unwrap_or(&self.name);
+        (!prefix.is_empty()).then_some(prefix)
+    }
+
+    /// Every problem of this table alone, each message starting `upstream `NAME``: the name,
+    /// the prefix's characters, `timeout_ms` > 0, the fields its kind needs (stdio: `command`;
+    /// http, sse: an `http(s)://` `url`) and refuses (another kind's fields), header names and
+    /// the `${VAR}` syntax of header values.
+    pub fn problems(&self, separator: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Err(e) = check_member_name(&self.name) {
+            out.push(e);
+        }
+        let name = &self.name;
+        if let Some(prefix) = self.effective_prefix() {
+            out.extend(check_prefix(name, prefix, separator).err());
+        }
+        if self.timeout_ms == 0 {
+            out.push(format!(
+                "upstream `{name}`: timeout_ms must be greater than 0"
+            ));
+        }
+        let kind = self.kind.as_str();
+        let stdio = self.kind == UpstreamKind::Stdio;
+        let web = matches!(self.kind, UpstreamKind::Http | UpstreamKind::Sse);
+        let set = [
+            ("command", self.command.is_some(), stdio),
+            ("args", !self.args.is_empty(), stdio),
+            ("env", !self.env.is_empty(), stdio),
+            ("cwd", self.cwd.is_some(), stdio),
+            ("shared", self.shared, stdio),
+            ("url", self.url.is_some(), web),
+            ("headers", !self.headers.is_empty(), web),
+        ];
+        for (field, present, allowed) in set {
+            if present && !allowed {
+                out.push(format!(
+                    "upstream `{name}`: `{field}` does not apply to kind `{kind}`"
+                ));
+            }
+        }
+        if stdio && self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
+            out.push(format!("upstream `{name}`: kind `stdio` needs a `command`"));
+        }
+        if web {
+            let url = self.url.as_deref().unwrap_or_default();
+            let ok = ["http://", "https://"].iter().any(|s| {
+                url.starts_with(s) && url.len() > s.len() && !url.contains(char::is_whitespace)
+            });
+            if !ok {
+                out.push(format!(
+                    "upstream `{name}`: kind `{kind}` needs a `url` starting with http:// or https://"
+                ));
+            }
+        }
+        for (header, value) in &self.headers {
+            let token = !header.is_empty()
+                && header
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
+            if !token {
+                out.push(format!(
+                    "upstream `{name}`: `{header}` is not a valid header name"
+                ));
+            }
+            if let Err(e) = expand(value, |_| Some(String::new())) {
+                out.push(format!("upstream `{name}`: header `{header}`: {e}"));
+            }
+        }
+        out
+    }
+
+    /// A copy with `${VAR}` in header values replaced by `lookup(VAR)`. Errors naming the upstream,
+    /// the header and the variable when a variable is not set, and on malformed references.
+    pub fn expanded(
+        &self,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<UpstreamConfig, String> {
+        let mut out = self.clone();
+        for (header, value) in out.headers.iter_mut() {
+            *value = expand(value, &lookup)
+                .map_err(|e| format!("upstream `{}`: header `{header}`: {e}", self.name))?;
+        }
+        Ok(out)
+    }
+}
+
+/// Replaces each `${VAR}` (`VAR` = `[A-Za-z_][A-Za-z0-9_]*`) in `text` by `lookup(VAR)`; a `$`
+/// not followed by `{` stays as is. Errors on an unset variable, an unclosed `${` or a bad name.
+pub fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("${") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 2..];
+        let close = after
+            .find('}')
+            .ok_or_else(|| format!("unclosed `${{` in `{text}`"))?;
+        let var = &after[..close];
+        let valid = var
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!(
+                "`${{{var}}}` is not a valid environment variable reference"
+            ));
+        }
+        let value =
+            lookup(var).ok_or_else(|| format!("environment variable `{var}` is not set"))?;
+        out.push_str(&value);
+        rest = &after[close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+impl UpstreamsConfig {
+    /// Every problem: the separator's, then [`UpstreamsConfig::upstream_problems`]. Empty means
+    /// valid.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = check_separator(&self.separator).err().into_iter().collect();
+        out.extend(self.upstream_problems());
+        out
+    }
+
+    /// The problems of the `[[upstreams]]` tables: each table's ([`UpstreamConfig::problems`]),
+    /// names used twice, and (when the separator and every table are valid) prefixes whose
+    /// namespaces overlap.
+    pub fn upstream_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, upstream) in self.upstreams.iter().enumerate() {
+            out.extend(upstream.problems(&self.separator));
+            if self.upstreams[..i].iter().any(|u| u.name == upstream.name) {
+                out.push(format!("upstream name `{}` is used twice", upstream.name));
+            }
+        }
+        if out.is_empty() && check_separator(&self.separator).is_ok() {
+            let spec: Vec<(&str, Option<&str>)> = self
+                .upstreams
+                .iter()
+                .map(|u| (u.name.as_str(), u.effective_prefix()))
+                .collect();
+            out.extend(Namespaces::new(&spec, &self.separator).err());
+        }
+        out
+    }
+}
+
+/// The node's upstream: the demo server alone when `config.upstreams` is empty, else an
+/// [`Aggregate`] of every configured upstream. Header values are expanded from the process
+/// environment here. Errors (naming the upstream) on any problem of [`UpstreamsConfig::problems`],
+/// an unset variable, or a table its kind's constructor refuses.
+pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
+    if config.upstreams.is_empty() {
+        return Ok(Arc::new(DemoUpstream::new()));
+    }
+    let problems = config.problems();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let members = config
+        .upstreams
+        .iter()
+        .map(|u| {
+            Ok(Member {
+                name: u.name.clone(),
+                prefix: u.effective_prefix().map(str::to_owned),
+                upstream: build_one(u)?,
+            })
+        })
+        .collect::<Result<Vec<Member>, String>>()?;
+    Ok(Arc::new(Aggregate::new(members, &config.separator)?))
+}
+
+/// One upstream, its header values expanded from the process environment.
+pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
+    let config = config.expanded(|var| std::env::var(var).ok())?;
+    match config.kind {
+        UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
+        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(&config)?)),
+        // A legacy SSE connection and a per-session stdio child live in one process: their
+        // requests run on the node that owns them (see `placement`).
+        UpstreamKind::Sse => {
+            let sse = crate::sse::SseUpstream::from_config(&config)?;
+            Ok(Arc::new(NodeBound::new(Arc::new(sse))))
+        }
+        UpstreamKind::Stdio => {
+            let stdio = crate::stdio::StdioUpstream::from_config(&config)?;
+            if stdio.is_shared() {
+                // One child for every session: each node simply uses its own.
+                Ok(Arc::new(stdio))
+            } else {
+                Ok(Arc::new(NodeBound::new(Arc::new(stdio))))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,223 @@
+//! Parsing, validation, environment expansion and building of `[[upstreams]]`.
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use super::*;
+
+/// Parses a TOML document into an [`UpstreamsConfig`].
+fn parse(text: &str) -> Result<UpstreamsConfig, String> {
+    toml::from_str(text).map_err(|e| e.to_string())
+}
+
+fn problems(text: &str) -> String {
+    parse(text).expect("parses").problems().join("\n")
+}
+
+#[test]
+fn a_full_config_parses_with_defaults_filled_in() {
+    let config = parse(
+        r#"
+        [[upstreams]]
+        name = "weather"
+        kind = "http"
+        url = "https://weather.example/mcp"
+        headers = { Authorization = "Bearer ${TOKEN}" }
+
+        [[upstreams]]
+        name = "files"
+        kind = "stdio"
+        prefix = ""
+        command = "mcp-files"
+        args = ["/srv"]
+        env = { LEVEL = "warn" }
+        cwd = "/tmp"
+        shared = true
+        timeout_ms = 5000
+
+        [[upstreams]]
+        name = "demo"
+        kind = "demo"
+        prefix = "d"
+        "#,
+    )
+    .unwrap();
+    assert_eq!(config.separator, "__");
+    let [weather, files, demo] = config.upstreams.as_slice() else {
+        panic!("three upstreams");
+    };
+    assert_eq!(weather.kind, UpstreamKind::Http);
+    assert_eq!(weather.timeout_ms, 60_000);
+    assert_eq!(
+        weather.effective_prefix(),
+        Some("weather"),
+        "default: the name"
+    );
+    assert_eq!(files.effective_prefix(), None, "\"\" is no prefix");
+    assert_eq!(files.args, ["/srv"]);
+    assert!(files.shared);
+    assert_eq!(files.timeout_ms, 5000);
+    assert_eq!(demo.effective_prefix(), Some("d"));
+    assert_eq!(config.problems(), Vec::<String>::new());
+    // Serializes back to the same value (the binary prints its config as TOML).
+    let again: UpstreamsConfig = toml::from_str(&toml::to_string(&config).unwrap()).unwrap();
+    assert_eq!(again, config);
+}
+
+#[test]
+fn unknown_keys_and_kinds_are_refused() {
+    let err =
+        parse("[[upstreams]]\nname = \"a\"\nkind = \"demo\"\nurl_typo = \"x\"\n").unwrap_err();
+    assert!(err.contains("unknown field `url_typo`"), "{err}");
+    let err = parse("[[upstreams]]\nname = \"a\"\nkind = \"grpc\"\n").unwrap_err();
+    assert!(err.contains("unknown variant `grpc`"), "{err}");
+    let err = parse("[[upstreams]]\nkind = \"demo\"\n").unwrap_err();
+    assert!(err.contains("missing field `name`"), "{err}");
+}
+
+#[test]
+fn bad_values_are_problems_naming_the_upstream() {
+    let cases = [
+        ("name = \"a b\"\nkind = \"demo\"", "upstream name `a b`"),
+        ("name = \"a.b\"\nkind = \"demo\"", "upstream name `a.b`"),
+        (
+            "name = \"a\"\nkind = \"demo\"\nprefix = \"x y\"",
+            "upstream `a`: prefix `x y`",
+        ),
+        (
+            "name = \"a\"\nkind = \"demo\"\ntimeout_ms = 0",
+            "upstream `a`: timeout_ms",
+        ),
+        (
+            "name = \"a\"\nkind = \"stdio\"",
+            "upstream `a`: kind `stdio` needs a `command`",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"",
+            "upstream `a`: kind `http` needs a `url`",
+        ),
+        (
+            "name = \"a\"\nkind = \"sse\"\nurl = \"ftp://x\"",
+            "kind `sse` needs a `url`",
+        ),
+        (
+            "name = \"a\"\nkind = \"demo\"\ncommand = \"x\"",
+            "`command` does not apply to kind `demo`",
+        ),
+        (
+            "name = \"a\"\nkind = \"stdio\"\ncommand = \"x\"\nurl = \"http://x\"",
+            "`url` does not apply to kind `stdio`",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"\nurl = \"http://x\"\nheaders = { \"bad name\" = \"v\" }",
+            "`bad name` is not a valid header name",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"\nurl = \"http://x\"\nheaders = { X = \"${OPEN\" }",
+            "header `X`: unclosed",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"\nurl = \"http://x\"\nheaders = { X = \"${1A}\" }",
+            "not a valid environment variable reference",
+        ),
+    ];
+    for (table, needle) in cases {
+        let found = problems(&format!("[[upstreams]]\n{table}\n"));
+        assert!(
+            found.contains(needle),
+            "{table}:\n{found}\nshould contain {needle:?}"
+        );
+    }
+}
+
+#[test]
+fn separators_names_and_prefixes_are_checked_together() {
+    let two = |sep: &str, p1: &str, p2: &str| {
+        problems(&format!(
+            "separator = \"{sep}\"\n[[upstreams]]\nname = \"a\"\nkind = \"demo\"\nprefix = \"{p1}\"\n\
+             [[upstreams]]\nname = \"b\"\nkind = \"demo\"\nprefix = \"{p2}\"\n"
+        ))
+    };
+    assert_eq!(two("__", "a", "b"), "");
+    assert_eq!(two(".", "a", ""), "");
+    assert!(two("/", "a", "b").contains("tool separator `/`"));
+    assert!(two("", "a", "b").contains("tool separator ``"));
+    assert!(two("__", "x", "x").contains("overlapping prefixes"));
+    assert!(two("_", "a", "a_b").contains("overlapping prefixes"));
+    let dup = problems(
+        "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n",
+    );
+    assert!(dup.contains("`a` is used twice"), "{dup}");
+}
+
+#[test]
+fn header_values_expand_environment_variables() {
+    let mut config = UpstreamConfig::new("api", UpstreamKind::Http);
+    config.url = Some("https://api.example".into());
+    config.headers = BTreeMap::from([
+        ("Authorization".into(), "Bearer ${TOKEN}".into()),
+        ("X-Mixed".into(), "$plain ${A}-${B_2}$".into()),
+    ]);
+    let env = |var: &str| match var {
+        "TOKEN" => Some("s3cret".to_owned()),
+        "A" => Some("1".to_owned()),
+        "B_2" => Some("2".to_owned()),
+        _ => None,
+    };
+    let expanded = config.expanded(env).unwrap();
+    assert_eq!(expanded.headers["Authorization"], "Bearer s3cret");
+    assert_eq!(expanded.headers["X-Mixed"], "$plain 1-2$");
+    assert_eq!(
+        config.headers["Authorization"], "Bearer ${TOKEN}",
+        "the original is kept"
+    );
+    let err = config.expanded(|_| None).unwrap_err();
+    assert_eq!(
+        err,
+        "upstream `api`: header `Authorization`: environment variable `TOKEN` is not set"
+    );
+}
+
+#[tokio::test]
+async fn build_makes_the_demo_alone_or_an_aggregate() {
+    let alone = build(&UpstreamsConfig::default()).unwrap();
+    assert_eq!(alone.name(), "demo");
+    let config = parse(
+        "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n[[upstreams]]\nname = \"b\"\nkind = \"demo\"\n",
+    )
+    .unwrap();
+    let agg = build(&config).unwrap();
+    assert_eq!(agg.name(), "switchboard");
+    assert_eq!(agg.members().len(), 2);
+    let ctx = crate::aggregate::tests::ctx();
+    let tools = agg.request("tools/list", json!({}), ctx).await.unwrap();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"a__echo") && names.contains(&"b__echo"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn build_refuses_bad_configs_and_unset_variables() {
+    let bad = parse("[[upstreams]]\nname = \"a b\"\nkind = \"demo\"\n").unwrap();
+    let err = build(&bad).err().unwrap();
+    assert!(err.contains("upstream name `a b`"), "{err}");
+    let mut http = UpstreamConfig::new("web", UpstreamKind::Http);
+    http.url = Some("http://127.0.0.1:9/mcp".into());
+    http.headers = BTreeMap::from([(
+        "Authorization".into(),
+        "${SWITCHBOARD_TEST_SURELY_UNSET_VAR}".into(),
+    )]);
+    let err = build_one(&http).err().unwrap();
+    assert!(
+        err.contains("`SWITCHBOARD_TEST_SURELY_UNSET_VAR` is not set"),
+        "{err}"
+    );
+}

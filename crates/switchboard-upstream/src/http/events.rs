@@ -1,0 +1,224 @@
+//! Reading `text/event-stream` bodies: an incremental parser of server-sent events and an async
+//! reader over an HTTP response.
+//!
+//! Source: WHATWG HTML, "Server-sent events", §9.2.6 Interpreting an event stream (lines end in
+//! CR LF, LF or CR; `data` lines are joined with LF; `id` without NUL sets the last event id;
+//! `retry` is an integer of milliseconds; lines starting with `:` are comments). MCP uses `id`
+//! and `retry` for resumption (MCP 2025-11-25, basic/transports, Resumability and Redelivery).
+//!
+//! Bytes are split into lines before they are decoded, so a multi-byte UTF-8 character split
+//! across two network reads is decoded whole.
+
+use futures::stream::BoxStream;
+use futures::StreamExt;
+
+/// The largest line (or pending event) we buffer; a bigger one ends the stream with an error.
+const MAX_BUFFER: usize = 32 * 1024 * 1024;
+
+/// One dispatched event. Fields the event did not carry are `None`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct SseEvent {
+    /// The `event` field (the event type); `None` means the default type, `message`.
+    pub event: Option<String>,
+    /// The joined `data` lines (empty for an event without data, e.g. a priming event).
+    pub data: String,
+    /// The `id` field, when the event carried one.
+    pub id: Option<String>,
+    /// The `retry` field in milliseconds, when the event carried a valid one.
+    pub retry: Option<u64>,
+}
+
+impl SseEvent {
+    /// Whether this event carries a message (type `message` or none, and non-blank data).
+    pub fn is_message(&self) -> bool {
+        matches!(self.event.as_deref(), None | Some("message")) && !self.data.trim().is_empty()
+    }
+}
+
+/// Incremental parser: feed it chunks as they arrive, collect whole events.
+#[derive(Debug, Default)]
+pub(crate) struct SseParser {
+    /// Bytes of the line being read.
+    line: Vec<u8>,
+    /// The previous chunk ended in CR: a leading LF of the next chunk belongs to it.
+    after_cr: bool,
+    /// Fields of the event being assembled.
+    pending: SseEvent,
+    /// Whether any data line was seen for the pending event.
+    has_data: bool,
+    /// Whether any field at all was seen for the pending event.
+    has_fields: bool,
+    /// Whether the byte-order mark at the start was handled.
+    started: bool,
+}
+
+impl SseParser {
+    /// Parses `chunk`, returning the events it completed. Errors when a line grows beyond the
+    /// buffer limit.
+    pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
+        let mut out = Vec::new();
+        let mut bytes = chunk;
+        if !self.started && !bytes.is_empty() {
+            self.started = true;
+            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        }
+        for &b in bytes {
+            if self.after_cr {
+                self.after_cr = false;
+                if b == b'\n' {
+                    continue;
+                }
+            }
+            match b {
+                b'\n' | b'\r' => {
+                    self.after_cr = b == b'\r';
+                    let line = std::mem::take(&mut self.line);
+                    if let Some(event) = self.line_done(&line) {
+                        out.push(event);
+                    }
+                }
+                _ => self.line.push(b),
+            }
+        }
+        if self.line.len() + self.pending.data.len() > MAX_BUFFER {
+            return Err(format!("an SSE event exceeds {MAX_BUFFER} bytes"));
+        }
+        Ok(out)
+    }
+
+    /// Handles one complete line; returns an event when the line was blank and ended one.
+    fn line_done(&mut self, line: &[u8]) -> Option<SseEvent> {
+        if line.is_empty() {
+            return self.dispatch();
+        }
+        if line[0] == b':' {
+            return None;
+        }
+        let text = String::from_utf8_lossy(line);
+        let (field, value) = match text.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (text.as_ref(), ""),
+        };
+        self.has_fields = true;
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.pending.data.push('\n');
+                }
+                self.pending.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.pending.event = Some(value.to_owned()),
+            "id" if !value.contains('\0') => self.pending.id = Some(value.to_owned()),
+            "retry" if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) => {
+                self.pending.retry = value.parse().ok();
+            }
+            _ => {}
+        }
+        None
+    }
+
+    /// Ends the pending event. Events with only `id`/`retry` are dispatched too (with empty
+    /// data), so the reader learns the resumption cursor from priming events.
+    fn dispatch(&mut self) -> Option<SseEvent> {
+        let had = std::mem::take(&mut self.has_fields);
+        self.has_data = false;
+        let event = std::mem::take(&mut self.pending);
+        had.then_some(event)
+    }
+}
+
+/// Reads the events of one `text/event-stream` response body.
+pub(crate) struct EventReader {
+    body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    parser: SseParser,
+    ready: std::collections::VecDeque<SseEvent>,
+}
+
+impl EventReader {
+    /// Wraps a response whose body is an event stream.
+    pub fn new(response: reqwest::Response) -> EventReader {
+        EventReader {
+            body: response.bytes_stream().boxed(),
+            parser: SseParser::default(),
+            ready: Default::default(),
+        }
+    }
+
+    /// The next event; `None` when the stream ended (an unfinished event at the end is dropped,
+    /// as the SSE rules say); `Err` when the connection failed.
+    pub async fn next(&mut self) -> Option<Result<SseEvent, String>> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Some(Ok(event));
+            }
+            let chunk = match self.body.next().await? {
+                Ok(chunk) => chunk,
+                Err(e) => return Some(Err(super::wire::describe(&e))),
+            };
+            match self.parser.push(&chunk) {
+                Ok(events) => self.ready.extend(events),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
+        let mut p = SseParser::default();
+        chunks.iter().flat_map(|c| p.push(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn joins_data_lines_and_reads_fields() {
+        let events =
+            parse_all(&[b"event: message\nid: s1:4\nretry: 1500\ndata: {\"a\":\ndata: 1}\n\n"]);
+        assert_eq!(
+            events,
+            vec![SseEvent {
+                event: Some("message".into()),
+                data: "{\"a\":\n1}".into(),
+                id: Some("s1:4".into()),
+                retry: Some(1500),
+            }]
+        );
+        assert!(events[0].is_message());
+    }
+
+    #[test]
+    fn handles_every_line_ending_and_splits_anywhere() {
+        let text = b"data: one\r\n\r\ndata: two\r\rdata: three\n\n";
+        let whole = parse_all(&[text]);
+        let datas: Vec<_> = whole.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(datas, ["one", "two", "three"]);
+        for cut in 0..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(parse_all(&[a, b]), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn multibyte_characters_survive_a_split_read() {
+        let text = "data: {\"t\":\"héllo → ✓\"}\n\n".as_bytes();
+        let cut = text.iter().position(|&b| b == 0xE2).unwrap() + 1;
+        let events = parse_all(&[&text[..cut], &text[cut..]]);
+        assert_eq!(events[0].data, "{\"t\":\"héllo → ✓\"}");
+    }
+
+    #[test]
+    fn comments_priming_events_and_bad_retry() {
+        let events =
+            parse_all(&[b"\xEF\xBB\xBF: keep-alive\n\nid: p0\ndata:\n\nretry: soon\ndata: x\n\n"]);
+        assert_eq!(events.len(), 2);
+        assert_eq!(events[0].id.as_deref(), Some("p0"));
+        assert_eq!(events[0].data, "");
+        assert!(!events[0].is_message());
+        assert_eq!(events[1].retry, None);
+        let other = parse_all(&[b"event: endpoint\ndata: /m?x=1\n\n"]);
+        assert!(!other[0].is_message());
+    }
+}

@@ -1,0 +1,332 @@
+//! The Streamable HTTP upstream: one MCP server reached over Streamable HTTP (MCP 2025-03-26 …
+//! 2025-11-25, basic/transports), stateful or stateless (a server that mints no
+//! `Mcp-Session-Id`).
+//!
+//! Submodules:
+//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers.
+//! - `call`: one request's conversation (JSON or SSE answer, notifications, server-to-client
+//!   requests, resumption).
+//! - `lifecycle`: initializing an upstream session for a client session, re-initializing it on
+//!   404, the start-up probe.
+//! - `session`: the stored form of the upstream session and the node-local memory of it.
+//! - `events`: the SSE parser (also used by [`crate::sse`]).
+//! - `common`: what both network upstreams share (client, ids, errors, facts).
+
+mod call;
+pub(crate) mod common;
+pub(crate) mod events;
+mod lifecycle;
+mod session;
+pub(crate) mod wire;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use self::call::Call;
+use self::common::{
+    aborted, cancelled_notification, message, next_request_id, outcome, timed_out, unavailable,
+    CancelGuard, Facts,
+};
+use self::session::{Known, UpstreamSession};
+use self::wire::{Wire, WireError};
+use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstream};
+
+/// A Streamable HTTP MCP server behind the cluster.
+///
+/// **One upstream session per client session, kept in the client's session record.** On the
+/// first request of a client session this upstream POSTs `initialize` with the client's own
+/// stored `initialize` params (its capabilities, clientInfo and protocolVersion, so the upstream
+/// sees the real client), then `notifications/initialized`, and records
+/// `"<upstream Mcp-Session-Id>|<negotiated revision>"` with
+/// [`SessionHandle::set_upstream_session`] (empty id for a server that mints none), so any node
+/// continues the session. Later requests carry `Mcp-Session-Id` and `MCP-Protocol-Version: <the
+/// revision the upstream negotiated>` (MCP 2025-11-25, basic/transports, Session Management and
+/// Protocol Version Header). When the upstream answers 404 for its session (it restarted or
+/// expired it), the session is initialized again from the stored params and the failed request
+/// is retried once; the client keeps its session id and sees nothing but a log line.
+///
+/// **Requests** are POSTed with our own ids (`"sb-<process tag>-<n>"`, never the client's, so
+/// concurrent clients cannot collide: case C22) and `Accept: application/json,
+/// text/event-stream`. On an event-stream answer, notifications go to the client through
+/// [`ClientPeer::notify`] and server-to-client requests through [`ClientPeer::request`]; the
+/// client's answer is POSTed back with the upstream's original id (a JSON-RPC error when the
+/// client cannot answer). Progress tokens pass through unchanged. A stream that breaks after
+/// events with ids is resumed with `Last-Event-ID` (up to 3 times in a row, waiting the
+/// upstream's `retry`, at most 5 s).
+///
+/// **Errors:** no answer within the configured timeout → -32005 naming the upstream; an
+/// unreachable or failing upstream → -32006 `upstream `NAME` is unavailable: <reason>`. When the
+/// client cancels (or the timeout passes) the upstream is sent `notifications/cancelled` with our
+/// request id and the call ends with -32004 at once.
+///
+/// **Headers:** the configured static headers go on every request; the client's own
+/// `Authorization` header never reaches this type, so it is never forwarded (no token
+/// passthrough: MCP 2025-06-18, basic/security_best_practices).
+///
+/// **Not yet:** the upstream's standalone GET stream (unsolicited notifications and requests) is
+/// not opened; holding it needs a cluster lease so exactly one node listens. Until then such
+/// messages are not received.
+pub struct HttpUpstream {
+    name: String,
+    wire: Arc<Wire>,
+    timeout: Duration,
+    facts: Facts,
+    known: Known,
+}
+
+impl HttpUpstream {
+    /// An upstream called `name` at `url`, sending `headers` (name, value) on every request, with
+    /// `timeout` for each call. Errors on an invalid URL or header, or a header switchboard sets
+    /// itself (`Accept`, `Content-Type`, `Mcp-Session-Id`, `MCP-Protocol-Version`,
+    /// `Last-Event-ID`).
+    pub fn new<K, V>(
+        name: impl Into<String>,
+        url: &str,
+        headers: impl IntoIterator<Item = (K, V)>,
+        timeout: Duration,
+    ) -> Result<HttpUpstream, String>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let name = name.into();
+        let wire = Wire::new(url, headers).map_err(|e| format!("upstream `{name}`: {e}"))?;
+        Ok(HttpUpstream {
+            facts: Facts::new(&name),
+            name,
+            wire: Arc::new(wire),
+            timeout,
+            known: Known::default(),
+        })
+    }
+
+    /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`
+    /// and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
+    /// expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
+    /// missing or invalid URL, or an invalid header.
+    pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<HttpUpstream, String> {
+        let name = &config.name;
+        if config.kind != crate::config::UpstreamKind::Http {
+            return Err(format!(
+                "upstream `{name}`: kind `{}` is not a Streamable HTTP upstream",
+                config.kind.as_str()
+            ));
+        }
+        let url = config
+            .url
+            .as_deref()
+            .ok_or_else(|| format!("upstream `{name}`: kind `http` needs a `url`"))?;
+        HttpUpstream::new(
+            name.clone(),
+            url,
+            &config.headers,
+            Duration::from_millis(config.timeout_ms),
+        )
+    }
+
+    /// The upstream's URL.
+    pub fn url(&self) -> &str {
+        self.wire.url().as_str()
+    }
+
+    /// The per-call timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// One request, initializing the upstream session on first use and re-initializing it once
+    /// when the upstream answers 404 for it.
+    async fn call(
+        &self,
+        method: &str,
+        params: &Value,
+        ctx: &RequestContext,
+    ) -> Result<Value, RpcError> {
+        let session = self.session_for(ctx).await?;
+        let response = match self.exchange(method, params, &session, &ctx.peer).await {
+            Err(WireError::Gone) => {
+                tracing::info!(upstream = %self.name, session = ctx.session.session_id(),
+                    "the upstream ended its session; initializing it again with the client's \
+                     stored initialize and retrying the request once");
+                let fresh = self.reinitialize(ctx, &session).await?;
+                match self.exchange(method, params, &fresh, &ctx.peer).await {
+                    Err(WireError::Gone) => Err(WireError::Failed(
+                        "it lost the session again right after it was initialized".into(),
+                    )),
+                    other => other,
+                }
+            }
+            other => other,
+        };
+        response
+            .map_err(|e| self.error(e))
+            .and_then(|r| outcome(&r))
+    }
+
+    /// POSTs one request in `session` and returns the whole JSON-RPC response. Until the answer
+    /// arrives, dropping this future sends `notifications/cancelled` for it.
+    async fn exchange(
+        &self,
+        method: &str,
+        params: &Value,
+        session: &UpstreamSession,
+        peer: &Arc<dyn ClientPeer>,
+    ) -> Result<Value, WireError> {
+        let id = next_request_id();
+        let message = message(Some(&id), method, params);
+        let mut guard = self.cancel_guard(session, &id);
+        let call = Call {
+            wire: &self.wire,
+            name: &self.name,
+            session: Some(session),
+            peer: Some(peer),
+        };
+        let result = call.run(&message, &id).await;
+        // Finished either way (answered, or failed with the stream): only abandoning the call
+        // (client cancel, timeout, the node dropping it) sends a cancellation.
+        guard.disarm();
+        result.map(|(response, _)| response)
+    }
+
+    /// The `notifications/cancelled` sent if a call is abandoned before its answer.
+    fn cancel_guard(&self, session: &UpstreamSession, id: &Value) -> CancelGuard {
+        let wire = self.wire.clone();
+        let session = session.clone();
+        let note = cancelled_notification(
+            id,
+            "cancelled by the client, or the upstream timeout passed",
+        );
+        let name = self.name.clone();
+        CancelGuard::new(async move {
+            match tokio::time::timeout(common::CONNECT_TIMEOUT, wire.post(&note, Some(&session)))
+                .await
+            {
+                Ok(Ok(_)) => tracing::debug!(upstream = name, "sent notifications/cancelled"),
+                Ok(Err(e)) => {
+                    tracing::debug!(upstream = name, error = ?e, "could not send notifications/cancelled")
+                }
+                Err(_) => {
+                    tracing::debug!(upstream = name, "sending notifications/cancelled timed out")
+                }
+            }
+        })
+    }
+
+    /// The JSON-RPC error the client gets for a failed exchange.
+    fn error(&self, e: WireError) -> RpcError {
+        match e {
+            WireError::Gone => unavailable(&self.name, "it ended the session"),
+            WireError::Rpc(e) => e,
+            WireError::Failed(why) => unavailable(&self.name, why),
+        }
+    }
+}
+
+impl std::fmt::Debug for HttpUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpUpstream")
+            .field("name", &self.name)
+            .field("url", &self.url())
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+#[async_trait]
+impl Upstream for HttpUpstream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The capabilities from the probe (or the first client session's `initialize`); until
+    /// then `{"tools":{},"resources":{},"prompts":{}}`.
+    fn capabilities(&self) -> Value {
+        self.facts.capabilities()
+    }
+
+    fn server_info(&self) -> Value {
+        self.facts.server_info()
+    }
+
+    fn instructions(&self) -> Option<String> {
+        self.facts.instructions()
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        tokio::select! {
+            biased;
+            () = ctx.cancel.cancelled() => Err(aborted()),
+            r = tokio::time::timeout(self.timeout, self.call(method, &params, &ctx)) => {
+                r.unwrap_or_else(|_| Err(timed_out(&self.name, self.timeout)))
+            }
+        }
+    }
+
+    /// Probes the server once: `initialize` with a neutral identity, record its capabilities,
+    /// serverInfo and instructions, then DELETE that session. An unreachable server is logged;
+    /// the defaults stay until a client session's `initialize` succeeds.
+    async fn prepare(&self) {
+        self.probe().await
+    }
+
+    /// Forwards a client notification (e.g. `notifications/roots/list_changed`) into the
+    /// client session's upstream session, if it has one yet (otherwise the upstream starts
+    /// fresh later and needs none). `notifications/cancelled` is not forwarded: the node cancels
+    /// the running call, which sends the upstream its own cancellation with our request id.
+    async fn notify(&self, method: &str, params: Value, session: Arc<dyn SessionHandle>) {
+        if method == "notifications/cancelled" {
+            return;
+        }
+        let sid = session.session_id();
+        let Some(upstream) = self.stored(&*session).or_else(|| self.known.get(sid)) else {
+            tracing::debug!(upstream = %self.name, method, "no upstream session yet; notification not forwarded");
+            return;
+        };
+        let note = message(None, method, &params);
+        match tokio::time::timeout(self.timeout, self.wire.post(&note, Some(&upstream))).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(WireError::Gone)) => {
+                tracing::debug!(upstream = %self.name, method, "the upstream session is gone; the next request initializes it again");
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(upstream = %self.name, method, error = ?e, "could not forward a notification")
+            }
+            Err(_) => {
+                tracing::warn!(upstream = %self.name, method, "forwarding a notification timed out")
+            }
+        }
+    }
+
+    /// DELETEs the upstream session of `session_id` when this process knows it (best effort: a
+    /// session last used on another node is left to the upstream's own expiry).
+    async fn session_ended(&self, session_id: &str) {
+        let Some(upstream) = self.known.remove(session_id) else {
+            return;
+        };
+        if upstream.id.is_none() {
+            return;
+        }
+        match tokio::time::timeout(self.timeout, self.wire.delete(&upstream)).await {
+            Ok(Ok(())) => {
+                tracing::debug!(upstream = %self.name, session = session_id, "deleted the upstream session")
+            }
+            Ok(Err(e)) => {
+                tracing::info!(upstream = %self.name, session = session_id, error = e, "could not delete the upstream session")
+            }
+            Err(_) => {
+                tracing::info!(upstream = %self.name, session = session_id, "deleting the upstream session timed out")
+            }
+        }
+    }
+}

@@ -1,0 +1,332 @@
+//! The HTTP exchanges with one Streamable HTTP upstream: POST a message, GET to resume a
+//! response stream, DELETE a session (MCP 2025-11-25, basic/transports: Sending Messages to the
+//! Server, Resumability and Redelivery, Session Management).
+//!
+//! Every request carries the configured static headers. A request in an upstream session also
+//! carries `Mcp-Session-Id` (when the upstream minted one) and `MCP-Protocol-Version` with the
+//! revision the UPSTREAM negotiated (not the client's: case C20 step 4). The client's own
+//! `Authorization` header never gets here (no token passthrough).
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
+use serde_json::Value;
+use switchboard_protocol::headers;
+
+use super::common::{http_client, rpc_error};
+use super::events::EventReader;
+use super::session::UpstreamSession;
+use crate::upstream::RpcError;
+
+/// Headers we set ourselves; static headers from the configuration may not override them.
+const RESERVED: [&str; 7] = [
+    "accept",
+    "content-type",
+    "content-length",
+    "host",
+    headers::MCP_SESSION_ID,
+    headers::MCP_PROTOCOL_VERSION,
+    headers::LAST_EVENT_ID,
+];
+
+/// How much of an unexpected error body is quoted in an error message.
+const QUOTED_BODY: usize = 200;
+
+/// What the upstream answered to a POST.
+pub(crate) enum Reply {
+    /// One JSON value (`application/json`): a response, or (MCP 2025-03-26) a batch array.
+    Json(Value),
+    /// A `text/event-stream` body.
+    Stream(EventReader),
+    /// 202 Accepted (or another 2xx without a body): the usual answer to a notification or
+    /// response.
+    Accepted,
+}
+
+/// An answer to a POST, with the `Mcp-Session-Id` response header if there was one.
+pub(crate) struct Posted {
+    /// The body.
+    pub reply: Reply,
+    /// The session id the upstream assigned (only meaningful on `initialize`).
+    pub session_id: Option<String>,
+}
+
+/// Why an exchange failed.
+#[derive(Debug)]
+pub(crate) enum WireError {
+    /// 404 to a request that carried our `Mcp-Session-Id`: the upstream ended or forgot the
+    /// session (MCP 2025-11-25, basic/transports, Session Management items 3–4).
+    Gone,
+    /// An HTTP error status whose body was a JSON-RPC error: passed on as is.
+    Rpc(RpcError),
+    /// Anything else: unreachable, unexpected status or body. The text says what.
+    Failed(String),
+}
+
+/// The HTTP side of one upstream.
+pub(crate) struct Wire {
+    url: Url,
+    headers: HeaderMap,
+    client: reqwest::Client,
+}
+
+impl Wire {
+    /// A wire to `url` that sends `static_headers` on every request. Errors on an invalid URL,
+    /// an invalid header, or a header we set ourselves.
+    pub fn new<K, V>(
+        url: &str,
+        static_headers: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Wire, String>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let url = Url::parse(url).map_err(|e| format!("invalid URL {url:?}: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!("unsupported URL scheme in {url}"));
+        }
+        Ok(Wire {
+            url,
+            headers: header_map(static_headers)?,
+            client: http_client()?,
+        })
+    }
+
+    /// The upstream's URL.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// POSTs one JSON-RPC message with `Accept: application/json, text/event-stream`.
+    pub async fn post(
+        &self,
+        message: &Value,
+        session: Option<&UpstreamSession>,
+    ) -> Result<Posted, WireError> {
+        let request = self
+            .request(Method::POST, session)
+            .header(
+                ACCEPT,
+                format!(
+                    "{}, {}",
+                    headers::APPLICATION_JSON,
+                    headers::TEXT_EVENT_STREAM
+                ),
+            )
+            .header(CONTENT_TYPE, headers::APPLICATION_JSON)
+            .body(message.to_string());
+        let response = send(request).await?;
+        let status = response.status();
+        let session_id = response
+            .headers()
+            .get(headers::MCP_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        if status == StatusCode::NOT_FOUND && session.is_some_and(|s| s.id.is_some()) {
+            return Err(WireError::Gone);
+        }
+        if !status.is_success() {
+            return Err(failure(response).await);
+        }
+        let reply = if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            // Legacy servers write a word ("Accepted") into their 202s; no message is in it.
+            Reply::Accepted
+        } else if is_event_stream(&response) {
+            Reply::Stream(EventReader::new(response))
+        } else {
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| WireError::Failed(describe(&e)))?;
+            if body.iter().all(u8::is_ascii_whitespace) {
+                Reply::Accepted
+            } else {
+                let value = serde_json::from_slice(&body).map_err(|e| {
+                    WireError::Failed(format!("HTTP {status} with a body that is not JSON: {e}"))
+                })?;
+                Reply::Json(value)
+            }
+        };
+        Ok(Posted { reply, session_id })
+    }
+
+    /// The same headers and client towards another URL (the POST endpoint a legacy SSE server
+    /// announces).
+    pub fn with_url(&self, url: Url) -> Wire {
+        Wire {
+            url,
+            headers: self.headers.clone(),
+            client: self.client.clone(),
+        }
+    }
+
+    /// GETs the URL as an event stream (the legacy HTTP+SSE transport's SSE endpoint: MCP
+    /// 2024-11-05, basic/transports, HTTP with SSE).
+    pub async fn listen(&self) -> Result<EventReader, WireError> {
+        let request = self
+            .request(Method::GET, None)
+            .header(ACCEPT, headers::TEXT_EVENT_STREAM);
+        let response = send(request).await?;
+        if !response.status().is_success() {
+            return Err(failure(response).await);
+        }
+        if !is_event_stream(&response) {
+            return Err(WireError::Failed(
+                "the answer is not an event stream".into(),
+            ));
+        }
+        Ok(EventReader::new(response))
+    }
+
+    /// GETs the endpoint with `Last-Event-ID` to resume a response stream that broke (MCP
+    /// 2025-11-25, basic/transports, Resumability and Redelivery item 2). A 404 here is a
+    /// failure, not [`WireError::Gone`]: the request already ran and must not be sent again.
+    pub async fn resume(
+        &self,
+        session: &UpstreamSession,
+        last_event_id: &str,
+    ) -> Result<EventReader, WireError> {
+        let request = self
+            .request(Method::GET, Some(session))
+            .header(ACCEPT, headers::TEXT_EVENT_STREAM)
+            .header(headers::LAST_EVENT_ID, last_event_id);
+        let response = send(request).await?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(match failure(response).await {
+                WireError::Failed(why) => WireError::Failed(format!("resuming failed: {why}")),
+                other => other,
+            });
+        }
+        if !is_event_stream(&response) {
+            return Err(WireError::Failed(
+                "resuming failed: the answer is not an event stream".into(),
+            ));
+        }
+        Ok(EventReader::new(response))
+    }
+
+    /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
+    /// item 5). A 405 (the server does not let clients end sessions) counts as done.
+    pub async fn delete(&self, session: &UpstreamSession) -> Result<(), String> {
+        let response = self
+            .request(Method::DELETE, Some(session))
+            .send()
+            .await
+            .map_err(|e| describe(&e))?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+            Ok(())
+        } else {
+            Err(format!("HTTP {status}"))
+        }
+    }
+
+    fn request(&self, method: Method, session: Option<&UpstreamSession>) -> RequestBuilder {
+        let mut builder = self
+            .client
+            .request(method, self.url.clone())
+            .headers(self.headers.clone());
+        if let Some(s) = session {
+            if let Some(id) = &s.id {
+                builder = builder.header(headers::MCP_SESSION_ID, id);
+            }
+            builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
+        }
+        builder
+    }
+}
+
+/// The static headers as a header map (values marked sensitive: they are credentials).
+fn header_map<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<HeaderMap, String>
+where
+    K: AsRef<str>,
+    V: AsRef<str>,
+{
+    let mut map = HeaderMap::new();
+    for (k, v) in pairs {
+        let (k, v) = (k.as_ref(), v.as_ref());
+        let name = HeaderName::from_bytes(k.as_bytes())
+            .map_err(|_| format!("invalid header name {k:?}"))?;
+        if RESERVED.contains(&name.as_str()) {
+            return Err(format!(
+                "header {k:?} is set by switchboard and cannot be configured"
+            ));
+        }
+        let mut value =
+            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
+        value.set_sensitive(true);
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+async fn send(request: RequestBuilder) -> Result<Response, WireError> {
+    request
+        .send()
+        .await
+        .map_err(|e| WireError::Failed(describe(&e)))
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with(headers::TEXT_EVENT_STREAM))
+}
+
+/// An error status: a JSON-RPC error from its body when there is one, otherwise the status
+/// and the start of the body.
+async fn failure(response: Response) -> WireError {
+    let status = response.status();
+    let body = response.bytes().await.unwrap_or_default();
+    if let Ok(value) = serde_json::from_slice::<Value>(&body) {
+        if let Some(error) = value.get("error").filter(|e| e.is_object()) {
+            return WireError::Rpc(rpc_error(error));
+        }
+    }
+    let text = String::from_utf8_lossy(&body);
+    let text = text.trim();
+    if text.is_empty() {
+        WireError::Failed(format!("HTTP {status}"))
+    } else {
+        let quoted: String = text.chars().take(QUOTED_BODY).collect();
+        WireError::Failed(format!("HTTP {status}: {quoted}"))
+    }
+}
+
+/// A reqwest error with its causes ("error sending request … : connection refused").
+pub(crate) fn describe(e: &reqwest::Error) -> String {
+    let mut text = if e.is_timeout() {
+        "timed out".to_owned()
+    } else if e.is_connect() {
+        "cannot connect".to_owned()
+    } else {
+        e.to_string()
+    };
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let s_text = s.to_string();
+        if !text.contains(&s_text) {
+            text.push_str(": ");
+            text.push_str(&s_text);
+        }
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_headers_are_checked() {
+        assert!(Wire::new("http://127.0.0.1:1/mcp", [("X-Api-Key", "k")]).is_ok());
+        let reserved = Wire::new("http://127.0.0.1:1/mcp", [("Mcp-Session-Id", "x")]);
+        assert!(reserved.err().unwrap().contains("cannot be configured"));
+        assert!(Wire::new("http://127.0.0.1:1/mcp", [("bad header", "x")]).is_err());
+        assert!(Wire::new("ftp://example.com/", Vec::<(String, String)>::new()).is_err());
+        assert!(Wire::new("not a url", Vec::<(String, String)>::new()).is_err());
+    }
+}

@@ -1,0 +1,365 @@
+//! The stdio upstream: an MCP server run as a child process that speaks newline-delimited
+//! JSON-RPC on stdin/stdout (MCP 2025-11-25, basic/transports, stdio).
+//!
+//! ## Children
+//! - **Per session** (default): one child per client session, started by the session's first
+//!   request in this process. It is initialized with the client's stored `initialize` params
+//!   ([`SessionHandle::initialize_params`]), then sent
+//!   `notifications/initialized`, and only then sent requests (case C21). A child that exits
+//!   fails its calls in flight at once with -32006 ("upstream \`NAME\` exited (exit status 3)");
+//!   the session's next request starts a new child and replays the stored `initialize` (state
+//!   inside the old child is lost, and a log line says so). When the session ends
+//!   ([`Upstream::session_ended`]), its child is stopped in the background: stdin closed, then
+//!   SIGTERM and SIGKILL to its process group, [`DEFAULT_KILL_GRACE`] apart (case C31).
+//! - **Shared** (opt-in, `shared = true`): one child for every session of this process. Our
+//!   request ids (a per-child counter) and progress tokens are unique across sessions, so no
+//!   client sees another's answers or progress; notifications the child sends outside a call
+//!   (`list_changed`, log messages) cannot be attributed to a session and are dropped, counted
+//!   ([`StdioUpstream::dropped_notifications`]) and logged (case C03). Requests from the child
+//!   (sampling, …) are carried only when the calls in flight all belong to one session. The
+//!   shared child is initialized with switchboard's `clientInfo` and the protocol version and
+//!   capabilities of the first session that needs it; it outlives sessions until
+//!   [`StdioUpstream::shutdown`]. Client notifications are not forwarded to it.
+//!
+//! ## Routing
+//! See `inbound` for the child's stdout: responses, progress (to the call that used the token),
+//! logging, `list_changed` (to the session's standalone stream, through the last
+//! [`ClientPeer`](crate::ClientPeer) seen for the session: kept rather than the first one because
+//! it carries the session's current log level), and requests such as sampling, sent to the client
+//! through the most recent call's peer and answered to the child under its original id. `ping`
+//! from the child is answered by us (we are its client), before and after `initialized`.
+//! Cancelling a call sends `notifications/cancelled` with our id to the child; a call past its
+//! timeout does the same and fails with -32005 naming the upstream. Client notifications
+//! ([`Upstream::notify`], e.g. `notifications/roots/list_changed`) reach the session's child when
+//! it is running here, and start none.
+//!
+//! ## Process
+//! The child gets exactly the configured environment plus `PATH` and `HOME` inherited from the
+//! node (nothing else of the node's environment, credentials included, leaks into it), and the
+//! configured working directory. stderr is always drained into `tracing` (case C29). A stdout
+//! line longer than [`DEFAULT_MAX_LINE`] fails the calls in flight and stops the child.
+//!
+//! ## Cluster
+//! Children live in this process only. [`StdioUpstream::holds`] tells whether a session's child
+//! is here; a forwarding layer that routes a session's requests to the node holding its child
+//! calls [`Upstream::request`] there.
+//!
+//! Submodules: `framing` (lines), `conn` (ids and calls of one child), `inbound` (routing of
+//! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child).
+
+mod conn;
+mod framing;
+mod inbound;
+mod process;
+mod start;
+mod stderr;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use switchboard_protocol::codes;
+use tokio::time::Instant;
+
+use self::conn::{notification, Call, Conn};
+use self::process::{Limits, Spec};
+use self::start::{Meta, Slot};
+use crate::config::{UpstreamConfig, UpstreamKind};
+use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
+
+/// Longest stdout line a child may write, in bytes (16 MiB).
+pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// How long each step of stopping a child waits (stdin closed → SIGTERM → SIGKILL).
+pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
+
+/// An MCP server run as a child process per client session (or one shared child).
+pub struct StdioUpstream {
+    name: Arc<str>,
+    spec: Spec,
+    shared: bool,
+    timeout: Duration,
+    limits: Limits,
+    meta: Mutex<Meta>,
+    /// Per-session mode: the child slot of each session seen here.
+    sessions: Mutex<HashMap<String, Arc<Slot>>>,
+    /// Shared mode: the one child slot.
+    shared_slot: Arc<Slot>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl StdioUpstream {
+    /// An upstream named `name` that runs `command args…` with `env` (plus the node's `PATH` and
+    /// `HOME`) in `cwd`; one child per session, or one for all when `shared`. `timeout` bounds
+    /// each request, including the start of a child.
+    pub fn new(
+        name: impl Into<String>,
+        command: impl Into<String>,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+        shared: bool,
+        timeout: Duration,
+    ) -> StdioUpstream {
+        let name: Arc<str> = Arc::from(name.into());
+        StdioUpstream {
+            meta: Mutex::new(Meta::defaults(&name)),
+            name,
+            spec: Spec {
+                command: command.into(),
+                args,
+                env,
+                cwd,
+            },
+            shared,
+            timeout,
+            limits: Limits {
+                max_line: DEFAULT_MAX_LINE,
+                kill_grace: DEFAULT_KILL_GRACE,
+            },
+            sessions: Mutex::default(),
+            shared_slot: Arc::default(),
+            dropped: Arc::default(),
+        }
+    }
+
+    /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared` and
+    /// `timeout_ms`. Errors naming the upstream when the kind is another or `command` is missing.
+    pub fn from_config(config: &UpstreamConfig) -> Result<StdioUpstream, String> {
+        let name = &config.name;
+        if config.kind != UpstreamKind::Stdio {
+            return Err(format!(
+                "upstream `{name}`: kind `{}` is not stdio",
+                config.kind.as_str()
+            ));
+        }
+        let command = config
+            .command
+            .as_deref()
+            .filter(|c| !c.trim().is_empty())
+            .ok_or_else(|| format!("upstream `{name}`: kind `stdio` needs a `command`"))?;
+        if config.timeout_ms == 0 {
+            return Err(format!(
+                "upstream `{name}`: timeout_ms must be greater than 0"
+            ));
+        }
+        Ok(StdioUpstream::new(
+            name.clone(),
+            command,
+            config.args.clone(),
+            config.env.clone(),
+            config.cwd.as_ref().map(PathBuf::from),
+            config.shared,
+            Duration::from_millis(config.timeout_ms),
+        ))
+    }
+
+    /// Sets the longest stdout line a child may write (default [`DEFAULT_MAX_LINE`]).
+    pub fn with_max_line(mut self, bytes: usize) -> StdioUpstream {
+        self.limits.max_line = bytes;
+        self
+    }
+
+    /// Sets how long each stopping step waits (default [`DEFAULT_KILL_GRACE`]).
+    pub fn with_kill_grace(mut self, grace: Duration) -> StdioUpstream {
+        self.limits.kill_grace = grace;
+        self
+    }
+
+    /// Whether this is a shared-mode upstream (one child for all sessions; nothing to forward).
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
+    /// Whether this process holds a running child for session `sid` (in shared mode: whether the
+    /// shared child is running, whatever `sid`).
+    pub fn holds(&self, sid: &str) -> bool {
+        self.live(sid).is_some()
+    }
+
+    /// The process id of session `sid`'s running child (shared mode: of the shared child).
+    pub fn child_pid(&self, sid: &str) -> Option<u32> {
+        self.live(sid).and_then(|c| c.pid)
+    }
+
+    /// How many children are running in this process.
+    pub fn running_children(&self) -> usize {
+        self.all_conns().iter().filter(|c| c.alive()).count()
+    }
+
+    /// Shared mode: how many notifications of the child were dropped because no session could
+    /// be told which one they were for.
+    pub fn dropped_notifications(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Stops every child (per session and shared) and waits until all are gone, for a node that
+    /// drains before exiting.
+    pub async fn shutdown(&self) {
+        let conns = self.all_conns();
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        for conn in &conns {
+            conn.stop.cancel();
+        }
+        for conn in conns {
+            conn.gone.cancelled().await;
+        }
+    }
+
+    fn slot(&self, sid: &str) -> Option<Arc<Slot>> {
+        if self.shared {
+            return Some(self.shared_slot.clone());
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.get(sid).cloned()
+    }
+
+    fn live(&self, sid: &str) -> Option<Arc<Conn>> {
+        self.slot(sid)?.live()
+    }
+
+    fn all_conns(&self) -> Vec<Arc<Conn>> {
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions
+            .values()
+            .chain(std::iter::once(&self.shared_slot))
+            .filter_map(|s| s.current())
+            .collect()
+    }
+
+    /// The error of a call that ran out of time, naming the upstream and the limit.
+    fn timed_out(&self, method: &str) -> RpcError {
+        RpcError::new(
+            codes::UPSTREAM_TIMEOUT,
+            format!(
+                "upstream `{}` did not answer {method} within {} ms",
+                self.name,
+                self.timeout.as_millis()
+            ),
+        )
+    }
+}
+
+impl std::fmt::Debug for StdioUpstream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StdioUpstream")
+            .field("name", &self.name)
+            .field("spec", &self.spec)
+            .field("shared", &self.shared)
+            .field("timeout", &self.timeout)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for StdioUpstream {
+    fn drop(&mut self) {
+        for conn in self.all_conns() {
+            conn.stop.cancel();
+        }
+    }
+}
+
+#[async_trait]
+impl Upstream for StdioUpstream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capabilities(&self) -> Value {
+        self.meta().capabilities.clone()
+    }
+
+    fn server_info(&self) -> Value {
+        self.meta().server_info.clone()
+    }
+
+    fn instructions(&self) -> Option<String> {
+        self.meta().instructions.clone()
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        if ctx.cancel.is_cancelled() {
+            return Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled"));
+        }
+        let deadline = Instant::now() + self.timeout;
+        let conn = self
+            .conn_for(&ctx, deadline)
+            .await
+            .map_err(|e| self.name_timeout(e, "initialize"))?;
+        if !self.shared {
+            conn.set_session_peer(ctx.peer.clone());
+        }
+        let call = Call {
+            peer: ctx.peer.clone(),
+            session: ctx.session_id.clone(),
+            client_token: None,
+            child_token: None,
+        };
+        conn.request(method, params, Some(call), deadline, &ctx.cancel)
+            .await
+            .map_err(|e| self.name_timeout(e, method))
+    }
+
+    async fn prepare(&self) {
+        self.probe().await;
+    }
+
+    async fn notify(&self, method: &str, params: Value, session: Arc<dyn SessionHandle>) {
+        if self.shared {
+            tracing::debug!(upstream = %self.name, method, "client notification not forwarded to the shared child");
+            return;
+        }
+        if let Some(conn) = self.live(session.session_id()) {
+            // Awaited, so that a request sent after it reaches the child after it; bounded, so
+            // that a child that stopped reading stdin does not hold the caller.
+            let sent = conn.send(notification(method, params));
+            let _ = tokio::time::timeout(self.timeout, sent).await;
+        }
+    }
+
+    async fn session_ended(&self, session_id: &str) {
+        if self.shared {
+            return;
+        }
+        let slot = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(session_id);
+        if let Some(conn) = slot.and_then(|s| s.current()) {
+            // The supervisor stops and reaps it in the background (up to two grace periods), so
+            // that ending a session never waits for a stubborn child.
+            conn.stop.cancel();
+        }
+    }
+}
+
+impl StdioUpstream {
+    fn meta(&self) -> std::sync::MutexGuard<'_, Meta> {
+        self.meta.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn name_timeout(&self, error: RpcError, method: &str) -> RpcError {
+        if error.code == codes::UPSTREAM_TIMEOUT {
+            self.timed_out(method)
+        } else {
+            error
+        }
+    }
+}

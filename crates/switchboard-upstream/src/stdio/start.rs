@@ -1,0 +1,270 @@
+//! Finding or starting the child of a session, and the `initialize` handshake
+//! (MCP 2025-11-25, basic/lifecycle: `initialize` → result → `notifications/initialized`).
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Map, Value};
+use switchboard_protocol::{codes, Revision};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::conn::{unavailable, Conn};
+use super::{process, StdioUpstream};
+use crate::upstream::{RequestContext, RpcError};
+
+/// Where a session's child (or the shared child) is kept.
+#[derive(Default)]
+pub(super) struct Slot {
+    conn: Mutex<Option<Arc<Conn>>>,
+    /// Held while a child is being started, so that concurrent first requests start one.
+    starting: tokio::sync::Mutex<()>,
+}
+
+impl Slot {
+    /// The child, running or not.
+    pub(super) fn current(&self) -> Option<Arc<Conn>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The child, when it is running.
+    pub(super) fn live(&self) -> Option<Arc<Conn>> {
+        self.current().filter(|c| c.alive())
+    }
+
+    fn set(&self, conn: Arc<Conn>) {
+        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+    }
+}
+
+/// What the server said about itself in `initialize`.
+pub(super) struct Meta {
+    /// `capabilities` of its `initialize` result.
+    pub(super) capabilities: Value,
+    /// `serverInfo` of its `initialize` result.
+    pub(super) server_info: Value,
+    /// `instructions` of its `initialize` result.
+    pub(super) instructions: Option<String>,
+    /// Whether a child has answered `initialize` yet.
+    known: bool,
+}
+
+impl Meta {
+    /// Before any child answered: no capabilities, the upstream's name as `serverInfo`.
+    pub(super) fn defaults(name: &str) -> Meta {
+        Meta {
+            capabilities: json!({}),
+            server_info: json!({"name": name, "version": "unknown"}),
+            instructions: None,
+            known: false,
+        }
+    }
+
+    fn record(&mut self, result: &Value) {
+        self.capabilities = result.get("capabilities").cloned().unwrap_or(json!({}));
+        if let Some(info) = result.get("serverInfo") {
+            self.server_info = info.clone();
+        }
+        self.instructions = result
+            .get("instructions")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        self.known = true;
+    }
+}
+
+/// Switchboard's `clientInfo` towards children.
+fn client_info() -> Value {
+    json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// The `initialize` params for a session's child: the client's as stored, with the required
+/// members filled in when missing.
+fn client_params(stored: &Value) -> Value {
+    let mut params = stored.as_object().cloned().unwrap_or_default();
+    params
+        .entry("protocolVersion")
+        .or_insert_with(|| Revision::LATEST.as_str().into());
+    params.entry("capabilities").or_insert_with(|| json!({}));
+    params.entry("clientInfo").or_insert_with(client_info);
+    Value::Object(params)
+}
+
+/// The `initialize` params of the probe (a neutral identity that asks for nothing).
+fn probe_params() -> Value {
+    json!({"protocolVersion": Revision::LATEST.as_str(), "capabilities": {}, "clientInfo": client_info()})
+}
+
+/// The `initialize` params of the shared child: the first session's revision and capabilities
+/// under switchboard's `clientInfo`.
+fn shared_params(stored: &Value) -> Value {
+    let mut params: Map<String, Value> = client_params(stored)
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+    params.insert("clientInfo".into(), client_info());
+    Value::Object(params)
+}
+
+impl StdioUpstream {
+    /// The running child of the request's session (or the shared child), started and
+    /// initialized first when there is none. Concurrent first requests start one child.
+    pub(super) async fn conn_for(
+        &self,
+        ctx: &RequestContext,
+        deadline: Instant,
+    ) -> Result<Arc<Conn>, RpcError> {
+        let sid = ctx.session_id.as_str();
+        let slot = self.slot_or_new(sid);
+        if let Some(conn) = slot.live() {
+            return Ok(conn);
+        }
+        let _starting = tokio::select! {
+            guard = slot.starting.lock() => guard,
+            _ = ctx.cancel.cancelled() => return Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
+            _ = tokio::time::sleep_until(deadline) => return Err(RpcError::new(codes::UPSTREAM_TIMEOUT, "timed out")),
+        };
+        if let Some(conn) = slot.live() {
+            return Ok(conn);
+        }
+        if let Some(old) = slot.current() {
+            tracing::warn!(upstream = %self.name, session = %old.label, "the stdio child of this session is gone; starting a new one and replaying the client's initialize (state inside the old child is lost)");
+        }
+        let (label, params) = if self.shared {
+            (
+                "shared".to_owned(),
+                shared_params(ctx.session.initialize_params()),
+            )
+        } else {
+            (
+                sid.to_owned(),
+                client_params(ctx.session.initialize_params()),
+            )
+        };
+        let conn = process::spawn(
+            &self.spec,
+            self.name.clone(),
+            label,
+            self.shared,
+            self.limits,
+            self.dropped.clone(),
+        )?;
+        if !self.shared {
+            conn.set_session_peer(ctx.peer.clone());
+        }
+        let result = self.handshake(&conn, params, deadline, &ctx.cancel).await;
+        match result {
+            Ok(result) if self.install(sid, &slot, &conn) => {
+                self.record_meta(&result, false);
+                Ok(conn)
+            }
+            Ok(_) => {
+                conn.stop.cancel();
+                Err(unavailable(format!(
+                    "upstream `{}`: the session ended",
+                    self.name
+                )))
+            }
+            Err(e) => {
+                conn.stop.cancel();
+                Err(e)
+            }
+        }
+    }
+
+    /// Puts a started child in its slot; `false` when the session ended meanwhile (its slot was
+    /// removed). Done under the sessions lock, so `session_ended` sees the child or none.
+    fn install(&self, sid: &str, slot: &Arc<Slot>, conn: &Arc<Conn>) -> bool {
+        if self.shared {
+            slot.set(conn.clone());
+            return true;
+        }
+        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let current = sessions.get(sid).is_some_and(|s| Arc::ptr_eq(s, slot));
+        if current {
+            slot.set(conn.clone());
+        }
+        current
+    }
+
+    fn slot_or_new(&self, sid: &str) -> Arc<Slot> {
+        if self.shared {
+            return self.shared_slot.clone();
+        }
+        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        sessions.entry(sid.to_owned()).or_default().clone()
+    }
+
+    /// `initialize` (never cancelled towards the child, per basic/lifecycle), then
+    /// `notifications/initialized`. Returns the `initialize` result.
+    async fn handshake(
+        &self,
+        conn: &Conn,
+        params: Value,
+        deadline: Instant,
+        cancel: &CancellationToken,
+    ) -> Result<Value, RpcError> {
+        let requested = params.get("protocolVersion").cloned();
+        let result = conn
+            .request("initialize", params, None, deadline, cancel)
+            .await
+            .map_err(|e| match e.code {
+                codes::REQUEST_ABORTED | codes::UPSTREAM_TIMEOUT | codes::UPSTREAM_UNAVAILABLE => e,
+                _ => unavailable(format!(
+                    "upstream `{}` refused initialize: {}",
+                    self.name, e.message
+                )),
+            })?;
+        if !result.is_object() {
+            return Err(unavailable(format!(
+                "upstream `{}` answered initialize without a result object",
+                self.name
+            )));
+        }
+        if result.get("protocolVersion") != requested.as_ref() {
+            tracing::info!(upstream = %self.name, session = %conn.label, requested = ?requested, answered = ?result.get("protocolVersion"), "stdio child chose another protocol revision");
+        }
+        conn.finish_handshake().await?;
+        Ok(result)
+    }
+
+    /// Starts a probe child with a neutral identity, records what it says about itself, and
+    /// stops it. A command that fails is logged; the defaults stay.
+    pub(super) async fn probe(&self) {
+        let conn = match process::spawn(
+            &self.spec,
+            self.name.clone(),
+            "probe".into(),
+            false,
+            self.limits,
+            self.dropped.clone(),
+        ) {
+            Ok(conn) => conn,
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e.message, "stdio upstream probe failed; advertising no capabilities until a child answers");
+                return;
+            }
+        };
+        let deadline = Instant::now() + self.timeout;
+        let never = CancellationToken::new();
+        match self
+            .handshake(&conn, probe_params(), deadline, &never)
+            .await
+        {
+            Ok(result) => self.record_meta(&result, true),
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e.message, "stdio upstream probe failed; advertising no capabilities until a child answers")
+            }
+        }
+        conn.stop.cancel();
+        conn.gone.cancelled().await;
+    }
+
+    /// Records capabilities, serverInfo and instructions: always from the probe, from a
+    /// session's child only while nothing is known yet.
+    fn record_meta(&self, result: &Value, probe: bool) {
+        let mut meta = self.meta();
+        if probe || !meta.known {
+            meta.record(result);
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! Draining a child's stderr (case C29: an undrained pipe blocks the child after ~64 KiB).
+//!
+//! stderr is read continuously, whatever the child writes, and turned into `tracing` events at
+//! INFO under the target `switchboard::stdio::stderr`, with fields `upstream` and `session`.
+//! Lines are cut at [`MAX_STDERR_LINE`] bytes (output without newlines becomes several events);
+//! bytes are decoded lossily (stderr is diagnostics, not protocol). The last [`TAIL_LINES`] lines
+//! are kept for diagnostics and logged at WARN when the child exits unexpectedly.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Longest stderr line logged as one event, in bytes.
+pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
+
+/// How many stderr lines are kept for diagnostics.
+pub(crate) const TAIL_LINES: usize = 20;
+
+/// The last stderr lines of one child.
+#[derive(Clone, Default)]
+pub(crate) struct Tail(Arc<Mutex<VecDeque<String>>>);
+
+impl Tail {
+    fn push(&self, line: String) {
+        let mut tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if tail.len() == TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+
+    /// The kept lines, oldest first.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        tail.iter().cloned().collect()
+    }
+}
+
+/// Reads `stderr` until end of stream, logging each line; returns when the pipe closes.
+pub(crate) async fn drain(
+    mut stderr: impl AsyncRead + Unpin,
+    upstream: Arc<str>,
+    session: String,
+    tail: Tail,
+) {
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut line: Vec<u8> = Vec::new();
+    let emit = |bytes: &[u8]| {
+        let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
+        if bytes.is_empty() {
+            return;
+        }
+        let text = String::from_utf8_lossy(bytes).into_owned();
+        tracing::info!(target: "switchboard::stdio::stderr", upstream = %upstream, session = %session, "{text}");
+        tail.push(text);
+    };
+    loop {
+        let n = match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        for chunk in buf[..n].split_inclusive(|b| *b == b'\n') {
+            let complete = chunk.last() == Some(&b'\n');
+            let chunk = chunk.strip_suffix(b"\n").unwrap_or(chunk);
+            let mut rest = chunk;
+            while line.len() + rest.len() > MAX_STDERR_LINE {
+                let room = MAX_STDERR_LINE - line.len();
+                line.extend_from_slice(&rest[..room]);
+                emit(&line);
+                line.clear();
+                rest = &rest[room..];
+            }
+            line.extend_from_slice(rest);
+            if complete {
+                emit(&line);
+                line.clear();
+            }
+        }
+    }
+    emit(&line);
+}

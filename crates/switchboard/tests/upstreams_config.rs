@@ -1,0 +1,180 @@
+//! `[[upstreams]]` and `tool_separator` through the real config loader: the worked example loads,
+//! tables come from the file only, problems name the upstream and where it was set, and the
+//! printed config reads back the same.
+
+use std::path::{Path, PathBuf};
+
+use switchboard::load::Override;
+use switchboard::{load, Config, ConfigError, Sources};
+use switchboard_upstream::config::UpstreamKind;
+
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+/// A config file in a fresh temporary directory (removed when the guard drops).
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(text: &str) -> TempFile {
+        let dir = std::env::temp_dir().join(format!(
+            "sb-upstreams-{}-{:x}",
+            std::process::id(),
+            rand::random::<u64>()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("switchboard.toml");
+        std::fs::write(&path, text).unwrap();
+        TempFile(path)
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn load_text(text: &str) -> Result<Config, ConfigError> {
+    let file = TempFile::new(text);
+    load(&Sources {
+        file: Some(file.0.clone()),
+        ..Sources::default()
+    })
+}
+
+fn problems(text: &str) -> String {
+    match load_text(text) {
+        Ok(_) => panic!("should be refused:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_worked_example_loads() {
+    let config = load(&Sources {
+        file: Some(repo_file("examples/upstreams.toml")),
+        ..Sources::default()
+    })
+    .unwrap_or_else(|e| panic!("examples/upstreams.toml: {e}"));
+    assert_eq!(config.tool_separator, "__");
+    let names: Vec<&str> = config.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert!(config
+        .upstreams
+        .iter()
+        .all(|u| u.kind == UpstreamKind::Demo));
+    let upstream = switchboard_upstream::config::build(&config.upstreams_config()).unwrap();
+    assert_eq!(upstream.members().len(), 2);
+    // Every field of a table is shown in the example, at least in a comment.
+    let text = std::fs::read_to_string(repo_file("examples/upstreams.toml")).unwrap();
+    for field in [
+        "name",
+        "kind",
+        "prefix",
+        "timeout_ms",
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "shared",
+        "url",
+        "headers",
+    ] {
+        assert!(
+            text.contains(&format!("{field} = ")),
+            "example lacks `{field}`"
+        );
+    }
+}
+
+#[test]
+fn no_upstreams_is_the_default_and_prints_no_tables() {
+    let config = load(&Sources::default()).unwrap();
+    assert!(config.upstreams.is_empty());
+    assert!(!config.to_toml().contains("upstreams"));
+    assert!(Config::keys().contains(&"tool_separator".to_owned()));
+    assert!(!Config::keys().contains(&"upstreams".to_owned()));
+}
+
+#[test]
+fn the_printed_config_reads_back_the_same() {
+    let config = load_text(
+        "tool_separator = \".\"\n[[upstreams]]\nname = \"a\"\nkind = \"demo\"\nprefix = \"\"\n\
+         [[upstreams]]\nname = \"w\"\nkind = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+         headers = { Authorization = \"Bearer ${TOKEN}\" }\n",
+    )
+    .unwrap();
+    let again = load_text(&config.to_toml()).unwrap();
+    assert_eq!(again, config);
+    assert_eq!(
+        again.upstreams[1].headers["Authorization"],
+        "Bearer ${TOKEN}"
+    );
+}
+
+#[test]
+fn bad_tables_are_refused_naming_the_upstream_and_the_file() {
+    let cases = [
+        ("[[upstreams]]\nname = \"a\"\nkind = \"demo\"\nprefx = \"x\"\n", "prefx"),
+        ("[[upstreams]]\nname = \"a\"\nkind = \"ftp\"\n", "ftp"),
+        ("[[upstreams]]\nname = \"a b\"\nkind = \"demo\"\n", "upstream name `a b`"),
+        ("[[upstreams]]\nname = \"s\"\nkind = \"stdio\"\n", "upstream `s`: kind `stdio` needs a `command`"),
+        (
+            "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n",
+            "`a` is used twice",
+        ),
+        ("tool_separator = \"/\"\n", "tool separator `/`"),
+    ];
+    for (text, needle) in cases {
+        let message = problems(text);
+        assert!(
+            message.contains(needle),
+            "{message}\nshould contain {needle:?}"
+        );
+        assert!(
+            message.contains("switchboard.toml"),
+            "names the file: {message}"
+        );
+    }
+}
+
+#[test]
+fn upstreams_cannot_come_from_the_environment_or_flags() {
+    let env = load(&Sources {
+        env: vec![("SWITCHBOARD_UPSTREAMS".into(), "a,b".into())],
+        ..Sources::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        env.contains("`upstreams` can only be set in the config file")
+            && env.contains("SWITCHBOARD_UPSTREAMS"),
+        "{env}"
+    );
+    let flag = load(&Sources {
+        overrides: vec![Override {
+            origin: "--set upstreams=[...]".into(),
+            key: "upstreams".into(),
+            raw: "[{name = \"a\", kind = \"demo\"}]".into(),
+        }],
+        ..Sources::default()
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(
+        flag.contains("can only be set in the config file"),
+        "{flag}"
+    );
+    // The separator is a flat key like any other.
+    let sep = load(&Sources {
+        env: vec![("SWITCHBOARD_TOOL_SEPARATOR".into(), "-".into())],
+        ..Sources::default()
+    })
+    .unwrap();
+    assert_eq!(sep.tool_separator, "-");
+}

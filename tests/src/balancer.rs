@@ -1,0 +1,149 @@
+//! A real load balancer in front of the nodes: Debian's HAProxy in HTTP mode, round robin per
+//! request, no stickiness, streaming SSE answers unbuffered. Started in the foreground (`-db`) as a
+//! child with its config in a temp dir, killed by PID on drop.
+
+use std::fs::File;
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::ports::free_port;
+use crate::temp::TempDir;
+
+/// How long HAProxy may take to accept connections.
+const READY_LIMIT: Duration = Duration::from_secs(10);
+
+/// A running HAProxy on 127.0.0.1 spreading requests over backend ports.
+pub struct Balancer {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+}
+
+/// The `haproxy` binary: `$HAPROXY`, else `haproxy` on `PATH`, else Debian's `/usr/sbin/haproxy`
+/// (not on a non-root `PATH`). `None` when none runs.
+pub fn haproxy_binary() -> Option<String> {
+    let candidates = [
+        std::env::var("HAPROXY").ok(),
+        Some("haproxy".to_owned()),
+        Some("/usr/sbin/haproxy".to_owned()),
+    ];
+    candidates.into_iter().flatten().find(|bin| {
+        Command::new(bin)
+            .arg("-v")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    })
+}
+
+/// The HAProxy config: every request balanced on its own (`http-server-close` closes the server
+/// side after each response, so no connection pins a client to a node), long server/client
+/// timeouts so idle SSE streams between keep-alive comments are not cut, and no buffering.
+fn config(port: u16, backends: &[u16]) -> String {
+    let mut cfg = format!(
+        "global\n    maxconn 1024\n\n\
+         defaults\n    mode http\n    option http-server-close\n    option http-no-delay\n    \
+         timeout connect 5s\n    timeout client 10m\n    timeout server 10m\n    \
+         timeout tunnel 10m\n    timeout http-request 30s\n\n\
+         frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend nodes\n\n\
+         backend nodes\n    balance roundrobin\n"
+    );
+    for (i, p) in backends.iter().enumerate() {
+        cfg.push_str(&format!("    server n{i} 127.0.0.1:{p}\n"));
+    }
+    cfg
+}
+
+impl Balancer {
+    /// Starts HAProxy in front of `backend_ports` and waits until it accepts connections. Panics
+    /// when `haproxy` is missing (see [`haproxy_binary`]) or never comes up (three free ports tried).
+    pub fn start(backend_ports: &[u16]) -> Balancer {
+        let bin = haproxy_binary().expect("haproxy not found: apt-get install -y haproxy");
+        for _attempt in 0..3 {
+            let dir = TempDir::new("sb-haproxy");
+            let port = free_port();
+            let cfg_path = dir.path().join("haproxy.cfg");
+            std::fs::write(&cfg_path, config(port, backend_ports)).expect("write haproxy.cfg");
+            let log = File::create(dir.path().join("haproxy.log")).expect("haproxy log");
+            let child = Command::new(&bin)
+                .arg("-db")
+                .arg("-f")
+                .arg(&cfg_path)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("clone log"))
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+            let mut balancer = Balancer {
+                child: Some(child),
+                port,
+                dir,
+            };
+            if balancer.wait_ready() {
+                return balancer;
+            }
+            balancer.kill();
+            eprintln!("haproxy did not come up on {port}:\n{}", balancer.log());
+        }
+        panic!("haproxy did not come up on any free port");
+    }
+
+    fn wait_ready(&mut self) -> bool {
+        let deadline = Instant::now() + READY_LIMIT;
+        while Instant::now() < deadline {
+            let exited = self
+                .child
+                .as_mut()
+                .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                return false;
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        false
+    }
+
+    /// `http://127.0.0.1:<port>/mcp`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// HAProxy's own output (config warnings, alerts).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("haproxy.log")).unwrap_or_default()
+    }
+
+    /// The config file in use.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join("haproxy.cfg")
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Balancer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
