@@ -1,0 +1,96 @@
+//! A stdio upstream (one child per client session) behind three nodes: the child lives on the
+//! node that first used it; requests landing on other nodes run there through the bus, with their
+//! progress coming back to the client's stream; when that node dies, the next request starts a
+//! new child on a live node (state in the old one is lost); DELETE stops the child.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::upstreams::{start_cluster, Upstream};
+
+const T: Duration = Duration::from_secs(20);
+
+fn fixture() -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py").to_string_lossy().into_owned()
+}
+
+async fn call(client: &McpClient, url: &str, id: u64, tool: &str, args: Value) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
+    let answer = client.post(url, &body).await.answer(json!(id), T).await;
+    assert!(answer.response.get("result").is_some(), "{tool} on {url}: {}", answer.response);
+    answer.response["result"].clone()
+}
+
+fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+}
+
+fn child_pid(result: &Value) -> u64 {
+    let pid = result["content"][0]["pid"].as_u64().or_else(|| result["structuredContent"]["pid"].as_u64());
+    pid.or_else(|| result["pid"].as_u64()).unwrap_or_else(|| panic!("no pid in {result}"))
+}
+
+fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
+    let mut started = start_cluster(3, &[upstream], ClusterOptions::new().fast_liveness(1500));
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+
+    // The first use on A starts the child there; B and C reach the same child (shared state).
+    assert_eq!(text(&call(&client, &urls[0], 1, "increment", json!({})).await), "1");
+    assert_eq!(text(&call(&client, &urls[1], 2, "increment", json!({})).await), "2");
+    let pid_a = child_pid(&call(&client, &urls[2], 3, "echo", json!({"s": "x"})).await);
+    let pid_b = child_pid(&call(&client, &urls[1], 4, "echo", json!({"s": "y"})).await);
+    assert_eq!(pid_a, pid_b, "one child per session, wherever the request lands");
+
+    // Progress of a call forwarded from C to A reaches C's stream, then the result.
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 0.6, "tag": "done"}, "_meta": {"progressToken": "p5"}}});
+    let answer = client.post(&urls[2], &slow).await.answer(json!(5), T).await;
+    assert_eq!(text(&answer.response["result"]), "done");
+    assert!(answer.with_method("notifications/progress").len() >= 2, "progress relayed: {:?}", answer.messages);
+
+    // A dies. A request racing the detection gets a clear -32006 naming the upstream (it may
+    // have run on the dead node, so it is not retried behind the client's back); once A's
+    // heartbeat has lapsed the next request starts a new child on a live node.
+    started.cluster.kill9(0);
+    let mut id = 100;
+    let result = eventually("a request to start a new child", T, || {
+        id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get", "arguments": {}}});
+        let (client, url) = (&client, &urls[1]);
+        async move {
+            let answer = client.post(url, &body).await.answer(json!(id), T).await;
+            if let Some(e) = answer.response.get("error") {
+                assert_eq!(e["code"], -32006, "only the owner's death shows: {e}");
+                assert!(e["message"].as_str().unwrap_or_default().contains("fixture"), "names the upstream: {e}");
+                return None;
+            }
+            Some(answer.response["result"].clone())
+        }
+    })
+    .await;
+    assert_eq!(text(&result), "0", "state of the old child is lost: {result}");
+    let new_pid = child_pid(&call(&client, &urls[2], 7, "echo", json!({"s": "z"})).await);
+    assert_ne!(new_pid, pid_a, "a new child");
+    assert_eq!(text(&call(&client, &urls[1], 8, "increment", json!({})).await), "1");
+
+    // DELETE ends the session everywhere, and the child with it.
+    assert_eq!(client.delete(&urls[2]).await.status.as_u16(), 204);
+    eventually("the child to be stopped and reaped", Duration::from_secs(15), || async {
+        (!alive(new_pid)).then_some(())
+    })
+    .await;
+}
