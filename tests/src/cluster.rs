@@ -134,20 +134,24 @@ impl Cluster {
         keys
     }
 
-    /// The durable keys once every node's liveness key (`sb:node:<id>`) is present: the state
-    /// of an idle cluster, to compare against after a test's sessions are gone.
+    /// The durable keys once every node's liveness key (`sb:node:<id>.<suffix>`: a node runs as
+    /// its configured id plus a per-process suffix) is present: the state of an idle cluster, to
+    /// compare against after a test's sessions are gone.
     pub async fn baseline_keys(&self) -> Vec<String> {
         let expected: Vec<String> = self
             .nodes
             .iter()
-            .map(|n| format!("sb:node:{}", n.id()))
+            .map(|n| format!("sb:node:{}.", n.id()))
             .collect();
         eventually(
             "every node's liveness key",
             Duration::from_secs(10),
             || async {
                 let keys = self.durable_keys();
-                expected.iter().all(|k| keys.contains(k)).then_some(keys)
+                let all = expected
+                    .iter()
+                    .all(|p| keys.iter().any(|k| k.starts_with(p.as_str())));
+                all.then_some(keys)
             },
         )
         .await

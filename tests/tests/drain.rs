@@ -62,26 +62,3 @@ async fn sigterm_lets_a_running_countdown_finish_and_closes_the_get_stream() {
         .await;
     assert_eq!(listed.status.as_u16(), 200);
 }
-
-#[tokio::test]
-async fn a_second_process_with_a_live_node_id_refuses_to_start() {
-    let cluster = Cluster::start(1, ClusterOptions::new());
-    let port = switchboard_tests::ports::free_port();
-    let out = std::process::Command::new(switchboard_tests::node::binary())
-        .args([
-            "serve",
-            "--listen",
-            &format!("127.0.0.1:{port}"),
-            "--node-id",
-            cluster.node(0).id(),
-        ])
-        .args(["--redis-url", &cluster.redis().url()])
-        .output()
-        .expect("run a second node");
-    assert_eq!(out.status.code(), Some(1), "refused with exit 1");
-    let stderr = String::from_utf8_lossy(&out.stderr) + String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stderr.contains("already in use"),
-        "names the problem: {stderr}"
-    );
-}

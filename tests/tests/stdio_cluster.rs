@@ -15,23 +15,35 @@ const T: Duration = Duration::from_secs(20);
 
 fn fixture() -> String {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py").to_string_lossy().into_owned()
+    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py")
+        .to_string_lossy()
+        .into_owned()
 }
 
 async fn call(client: &McpClient, url: &str, id: u64, tool: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
     let answer = client.post(url, &body).await.answer(json!(id), T).await;
-    assert!(answer.response.get("result").is_some(), "{tool} on {url}: {}", answer.response);
+    assert!(
+        answer.response.get("result").is_some(),
+        "{tool} on {url}: {}",
+        answer.response
+    );
     answer.response["result"].clone()
 }
 
 fn text(result: &Value) -> String {
-    result["content"][0]["text"].as_str().unwrap_or_default().to_owned()
+    result["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn child_pid(result: &Value) -> u64 {
-    let pid = result["content"][0]["pid"].as_u64().or_else(|| result["structuredContent"]["pid"].as_u64());
-    pid.or_else(|| result["pid"].as_u64()).unwrap_or_else(|| panic!("no pid in {result}"))
+    let pid = result["content"][0]["pid"]
+        .as_u64()
+        .or_else(|| result["structuredContent"]["pid"].as_u64());
+    pid.or_else(|| result["pid"].as_u64())
+        .unwrap_or_else(|| panic!("no pid in {result}"))
 }
 
 fn alive(pid: u64) -> bool {
@@ -49,18 +61,31 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
     client.initialize(&urls[0], "2025-11-25").await;
 
     // The first use on A starts the child there; B and C reach the same child (shared state).
-    assert_eq!(text(&call(&client, &urls[0], 1, "increment", json!({})).await), "1");
-    assert_eq!(text(&call(&client, &urls[1], 2, "increment", json!({})).await), "2");
+    assert_eq!(
+        text(&call(&client, &urls[0], 1, "increment", json!({})).await),
+        "1"
+    );
+    assert_eq!(
+        text(&call(&client, &urls[1], 2, "increment", json!({})).await),
+        "2"
+    );
     let pid_a = child_pid(&call(&client, &urls[2], 3, "echo", json!({"s": "x"})).await);
     let pid_b = child_pid(&call(&client, &urls[1], 4, "echo", json!({"s": "y"})).await);
-    assert_eq!(pid_a, pid_b, "one child per session, wherever the request lands");
+    assert_eq!(
+        pid_a, pid_b,
+        "one child per session, wherever the request lands"
+    );
 
     // Progress of a call forwarded from C to A reaches C's stream, then the result.
     let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
         "params": {"name": "slow", "arguments": {"seconds": 0.6, "tag": "done"}, "_meta": {"progressToken": "p5"}}});
     let answer = client.post(&urls[2], &slow).await.answer(json!(5), T).await;
     assert_eq!(text(&answer.response["result"]), "done");
-    assert!(answer.with_method("notifications/progress").len() >= 2, "progress relayed: {:?}", answer.messages);
+    assert!(
+        answer.with_method("notifications/progress").len() >= 2,
+        "progress relayed: {:?}",
+        answer.messages
+    );
 
     // A dies. A request racing the detection gets a clear -32006 naming the upstream (it may
     // have run on the dead node, so it is not retried behind the client's back); once A's
@@ -82,15 +107,24 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
         }
     })
     .await;
-    assert_eq!(text(&result), "0", "state of the old child is lost: {result}");
+    assert_eq!(
+        text(&result),
+        "0",
+        "state of the old child is lost: {result}"
+    );
     let new_pid = child_pid(&call(&client, &urls[2], 7, "echo", json!({"s": "z"})).await);
     assert_ne!(new_pid, pid_a, "a new child");
-    assert_eq!(text(&call(&client, &urls[1], 8, "increment", json!({})).await), "1");
+    assert_eq!(
+        text(&call(&client, &urls[1], 8, "increment", json!({})).await),
+        "1"
+    );
 
     // DELETE ends the session everywhere, and the child with it.
     assert_eq!(client.delete(&urls[2]).await.status.as_u16(), 204);
-    eventually("the child to be stopped and reaped", Duration::from_secs(15), || async {
-        (!alive(new_pid)).then_some(())
-    })
+    eventually(
+        "the child to be stopped and reaped",
+        Duration::from_secs(15),
+        || async { (!alive(new_pid)).then_some(()) },
+    )
     .await;
 }

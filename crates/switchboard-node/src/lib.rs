@@ -67,8 +67,8 @@ use switchboard_upstream::Upstream;
 /// for at most `drain_timeout`.
 ///
 /// `store` holds all shared state (its node id names this node); `upstream` answers tool,
-/// resource and prompt requests. Errors when the listener fails, the store's inbox cannot be
-/// subscribed, or another live process already uses this node id.
+/// resource and prompt requests. Errors when the listener fails or the store's inbox cannot be
+/// subscribed. The node id must be unique to this process (the binary adds a random suffix).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: NodeConfig,
@@ -76,18 +76,6 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    if store
-        .is_alive(store.node_id())
-        .await
-        .map_err(std::io::Error::other)?
-    {
-        let msg = format!(
-            "node id {:?} is already in use by a live node of this cluster (or one that stopped less than node_ttl_ms ago); \
-             give every process its own id, or leave node_id empty for a random one",
-            store.node_id()
-        );
-        return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, msg));
-    }
     upstream.prepare().await;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;

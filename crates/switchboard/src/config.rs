@@ -159,13 +159,18 @@ impl Default for Config {
 }
 
 impl Config {
-    /// Fills in what is left to start-up: an empty `node_id` becomes 8 random hex characters.
-    /// Only `serve` calls this ([`crate::run::run_on`]); `switchboard config` prints the id as
-    /// configured, so its output never pins a random id.
+    /// Fills in what is left to start-up: the node id this process runs as. A configured
+    /// `node_id` is a label: the process runs as `<node_id>.<4 random hex>`, so a restarted
+    /// process (same pod name, same flag) is never mistaken for the dead one whose requests,
+    /// streams and stdio children the cluster is still failing over; an empty `node_id` becomes 8
+    /// random hex characters. Only `serve` calls this ([`crate::run::run_on`]); `switchboard
+    /// config` prints the id as configured.
     pub fn resolved(mut self) -> Self {
-        if self.node_id.is_empty() {
-            self.node_id = format!("{:08x}", rand::random::<u32>());
-        }
+        self.node_id = if self.node_id.is_empty() {
+            format!("{:08x}", rand::random::<u32>())
+        } else {
+            format!("{}.{:04x}", self.node_id, rand::random::<u16>())
+        };
         self
     }
 
@@ -458,7 +463,12 @@ mod tests {
             node_id: "n1".into(),
             ..Config::default()
         };
-        assert_eq!(pinned.clone().resolved(), pinned, "a set id is kept");
+        let resolved = pinned.clone().resolved();
+        let (label, suffix) = resolved.node_id.split_once('.').expect("label.suffix");
+        assert_eq!(label, "n1", "a set id is kept as the label");
+        assert!(suffix.len() == 4 && suffix.chars().all(|c| c.is_ascii_hexdigit()));
+        assert_ne!(resolved.node_id, pinned.clone().resolved().node_id, "each process its own id");
+        assert_eq!(resolved.validate(), Vec::<String>::new());
     }
 
     #[test]
