@@ -128,3 +128,42 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_every_child_of_the_node() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
+    let mut started = start_cluster(1, &[upstream], ClusterOptions::new());
+    let url = started.cluster.url(0);
+    let mut pids = Vec::new();
+    for i in 0..3 {
+        let mut client = McpClient::new();
+        client.initialize(&url, "2025-11-25").await;
+        pids.push(child_pid(
+            &call(&client, &url, i, "echo", json!({"s": "x"})).await,
+        ));
+    }
+    assert!(pids.iter().all(|p| alive(*p)), "one child per session");
+    started.cluster.node(0).terminate();
+    let code = started
+        .cluster
+        .node_mut(0)
+        .wait_exit(Duration::from_secs(20));
+    assert_eq!(code, Some(0), "drained and exited");
+    for pid in &pids {
+        assert!(!alive(*pid), "child {pid} stopped with its node");
+    }
+    // Stopped by the drain (stdin closed, then TERM/KILL to its process group), not merely killed
+    // with the node's process.
+    let log = started.cluster.node(0).log_tail(200);
+    let stopped = log
+        .lines()
+        .filter(|l| l.contains("stopped a stdio child") && !l.contains("session=probe"))
+        .count();
+    assert_eq!(
+        stopped,
+        pids.len(),
+        "every child stopped by the drain:\n{log}"
+    );
+}

@@ -112,6 +112,15 @@ pub async fn serve(
             "drain deadline reached: abandoning running requests"
         );
     }
+    // Stop what upstreams hold in this process (stdio children and their process groups),
+    // bounded like the drain.
+    let stop = app.upstream.shutdown();
+    if tokio::time::timeout(std::time::Duration::from_secs(10), stop)
+        .await
+        .is_err()
+    {
+        tracing::warn!("upstreams did not stop within 10 s");
+    }
     match served {
         Ok(Ok(result)) => result,
         Ok(Err(join)) => Err(std::io::Error::other(join)),

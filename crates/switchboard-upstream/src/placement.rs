@@ -111,4 +111,8 @@ impl Upstream for NodeBound {
     async fn session_ended(&self, session_id: &str) {
         self.inner.session_ended(session_id).await
     }
+
+    async fn shutdown(&self) {
+        self.inner.shutdown().await
+    }
 }

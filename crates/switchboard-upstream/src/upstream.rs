@@ -193,4 +193,8 @@ pub trait Upstream: Send + Sync {
 
     /// The session ended (DELETE or expiry): release whatever is held for it.
     async fn session_ended(&self, _session_id: &str) {}
+
+    /// The node is about to exit (after its drain): stop every process and connection this
+    /// upstream holds, and wait until they are gone (no orphaned children, MCP stdio transport).
+    async fn shutdown(&self) {}
 }

@@ -467,7 +467,11 @@ mod tests {
         let (label, suffix) = resolved.node_id.split_once('.').expect("label.suffix");
         assert_eq!(label, "n1", "a set id is kept as the label");
         assert!(suffix.len() == 4 && suffix.chars().all(|c| c.is_ascii_hexdigit()));
-        assert_ne!(resolved.node_id, pinned.clone().resolved().node_id, "each process its own id");
+        assert_ne!(
+            resolved.node_id,
+            pinned.clone().resolved().node_id,
+            "each process its own id"
+        );
         assert_eq!(resolved.validate(), Vec::<String>::new());
     }
 

@@ -297,4 +297,9 @@ impl Upstream for Aggregate {
             .map(|m| m.upstream.session_ended(session_id));
         futures::future::join_all(ends).await;
     }
+
+    /// Shuts every member down.
+    async fn shutdown(&self) {
+        futures::future::join_all(self.members.iter().map(|m| m.upstream.shutdown())).await;
+    }
 }

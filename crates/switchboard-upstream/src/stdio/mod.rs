@@ -202,7 +202,7 @@ impl StdioUpstream {
 
     /// Stops every child (per session and shared) and waits until all are gone, for a node that
     /// drains before exiting.
-    pub async fn shutdown(&self) {
+    pub async fn stop_all(&self) {
         let conns = self.all_conns();
         self.sessions
             .lock()
@@ -331,6 +331,10 @@ impl Upstream for StdioUpstream {
             let sent = conn.send(notification(method, params));
             let _ = tokio::time::timeout(self.timeout, sent).await;
         }
+    }
+
+    async fn shutdown(&self) {
+        self.stop_all().await
     }
 
     async fn session_ended(&self, session_id: &str) {
