@@ -161,7 +161,9 @@ async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
     let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
     let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
     let record = match app.store.begin(&inc.sid, None).await {
-        Ok(BeginOutcome::Ready(r)) | Ok(BeginOutcome::DuplicateId { record: r, .. }) => r,
+        Ok(BeginOutcome::Ready(r))
+        | Ok(BeginOutcome::DuplicateId { record: r, .. })
+        | Ok(BeginOutcome::Busy(r)) => r,
         Ok(BeginOutcome::Missing) => {
             return Err(RpcError::new(
                 codes::INVALID_REQUEST,

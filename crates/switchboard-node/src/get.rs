@@ -41,7 +41,9 @@ async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
                 .ok_or(HttpError::BadLastEventId)?,
         ),
     };
-    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, None)
+        .await?
+        .unwrap_or_else(|(r, _)| r);
     match last {
         None => standalone(&app, &record).await,
         Some(id) => resume(&app, &record, id).await,

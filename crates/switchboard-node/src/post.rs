@@ -91,15 +91,20 @@ async fn request(
     };
     let record = match session::load(&app, &sid, Some(&inflight)).await {
         Ok(Ok(r)) => r,
-        Ok(Err(_duplicate)) => {
+        Ok(Err((_, why))) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
-            let msg = format!("request id {} is already in flight in this session", id.0);
-            return Ok(json_ok(jsonrpc::error_response(
-                Some(&id),
-                codes::INVALID_REQUEST,
-                msg,
-                None,
-            )));
+            let (code, msg) = match why {
+                session::Refusal::DuplicateId => (
+                    codes::INVALID_REQUEST,
+                    format!("request id {} is already in flight in this session", id.0),
+                ),
+                session::Refusal::Busy => (
+                    codes::OVERLOADED,
+                    "too many requests in flight in this session; retry when one has finished"
+                        .to_owned(),
+                ),
+            };
+            return Ok(json_ok(jsonrpc::error_response(Some(&id), code, msg, None)));
         }
         Err(e) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
@@ -155,7 +160,9 @@ async fn accept_only(
     msgs: Vec<Message>,
     is_batch: bool,
 ) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, None)
+        .await?
+        .unwrap_or_else(|(r, _)| r);
     check_batch(&record, is_batch)?;
     for m in msgs {
         deliver(&app, &record, m).await?;
@@ -165,7 +172,9 @@ async fn accept_only(
 
 /// A 2025-03-26 batch holding requests: answered with a JSON array of the responses.
 async fn batch(app: App, sid: SessionId, msgs: Vec<Message>) -> Result<Response, HttpError> {
-    let record = session::load(&app, &sid, None).await?.unwrap_or_else(|r| r);
+    let record = session::load(&app, &sid, None)
+        .await?
+        .unwrap_or_else(|(r, _)| r);
     check_batch(&record, true)?;
     let mut answers = Vec::new();
     for m in msgs {

@@ -19,17 +19,27 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
         .ok_or(HttpError::UnknownSession)
 }
 
+/// Why a request was not registered although its session exists.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Refusal {
+    /// A request with the same id is already in flight in the session (case C22).
+    DuplicateId,
+    /// The session already has `max_inflight_per_session` requests in flight.
+    Busy,
+}
+
 /// Loads and touches the session (one store round trip), registering `inflight` if given. A
-/// duplicate in-flight id comes back as `Ok(Err(record))`.
+/// request the store would not register comes back as `Ok(Err((record, why)))`.
 pub async fn load(
     app: &App,
     sid: &SessionId,
     inflight: Option<&InflightRequest>,
-) -> Result<Result<SessionRecord, SessionRecord>, HttpError> {
+) -> Result<Result<SessionRecord, (SessionRecord, Refusal)>, HttpError> {
     match app.store.begin(sid.as_str(), inflight).await? {
         BeginOutcome::Missing => Err(HttpError::UnknownSession),
         BeginOutcome::Ready(r) => Ok(Ok(r)),
-        BeginOutcome::DuplicateId { record, .. } => Ok(Err(record)),
+        BeginOutcome::DuplicateId { record, .. } => Ok(Err((record, Refusal::DuplicateId))),
+        BeginOutcome::Busy(record) => Ok(Err((record, Refusal::Busy))),
     }
 }
 

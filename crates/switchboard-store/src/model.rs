@@ -84,6 +84,9 @@ pub struct StoreConfig {
     pub max_sessions: u64,
     /// Each stream's event log keeps at most this many events (oldest trimmed first).
     pub max_events_per_stream: u64,
+    /// Requests one session may have in flight at once (default 64); `begin` answers
+    /// [`BeginOutcome::Busy`] past it. Bounds the live streams and logs of a session.
+    pub max_inflight_per_session: u64,
 }
 
 impl StoreConfig {
@@ -97,6 +100,7 @@ impl StoreConfig {
             idle_ttl: Duration::from_secs(30 * 60),
             max_sessions: 100_000,
             max_events_per_stream: 1_000,
+            max_inflight_per_session: 64,
         }
     }
 }
@@ -149,6 +153,9 @@ pub enum BeginOutcome {
     Missing,
     /// The session, now touched; the in-flight request (if any) is registered.
     Ready(SessionRecord),
+    /// The session already has `max_inflight_per_session` requests in flight; nothing was
+    /// registered.
+    Busy(SessionRecord),
     /// The session exists but a request with the same id is already in flight in it; nothing was
     /// registered. `node` is the node running it (it may be dead: check liveness).
     DuplicateId {

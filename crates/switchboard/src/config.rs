@@ -87,6 +87,9 @@ pub struct Config {
     /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256); longer
     /// gets -32602 (every progress notification echoes it into the event log).
     pub max_progress_token_bytes: u64,
+    /// Requests one session may have in flight at once (default 64); past it a request gets
+    /// JSON-RPC -32003 (retry when one has finished). Bounds a session's live streams and logs.
+    pub max_inflight_per_session: u64,
     /// Log line format, `text` or `json` (default `text`).
     pub log_format: LogFormat,
     /// Log filter, a level or `tracing` directives (default `info`). `RUST_LOG`, when set,
@@ -150,6 +153,7 @@ impl Default for Config {
             max_subscriptions: 64,
             max_uri_bytes: 2048,
             max_progress_token_bytes: 256,
+            max_inflight_per_session: 64,
             log_format: LogFormat::Text,
             log_level: "info".into(),
             tool_separator: switchboard_upstream::aggregate::DEFAULT_SEPARATOR.into(),
@@ -263,7 +267,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 16] {
+    fn positive_keys(&self) -> [(&'static str, u64); 17] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -284,6 +288,7 @@ impl Config {
             ("max_subscriptions", self.max_subscriptions),
             ("max_uri_bytes", self.max_uri_bytes),
             ("max_progress_token_bytes", self.max_progress_token_bytes),
+            ("max_inflight_per_session", self.max_inflight_per_session),
         ]
     }
 
@@ -322,6 +327,7 @@ impl Config {
             idle_ttl: ms(self.idle_ttl_ms),
             max_sessions: self.max_sessions,
             max_events_per_stream: self.max_events_per_stream,
+            max_inflight_per_session: self.max_inflight_per_session,
         }
     }
 

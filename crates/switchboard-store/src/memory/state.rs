@@ -189,6 +189,9 @@ impl Shared {
                 node: node.clone(),
             };
         }
+        if s.inflight.len() as u64 >= cfg.max_inflight_per_session {
+            return BeginOutcome::Busy(record);
+        }
         s.prune_streams(now);
         s.inflight.insert(
             req.request_key.clone(),

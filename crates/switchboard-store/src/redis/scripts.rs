@@ -88,8 +88,9 @@ fn session_script(with_append: bool, body: &str) -> Script {
     Script::new(&format!("{PRELUDE}{append}{body}"))
 }
 
-/// `begin`. ARGV: request_key, stream, node, holder (all absent for a plain load).
-/// Returns `{0}` (missing), `{1, '', record}` or `{2, '<node>\n<stream>', record}` (duplicate).
+/// `begin`. ARGV: request_key, stream, node, holder, max in flight (all absent for a plain load).
+/// Returns `{0}` (missing), `{1, '', record}`, `{2, '<node>\n<stream>', record}` (duplicate) or
+/// `{3, '', record}` (too many in flight).
 pub(crate) static BEGIN: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -113,6 +114,10 @@ if key then
   if cur then
     touch_core()
     return {{2, cur, rec}}
+  end
+  if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[7]) then
+    touch_core()
+    return {{3, '', rec}}
   end
   prune()
   redis.call('HSET', KEYS[4], key, node .. '\n' .. stream)

@@ -58,15 +58,18 @@ impl SessionStore for RedisStore {
             inv.arg(&req.request_key)
                 .arg(&req.stream)
                 .arg(&req.node)
-                .arg(&req.holder);
+                .arg(&req.holder)
+                .arg(self.config.max_inflight_per_session);
         }
         let reply: Value = self.invoke(&inv).await?;
         match codec::array(&reply)? {
             [status] if codec::int(status)? == 0 => Ok(BeginOutcome::Missing),
             [status, running, record] => {
                 let record = codec::record_from_hash(sid, record)?;
-                if codec::int(status)? == 1 {
-                    return Ok(BeginOutcome::Ready(record));
+                match codec::int(status)? {
+                    1 => return Ok(BeginOutcome::Ready(record)),
+                    3 => return Ok(BeginOutcome::Busy(record)),
+                    _ => {}
                 }
                 let running = codec::string(running)?;
                 let node = running

@@ -46,6 +46,7 @@ both_backends! {
         delete_removes_every_key_and_tells_every_node,
         liveness_follows_heartbeats,
         a_node_subscribes_once,
+        in_flight_requests_per_session_are_capped,
     ],
     streams: [
         appended_events_replay_in_order,

@@ -247,3 +247,32 @@ pub async fn a_node_subscribes_once(kind: Kind) {
     let _rx = a.subscribe().await.unwrap();
     assert!(a.subscribe().await.is_err());
 }
+
+pub async fn in_flight_requests_per_session_are_capped(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_inflight_per_session = 2);
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let (s1, s2, s3) = (stream(), stream(), stream());
+    begin_ok(&a, &id, Some(&inflight("1", &s1, "a", "a/1"))).await;
+    begin_ok(&a, &id, Some(&inflight("2", &s2, "a", "a/2"))).await;
+    match a
+        .begin(&id, Some(&inflight("3", &s3, "a", "a/3")))
+        .await
+        .unwrap()
+    {
+        BeginOutcome::Busy(r) => assert_eq!(r.id, id),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert_eq!(
+        a.running(&id, &s3).await.unwrap(),
+        None,
+        "nothing registered"
+    );
+    // A plain load is never refused, and a finished request frees its place.
+    assert!(matches!(
+        a.begin(&id, None).await.unwrap(),
+        BeginOutcome::Ready(_)
+    ));
+    a.finish(&id, "1", Some(&s1)).await.unwrap();
+    begin_ok(&a, &id, Some(&inflight("3", &s3, "a", "a/3"))).await;
+}
