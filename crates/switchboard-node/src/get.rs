@@ -147,7 +147,11 @@ async fn prepare_resume(
     } else {
         app.store.running(sid, stream).await?
     };
-    let events = match app.store.replay(sid, stream, after).await? {
+    let events = match app
+        .store
+        .replay(sid, stream, after, pump::REPLAY_PAGE)
+        .await?
+    {
         Replay::Events(events) => events,
         Replay::UnknownStream => return Err(HttpError::UnknownStream),
         Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),

@@ -21,6 +21,10 @@ use crate::sse;
 use crate::state::App;
 use crate::telemetry;
 
+/// Events read from a log per store round trip (a resumed or lagging connection pages through
+/// the log instead of loading it whole).
+pub const REPLAY_PAGE: usize = 256;
+
 /// What to open.
 pub struct OpenStream {
     /// Session id.
@@ -85,8 +89,14 @@ impl Pump {
             }
         }
         let replay = std::mem::take(&mut self.s.replay);
+        let more = replay.len() >= REPLAY_PAGE;
         if let Step::Stop = self.write_all(replay).await {
             return self.cleanup().await;
+        }
+        if more {
+            if let Step::Stop = self.catch_up().await {
+                return self.cleanup().await;
+            }
         }
         if !self.s.close_after_replay {
             self.live().await;
@@ -165,21 +175,32 @@ impl Pump {
         Step::Continue
     }
 
+    /// Re-reads the log from the last written position, a page at a time, until it is exhausted.
     async fn catch_up(&mut self) -> Step {
-        match self
-            .app
-            .store
-            .replay(&self.s.sid, &self.s.stream, &self.last)
-            .await
-        {
-            Ok(Replay::Events(events)) => self.write_all(events).await,
-            Ok(other) => {
-                tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "lagged connection cannot catch up; closing it");
-                Step::Stop
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "lagged connection cannot read the event log; closing it");
-                Step::Stop
+        loop {
+            let page = self
+                .app
+                .store
+                .replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE)
+                .await;
+            match page {
+                Ok(Replay::Events(events)) => {
+                    let full = events.len() >= REPLAY_PAGE;
+                    if let Step::Stop = self.write_all(events).await {
+                        return Step::Stop;
+                    }
+                    if !full {
+                        return Step::Continue;
+                    }
+                }
+                Ok(other) => {
+                    tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
+                    return Step::Stop;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "connection cannot read the event log; closing it");
+                    return Step::Stop;
+                }
             }
         }
     }

@@ -95,7 +95,15 @@ pub trait EventLog: Send + Sync {
     /// is not known (see [`EventLog::claim`]); [`Replay::Truncated`] when an event after `after`
     /// was trimmed away. If the log of a known stream has expired, only a replay of the standalone
     /// stream or from the start gives an (empty) list; any other position is unknown.
-    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay>;
+    /// At most `limit` events are returned (oldest first): a reader pages through a long log by
+    /// asking again after the last position it got, so no node loads a whole log at once.
+    async fn replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<Replay>;
 
     /// Makes `holder` the stream's connection, if the stream is known in the session (the
     /// standalone stream always is; a POST stream is known from `begin` until its log expires).

@@ -221,8 +221,16 @@ impl EventLog for MemoryStore {
         Ok(appended.unwrap_or_else(Appended::not_stored))
     }
 
-    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay> {
-        Ok(self.lock().replay(sid, stream, after, Instant::now()))
+    async fn replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<Replay> {
+        Ok(self
+            .lock()
+            .replay(sid, stream, after, limit, Instant::now()))
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {

@@ -299,7 +299,14 @@ impl Shared {
     }
 
     /// [`crate::EventLog::replay`].
-    pub fn replay(&mut self, sid: &str, stream: &str, after: &str, now: Instant) -> Replay {
+    pub fn replay(
+        &mut self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+        now: Instant,
+    ) -> Replay {
         let Some(s) = self.live(sid, now) else {
             return Replay::UnknownStream;
         };
@@ -326,6 +333,7 @@ impl Shared {
             log.events
                 .iter()
                 .filter(|e| order(&e.position) > from)
+                .take(limit.max(1))
                 .cloned()
                 .collect(),
         )

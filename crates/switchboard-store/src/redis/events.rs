@@ -34,7 +34,13 @@ impl EventLog for RedisStore {
 
     /// Read-only: one atomic pipeline (`MULTI`), decided here by the same rules as the memory
     /// backend.
-    async fn replay(&self, sid: &str, stream: &str, after: &str) -> StoreResult<Replay> {
+    async fn replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<Replay> {
         let sk = self.session_keys(sid);
         let log = sk.log(stream);
         let (ms, seq) = order(after);
@@ -65,7 +71,9 @@ impl EventLog for RedisStore {
             .cmd("XRANGE")
             .arg(&log)
             .arg(start)
-            .arg("+");
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit.max(1));
         type Reads = (i64, i64, i64, Option<String>, i64, Value, Value);
         let (alive, registered, running, cut, log_exists, first, rest): Reads =
             self.query(&p).await?;

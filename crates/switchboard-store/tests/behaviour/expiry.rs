@@ -17,7 +17,8 @@ async fn wait_missing(store: &std::sync::Arc<dyn Store>, sid: &str) {
         let (store, sid) = (store.clone(), sid.to_owned());
         // `replay` reads without touching (polling with `begin` would keep the session alive).
         async move {
-            (store.replay(&sid, "get", "0-0").await.unwrap() == Replay::UnknownStream).then_some(())
+            (store.replay(&sid, "get", "0-0", 1000).await.unwrap() == Replay::UnknownStream)
+                .then_some(())
         }
     })
     .await;
@@ -36,7 +37,7 @@ pub async fn idle_sessions_expire_and_are_reaped(kind: Kind) {
     wait_missing(&a, &id).await;
     assert_eq!(a.begin(&id, None).await.unwrap(), BeginOutcome::Missing);
     assert_eq!(
-        a.replay(&id, &s, "0-0").await.unwrap(),
+        a.replay(&id, &s, "0-0", 1000).await.unwrap(),
         Replay::UnknownStream
     );
     assert_eq!(a.count_sessions().await.unwrap(), 1, "counted until reaped");
@@ -145,9 +146,12 @@ pub async fn logs_expire_after_their_last_event(kind: Kind) {
     a.finish(&id, "1", None).await.unwrap();
     a.append(&id, "get", "n", false).await.unwrap();
     keep_alive(&a, &id, Duration::from_millis(700)).await;
-    assert_eq!(a.replay(&id, &s, &p).await.unwrap(), Replay::UnknownStream);
     assert_eq!(
-        a.replay(&id, &s, "0-0").await.unwrap(),
+        a.replay(&id, &s, &p, 1000).await.unwrap(),
+        Replay::UnknownStream
+    );
+    assert_eq!(
+        a.replay(&id, &s, "0-0", 1000).await.unwrap(),
         Replay::UnknownStream
     );
     assert_eq!(a.claim(&id, &s, "a/2").await.unwrap(), Claim::Unknown);
@@ -189,7 +193,7 @@ pub async fn the_stream_registry_is_pruned(kind: Kind) {
     // Only the running ones are left: "live", the 15 just begun and "last".
     assert_eq!(env.registered_streams(&id).await, 17);
     assert_eq!(
-        a.replay(&id, &old[0], "0-0").await.unwrap(),
+        a.replay(&id, &old[0], "0-0", 1000).await.unwrap(),
         Replay::UnknownStream
     );
     assert!(events(&a, &id, &live, "0-0").await.is_empty());

@@ -174,7 +174,7 @@ pub async fn events(
     stream: &str,
     after: &str,
 ) -> Vec<LoggedEvent> {
-    match store.replay(sid, stream, after).await.unwrap() {
+    match store.replay(sid, stream, after, 1000).await.unwrap() {
         Replay::Events(e) => e,
         other => panic!("replay {stream} after {after}: expected events, got {other:?}"),
     }

@@ -60,6 +60,7 @@ both_backends! {
         takeover_reaches_the_previous_holders_node,
         abort_running_finishes_a_dead_nodes_request,
         a_gone_session_takes_no_writes,
+        replay_pages_through_a_long_log,
     ],
     bus: [
         replies_reach_the_waiting_node,

@@ -68,7 +68,7 @@ pub async fn duplicate_request_ids_are_refused_and_register_nothing(kind: Kind) 
     assert_eq!(b.running(&id, &s2).await.unwrap(), None);
     assert_eq!(b.claim(&id, &s2, "b/2").await.unwrap(), Claim::Unknown);
     assert_eq!(
-        b.replay(&id, &s2, "0-0").await.unwrap(),
+        b.replay(&id, &s2, "0-0", 1000).await.unwrap(),
         Replay::UnknownStream
     );
     let run = RunningRequest {
@@ -90,7 +90,7 @@ pub async fn finish_as_json_forgets_the_stream(kind: Kind) {
     a.finish(&id, "1", Some(&s)).await.unwrap();
     assert_eq!(a.running(&id, &s).await.unwrap(), None);
     assert_eq!(
-        a.replay(&id, &s, "0-0").await.unwrap(),
+        a.replay(&id, &s, "0-0", 1000).await.unwrap(),
         Replay::UnknownStream
     );
     assert_eq!(a.claim(&id, &s, "a/2").await.unwrap(), Claim::Unknown);

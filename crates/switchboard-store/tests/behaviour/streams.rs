@@ -65,17 +65,17 @@ pub async fn unknown_streams_stay_unknown(kind: Kind) {
     let id = new_session(&a).await;
     let s = stream();
     assert_eq!(
-        a.replay(&id, &s, START).await.unwrap(),
+        a.replay(&id, &s, START, 1000).await.unwrap(),
         Replay::UnknownStream
     );
     assert_eq!(a.claim(&id, &s, "a/1").await.unwrap(), Claim::Unknown);
     assert_eq!(
-        a.replay(&id, &s, START).await.unwrap(),
+        a.replay(&id, &s, START, 1000).await.unwrap(),
         Replay::UnknownStream,
         "claim registers nothing"
     );
     assert_eq!(
-        a.replay(&sid(), "get", START).await.unwrap(),
+        a.replay(&sid(), "get", START, 1000).await.unwrap(),
         Replay::UnknownStream,
         "no session"
     );
@@ -104,9 +104,9 @@ pub async fn trimming_is_exact_and_detected(kind: Kind) {
     let oldest = Replay::Truncated {
         oldest: p[7].clone(),
     };
-    assert_eq!(a.replay(&id, &s, START).await.unwrap(), oldest);
-    assert_eq!(a.replay(&id, &s, &p[0]).await.unwrap(), oldest);
-    assert_eq!(a.replay(&id, &s, &p[5]).await.unwrap(), oldest);
+    assert_eq!(a.replay(&id, &s, START, 1000).await.unwrap(), oldest);
+    assert_eq!(a.replay(&id, &s, &p[0], 1000).await.unwrap(), oldest);
+    assert_eq!(a.replay(&id, &s, &p[5], 1000).await.unwrap(), oldest);
     let after7 = events(&a, &id, &s, &p[6]).await;
     assert_eq!(
         after7.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
@@ -303,4 +303,31 @@ pub async fn a_gone_session_takes_no_writes(kind: Kind) {
     a.forget_pending(&id, "1").await.unwrap();
     assert_eq!(env.keys_of(&id).await, 0);
     quiet(&mut ra).await;
+}
+
+pub async fn replay_pages_through_a_long_log(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let mut written = Vec::new();
+    for i in 0..25 {
+        written.push(
+            a.append(&id, "get", &format!("e{i}"), false)
+                .await
+                .unwrap()
+                .position,
+        );
+    }
+    let mut after = START.to_owned();
+    let mut read = Vec::new();
+    loop {
+        let Replay::Events(page) = a.replay(&id, "get", &after, 10).await.unwrap() else {
+            panic!("the standalone stream is known")
+        };
+        assert!(page.len() <= 10, "a page holds at most the limit");
+        let Some(last) = page.last() else { break };
+        after = last.position.clone();
+        read.extend(page.into_iter().map(|e| e.position));
+    }
+    assert_eq!(read, written, "every event once, in order, across pages");
 }
