@@ -17,6 +17,7 @@ type Key = (String, String);
 pub struct Calls {
     running: Mutex<HashMap<Key, CancellationToken>>,
     waiters: Mutex<HashMap<Key, oneshot::Sender<Value>>>,
+    sessions: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Calls {
@@ -43,8 +44,20 @@ impl Calls {
         }
     }
 
+    /// A token that fires when the session ends on this node (for work not tied to a request,
+    /// e.g. an upstream's standalone stream).
+    pub fn session_token(&self, sid: &str) -> CancellationToken {
+        lock(&self.sessions)
+            .entry(sid.to_owned())
+            .or_default()
+            .clone()
+    }
+
     /// Cancels every request of a session and drops its waiters (the session ended).
     pub fn end_session(&self, sid: &str) {
+        if let Some(t) = lock(&self.sessions).remove(sid) {
+            t.cancel();
+        }
         for (k, t) in lock(&self.running).iter() {
             if k.0 == sid {
                 t.cancel();

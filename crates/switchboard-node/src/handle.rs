@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_store::{SessionRecord, SessionUpdate, Store};
 use switchboard_upstream::placement::Placement;
-use switchboard_upstream::SessionHandle;
+use switchboard_upstream::{ClientPeer, SessionHandle};
+
+use crate::peer::{NodePeer, Route};
 
 use crate::placement::NodePlacement;
 use crate::state::App;
@@ -19,6 +21,7 @@ pub struct NodeSession {
     initialize_params: Value,
     upstream_sessions: Mutex<BTreeMap<String, String>>,
     owners: BTreeMap<String, String>,
+    log_level: Option<String>,
     store: Arc<dyn Store>,
     app: App,
 }
@@ -31,6 +34,7 @@ impl NodeSession {
             initialize_params: record.initialize_params.clone(),
             upstream_sessions: Mutex::new(record.upstream_sessions.clone()),
             owners: record.owners.clone(),
+            log_level: record.log_level.clone(),
             store: app.store.clone(),
             app: app.clone(),
         })
@@ -49,6 +53,25 @@ impl SessionHandle for NodeSession {
 
     fn owner(&self, upstream: &str) -> Option<String> {
         self.owners.get(upstream).cloned()
+    }
+
+    fn standalone_peer(&self) -> Option<Arc<dyn ClientPeer>> {
+        let peer = NodePeer {
+            app: self.app.clone(),
+            sid: self.id.clone(),
+            capabilities: self
+                .initialize_params
+                .get("capabilities")
+                .cloned()
+                .unwrap_or_default(),
+            log_level: self.log_level.clone(),
+            route: Route::Standalone {
+                sid: self.id.clone(),
+            },
+            // Ends with the session on this node (the dispatcher ends its calls).
+            cancel: self.app.calls.session_token(&self.id),
+        };
+        Some(Arc::new(peer))
     }
 
     fn placement(&self) -> Option<Arc<dyn Placement>> {

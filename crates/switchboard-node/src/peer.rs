@@ -60,11 +60,23 @@ pub enum Route {
         /// The call id on the origin.
         call: String,
     },
+    /// Not tied to any request: the session's standalone GET stream (an upstream's unsolicited
+    /// notifications and requests).
+    Standalone {
+        /// The session.
+        sid: String,
+    },
 }
 
 impl Route {
     async fn send(&self, app: &App, message: &Value) -> Result<(), PeerError> {
         match self {
+            Route::Standalone { sid } => app
+                .store
+                .append(sid, StreamId::STANDALONE, &message.to_string(), false)
+                .await
+                .map(|_| ())
+                .map_err(|e| PeerError::Delivery(e.to_string())),
             Route::Local(response) => response.send(message).await,
             Route::Remote { origin, call } => {
                 let msg = BusMessage::ForwardMessage {

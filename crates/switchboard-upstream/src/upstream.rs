@@ -118,6 +118,13 @@ pub trait SessionHandle: Send + Sync {
         None
     }
 
+    /// A peer for the session's standalone GET stream, not tied to any request: for an upstream's
+    /// unsolicited notifications and server-to-client requests (its own GET stream). `None` outside
+    /// a node. Its `cancel` fires when the session ends on this node.
+    fn standalone_peer(&self) -> Option<Arc<dyn ClientPeer>> {
+        None
+    }
+
     /// The cluster's placement service, when running inside a node; `None` in a single process
     /// (tests, tools), where node-bound upstreams simply run here.
     fn placement(&self) -> Option<Arc<dyn crate::placement::Placement>> {
