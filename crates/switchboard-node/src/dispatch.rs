@@ -79,6 +79,14 @@ async fn handle(app: &App, msg: BusMessage) {
             };
             tokio::spawn(forward::execute(app.clone(), inc));
         }
+        BusMessage::ForwardNotify {
+            sid,
+            upstream,
+            method,
+            params,
+        } => {
+            tokio::spawn(forward::notify(app.clone(), sid, upstream, method, params));
+        }
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
         BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),

@@ -129,6 +129,23 @@ pub fn decode_outcome(text: &str) -> Result<Value, RpcError> {
     })
 }
 
+/// Owner: delivers a client notification forwarded from another node to the local member.
+pub async fn notify(app: App, sid: String, upstream: String, method: String, params: String) {
+    let Some(member) = find_member(&app.upstream, &upstream) else {
+        return;
+    };
+    let record = match app.store.begin(&sid, None).await {
+        Ok(BeginOutcome::Ready(r))
+        | Ok(BeginOutcome::DuplicateId { record: r, .. })
+        | Ok(BeginOutcome::Busy(r)) => r,
+        _ => return,
+    };
+    let params: Value = serde_json::from_str(&params).unwrap_or_default();
+    member
+        .notify(&method, params, NodeSession::new(&record, &app))
+        .await;
+}
+
 /// A forwarded request, as the owner receives it.
 pub struct Incoming {
     /// Call id on the origin.

@@ -82,6 +82,28 @@ impl Placement for NodePlacement {
         }
     }
 
+    async fn forward_notify(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        method: &str,
+        params: Value,
+    ) -> bool {
+        let Some(owner) = session.owner(upstream).filter(|o| o != self.app.node_id()) else {
+            return false;
+        };
+        let msg = BusMessage::ForwardNotify {
+            sid: session.session_id().to_owned(),
+            upstream: upstream.to_owned(),
+            method: method.to_owned(),
+            params: params.to_string(),
+        };
+        if let Err(e) = self.app.store.send_to(&owner, &msg).await {
+            tracing::warn!(error = %e, upstream, "could not forward a client notification to its owner node");
+        }
+        true
+    }
+
     async fn forward(
         &self,
         node: &str,

@@ -229,3 +229,82 @@ async fn a_dead_owner_is_taken_over() {
         Some("b")
     );
 }
+
+/// Records the client notifications it gets.
+struct Noted {
+    seen: Arc<Mutex<Vec<String>>>,
+}
+
+#[async_trait]
+impl Upstream for Noted {
+    fn name(&self) -> &str {
+        "noted"
+    }
+    fn capabilities(&self) -> Value {
+        json!({})
+    }
+    fn server_info(&self) -> Value {
+        json!({"name": "noted"})
+    }
+    async fn request(
+        &self,
+        _: &str,
+        _: Value,
+        _: RequestContext,
+    ) -> Result<Value, switchboard_upstream::RpcError> {
+        Ok(json!({}))
+    }
+    async fn notify(&self, method: &str, _: Value, _: Arc<dyn SessionHandle>) {
+        self.seen.lock().unwrap().push(method.to_owned());
+    }
+}
+
+async fn noted_node(store: Arc<MemoryStore>) -> (App, Arc<Mutex<Vec<String>>>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let upstream: Arc<dyn Upstream> =
+        Arc::new(NodeBound::new(Arc::new(Noted { seen: seen.clone() })));
+    let store: Arc<dyn Store> = store;
+    let inbox = store.subscribe().await.unwrap();
+    store.heartbeat().await.unwrap();
+    let app = AppState::new(config(), store, upstream);
+    tokio::spawn(dispatch::run(app.clone(), inbox));
+    (app, seen)
+}
+
+#[tokio::test]
+async fn client_notifications_reach_the_owner_node() {
+    let shared = MemoryStore::new(StoreConfig::default_for("a"));
+    let (a, seen_a) = noted_node(shared.clone()).await;
+    let (b, seen_b) = noted_node(shared.for_node("b")).await;
+    let record = session(&a).await;
+    let handle = NodeSession::new(&record, &a);
+    handle
+        .placement()
+        .unwrap()
+        .owner(&*handle, "noted")
+        .await
+        .unwrap();
+    let record_b = reload(&b, &record.id).await;
+    b.upstream
+        .notify(
+            "notifications/roots/list_changed",
+            json!({}),
+            NodeSession::new(&record_b, &b),
+        )
+        .await;
+    for _ in 0..100 {
+        if !seen_a.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        *seen_a.lock().unwrap(),
+        vec!["notifications/roots/list_changed".to_owned()],
+        "delivered on the owner"
+    );
+    assert!(
+        seen_b.lock().unwrap().is_empty(),
+        "not on the node that received it"
+    );
+}

@@ -312,6 +312,17 @@ pub enum BusMessage {
         /// The JSON-RPC message text.
         message: String,
     },
+    /// A client notification for a node-bound upstream (sent to the owner of its resource).
+    ForwardNotify {
+        /// Session id.
+        sid: String,
+        /// The member upstream's configured name.
+        upstream: String,
+        /// The notification's method.
+        method: String,
+        /// Its params as JSON text.
+        params: String,
+    },
     /// A forwarded call finished (sent to the origin).
     ForwardDone {
         /// Call id.

@@ -41,6 +41,19 @@ pub trait Placement: Send + Sync {
         params: Value,
         ctx: &RequestContext,
     ) -> Result<Value, RpcError>;
+
+    /// Sends a client notification for member `upstream` to the node that owns the session's
+    /// resource of it. `false` when that is this node (or nobody yet): the caller delivers it here.
+    async fn forward_notify(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        method: &str,
+        params: Value,
+    ) -> bool {
+        let _ = (session, upstream, method, params);
+        false
+    }
 }
 
 /// Wraps an upstream whose per-session resources live in one process, so that every request of
@@ -101,10 +114,18 @@ impl Upstream for NodeBound {
         }
     }
 
-    /// Delegates: the inner upstream acts only on resources it holds in this process (it must
-    /// not start one for a notification), so on nodes that do not own the session's resource
-    /// this is a no-op. Forwarding client notifications to the owner is not built yet.
+    /// Goes to the owner of the session's resource (over the bus when that is another node);
+    /// the inner upstream acts only on resources it holds (it must not start one for a
+    /// notification).
     async fn notify(&self, method: &str, params: Value, session: Arc<dyn SessionHandle>) {
+        if let Some(placement) = session.placement() {
+            if placement
+                .forward_notify(&*session, self.inner.name(), method, params.clone())
+                .await
+            {
+                return;
+            }
+        }
         self.inner.notify(method, params, session).await;
     }
 

@@ -8,6 +8,8 @@
 //!   requests, resumption).
 //! - `lifecycle`: initializing an upstream session for a client session, re-initializing it on
 //!   404, the start-up probe.
+//! - `lease` and `listen`: the upstream's own GET stream of each client session, held by exactly
+//!   one node through a lease and resumed with `Last-Event-ID` when the lease moves.
 //! - `session`: the stored form of the upstream session and the node-local memory of it.
 //! - `events`: the SSE parser (also used by [`crate::sse`]).
 //! - `common`: what both network upstreams share (client, ids, errors, facts).
@@ -15,7 +17,9 @@
 mod call;
 pub(crate) mod common;
 pub(crate) mod events;
+mod lease;
 mod lifecycle;
+mod listen;
 mod session;
 pub(crate) mod wire;
 
@@ -69,15 +73,31 @@ use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstr
 /// `Authorization` header never reaches this type, so it is never forwarded (no token
 /// passthrough: MCP 2025-06-18, basic/security_best_practices).
 ///
-/// **Not yet:** the upstream's standalone GET stream (unsolicited notifications and requests) is
-/// not opened; holding it needs a cluster lease so exactly one node listens. Until then such
-/// messages are not received.
+/// **The upstream's own GET stream** (MCP 2025-11-25, basic/transports, Listening for Messages
+/// from the Server): for each client session with a stateful upstream session, exactly one node
+/// holds it open, the holder of the lease `"<name>#get"`
+/// ([`crate::placement::Placement::owner`]). A request checks the lease at most once per 5 s
+/// per client session on each node (never while the record names this node's running listener)
+/// and the holder starts a listener: GET with `Mcp-Session-Id`, `MCP-Protocol-Version` and the
+/// stored `Last-Event-ID`. Its notifications go to the client's standalone GET stream
+/// ([`crate::SessionHandle::standalone_peer`]) in order; its server-to-client requests are asked
+/// there and answered upstream with the upstream's own id. A stream that ends is reopened
+/// (waiting `retry`, or a backoff from 0.5 s, at most 5 s); 405 means the upstream has no GET
+/// stream (never tried again by this process); 404 stops the listener until the next request
+/// has initialized a new upstream session. The last event id is stored in the session record
+/// (`"<name>#get"` = `"<upstream session id> <event id>"`) at most once per second and when the
+/// listener stops. **Takeover:** when the holder dies, the next request through any node claims
+/// the lease after the holder's heartbeat lapsed and resumes from the last stored event id:
+/// events after it (at most about a second's worth) may reach the client twice, and are lost if
+/// the upstream does not support resumption. Outside a node (no standalone peer) nothing
+/// listens; without placement (one process) the process listens without a lease.
 pub struct HttpUpstream {
     name: String,
     wire: Arc<Wire>,
     timeout: Duration,
     facts: Facts,
     known: Known,
+    listeners: Arc<lease::Listeners>,
 }
 
 impl HttpUpstream {
@@ -103,6 +123,7 @@ impl HttpUpstream {
             wire: Arc::new(wire),
             timeout,
             known: Known::default(),
+            listeners: Arc::default(),
         })
     }
 
@@ -149,12 +170,14 @@ impl HttpUpstream {
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
         let session = self.session_for(ctx).await?;
+        self.ensure_listener(&ctx.session, &session).await;
         let response = match self.exchange(method, params, &session, &ctx.peer).await {
             Err(WireError::Gone) => {
                 tracing::info!(upstream = %self.name, session = ctx.session.session_id(),
                     "the upstream ended its session; initializing it again with the client's \
                      stored initialize and retrying the request once");
                 let fresh = self.reinitialize(ctx, &session).await?;
+                self.ensure_listener(&ctx.session, &fresh).await;
                 match self.exchange(method, params, &fresh, &ctx.peer).await {
                     Err(WireError::Gone) => Err(WireError::Failed(
                         "it lost the session again right after it was initialized".into(),
@@ -308,9 +331,11 @@ impl Upstream for HttpUpstream {
         }
     }
 
-    /// DELETEs the upstream session of `session_id` when this process knows it (best effort: a
-    /// session last used on another node is left to the upstream's own expiry).
+    /// Stops this process's listener on the upstream's GET stream for `session_id`, then DELETEs
+    /// the upstream session when this process knows it (best effort: a session last used on
+    /// another node is left to the upstream's own expiry).
     async fn session_ended(&self, session_id: &str) {
+        self.listeners.stop(session_id).await;
         let Some(upstream) = self.known.remove(session_id) else {
             return;
         };
@@ -328,5 +353,11 @@ impl Upstream for HttpUpstream {
                 tracing::info!(upstream = %self.name, session = session_id, "deleting the upstream session timed out")
             }
         }
+    }
+
+    /// Stops every listener on the upstream's GET streams (each stores its last event id first,
+    /// so the node that takes the lease over resumes exactly there).
+    async fn shutdown(&self) {
+        self.listeners.stop_all().await;
     }
 }

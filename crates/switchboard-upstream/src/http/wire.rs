@@ -42,6 +42,15 @@ pub(crate) enum Reply {
     Accepted,
 }
 
+/// What the upstream answered to a GET for its standalone stream.
+pub(crate) enum Opened {
+    /// The stream.
+    Stream(EventReader),
+    /// 405 Method Not Allowed: the upstream offers no GET stream (MCP 2025-11-25,
+    /// basic/transports, Listening for Messages from the Server item 2).
+    NotAllowed,
+}
+
 /// An answer to a POST, with the `Mcp-Session-Id` response header if there was one.
 pub(crate) struct Posted {
     /// The body.
@@ -203,6 +212,39 @@ impl Wire {
             ));
         }
         Ok(EventReader::new(response))
+    }
+
+    /// GETs the upstream's standalone stream in `session` (MCP 2025-11-25, basic/transports,
+    /// Listening for Messages from the Server), resuming after `last_event_id` when given
+    /// (Resumability and Redelivery). 404 is [`WireError::Gone`] when the session has an id.
+    pub async fn open_stream(
+        &self,
+        session: &UpstreamSession,
+        last_event_id: Option<&str>,
+    ) -> Result<Opened, WireError> {
+        let mut request = self
+            .request(Method::GET, Some(session))
+            .header(ACCEPT, headers::TEXT_EVENT_STREAM);
+        if let Some(id) = last_event_id {
+            request = request.header(headers::LAST_EVENT_ID, id);
+        }
+        let response = send(request).await?;
+        let status = response.status();
+        if status == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(Opened::NotAllowed);
+        }
+        if status == StatusCode::NOT_FOUND && session.id.is_some() {
+            return Err(WireError::Gone);
+        }
+        if !status.is_success() {
+            return Err(failure(response).await);
+        }
+        if !is_event_stream(&response) {
+            return Err(WireError::Failed(
+                "its GET answer is not an event stream".into(),
+            ));
+        }
+        Ok(Opened::Stream(EventReader::new(response)))
     }
 
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management

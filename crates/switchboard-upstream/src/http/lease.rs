@@ -1,0 +1,247 @@
+//! Who listens on the upstream's GET stream of a client session: exactly one node, holding the
+//! lease `"<upstream>#get"` through [`crate::placement::Placement::owner`], and this process's
+//! running listeners.
+//!
+//! Source: MCP 2025-11-25, basic/transports, Listening for Messages from the Server and
+//! Resumability and Redelivery. The upstream sees one client (one GET stream per upstream
+//! session) however many nodes serve the session; the lease moves when its holder's heartbeat
+//! lapses, and the new holder resumes with the stored `Last-Event-ID` (see [`super::listen`]).
+//!
+//! The check is off the hot path: a request looks at the lease at most once per
+//! [`CHECK_EVERY`] per client session in this process, and not at all while the session record
+//! names this process's own running listener.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::listen::{decode_position, End, Listener};
+use super::session::UpstreamSession;
+use super::HttpUpstream;
+use crate::placement::Owner;
+use crate::upstream::SessionHandle;
+
+/// How often at most a client session's lease is checked by this process.
+pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
+/// How many client sessions the check throttle remembers; past that it starts afresh.
+const CHECKED_CAPACITY: usize = 4096;
+/// How long stopping a listener may take before it is left to finish on its own.
+const STOP_WAIT: Duration = Duration::from_secs(3);
+
+/// The lease (and stored position) name of `upstream`'s GET stream.
+pub(crate) fn lease_name(upstream: &str) -> String {
+    format!("{upstream}#get")
+}
+
+/// One running listener.
+struct Running {
+    generation: u64,
+    upstream: UpstreamSession,
+    /// The owner the session record names while this listener runs (learned from a request
+    /// after the claim); `None` until known.
+    owner_id: Option<String>,
+    cancel: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+/// This process's listeners of one upstream, by client session id.
+#[derive(Default)]
+pub(crate) struct Listeners {
+    running: Mutex<HashMap<String, Running>>,
+    checked: Mutex<HashMap<String, Instant>>,
+    generation: AtomicU64,
+    /// The upstream answered 405 to a GET: it has no GET stream, never try again.
+    pub no_get: Arc<AtomicBool>,
+    closed: AtomicBool,
+}
+
+/// What a request finds about its session's listener in this process.
+enum Found {
+    /// Ours runs for this upstream session and the record names us: nothing to do.
+    Ours,
+    /// Ours runs for another upstream session (it was re-initialized): restart it.
+    Stale,
+    /// Ours runs but the record names someone else or nobody yet, or none runs.
+    Check,
+}
+
+impl Listeners {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn find(&self, sid: &str, upstream: &UpstreamSession, recorded: Option<&str>) -> Found {
+        match self.lock().get(sid) {
+            Some(r) if r.upstream != *upstream => Found::Stale,
+            Some(r) if r.owner_id.is_some() && r.owner_id.as_deref() == recorded => Found::Ours,
+            _ => Found::Check,
+        }
+    }
+
+    /// Whether the lease of `sid` is due for a check (and marks it checked now).
+    fn due(&self, sid: &str) -> bool {
+        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if checked.get(sid).is_some_and(|at| at.elapsed() < CHECK_EVERY) {
+            return false;
+        }
+        if checked.len() >= CHECKED_CAPACITY {
+            checked.retain(|_, at| at.elapsed() < CHECK_EVERY);
+            if checked.len() >= CHECKED_CAPACITY {
+                checked.clear();
+            }
+        }
+        checked.insert(sid.to_owned(), Instant::now());
+        true
+    }
+
+    /// Lets the next request check `sid` at once.
+    fn forget_check(&self, sid: &str) {
+        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        checked.remove(sid);
+    }
+
+    /// Whether a listener runs for `sid`.
+    pub fn is_running(&self, sid: &str) -> bool {
+        self.lock().contains_key(sid)
+    }
+
+    /// Stops the listener of `sid`, if any, and waits (a bounded time) until it stopped.
+    pub async fn stop(&self, sid: &str) {
+        let running = self.lock().remove(sid);
+        self.forget_check(sid);
+        if let Some(r) = running {
+            r.cancel.cancel();
+            let _ = tokio::time::timeout(STOP_WAIT, r.task).await;
+        }
+    }
+
+    /// Stops every listener and refuses new ones.
+    pub async fn stop_all(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        let all: Vec<Running> = self.lock().drain().map(|(_, r)| r).collect();
+        for r in &all {
+            r.cancel.cancel();
+        }
+        let waits = all.into_iter().map(|r| r.task);
+        let _ = tokio::time::timeout(STOP_WAIT, futures::future::join_all(waits)).await;
+    }
+}
+
+impl HttpUpstream {
+    /// Makes sure exactly one node listens on the upstream's GET stream of this client session
+    /// (its upstream session is `upstream`): checks the lease at most once per [`CHECK_EVERY`],
+    /// starts a listener here when this node holds it, stops ours when another node does.
+    /// Without a standalone peer (outside a node) nothing listens; without placement (a single
+    /// process) this process listens without a lease.
+    pub(super) async fn ensure_listener(
+        &self,
+        session: &Arc<dyn SessionHandle>,
+        upstream: &UpstreamSession,
+    ) {
+        let listeners = &self.listeners;
+        if upstream.id.is_none()
+            || listeners.no_get.load(Ordering::SeqCst)
+            || listeners.closed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let sid = session.session_id();
+        let lease = lease_name(&self.name);
+        let recorded = session.owner(&lease);
+        match listeners.find(sid, upstream, recorded.as_deref()) {
+            Found::Ours => return,
+            Found::Stale => listeners.stop(sid).await,
+            Found::Check => {}
+        }
+        if !listeners.due(sid) {
+            return;
+        }
+        let here = match session.placement() {
+            None => true,
+            Some(placement) => match placement.owner(&**session, &lease).await {
+                Ok(Owner::Here) => true,
+                Ok(Owner::Node(_)) => false,
+                Err(e) => {
+                    tracing::info!(upstream = %self.name, session = sid, error = %e.message, "could not check who listens on the upstream's GET stream");
+                    return;
+                }
+            },
+        };
+        if !here {
+            // Another live node holds the lease (ours lapsed meanwhile, or never was).
+            if listeners.is_running(sid) {
+                tracing::info!(upstream = %self.name, session = sid, "another node holds the upstream's GET stream now; stopping ours");
+                listeners.stop(sid).await;
+            }
+            return;
+        }
+        self.start_listener(session, upstream, recorded);
+    }
+
+    /// Starts the listener of `session` unless one runs; records `owner_id` on a running one.
+    fn start_listener(
+        &self,
+        session: &Arc<dyn SessionHandle>,
+        upstream: &UpstreamSession,
+        owner_id: Option<String>,
+    ) {
+        let sid = session.session_id().to_owned();
+        let mut running = self.listeners.lock();
+        if let Some(r) = running.get_mut(&sid) {
+            if owner_id.is_some() {
+                r.owner_id = owner_id;
+            }
+            return;
+        }
+        let Some(peer) = session.standalone_peer() else {
+            return;
+        };
+        let last_event_id = session
+            .upstream_session(&lease_name(&self.name))
+            .and_then(|stored| decode_position(upstream, &stored));
+        let cancel = CancellationToken::new();
+        let generation = self.listeners.generation.fetch_add(1, Ordering::SeqCst);
+        let listener = Listener {
+            wire: self.wire.clone(),
+            name: self.name.clone(),
+            upstream: upstream.clone(),
+            session: session.clone(),
+            peer,
+            cancel: cancel.clone(),
+            last_event_id,
+            no_get: self.listeners.no_get.clone(),
+        };
+        tracing::info!(upstream = %self.name, session = sid, resume_after = ?listener.last_event_id, "listening on the upstream's GET stream for this session");
+        let listeners = Arc::downgrade(&self.listeners);
+        let key = sid.clone();
+        let task = tokio::spawn(async move {
+            let end = listener.run().await;
+            // Forget it (unless it was replaced meanwhile); after a 404 the next request checks
+            // at once and listens on the new upstream session.
+            if let Some(listeners) = listeners.upgrade() {
+                let mut running = listeners.lock();
+                if running.get(&sid).is_some_and(|r| r.generation == generation) {
+                    running.remove(&sid);
+                }
+                drop(running);
+                if end == End::Gone {
+                    listeners.forget_check(&sid);
+                }
+            }
+        });
+        running.insert(
+            key,
+            Running {
+                generation,
+                upstream: upstream.clone(),
+                owner_id,
+                cancel,
+                task,
+            },
+        );
+    }
+}
