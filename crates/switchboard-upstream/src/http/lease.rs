@@ -52,7 +52,8 @@ struct Running {
 #[derive(Default)]
 pub(crate) struct Listeners {
     running: Mutex<HashMap<String, Running>>,
-    checked: Mutex<HashMap<String, Instant>>,
+    /// When each client session's lease was last checked, and for which upstream session.
+    checked: Mutex<HashMap<String, (Option<String>, Instant)>>,
     generation: AtomicU64,
     /// The upstream answered 405 to a GET: it has no GET stream, never try again.
     pub no_get: Arc<AtomicBool>,
@@ -82,19 +83,22 @@ impl Listeners {
         }
     }
 
-    /// Whether the lease of `sid` is due for a check (and marks it checked now).
-    fn due(&self, sid: &str) -> bool {
+    /// Whether the lease of `sid` is due for a check (and marks it checked now): not checked
+    /// within [`CHECK_EVERY`] for this very upstream session.
+    fn due(&self, sid: &str, upstream: &UpstreamSession) -> bool {
         let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
-        if checked.get(sid).is_some_and(|at| at.elapsed() < CHECK_EVERY) {
+        let recent =
+            |(id, at): &(Option<String>, Instant)| *id == upstream.id && at.elapsed() < CHECK_EVERY;
+        if checked.get(sid).is_some_and(recent) {
             return false;
         }
         if checked.len() >= CHECKED_CAPACITY {
-            checked.retain(|_, at| at.elapsed() < CHECK_EVERY);
+            checked.retain(|_, (_, at)| at.elapsed() < CHECK_EVERY);
             if checked.len() >= CHECKED_CAPACITY {
                 checked.clear();
             }
         }
-        checked.insert(sid.to_owned(), Instant::now());
+        checked.insert(sid.to_owned(), (upstream.id.clone(), Instant::now()));
         true
     }
 
@@ -157,7 +161,7 @@ impl HttpUpstream {
             Found::Stale => listeners.stop(sid).await,
             Found::Check => {}
         }
-        if !listeners.due(sid) {
+        if !listeners.due(sid, upstream) {
             return;
         }
         let here = match session.placement() {
@@ -224,7 +228,10 @@ impl HttpUpstream {
             // at once and listens on the new upstream session.
             if let Some(listeners) = listeners.upgrade() {
                 let mut running = listeners.lock();
-                if running.get(&sid).is_some_and(|r| r.generation == generation) {
+                if running
+                    .get(&sid)
+                    .is_some_and(|r| r.generation == generation)
+                {
                     running.remove(&sid);
                 }
                 drop(running);

@@ -224,7 +224,9 @@ impl Listener {
         let Some(last) = position.last.clone() else {
             return;
         };
-        let due = position.saved_at.is_none_or(|at| at.elapsed() >= SAVE_EVERY);
+        let due = position
+            .saved_at
+            .is_none_or(|at| at.elapsed() >= SAVE_EVERY);
         if position.saved.as_ref() == Some(&last) || !(force || due) {
             return;
         }

@@ -1,8 +1,11 @@
 //! Tests of the Streamable HTTP upstream against real servers on 127.0.0.1:0: an `rmcp` server
-//! (`rmcp_server`) and a hand-written axum server for edge cases (`edge`).
+//! (`rmcp_server`), a hand-written axum server for edge cases (`edge`) and one with a standalone
+//! GET stream (`get_server`).
 
 mod edge;
 mod edge_tests;
+mod get_server;
+mod get_tests;
 mod rmcp_server;
 mod rmcp_tests;
 
