@@ -93,18 +93,7 @@ async fn request(
         Ok(Ok(r)) => r,
         Ok(Err((_, why))) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
-            let (code, msg) = match why {
-                session::Refusal::DuplicateId => (
-                    codes::INVALID_REQUEST,
-                    format!("request id {} is already in flight in this session", id.0),
-                ),
-                session::Refusal::Busy => (
-                    codes::OVERLOADED,
-                    "too many requests in flight in this session; retry when one has finished"
-                        .to_owned(),
-                ),
-            };
-            return Ok(json_ok(jsonrpc::error_response(Some(&id), code, msg, None)));
+            return Ok(json_ok(refusal(&id, why)));
         }
         Err(e) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
@@ -180,27 +169,77 @@ async fn batch(app: App, sid: SessionId, msgs: Vec<Message>) -> Result<Response,
     for m in msgs {
         match m {
             Message::Request { id, method, raw } => {
-                let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), &id.key());
-                run::spawn(Job {
-                    app: app.clone(),
-                    session: record.clone(),
-                    id,
-                    method,
-                    raw,
-                    response: Arc::new(rs),
-                });
-                answers.push(rx);
+                answers.push(batch_request(&app, &sid, &record, id, method, raw).await?)
             }
             other => deliver(&app, &record, other).await?,
         }
     }
     let mut out = Vec::with_capacity(answers.len());
-    for rx in answers {
-        if let Ok(First::Json(v)) = rx.await {
-            out.push(v);
+    for answer in answers {
+        match answer {
+            BatchAnswer::Now(v) => out.push(v),
+            BatchAnswer::Later(rx) => {
+                if let Ok(First::Json(v)) = rx.await {
+                    out.push(v);
+                }
+            }
         }
     }
     Ok(json_ok(Value::Array(out)))
+}
+
+enum BatchAnswer {
+    Now(Value),
+    Later(tokio::sync::oneshot::Receiver<First>),
+}
+
+/// One request of a batch: registered in flight like a single request (so a duplicate id is
+/// refused and `notifications/cancelled` reaches it from any node), then run; its answer joins the
+/// batch's JSON array.
+async fn batch_request(
+    app: &App,
+    sid: &SessionId,
+    record: &SessionRecord,
+    id: RequestId,
+    method: String,
+    raw: Value,
+) -> Result<BatchAnswer, HttpError> {
+    let stream = StreamId::generate().to_string();
+    let key = id.key();
+    let inflight = InflightRequest {
+        request_key: key.clone(),
+        stream: stream.clone(),
+        node: app.node_id().to_owned(),
+        holder: String::new(),
+    };
+    if let Err((_, why)) = session::load(app, sid, Some(&inflight)).await? {
+        return Ok(BatchAnswer::Now(refusal(&id, why)));
+    }
+    let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), &stream, &key);
+    run::spawn(Job {
+        app: app.clone(),
+        session: record.clone(),
+        id,
+        method,
+        raw,
+        response: Arc::new(rs),
+    });
+    Ok(BatchAnswer::Later(rx))
+}
+
+/// The JSON-RPC error for a request the store would not register.
+fn refusal(id: &RequestId, why: session::Refusal) -> Value {
+    let (code, msg) = match why {
+        session::Refusal::DuplicateId => (
+            codes::INVALID_REQUEST,
+            format!("request id {} is already in flight in this session", id.0),
+        ),
+        session::Refusal::Busy => (
+            codes::OVERLOADED,
+            "too many requests in flight in this session; retry when one has finished".to_owned(),
+        ),
+    };
+    jsonrpc::error_response(Some(id), code, msg, None)
 }
 
 fn check_batch(record: &SessionRecord, is_batch: bool) -> Result<(), HttpError> {

@@ -60,9 +60,10 @@ impl ResponseStream {
     pub fn for_batch(
         app: App,
         sid: &str,
+        stream: &str,
         request_key: &str,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, "", "", request_key, true)
+        Self::build(app, sid, stream, "", request_key, true)
     }
 
     fn build(
@@ -139,11 +140,6 @@ impl ResponseStream {
         };
         let store = &self.app.store;
         match json {
-            Some(_) if self.batch => {
-                if let Err(e) = store.finish(&self.sid, &self.request_key, None).await {
-                    tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
-                }
-            }
             Some(_) => {
                 if let Err(e) = store
                     .finish(&self.sid, &self.request_key, Some(&self.stream))
