@@ -83,7 +83,7 @@ pub async fn run_on(
             [] => "the built-in demo server".to_owned(),
             names => names.join(", "),
         },
-        "upstreams ready"
+        "upstreams configured (each is probed next, before serving; failures are logged and retried on use)"
     );
     tracing::info!(
         address = %local,

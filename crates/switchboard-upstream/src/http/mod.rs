@@ -245,7 +245,18 @@ impl HttpUpstream {
     fn error(&self, e: WireError) -> RpcError {
         match e {
             WireError::Gone => unavailable(&self.name, "it ended the session"),
-            WireError::Rpc(e) => e,
+            // The upstream refused at the HTTP level (the request was not processed): name it,
+            // keep its own error as data.
+            WireError::Rpc(e) => RpcError {
+                code: switchboard_protocol::codes::UPSTREAM_UNAVAILABLE,
+                message: format!(
+                    "upstream `{}` refused the request: {}",
+                    self.name, e.message
+                ),
+                data: Some(
+                    serde_json::json!({"upstream": self.name, "error": {"code": e.code, "message": e.message, "data": e.data}}),
+                ),
+            },
             WireError::Failed(why) => unavailable(&self.name, why),
         }
     }

@@ -71,6 +71,18 @@ pub(crate) enum WireError {
     Failed(String),
 }
 
+impl WireError {
+    /// Whether the error's text is about a session (see the 400 rule in [`Wire::post`]).
+    fn mentions_session(&self) -> bool {
+        let text = match self {
+            WireError::Gone => return true,
+            WireError::Rpc(e) => e.message.to_ascii_lowercase(),
+            WireError::Failed(why) => why.to_ascii_lowercase(),
+        };
+        text.contains("session")
+    }
+}
+
 /// The HTTP side of one upstream.
 pub(crate) struct Wire {
     url: Url,
@@ -130,11 +142,20 @@ impl Wire {
             .get(headers::MCP_SESSION_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        if status == StatusCode::NOT_FOUND && session.is_some_and(|s| s.id.is_some()) {
+        let had_session = session.is_some_and(|s| s.id.is_some());
+        if status == StatusCode::NOT_FOUND && had_session {
             return Err(WireError::Gone);
         }
         if !status.is_success() {
-            return Err(failure(response).await);
+            let failed = failure(response).await;
+            // Not spec (which says 404), but common: the TypeScript SDK's server answers an
+            // unknown session id with 400 "Bad Request: No valid session ID provided". Treat a
+            // 400 that talks about the session, to a request that carried one, as a lost session
+            // (re-initialized and retried once, like 404).
+            if status == StatusCode::BAD_REQUEST && had_session && failed.mentions_session() {
+                return Err(WireError::Gone);
+            }
+            return Err(failed);
         }
         let reply = if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             // Legacy servers write a word ("Accepted") into their 202s; no message is in it.

@@ -46,6 +46,7 @@ pub(crate) struct Edge {
     counter: AtomicU64,
     stateless: bool,
     forgetful: AtomicBool,
+    answers_400: AtomicBool,
     answers: Mutex<HashMap<String, oneshot::Sender<Value>>>,
     held: Mutex<Vec<mpsc::Sender<String>>>,
     broken: Mutex<Option<Value>>,
@@ -68,6 +69,12 @@ impl Edge {
     /// Forgets every session (as after a restart): requests carrying one get 404.
     pub fn expire_all(&self) {
         self.sessions.lock().unwrap().clear();
+    }
+
+    /// Answer an unknown session with 400 and the TypeScript SDK's JSON-RPC error body instead of
+    /// the spec's 404.
+    pub fn unknown_session_is_400(&self) {
+        self.answers_400.store(true, Ordering::SeqCst);
     }
 
     /// From now on, forget each session right after `initialize` (every request gets 404).
@@ -149,6 +156,11 @@ async fn post(edge: &Arc<Edge>, rpc: &str, session: Option<String>, body: Value)
         let mut sessions = edge.sessions.lock().unwrap();
         let forget = edge.forgetful.load(Ordering::SeqCst) && rpc != "notifications/initialized";
         if !sessions.contains(&sid) || (forget && sessions.remove(&sid)) {
+            if edge.answers_400.load(Ordering::SeqCst) {
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+                    "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
+                return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+            }
             return StatusCode::NOT_FOUND.into_response();
         }
     }

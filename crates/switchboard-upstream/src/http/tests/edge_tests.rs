@@ -116,6 +116,43 @@ async fn a_404_reinitializes_with_the_stored_params_and_retries_once() {
 }
 
 #[tokio::test]
+async fn a_400_about_the_session_also_reinitializes_and_retries_once() {
+    let (stop, edge, up) = started(false).await;
+    edge.unknown_session_is_400();
+    let s = session("c-400");
+    let peer = FakePeer::quiet();
+    let first = call("echo", json!({"text": "1"}));
+    up.request("tools/call", first, ctx(&s, &peer))
+        .await
+        .unwrap();
+    edge.expire_all();
+    let r = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "2", "re-initialized and retried");
+    assert_eq!(edge.seen_method("initialize").len(), 2);
+    // Every request refused the same way: one retry, then an error naming the upstream and
+    // carrying its own error as data.
+    edge.forget_always();
+    let err = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "3"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
+    assert!(err.message.contains("upstream `edge`"), "{}", err.message);
+    stop.cancel();
+}
+
+#[tokio::test]
 async fn json_and_sse_answers_and_progress_from_an_sse_stream() {
     let (stop, _edge, up) = started(false).await;
     let s = session("c-sse");
