@@ -178,3 +178,26 @@ fn upstreams_cannot_come_from_the_environment_or_flags() {
     .unwrap();
     assert_eq!(sep.tool_separator, "-");
 }
+
+#[test]
+fn the_stdio_and_http_example_loads_and_builds() {
+    let config = load(&Sources {
+        file: Some(repo_file("examples/stdio-and-http.toml")),
+        ..Sources::default()
+    })
+    .unwrap_or_else(|e| panic!("examples/stdio-and-http.toml: {e}"));
+    let kinds: Vec<(&str, UpstreamKind)> = config
+        .upstreams
+        .iter()
+        .map(|u| (u.name.as_str(), u.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("local", UpstreamKind::Stdio),
+            ("remote", UpstreamKind::Http)
+        ]
+    );
+    let upstream = switchboard_upstream::config::build(&config.upstreams_config()).unwrap();
+    assert_eq!(upstream.members().len(), 2);
+}
