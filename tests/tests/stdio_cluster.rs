@@ -87,6 +87,33 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
         answer.messages
     );
 
+    // A client's cancellation, sent to a third node, reaches the child with the child's own id,
+    // whichever node the call came through (here it was forwarded from B to A).
+    for round in 0..3u64 {
+        let id = 50 + round;
+        let slow = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"seconds": 3, "tag": "x"}}});
+        let post = client.post(&urls[1], &slow);
+        let cancel = async {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+            assert_eq!(client.post(&urls[2], &note).await.status.as_u16(), 202);
+        };
+        let (reply, ()) = tokio::join!(post, cancel);
+        let answer = reply.answer(json!(id), T).await;
+        assert_eq!(
+            answer.response["error"]["code"], -32004,
+            "{}",
+            answer.response
+        );
+    }
+    let info = call(&client, &urls[0], 60, "info", json!({})).await;
+    let told = info["info"]["cancelled"]
+        .as_array()
+        .map(Vec::len)
+        .unwrap_or(0);
+    assert_eq!(told, 3, "the child heard of every cancellation: {info}");
+
     // A dies. A request racing the detection gets a clear -32006 naming the upstream (it may
     // have run on the dead node, so it is not retried behind the client's back); once A's
     // heartbeat has lapsed the next request starts a new child on a live node.

@@ -243,10 +243,7 @@ async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    let outcome = tokio::select! {
-        r = member.request(method, params, ctx) => r,
-        _ = cancel.cancelled() => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
-    };
+    let outcome = crate::run::until_cancelled(member.request(method, params, ctx), &cancel).await;
     app.calls.end(&inc.sid, &key);
     lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
     outcome

@@ -38,10 +38,7 @@ pub fn spawn(job: Job) {
     let key = job.id.key();
     let cancel = job.app.calls.start(&job.session.id, &key);
     tokio::spawn(async move {
-        let outcome = tokio::select! {
-            r = execute(&job, cancel.clone()) => r,
-            _ = cancel.cancelled() => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
-        };
+        let outcome = until_cancelled(execute(&job, cancel.clone()), &cancel).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
@@ -49,6 +46,27 @@ pub fn spawn(job: Job) {
         job.response.finish(response).await;
         job.app.calls.end(&job.session.id, &key);
     });
+}
+
+/// How long a cancelled request's upstream call may take to wind down (tell its server, e.g. a
+/// stdio child or another node, with `notifications/cancelled`) before it is dropped.
+const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `work` to its end, unless `cancel` fires: then `work` gets [`CANCEL_GRACE`] to notice the
+/// cancellation itself (upstreams watch the same token and pass it on), and the outcome is the
+/// cancellation error either way. Dropping `work` at once would skip that hand-on.
+pub async fn until_cancelled<F>(work: F, cancel: &CancellationToken) -> Result<Value, RpcError>
+where
+    F: std::future::Future<Output = Result<Value, RpcError>>,
+{
+    tokio::pin!(work);
+    tokio::select! {
+        r = &mut work => r,
+        _ = cancel.cancelled() => {
+            let _ = tokio::time::timeout(CANCEL_GRACE, &mut work).await;
+            Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled"))
+        }
+    }
 }
 
 async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError> {
