@@ -53,6 +53,13 @@ async fn sigterm_lets_a_running_countdown_finish_and_closes_the_get_stream() {
         Some(0),
         "the node exits 0 after draining"
     );
+    // A drained node tells the cluster at once (no waiting for node_ttl_ms): its liveness key is
+    // gone, so what it owned moves to other nodes on the next request.
+    let liveness = format!("sb:node:{}.*", cluster.node(0).id());
+    assert!(
+        cluster.redis().keys_matching(&liveness).is_empty(),
+        "liveness key {liveness} removed"
+    );
     // The session lives on: the other node serves it.
     let listed = client
         .post(

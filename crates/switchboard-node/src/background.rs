@@ -35,6 +35,9 @@ where
 
 /// Marks this node alive; other nodes fail its requests once it stops.
 async fn heartbeat(app: App) {
+    if app.retired.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
     if let Err(e) = app.store.heartbeat().await {
         tracing::warn!(error = %e, "liveness heartbeat failed");
     }

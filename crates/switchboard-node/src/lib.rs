@@ -121,6 +121,12 @@ pub async fn serve(
     {
         tracing::warn!("upstreams did not stop within 10 s");
     }
+    // Tell the cluster this node is gone, so the sessions it owned resources of move on at once
+    // (no waiting for node_ttl), and in-flight work elsewhere stops waiting for it.
+    app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Err(e) = app.store.retire().await {
+        tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");
+    }
     match served {
         Ok(Ok(result)) => result,
         Ok(Err(join)) => Err(std::io::Error::other(join)),

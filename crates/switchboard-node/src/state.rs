@@ -25,6 +25,8 @@ pub struct AppState {
     pub calls: Calls,
     /// Calls forwarded to or from other nodes.
     pub forwards: crate::forward::Forwards,
+    /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
+    pub retired: std::sync::atomic::AtomicBool,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
     conn_seq: AtomicU64,
@@ -43,6 +45,7 @@ impl AppState {
             upstream,
             calls: Calls::default(),
             forwards: Default::default(),
+            retired: Default::default(),
             shutdown: CancellationToken::new(),
             conn_seq: AtomicU64::new(0),
         })

@@ -179,6 +179,10 @@ pub trait Liveness: Send + Sync {
     /// backend also keeps its session index alive with it.
     async fn heartbeat(&self) -> StoreResult<()>;
 
+    /// Marks this node stopped at once (it drained and is exiting), so other nodes take over
+    /// what it owned without waiting for `node_ttl`. The caller stops heartbeating first.
+    async fn retire(&self) -> StoreResult<()>;
+
     /// Whether `node` has sent a heartbeat within `node_ttl`.
     async fn is_alive(&self, node: &str) -> StoreResult<bool>;
 }

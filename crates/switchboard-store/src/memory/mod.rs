@@ -384,6 +384,11 @@ impl Liveness for MemoryStore {
         Ok(())
     }
 
+    async fn retire(&self) -> StoreResult<()> {
+        self.lock().nodes.remove(&self.config.node_id);
+        Ok(())
+    }
+
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {
         let now = Instant::now();
         Ok(self

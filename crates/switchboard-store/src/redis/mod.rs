@@ -186,6 +186,15 @@ impl Liveness for RedisStore {
         self.query(&pipe).await
     }
 
+    async fn retire(&self) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        ::redis::cmd("DEL")
+            .arg(self.keys.node(&self.config.node_id))
+            .query_async::<i64>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {
         let mut conn = self.conn.clone();
         let n: i64 = ::redis::cmd("EXISTS")
