@@ -194,3 +194,32 @@ async fn sigterm_stops_every_child_of_the_node() {
         "every child stopped by the drain:\n{log}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_whose_session_vanished_from_redis_is_stopped() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
+    let started = start_cluster(
+        1,
+        &[upstream],
+        ClusterOptions::new().set("reaper_interval_ms", 300),
+    );
+    let url = started.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let pid = child_pid(&call(&client, &url, 1, "echo", json!({"s": "x"})).await);
+    assert!(alive(pid));
+    // The session is lost without DELETE or expiry (as with a Redis restart without persistence).
+    started
+        .cluster
+        .redis()
+        .query(&["FLUSHALL"])
+        .expect("FLUSHALL");
+    eventually(
+        "the orphaned child to be stopped",
+        Duration::from_secs(15),
+        || async { (!alive(pid)).then_some(()) },
+    )
+    .await;
+}

@@ -62,10 +62,20 @@ async fn keep_alive(app: App) {
     }
 }
 
-/// One reaper pass (the store makes sure only one node does it at a time).
+/// One reaper pass (the store makes sure only one node does it at a time), then this node's own
+/// sweep: whatever upstreams hold here for a session that no longer exists (lost with a Redis
+/// restart or flush, so no reaper will ever report it) is released.
 async fn reap(app: App) {
     match app.store.reap(1000).await {
         Ok(ids) => telemetry::sessions_reaped(ids.len()),
         Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
+    }
+    for sid in app.upstream.held_sessions() {
+        if let Ok(false) = app.store.exists(&sid).await {
+            tracing::info!(session = %sid, "releasing upstream resources of a session that no longer exists");
+            app.hub.close_session(&sid);
+            app.calls.end_session(&sid);
+            app.upstream.session_ended(&sid).await;
+        }
     }
 }

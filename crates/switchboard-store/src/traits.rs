@@ -49,6 +49,9 @@ pub trait SessionStore: Send + Sync {
     /// expiry to `idle_ttl` from now. `false` when the session is gone.
     async fn touch(&self, sid: &str) -> StoreResult<bool>;
 
+    /// Whether the session exists, without touching it (its expiry stays as it is).
+    async fn exists(&self, sid: &str) -> StoreResult<bool>;
+
     /// Applies one change to the record. `false` when the session is gone.
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
 

@@ -136,4 +136,8 @@ impl Upstream for NodeBound {
     async fn shutdown(&self) {
         self.inner.shutdown().await
     }
+
+    fn held_sessions(&self) -> Vec<String> {
+        self.inner.held_sessions()
+    }
 }

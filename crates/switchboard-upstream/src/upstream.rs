@@ -201,6 +201,14 @@ pub trait Upstream: Send + Sync {
     /// The session ended (DELETE or expiry): release whatever is held for it.
     async fn session_ended(&self, _session_id: &str) {}
 
+    /// Client sessions for which this upstream holds something in this process (a stdio child, a
+    /// legacy SSE connection, a GET-stream listener). The node checks them now and then and ends
+    /// those whose session is gone from the store (e.g. lost with a Redis restart), so nothing
+    /// outlives its session.
+    fn held_sessions(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The node is about to exit (after its drain): stop every process and connection this
     /// upstream holds, and wait until they are gone (no orphaned children, MCP stdio transport).
     async fn shutdown(&self) {}

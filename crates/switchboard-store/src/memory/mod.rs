@@ -118,6 +118,10 @@ impl SessionStore for MemoryStore {
         Ok(true)
     }
 
+    async fn exists(&self, sid: &str) -> StoreResult<bool> {
+        Ok(self.lock().live(sid, Instant::now()).is_some())
+    }
+
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         let mut shared = self.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {

@@ -106,6 +106,15 @@ impl SessionStore for RedisStore {
         Ok(self.invoke::<i64>(&inv).await? == 1)
     }
 
+    async fn exists(&self, sid: &str) -> StoreResult<bool> {
+        let mut conn = self.conn.clone();
+        let n: i64 = cmd("EXISTS")
+            .arg(self.session_keys(sid).record())
+            .query_async(&mut conn)
+            .await?;
+        Ok(n == 1)
+    }
+
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         let (kind, a, b) = match update {
             SessionUpdate::Initialized => ("ready", String::new(), String::new()),

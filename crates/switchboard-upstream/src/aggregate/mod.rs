@@ -298,6 +298,18 @@ impl Upstream for Aggregate {
         futures::future::join_all(ends).await;
     }
 
+    /// Every member's held sessions.
+    fn held_sessions(&self) -> Vec<String> {
+        let mut all: Vec<String> = self
+            .members
+            .iter()
+            .flat_map(|m| m.upstream.held_sessions())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// Shuts every member down.
     async fn shutdown(&self) {
         futures::future::join_all(self.members.iter().map(|m| m.upstream.shutdown())).await;

@@ -71,6 +71,11 @@ enum Found {
 }
 
 impl Listeners {
+    /// Client sessions with a listener running in this process.
+    pub fn sessions(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
         self.running.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -345,6 +345,10 @@ impl Upstream for HttpUpstream {
     /// Stops this process's listener on the upstream's GET stream for `session_id`, then DELETEs
     /// the upstream session when this process knows it (best effort: a session last used on
     /// another node is left to the upstream's own expiry).
+    fn held_sessions(&self) -> Vec<String> {
+        self.listeners.sessions()
+    }
+
     async fn session_ended(&self, session_id: &str) {
         self.listeners.stop(session_id).await;
         let Some(upstream) = self.known.remove(session_id) else {

@@ -326,6 +326,15 @@ impl Upstream for SseUpstream {
     }
 
     /// Closes the session's connection (which ends the legacy session at the server).
+    fn held_sessions(&self) -> Vec<String> {
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     async fn session_ended(&self, session_id: &str) {
         let slot = self
             .pool

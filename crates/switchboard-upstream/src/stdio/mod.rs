@@ -337,6 +337,18 @@ impl Upstream for StdioUpstream {
         self.stop_all().await
     }
 
+    fn held_sessions(&self) -> Vec<String> {
+        if self.shared {
+            return Vec::new();
+        }
+        self.sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
     async fn session_ended(&self, session_id: &str) {
         if self.shared {
             return;
