@@ -104,6 +104,14 @@ pub(super) async fn merged(
     };
     let rest: Vec<usize> = (rest_from..agg.members.len())
         .filter(|&i| agg.declares(i, kind.capability()))
+        .filter(|&i| {
+            let cooling = agg.cooling(i);
+            if cooling {
+                let name = &agg.members[i].name;
+                tracing::debug!(upstream = %name, method = kind.method(), "left out of the merged list: it failed one moments ago");
+            }
+            !cooling
+        })
         .collect();
     let pages = rest.iter().map(|&member| {
         let first = Position {
@@ -190,9 +198,15 @@ fn take(
         }
         Err(e) => {
             tracing::warn!(upstream = %name, method = kind.method(), error = %e, "upstream left out of the merged list");
+            let unreachable = matches!(
+                e.code,
+                codes::UPSTREAM_TIMEOUT | codes::UPSTREAM_UNAVAILABLE
+            );
+            agg.list_outcome(member, unreachable);
             return None;
         }
     };
+    agg.list_outcome(member, false);
     match page.get(kind.key()).and_then(Value::as_array) {
         Some(list) => entries.extend(list.iter().map(|e| qualify(agg, kind, member, e))),
         None => {

@@ -68,7 +68,13 @@ pub struct Aggregate {
     tools: NameCache,
     prompts: NameCache,
     uris: UriCache,
+    /// When each member last failed a merged-list page by timeout or unavailability.
+    failed_lists: std::sync::Mutex<Vec<Option<tokio::time::Instant>>>,
 }
+
+/// After a member failed a merged-list page (-32005 or -32006), merged lists leave it out for this
+/// long instead of waiting for it again on every list (calls to it are still tried).
+pub const LIST_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Aggregate {
     /// Checks and builds an aggregate. Errors (naming the member) when there is no member, two
@@ -90,12 +96,14 @@ impl Aggregate {
             .map(|m| (m.name.as_str(), m.prefix.as_deref()))
             .collect();
         let names = Namespaces::new(&spec, separator)?;
+        let failed_lists = std::sync::Mutex::new(vec![None; members.len()]);
         Ok(Aggregate {
             members,
             names,
             tools: NameCache::default(),
             prompts: NameCache::default(),
             uris: UriCache::default(),
+            failed_lists,
         })
     }
 
@@ -123,6 +131,24 @@ impl Aggregate {
 
     /// Whether member `i` may serve `capability` (`tools`, `prompts`, `resources`, …): it declares
     /// it, or its capabilities are not known yet (not an object, or empty).
+    /// Whether member `i` failed a merged list within [`LIST_COOLDOWN`].
+    fn cooling(&self, i: usize) -> bool {
+        let failed = self.failed_lists.lock().unwrap_or_else(|p| p.into_inner());
+        failed
+            .get(i)
+            .copied()
+            .flatten()
+            .is_some_and(|t| t.elapsed() < LIST_COOLDOWN)
+    }
+
+    /// Records how member `i` did on a merged-list page.
+    fn list_outcome(&self, i: usize, failed: bool) {
+        let mut all = self.failed_lists.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = all.get_mut(i) {
+            *slot = failed.then(tokio::time::Instant::now);
+        }
+    }
+
     fn declares(&self, i: usize, capability: &str) -> bool {
         match self.members[i].upstream.capabilities() {
             Value::Object(caps) => caps.is_empty() || caps.contains_key(capability),

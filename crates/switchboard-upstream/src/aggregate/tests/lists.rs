@@ -141,8 +141,21 @@ async fn a_down_member_is_left_out_and_the_others_answer() {
     fakes[0].set_down(true);
     let pages = walk(&agg, "tools/list").await;
     assert_eq!(all_names(&pages, "tools", "name"), ["b__y", "b__z", "c__w"]);
-    // A member that goes down in the middle of a walk is skipped from there on.
+    // Back up: merged lists leave it out for LIST_COOLDOWN (no waiting on it again at every
+    // list), then include it.
     fakes[0].set_down(false);
+    let asked = fakes[0].count("tools/list");
+    let cooling = ask(&agg, "tools/list", json!({})).await.unwrap();
+    assert_eq!(names(&cooling, "tools", "name"), ["b__y"]);
+    assert_eq!(
+        fakes[0].count("tools/list"),
+        asked,
+        "not asked while cooling down"
+    );
+    tokio::time::pause();
+    tokio::time::advance(crate::aggregate::LIST_COOLDOWN).await;
+    tokio::time::resume();
+    // A member that goes down in the middle of a walk is skipped from there on.
     let first = ask(&agg, "tools/list", json!({})).await.unwrap();
     fakes[1].set_down(true);
     let rest = ask(&agg, "tools/list", json!({"cursor": first["nextCursor"]}))
