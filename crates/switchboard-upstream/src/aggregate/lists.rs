@@ -208,7 +208,21 @@ fn take(
     };
     agg.list_outcome(member, false);
     match page.get(kind.key()).and_then(Value::as_array) {
-        Some(list) => entries.extend(list.iter().map(|e| qualify(agg, kind, member, e))),
+        Some(list) => {
+            for entry in list.iter().map(|e| qualify(agg, kind, member, e)) {
+                // Two unprefixed members may list the same name; calls go to the first, so the
+                // later one is not published (it could never be called).
+                let shadowed = kind.namespaced()
+                    && entry
+                        .get("name")
+                        .is_some_and(|n| entries.iter().any(|e| e.get("name") == Some(n)));
+                if shadowed {
+                    tracing::warn!(upstream = %name, method = kind.method(), entry = %entry["name"], "name already listed by an earlier upstream; left out");
+                } else {
+                    entries.push(entry);
+                }
+            }
+        }
         None => {
             tracing::warn!(upstream = %name, method = kind.method(), "upstream answered without `{}`", kind.key());
         }

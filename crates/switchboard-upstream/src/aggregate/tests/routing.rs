@@ -213,3 +213,31 @@ fn errors_that_already_name_the_member_are_kept() {
         "other errors are the member's own"
     );
 }
+
+#[tokio::test]
+async fn a_name_two_unprefixed_members_share_is_listed_once_for_its_owner() {
+    let (agg, _fakes) = aggregate(vec![
+        ("x", None, Fake::new("x").tools(&["one", "both"])),
+        ("y", None, Fake::new("y").tools(&["both", "two"])),
+    ]);
+    let list = ask(&agg, "tools/list", json!({})).await.unwrap();
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["one", "both", "two"],
+        "the shadowed `both` of y is not published"
+    );
+    let out = ask(&agg, "tools/call", json!({"name": "both"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        text(&out),
+        "x:both",
+        "calls go to the first member that lists it"
+    );
+}
