@@ -4,7 +4,8 @@
 //! INFO under the target `switchboard::stdio::stderr`, with fields `upstream` and `session`.
 //! Lines are cut at [`MAX_STDERR_LINE`] bytes (output without newlines becomes several events);
 //! bytes are decoded lossily (stderr is diagnostics, not protocol). The last [`TAIL_LINES`] lines
-//! are kept for diagnostics and logged at WARN when the child exits unexpectedly.
+//! are kept for diagnostics and logged at WARN when the child exits unexpectedly. At most
+//! [`MAX_LOGGED_LINES_PER_SECOND`] lines a second are logged per child; the rest are counted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -16,6 +17,43 @@ pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 
 /// How many stderr lines are kept for diagnostics.
 pub(crate) const TAIL_LINES: usize = 20;
+
+/// stderr lines of one child logged per second at most; past it lines are still read (the child
+/// never blocks) and kept in the tail, but only counted, and the count is logged once the second
+/// is over, so a flooding child cannot flood the node's log.
+pub(crate) const MAX_LOGGED_LINES_PER_SECOND: u32 = 100;
+
+/// Per-second budget of logged lines.
+struct Budget {
+    window: tokio::time::Instant,
+    logged: u32,
+    dropped: u64,
+}
+
+impl Budget {
+    /// Whether one more line may be logged now; reports the previous second's dropped lines.
+    fn take(&mut self, upstream: &str, session: &str) -> bool {
+        let now = tokio::time::Instant::now();
+        if now.duration_since(self.window) >= std::time::Duration::from_secs(1) {
+            self.flush(upstream, session);
+            self.window = now;
+            self.logged = 0;
+        }
+        self.logged += 1;
+        if self.logged > MAX_LOGGED_LINES_PER_SECOND {
+            self.dropped += 1;
+            return false;
+        }
+        true
+    }
+
+    fn flush(&mut self, upstream: &str, session: &str) {
+        if self.dropped > 0 {
+            tracing::warn!(target: "switchboard::stdio::stderr", upstream, session, dropped = self.dropped, "stderr lines not logged (more than {MAX_LOGGED_LINES_PER_SECOND} a second)");
+            self.dropped = 0;
+        }
+    }
+}
 
 /// The last stderr lines of one child.
 #[derive(Clone, Default)]
@@ -46,13 +84,20 @@ pub(crate) async fn drain(
 ) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut line: Vec<u8> = Vec::new();
-    let emit = |bytes: &[u8]| {
+    let mut budget = Budget {
+        window: tokio::time::Instant::now(),
+        logged: 0,
+        dropped: 0,
+    };
+    let mut emit = |bytes: &[u8]| {
         let bytes = bytes.strip_suffix(b"\r").unwrap_or(bytes);
         if bytes.is_empty() {
             return;
         }
         let text = String::from_utf8_lossy(bytes).into_owned();
-        tracing::info!(target: "switchboard::stdio::stderr", upstream = %upstream, session = %session, "{text}");
+        if budget.take(&upstream, &session) {
+            tracing::info!(target: "switchboard::stdio::stderr", upstream = %upstream, session = %session, "{text}");
+        }
         tail.push(text);
     };
     loop {
@@ -79,4 +124,25 @@ pub(crate) async fn drain(
         }
     }
     emit(&line);
+    budget.flush(&upstream, &session);
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn at_most_the_budget_is_logged_each_second() {
+        let mut b = Budget {
+            window: tokio::time::Instant::now(),
+            logged: 0,
+            dropped: 0,
+        };
+        let logged = (0..150).filter(|_| b.take("u", "s")).count();
+        assert_eq!(logged, MAX_LOGGED_LINES_PER_SECOND as usize);
+        assert_eq!(b.dropped, 50);
+        tokio::time::advance(std::time::Duration::from_secs(1)).await;
+        assert!(b.take("u", "s"), "a new second, a new budget");
+        assert_eq!(b.dropped, 0, "the dropped count was reported and reset");
+    }
 }
