@@ -23,6 +23,9 @@ pub struct Position {
 /// The JSON inside a cursor.
 #[derive(Serialize, Deserialize)]
 struct Wire {
+    /// The list it pages (`tools`, `prompts`, `resources`, `resourceTemplates`).
+    #[serde(default)]
+    k: String,
     m: usize,
     u: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -32,9 +35,10 @@ struct Wire {
 /// Longest cursor accepted (a member's own cursor plus a little framing).
 const MAX_CURSOR_LEN: usize = 16 * 1024;
 
-/// The cursor for `position`, whose member is named `name`.
-pub fn encode(position: &Position, name: &str) -> String {
+/// The cursor for `position` of list `list`, whose member is named `name`.
+pub fn encode(position: &Position, name: &str, list: &str) -> String {
     let wire = Wire {
+        k: list.to_owned(),
         m: position.member,
         u: name.to_owned(),
         c: position.cursor.clone(),
@@ -47,13 +51,20 @@ pub fn encode(position: &Position, name: &str) -> String {
 /// Reads a cursor minted by [`encode`] against the member names of this aggregate. A cursor
 /// that is not ours, or names a member this aggregate does not have, is -32602 (MCP 2025-11-25,
 /// server/utilities/pagination, Error Handling: invalid cursors SHOULD be -32602).
-pub fn decode(text: &str, names: &[&str]) -> Result<Position, RpcError> {
+/// A cursor of another list (a `tools/list` cursor sent to `prompts/list`) is refused too.
+pub fn decode(text: &str, names: &[&str], list: &str) -> Result<Position, RpcError> {
     let invalid = || RpcError::invalid_params(format!("invalid cursor: {text:?}"));
     if text.len() > MAX_CURSOR_LEN {
         return Err(RpcError::invalid_params("invalid cursor: too long"));
     }
     let bytes = URL_SAFE_NO_PAD.decode(text).map_err(|_| invalid())?;
     let wire: Wire = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    if !wire.k.is_empty() && wire.k != list {
+        return Err(RpcError::invalid_params(format!(
+            "invalid cursor: it pages `{}`, not `{list}`",
+            wire.k
+        )));
+    }
     let member = if names.get(wire.m) == Some(&wire.u.as_str()) {
         wire.m
     } else {
@@ -85,11 +96,17 @@ mod tests {
                 cursor: Some("page=2&x=\"y\"".into()),
             },
         ] {
-            let text = encode(&position, names[position.member]);
+            let text = encode(&position, names[position.member], "tools");
             assert!(text
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c)));
-            assert_eq!(decode(&text, &names).unwrap(), position);
+            assert_eq!(decode(&text, &names, "tools").unwrap(), position);
+            let other = decode(&text, &names, "prompts").unwrap_err();
+            assert_eq!(
+                other.code,
+                switchboard_protocol::codes::INVALID_PARAMS,
+                "bound to its list"
+            );
         }
         for bad in [
             "",
@@ -101,9 +118,10 @@ mod tests {
                     cursor: None,
                 },
                 "z",
+                "tools",
             ),
         ] {
-            let err = decode(bad, &names).unwrap_err();
+            let err = decode(bad, &names, "tools").unwrap_err();
             assert_eq!(
                 err.code,
                 switchboard_protocol::codes::INVALID_PARAMS,
@@ -120,8 +138,9 @@ mod tests {
                 cursor: Some("c".into()),
             },
             "b",
+            "tools",
         );
-        let got = decode(&text, &["a", "x", "b"]).unwrap();
+        let got = decode(&text, &["a", "x", "b"], "tools").unwrap();
         assert_eq!(got.member, 2);
         assert_eq!(got.cursor.as_deref(), Some("c"));
     }

@@ -88,7 +88,7 @@ pub(super) async fn merged(
 ) -> Result<Value, RpcError> {
     let resume = match params.get("cursor") {
         None | Some(Value::Null) => None,
-        Some(Value::String(text)) => Some(cursor::decode(text, &agg.member_names())?),
+        Some(Value::String(text)) => Some(cursor::decode(text, &agg.member_names(), kind.key())?),
         Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
     };
     let mut entries = Vec::new();
@@ -234,6 +234,7 @@ fn take(
             cursor: Some(next),
         },
         name,
+        kind.key(),
     ))
 }
 
