@@ -1,0 +1,17 @@
+//! # switchboard-bench
+//!
+//! A load generator for MCP Streamable HTTP servers (Switchboard nodes, or any other server
+//! speaking protocol revision 2025-11-25). Virtual clients open sessions and loop `tools/call`,
+//! spreading requests round robin over node URLs; the result is requests/s, latency percentiles
+//! and errors, printed and optionally written as JSON.
+//!
+//! Modules:
+//! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
+//! - [`run`]: the `run` and `idle-sessions` modes.
+//! - [`stats`]: latency percentiles and the report structs.
+//!
+//! The binary (`src/main.rs`) is only the command line over [`run`].
+
+pub mod client;
+pub mod run;
+pub mod stats;

@@ -1,0 +1,148 @@
+//! `switchboard-bench`: the command line over [`switchboard_bench::run`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use switchboard_bench::run::{idle_sessions, run_load, IdleConfig, RunConfig};
+
+#[derive(Parser)]
+#[command(version, about = "Load generator for MCP Streamable HTTP servers")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// V clients, each opening a session and looping `tools/call` for D seconds.
+    Run {
+        /// MCP endpoint URL; repeat for several nodes (round robin per request).
+        #[arg(long = "url", required = true)]
+        urls: Vec<String>,
+        /// Virtual clients.
+        #[arg(long, default_value_t = 16)]
+        clients: usize,
+        /// Length of the measured phase, in seconds.
+        #[arg(long, default_value_t = 10)]
+        duration_secs: u64,
+        /// Tool to call.
+        #[arg(long, default_value = "echo")]
+        tool: String,
+        /// Tool arguments, as JSON.
+        #[arg(long, default_value = r#"{"text":"x"}"#)]
+        args: String,
+        /// Limit on every request, in ms.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+    /// Create N sessions, hold them (Ctrl-C or --hold-secs), then DELETE them.
+    IdleSessions {
+        /// MCP endpoint URL; repeat for several nodes (round robin per request).
+        #[arg(long = "url", required = true)]
+        urls: Vec<String>,
+        /// Sessions to create.
+        #[arg(long)]
+        count: usize,
+        /// Handshakes (and deletes) in flight at once.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Hold the sessions this long; without it, until Ctrl-C.
+        #[arg(long)]
+        hold_secs: Option<u64>,
+        /// Limit on every request, in ms.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+        /// Also write the report as JSON to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+}
+
+fn write_report(path: Option<&PathBuf>, json: &impl serde::Serialize) -> Result<(), String> {
+    if let Some(path) = path {
+        let text = serde_json::to_string_pretty(json).map_err(|e| e.to_string())?;
+        std::fs::write(path, text + "\n").map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+async fn main_inner(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Run {
+            urls,
+            clients,
+            duration_secs,
+            tool,
+            args,
+            timeout_ms,
+            report,
+        } => {
+            let args = serde_json::from_str(&args).map_err(|e| format!("--args: {e}"))?;
+            let cfg = RunConfig {
+                urls,
+                clients: clients.max(1),
+                duration: Duration::from_secs(duration_secs),
+                tool,
+                args,
+                request_timeout: Duration::from_millis(timeout_ms),
+            };
+            let r = run_load(cfg).await.map_err(|e| e.to_string())?;
+            println!("{}", r.line());
+            println!("errors_by_kind: {:?}", r.errors_by_kind);
+            write_report(report.as_ref(), &r)
+        }
+        Command::IdleSessions {
+            urls,
+            count,
+            concurrency,
+            hold_secs,
+            timeout_ms,
+            report,
+        } => {
+            let cfg = IdleConfig {
+                urls,
+                count,
+                concurrency,
+                request_timeout: Duration::from_millis(timeout_ms),
+            };
+            let r = idle_sessions(cfg, |r| async move {
+                println!(
+                    "created={}/{} sessions_per_sec={:.1} handshake_p50={:.3}ms p99={:.3}ms errors={}",
+                    r.created, r.count, r.sessions_per_sec, r.handshake_ms.p50, r.handshake_ms.p99, r.errors
+                );
+                match hold_secs {
+                    Some(s) => {
+                        println!("holding for {s} s");
+                        tokio::select! {
+                            _ = tokio::time::sleep(Duration::from_secs(s)) => {}
+                            _ = tokio::signal::ctrl_c() => {}
+                        }
+                    }
+                    None => {
+                        println!("holding until Ctrl-C");
+                        let _ = tokio::signal::ctrl_c().await;
+                    }
+                }
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+            println!("deleted={} errors={}", r.deleted, r.errors);
+            write_report(report.as_ref(), &r)
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    match main_inner(Cli::parse()).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("switchboard-bench: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
