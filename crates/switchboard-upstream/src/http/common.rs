@@ -73,6 +73,41 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
 }
 
 /// -32004 `request cancelled`: what a call ends with when the client cancels it.
+/// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
+/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data.
+pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
+    use crate::http::wire::WireError;
+    match e {
+        WireError::Gone => unavailable(name, "it ended the session"),
+        WireError::Rpc(e) => RpcError {
+            code: codes::UPSTREAM_UNAVAILABLE,
+            message: format!("upstream `{name}` refused the request: {}", e.message),
+            data: Some(
+                json!({"upstream": name, "error": {"code": e.code, "message": e.message, "data": e.data}}),
+            ),
+        },
+        WireError::Failed(why) => unavailable(name, why),
+    }
+}
+
+/// Runs one upstream call bounded by the upstream's `timeout` and the request's cancellation
+/// (the call's drop guard tells the upstream when it is cancelled).
+pub(crate) async fn bounded<F>(
+    name: &str,
+    timeout: Duration,
+    cancel: &tokio_util::sync::CancellationToken,
+    call: F,
+) -> Result<Value, RpcError>
+where
+    F: std::future::Future<Output = Result<Value, RpcError>>,
+{
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(aborted()),
+        r = tokio::time::timeout(timeout, call) => r.unwrap_or_else(|_| Err(timed_out(name, timeout))),
+    }
+}
+
 pub(crate) fn aborted() -> RpcError {
     RpcError::new(codes::REQUEST_ABORTED, "request cancelled")
 }

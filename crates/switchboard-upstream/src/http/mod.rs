@@ -34,7 +34,7 @@ use serde_json::Value;
 
 use self::call::Call;
 use self::common::{
-    aborted, cancelled_notification, message, next_request_id, outcome, timed_out, unavailable,
+    bounded, cancelled_notification, exchange_error, message, next_request_id, outcome,
     CancelGuard, Facts,
 };
 use self::session::{Known, UpstreamSession};
@@ -243,22 +243,7 @@ impl HttpUpstream {
 
     /// The JSON-RPC error the client gets for a failed exchange.
     fn error(&self, e: WireError) -> RpcError {
-        match e {
-            WireError::Gone => unavailable(&self.name, "it ended the session"),
-            // The upstream refused at the HTTP level (the request was not processed): name it,
-            // keep its own error as data.
-            WireError::Rpc(e) => RpcError {
-                code: switchboard_protocol::codes::UPSTREAM_UNAVAILABLE,
-                message: format!(
-                    "upstream `{}` refused the request: {}",
-                    self.name, e.message
-                ),
-                data: Some(
-                    serde_json::json!({"upstream": self.name, "error": {"code": e.code, "message": e.message, "data": e.data}}),
-                ),
-            },
-            WireError::Failed(why) => unavailable(&self.name, why),
-        }
+        exchange_error(&self.name, e)
     }
 }
 
@@ -298,13 +283,13 @@ impl Upstream for HttpUpstream {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(aborted()),
-            r = tokio::time::timeout(self.timeout, self.call(method, &params, &ctx)) => {
-                r.unwrap_or_else(|_| Err(timed_out(&self.name, self.timeout)))
-            }
-        }
+        bounded(
+            &self.name,
+            self.timeout,
+            &ctx.cancel,
+            self.call(method, &params, &ctx),
+        )
+        .await
     }
 
     /// Probes the server once: `initialize` with a neutral identity, record its capabilities,

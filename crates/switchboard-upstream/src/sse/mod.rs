@@ -21,8 +21,9 @@ use switchboard_protocol::codes;
 
 use self::connection::Connection;
 use crate::http::common::{
-    aborted, cancelled_notification, client_initialize_params, message, next_request_id, outcome,
-    probe_initialize_params, timed_out, unavailable, CancelGuard, Facts, CONNECT_TIMEOUT,
+    bounded, cancelled_notification, client_initialize_params, exchange_error, message,
+    next_request_id, outcome, probe_initialize_params, unavailable, CancelGuard, Facts,
+    CONNECT_TIMEOUT,
 };
 use crate::http::wire::{Wire, WireError};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
@@ -240,11 +241,7 @@ impl SseUpstream {
     }
 
     fn error(&self, e: WireError) -> RpcError {
-        match e {
-            WireError::Gone => unavailable(&self.name, "it ended the session"),
-            WireError::Rpc(e) => e,
-            WireError::Failed(why) => unavailable(&self.name, why),
-        }
+        exchange_error(&self.name, e)
     }
 }
 
@@ -284,13 +281,13 @@ impl Upstream for SseUpstream {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        tokio::select! {
-            biased;
-            () = ctx.cancel.cancelled() => Err(aborted()),
-            r = tokio::time::timeout(self.timeout, self.call(method, &params, &ctx)) => {
-                r.unwrap_or_else(|_| Err(timed_out(&self.name, self.timeout)))
-            }
-        }
+        bounded(
+            &self.name,
+            self.timeout,
+            &ctx.cancel,
+            self.call(method, &params, &ctx),
+        )
+        .await
     }
 
     /// Probes the server once (connect, `initialize` with a neutral identity, record what it
