@@ -62,6 +62,9 @@ pub use config::NodeConfig;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 
+/// How long start-up waits for upstream probes before serving anyway.
+const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
 /// closes standalone streams (clients reopen them on other nodes) and lets running requests finish
 /// for at most `drain_timeout`.
@@ -76,7 +79,15 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    upstream.prepare().await;
+    // Probe the upstreams (their capabilities go into `initialize` answers), but never hold the
+    // start for a slow one: after PREPARE_WAIT the probes go on in the background.
+    let probing = tokio::spawn({
+        let upstream = upstream.clone();
+        async move { upstream.prepare().await }
+    });
+    if tokio::time::timeout(PREPARE_WAIT, probing).await.is_err() {
+        tracing::warn!(wait = ?PREPARE_WAIT, "upstream probes still running; serving meanwhile (capabilities default until they answer)");
+    }
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);
