@@ -2,40 +2,40 @@
 //! record in the store so every node sees the same upstream session ids.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
-use switchboard_store::{SessionRecord, SessionUpdate, Store};
+use switchboard_store::{SessionRecord, SessionUpdate};
 use switchboard_upstream::placement::Placement;
-use switchboard_upstream::{ClientPeer, SessionHandle};
+use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
 
 use crate::peer::{NodePeer, Route};
 
 use crate::placement::NodePlacement;
 use crate::state::App;
 
-/// A session record loaded for one request, writable through the store.
+/// A session record loaded for one request: the in-process view ([`LocalSession`]) plus what
+/// only a node knows (owners, log level), writing upstream session ids through to the store.
 pub struct NodeSession {
-    id: String,
-    initialize_params: Value,
-    upstream_sessions: Mutex<BTreeMap<String, String>>,
+    local: LocalSession,
     owners: BTreeMap<String, String>,
     log_level: Option<String>,
-    store: Arc<dyn Store>,
     app: App,
 }
 
 impl NodeSession {
     /// Wraps a loaded record.
     pub fn new(record: &SessionRecord, app: &App) -> Arc<NodeSession> {
+        let local = LocalSession::with_upstream_sessions(
+            record.id.clone(),
+            record.initialize_params.clone(),
+            record.upstream_sessions.clone(),
+        );
         Arc::new(NodeSession {
-            id: record.id.clone(),
-            initialize_params: record.initialize_params.clone(),
-            upstream_sessions: Mutex::new(record.upstream_sessions.clone()),
+            local,
             owners: record.owners.clone(),
             log_level: record.log_level.clone(),
-            store: app.store.clone(),
             app: app.clone(),
         })
     }
@@ -44,11 +44,11 @@ impl NodeSession {
 #[async_trait]
 impl SessionHandle for NodeSession {
     fn session_id(&self) -> &str {
-        &self.id
+        self.local.session_id()
     }
 
     fn initialize_params(&self) -> &Value {
-        &self.initialize_params
+        self.local.initialize_params()
     }
 
     fn owner(&self, upstream: &str) -> Option<String> {
@@ -56,20 +56,19 @@ impl SessionHandle for NodeSession {
     }
 
     fn standalone_peer(&self) -> Option<Arc<dyn ClientPeer>> {
+        let sid = self.session_id().to_owned();
         let peer = NodePeer {
             app: self.app.clone(),
-            sid: self.id.clone(),
+            sid: sid.clone(),
             capabilities: self
-                .initialize_params
+                .initialize_params()
                 .get("capabilities")
                 .cloned()
                 .unwrap_or_default(),
             log_level: self.log_level.clone(),
-            route: Route::Standalone {
-                sid: self.id.clone(),
-            },
+            route: Route::Standalone { sid: sid.clone() },
             // Ends with the session on this node (the dispatcher ends its calls).
-            cancel: self.app.calls.session_token(&self.id),
+            cancel: self.app.calls.session_token(&sid),
         };
         Some(Arc::new(peer))
     }
@@ -79,31 +78,19 @@ impl SessionHandle for NodeSession {
     }
 
     fn upstream_session(&self, upstream: &str) -> Option<String> {
-        self.upstream_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(upstream)
-            .cloned()
+        self.local.upstream_session(upstream)
     }
 
+    /// Written to the session record first (so every node sees it), then to this view.
     async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String> {
         let update = SessionUpdate::UpstreamSession {
             upstream: upstream.to_owned(),
             session_id: id.clone(),
         };
-        match self.store.update(&self.id, update).await {
-            Ok(true) => {}
-            Ok(false) => return Err("the client session has ended".into()),
-            Err(e) => return Err(e.to_string()),
+        match self.app.store.update(self.session_id(), update).await {
+            Ok(true) => self.local.set_upstream_session(upstream, id).await,
+            Ok(false) => Err("the client session has ended".into()),
+            Err(e) => Err(e.to_string()),
         }
-        let mut map = self
-            .upstream_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        match id {
-            Some(id) => map.insert(upstream.to_owned(), id),
-            None => map.remove(upstream),
-        };
-        Ok(())
     }
 }

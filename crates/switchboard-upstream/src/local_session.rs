@@ -19,10 +19,19 @@ pub struct LocalSession {
 impl LocalSession {
     /// A session with the given id and client `initialize` params.
     pub fn new(id: impl Into<String>, initialize_params: Value) -> LocalSession {
+        LocalSession::with_upstream_sessions(id, initialize_params, BTreeMap::new())
+    }
+
+    /// A session that already knows some upstreams' session ids (upstream name → id).
+    pub fn with_upstream_sessions(
+        id: impl Into<String>,
+        initialize_params: Value,
+        upstream_sessions: BTreeMap<String, String>,
+    ) -> LocalSession {
         LocalSession {
             id: id.into(),
             initialize_params,
-            upstream_sessions: Mutex::new(BTreeMap::new()),
+            upstream_sessions: Mutex::new(upstream_sessions),
         }
     }
 }
