@@ -6,12 +6,14 @@
 //! and errors, printed and optionally written as JSON.
 //!
 //! Modules:
+//! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`).
 //! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
 //! - [`run`]: the `run` and `idle-sessions` modes.
 //! - [`stats`]: latency percentiles and the report structs.
 //!
 //! The binary (`src/main.rs`) is only the command line over [`run`].
 
+pub mod baseline;
 pub mod client;
 pub mod run;
 pub mod stats;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use switchboard_bench::baseline::{self, Baseline, ServeArgs};
 use switchboard_bench::run::{idle_sessions, run_load, IdleConfig, RunConfig};
 
 #[derive(Parser)]
@@ -15,6 +16,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Baseline: a plain axum handler answering every POST on /mcp with a fixed JSON-RPC result.
+    ServeAxum(ServeArgs),
+    /// Baseline: an rmcp stateful Streamable HTTP server on /mcp with one `echo` tool.
+    ServeRmcp(ServeArgs),
     /// V clients, each opening a session and looping `tools/call` for D seconds.
     Run {
         /// MCP endpoint URL; repeat for several nodes (round robin per request).
@@ -72,6 +77,8 @@ fn write_report(path: Option<&PathBuf>, json: &impl serde::Serialize) -> Result<
 
 async fn main_inner(cli: Cli) -> Result<(), String> {
     match cli.command {
+        Command::ServeAxum(args) => baseline::serve(Baseline::Axum, args).await,
+        Command::ServeRmcp(args) => baseline::serve(Baseline::Rmcp, args).await,
         Command::Run {
             urls,
             clients,
