@@ -7,6 +7,7 @@
 //!
 //! Modules:
 //! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`).
+//! - [`compare`]: the one-command side-by-side comparison (baselines vs Switchboard, ratios).
 //! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
 //! - [`run`]: the `run` and `idle-sessions` modes.
 //! - [`stats`]: latency percentiles and the report structs.
@@ -15,5 +16,6 @@
 
 pub mod baseline;
 pub mod client;
+pub mod compare;
 pub mod run;
 pub mod stats;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use switchboard_bench::baseline::{self, Baseline, ServeArgs};
+use switchboard_bench::compare::{compare, CompareArgs};
 use switchboard_bench::run::{idle_sessions, run_load, IdleConfig, RunConfig};
 
 #[derive(Parser)]
@@ -20,6 +21,8 @@ enum Command {
     ServeAxum(ServeArgs),
     /// Baseline: an rmcp stateful Streamable HTTP server on /mcp with one `echo` tool.
     ServeRmcp(ServeArgs),
+    /// Baselines vs Switchboard side by side (A B A B, medians, ratios), one table.
+    Compare(CompareArgs),
     /// V clients, each opening a session and looping `tools/call` for D seconds.
     Run {
         /// MCP endpoint URL; repeat for several nodes (round robin per request).
@@ -79,6 +82,7 @@ async fn main_inner(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::ServeAxum(args) => baseline::serve(Baseline::Axum, args).await,
         Command::ServeRmcp(args) => baseline::serve(Baseline::Rmcp, args).await,
+        Command::Compare(args) => compare(args).await,
         Command::Run {
             urls,
             clients,

@@ -1,0 +1,185 @@
+//! The processes `compare` starts: baselines, Switchboard nodes and a private Redis, each on a
+//! free loopback port, logged to a file, optionally pinned to one core with `taskset`, and
+//! killed by PID when [`Procs`] is dropped (at the end, on error and on Ctrl-C).
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a started server may take to become ready.
+pub const READY_LIMIT: Duration = Duration::from_secs(30);
+
+/// A free loopback port: bound to port 0, read, released.
+pub fn free_port() -> Result<u16, String> {
+    let l = TcpListener::bind("127.0.0.1:0").map_err(|e| format!("bind 127.0.0.1:0: {e}"))?;
+    l.local_addr().map(|a| a.port()).map_err(|e| e.to_string())
+}
+
+/// `true` when `program` can be run (`program --version` or `-V` exits, whatever its status).
+pub fn can_run(program: &Path) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+}
+
+/// One started process.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+/// Every process started for a comparison; dropping it kills them all (SIGKILL by PID) and
+/// reaps them.
+pub struct Procs {
+    dir: PathBuf,
+    /// Core the servers are pinned to (`taskset -c N`), if pinning is on.
+    pin: Option<usize>,
+    procs: Vec<Proc>,
+}
+
+impl Procs {
+    /// Logs go to `dir` (created); servers are pinned to core `pin` when it is `Some`.
+    pub fn new(dir: PathBuf, pin: Option<usize>) -> Result<Procs, String> {
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Procs {
+            dir,
+            pin,
+            procs: Vec::new(),
+        })
+    }
+
+    /// The directory holding the logs (and config files).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts `program args` (under `taskset -c N` when pinning), stdout and stderr to
+    /// `<dir>/<name>.log`; returns its index for [`Procs::log_tail`].
+    pub fn spawn(&mut self, name: &str, program: &Path, args: &[String]) -> Result<usize, String> {
+        let log = self.dir.join(format!("{name}.log"));
+        let out = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = match self.pin {
+            Some(core) => {
+                let mut c = Command::new("taskset");
+                c.args(["-c", &core.to_string()]).arg(program);
+                c
+            }
+            None => Command::new(program),
+        };
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .env("NO_COLOR", "1");
+        let child = cmd
+            .spawn()
+            .map_err(|e| format!("start {name} ({}): {e}", program.display()))?;
+        self.procs.push(Proc {
+            name: name.to_owned(),
+            child,
+            log,
+        });
+        Ok(self.procs.len() - 1)
+    }
+
+    /// The last `lines` lines of process `i`'s log.
+    pub fn log_tail(&self, i: usize, lines: usize) -> String {
+        let text = std::fs::read_to_string(&self.procs[i].log).unwrap_or_default();
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Waits until `ready` returns `true`, failing when process `i` exits or [`READY_LIMIT`]
+    /// passes (the error carries the tail of its log).
+    pub fn wait_ready(&mut self, i: usize, mut ready: impl FnMut() -> bool) -> Result<(), String> {
+        let deadline = Instant::now() + READY_LIMIT;
+        loop {
+            if let Ok(Some(status)) = self.procs[i].child.try_wait() {
+                return Err(format!(
+                    "{} exited ({status}) before it was ready; its log:\n{}",
+                    self.procs[i].name,
+                    self.log_tail(i, 30)
+                ));
+            }
+            if ready() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} not ready within {READY_LIMIT:?}; its log:\n{}",
+                    self.procs[i].name,
+                    self.log_tail(i, 30)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for p in &mut self.procs {
+            let _ = p.child.kill();
+        }
+        for p in &mut self.procs {
+            let _ = p.child.wait();
+        }
+    }
+}
+
+/// One raw HTTP/1.1 `GET path` to `addr`; its status, or `None` when it cannot connect.
+pub fn http_get_status(addr: SocketAddr, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).ok()?;
+    std::str::from_utf8(&head[9..12]).ok()?.parse().ok()
+}
+
+/// `true` when a TCP connection to `addr` succeeds.
+pub fn accepts(addr: SocketAddr) -> bool {
+    TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+}
+
+/// Sends one command to Redis at `addr` in RESP and returns the first line of the reply
+/// (bulk strings: their content), e.g. `PONG` or a script's SHA.
+pub fn redis_command(addr: SocketAddr, args: &[&str]) -> Result<String, String> {
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))
+        .map_err(|e| format!("redis {addr}: {e}"))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
+    }
+    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 512];
+    loop {
+        let n = s
+            .read(&mut chunk)
+            .map_err(|e| format!("redis {addr}: {e}"))?;
+        if n == 0 {
+            return Err(format!("redis {addr}: connection closed"));
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&buf);
+        let lines: Vec<&str> = text.split("\r\n").collect();
+        match lines.first().and_then(|l| l.chars().next()) {
+            Some('+') | Some(':') if lines.len() > 1 => return Ok(lines[0][1..].to_owned()),
+            Some('-') if lines.len() > 1 => return Err(format!("redis: {}", &lines[0][1..])),
+            Some('$') if lines.len() > 2 => return Ok(lines[1].to_owned()),
+            _ => {}
+        }
+    }
+}

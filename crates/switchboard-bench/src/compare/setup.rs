@@ -1,0 +1,187 @@
+//! Starting the servers of a comparison: the two baselines (this binary's `serve-axum` and
+//! `serve-rmcp`), a private Redis, and the Switchboard nodes of each scenario.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use super::procs::{accepts, free_port, http_get_status, redis_command, Procs};
+
+/// Where every scenario's load goes, once everything has started.
+#[derive(Debug, Clone)]
+pub struct Servers {
+    /// `serve-axum`.
+    pub axum: String,
+    /// `serve-rmcp`.
+    pub rmcp: String,
+    /// One node with the memory store.
+    pub memory: String,
+    /// One node with Redis.
+    pub redis1: String,
+    /// Three nodes sharing that Redis.
+    pub redis3: Vec<String>,
+    /// One node with Redis whose only upstream is the `serve-rmcp` server, unprefixed.
+    pub proxy: String,
+    /// The private Redis.
+    pub redis: SocketAddr,
+}
+
+/// The programs to start.
+#[derive(Debug, Clone)]
+pub struct Programs {
+    /// This binary (for `serve-axum` and `serve-rmcp`).
+    pub bench: PathBuf,
+    /// The `switchboard` binary.
+    pub switchboard: PathBuf,
+    /// `redis-server`.
+    pub redis_server: PathBuf,
+}
+
+/// The default `switchboard` binary: `$SWITCHBOARD_BIN`, else `target/release/switchboard`
+/// under the workspace root.
+pub fn default_switchboard_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("SWITCHBOARD_BIN") {
+        return PathBuf::from(p);
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../target/release/switchboard")
+        .components()
+        .collect()
+}
+
+/// Fails with how to build it when `bin` is not a file.
+pub fn check_switchboard_bin(bin: &Path) -> Result<(), String> {
+    if bin.is_file() {
+        return Ok(());
+    }
+    Err(format!(
+        "switchboard binary not found at {}: build it with \
+         `cargo build --release -p switchboard` (from the workspace root), \
+         or name one with --switchboard-bin PATH or SWITCHBOARD_BIN",
+        bin.display()
+    ))
+}
+
+fn loopback(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+fn mcp_url(addr: SocketAddr) -> String {
+    format!("http://{addr}/mcp")
+}
+
+/// Starts one baseline (`serve-axum` or `serve-rmcp`) and waits until it accepts connections.
+fn start_baseline(procs: &mut Procs, bench: &Path, mode: &str) -> Result<SocketAddr, String> {
+    let addr = loopback(free_port()?);
+    let args = vec![mode.to_owned(), "--listen".into(), addr.to_string()];
+    let i = procs.spawn(mode, bench, &args)?;
+    procs.wait_ready(i, || accepts(addr))?;
+    Ok(addr)
+}
+
+/// Starts `redis-server` on a free port, no persistence, and waits for `PING`.
+fn start_redis(procs: &mut Procs, program: &Path) -> Result<SocketAddr, String> {
+    let addr = loopback(free_port()?);
+    let dir = procs.dir().display().to_string();
+    let args: Vec<String> = [
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        &addr.port().to_string(),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        &dir,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let i = procs.spawn("redis", program, &args)?;
+    procs.wait_ready(i, || {
+        redis_command(addr, &["PING"]).is_ok_and(|r| r == "PONG")
+    })?;
+    Ok(addr)
+}
+
+/// Starts one `switchboard serve` node (log level `warn`) and waits for `GET /readyz` 200.
+fn start_node(
+    procs: &mut Procs,
+    bin: &Path,
+    id: &str,
+    redis: Option<SocketAddr>,
+    config: Option<&Path>,
+) -> Result<String, String> {
+    let addr = loopback(free_port()?);
+    let mut args: Vec<String> = vec!["serve".into(), "--listen".into(), addr.to_string()];
+    args.extend([
+        "--node-id".into(),
+        id.into(),
+        "--log-level".into(),
+        "warn".into(),
+    ]);
+    if let Some(r) = redis {
+        args.extend(["--redis-url".into(), format!("redis://{r}")]);
+    }
+    if let Some(c) = config {
+        args.extend(["--config".into(), c.display().to_string()]);
+    }
+    let i = procs.spawn(&format!("node-{id}"), bin, &args)?;
+    procs.wait_ready(i, || http_get_status(addr, "/readyz") == Some(200))?;
+    Ok(mcp_url(addr))
+}
+
+/// A config file whose only upstream is the Streamable HTTP server at `url`, its tools
+/// unprefixed (so the proxy scenario calls `echo` like every other).
+fn proxy_config(dir: &Path, url: &str) -> Result<PathBuf, String> {
+    let path = dir.join("proxy.toml");
+    let text = format!(
+        "[[upstreams]]\nname = \"rmcp\"\nkind = \"http\"\nprefix = \"\"\nurl = \"{url}\"\n"
+    );
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(path)
+}
+
+/// Tries `start` up to 3 times (attempt 0, 1, 2): a free port found by binding port 0 may be
+/// taken by another process before the server binds it.
+fn retry<T>(mut start: impl FnMut(usize) -> Result<T, String>) -> Result<T, String> {
+    let mut last = String::new();
+    for attempt in 0..3 {
+        match start(attempt) {
+            Ok(v) => return Ok(v),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Starts every server of a comparison: the baselines, a Redis, a memory-store node, a Redis
+/// node, three more Redis nodes, and a Redis node proxying to the rmcp baseline.
+pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, String> {
+    let bench = &programs.bench;
+    let axum = retry(|_| start_baseline(procs, bench, "serve-axum"))?;
+    let rmcp = retry(|_| start_baseline(procs, bench, "serve-rmcp"))?;
+    let redis = retry(|_| start_redis(procs, &programs.redis_server))?;
+    let sb = &programs.switchboard;
+    let config = proxy_config(procs.dir(), &mcp_url(rmcp))?;
+    // A retried node gets a fresh id: the failed one may have registered it.
+    let mut node = |id: &str, redis: Option<SocketAddr>, config: Option<&Path>| {
+        retry(|a| start_node(procs, sb, &format!("{id}-{a}"), redis, config))
+    };
+    let memory = node("mem", None, None)?;
+    let redis1 = node("r1", Some(redis), None)?;
+    let mut redis3 = Vec::new();
+    for id in ["c1", "c2", "c3"] {
+        redis3.push(node(id, Some(redis), None)?);
+    }
+    let proxy = node("proxy", Some(redis), Some(&config))?;
+    Ok(Servers {
+        axum: mcp_url(axum),
+        rmcp: mcp_url(rmcp),
+        memory,
+        redis1,
+        redis3,
+        proxy,
+        redis,
+    })
+}
