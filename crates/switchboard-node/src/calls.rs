@@ -28,6 +28,17 @@ impl Calls {
         token
     }
 
+    /// Like [`Calls::start`], unless a request with the same id already runs here in the session:
+    /// then `None` (a duplicate in-flight id, case C22), and nothing changes.
+    pub fn try_start(&self, sid: &str, key: &str) -> Option<CancellationToken> {
+        match lock(&self.running).entry((sid.to_owned(), key.to_owned())) {
+            std::collections::hash_map::Entry::Occupied(_) => None,
+            std::collections::hash_map::Entry::Vacant(v) => {
+                Some(v.insert(CancellationToken::new()).clone())
+            }
+        }
+    }
+
     /// The request finished.
     pub fn end(&self, sid: &str, key: &str) {
         lock(&self.running).remove(&(sid.to_owned(), key.to_owned()));

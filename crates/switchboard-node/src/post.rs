@@ -2,7 +2,9 @@
 //!
 //! Order of checks: Content-Type (415) → Accept (406) → body size (413) → JSON-RPC parse (400) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
-//! session load, one store round trip that also registers the request → run.
+//! duplicate id running here (C22) → session load and admission, one store round trip → run. A
+//! request whose answer streams registers in flight before its first event (one more round trip,
+//! paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
 
 use std::sync::Arc;
@@ -71,7 +73,8 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     }
 }
 
-/// A single request: registered in flight, run in its own task, answered as JSON or SSE.
+/// A single request: admitted (one store round trip), run in its own task, answered as JSON or
+/// SSE. It is registered in flight only when its answer streams (see [`ResponseStream`]).
 async fn request(
     app: App,
     sid: SessionId,
@@ -79,30 +82,36 @@ async fn request(
     method: String,
     raw: Value,
 ) -> Result<Response, HttpError> {
+    let key = id.key();
+    let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
+        return Ok(json_ok(refusal(&id, session::Refusal::DuplicateId)));
+    };
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
-    let key = id.key();
     let conn = app.hub.register(sid.as_str(), &stream, &holder);
-    let inflight = InflightRequest {
-        request_key: key.clone(),
-        stream: stream.clone(),
-        node: app.node_id().to_owned(),
-        holder: holder.clone(),
+    let abandon = |app: &App| {
+        app.hub.unregister(sid.as_str(), &stream, &holder);
+        app.calls.end(sid.as_str(), &key);
     };
-    let record = match session::load(&app, &sid, Some(&inflight)).await {
+    let record = match session::admit(&app, &sid, &key).await {
         Ok(Ok(r)) => r,
         Ok(Err((_, why))) => {
-            app.hub.unregister(sid.as_str(), &stream, &holder);
+            abandon(&app);
             return Ok(json_ok(refusal(&id, why)));
         }
         Err(e) => {
-            app.hub.unregister(sid.as_str(), &stream, &holder);
+            abandon(&app);
             return Err(e);
         }
     };
     let revision = session::revision(&record);
-    let (response, mut first) =
-        ResponseStream::new(app.clone(), sid.as_str(), &stream, &holder, &key);
+    let inflight = InflightRequest {
+        request_key: key,
+        stream: stream.clone(),
+        node: app.node_id().to_owned(),
+        holder: holder.clone(),
+    };
+    let (response, mut first) = ResponseStream::new(app.clone(), sid.as_str(), inflight);
     let response = Arc::new(response);
     run::spawn(Job {
         app: app.clone(),
@@ -111,10 +120,16 @@ async fn request(
         method,
         raw,
         response: response.clone(),
+        cancel,
     });
     let decided = tokio::select! {
         f = &mut first => f.ok(),
-        _ = tokio::time::sleep(app.cfg.sse_after) => if response.switch_to_stream() { Some(First::Stream) } else { (&mut first).await.ok() },
+        _ = tokio::time::sleep(app.cfg.sse_after) => if response.switch_to_stream() {
+            response.register().await;
+            Some(First::Stream)
+        } else {
+            (&mut first).await.ok()
+        },
     };
     match decided {
         Some(First::Json(v)) => {
@@ -206,16 +221,30 @@ async fn batch_request(
 ) -> Result<BatchAnswer, HttpError> {
     let stream = StreamId::generate().to_string();
     let key = id.key();
+    let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
+        return Ok(BatchAnswer::Now(refusal(
+            &id,
+            session::Refusal::DuplicateId,
+        )));
+    };
     let inflight = InflightRequest {
         request_key: key.clone(),
-        stream: stream.clone(),
+        stream,
         node: app.node_id().to_owned(),
         holder: String::new(),
     };
-    if let Err((_, why)) = session::load(app, sid, Some(&inflight)).await? {
-        return Ok(BatchAnswer::Now(refusal(&id, why)));
+    match session::load(app, sid, Some(&inflight)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err((_, why))) => {
+            app.calls.end(sid.as_str(), &key);
+            return Ok(BatchAnswer::Now(refusal(&id, why)));
+        }
+        Err(e) => {
+            app.calls.end(sid.as_str(), &key);
+            return Err(e);
+        }
     }
-    let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), &stream, &key);
+    let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), inflight);
     run::spawn(Job {
         app: app.clone(),
         session: record.clone(),
@@ -223,6 +252,7 @@ async fn batch_request(
         method,
         raw,
         response: Arc::new(rs),
+        cancel,
     });
     Ok(BatchAnswer::Later(rx))
 }

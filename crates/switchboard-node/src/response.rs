@@ -10,8 +10,9 @@
 use std::sync::Mutex;
 
 use serde_json::Value;
+use switchboard_store::InflightRequest;
 use switchboard_upstream::PeerError;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, OnceCell};
 
 use crate::hub::StreamEvent;
 use crate::state::App;
@@ -32,59 +33,81 @@ enum Mode {
 }
 
 /// The answer channel of one POST request (one POST response stream).
+///
+/// The request is registered in flight in the store lazily ([`ResponseStream::register`]): an
+/// answer ready at once goes out as JSON having cost the session one store round trip in all;
+/// only a request that streams (or outlives `sse_after`) pays for its registration.
 pub struct ResponseStream {
     app: App,
     sid: String,
-    stream: String,
-    holder: String,
-    request_key: String,
+    /// What registers the request: its id key, stream, this node and the holder token.
+    inflight: InflightRequest,
+    /// Set once the registration ran: whether it took (the session still existed).
+    registered: OnceCell<bool>,
     batch: bool,
     mode: Mutex<Mode>,
 }
 
 impl ResponseStream {
-    /// A channel in the pending state; the HTTP side waits on the returned receiver.
+    /// A channel in the pending state for a request admitted but not yet registered; the HTTP side
+    /// waits on the returned receiver.
     pub fn new(
         app: App,
         sid: &str,
-        stream: &str,
-        holder: &str,
-        request_key: &str,
+        inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, stream, holder, request_key, false)
+        Self::build(app, sid, inflight, OnceCell::new(), false)
     }
 
-    /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26): the answer is always JSON,
-    /// notifications the request sends are dropped (progress and logging are optional), and
-    /// server-to-client requests fail, since a batch answer has no stream to carry them.
+    /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26), registered in flight up
+    /// front: the answer is always JSON, notifications the request sends are dropped (progress
+    /// and logging are optional), and server-to-client requests fail, since a batch answer has no
+    /// stream to carry them.
     pub fn for_batch(
         app: App,
         sid: &str,
-        stream: &str,
-        request_key: &str,
+        inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, stream, "", request_key, true)
+        Self::build(app, sid, inflight, OnceCell::new_with(Some(true)), true)
     }
 
     fn build(
         app: App,
         sid: &str,
-        stream: &str,
-        holder: &str,
-        request_key: &str,
+        inflight: InflightRequest,
+        registered: OnceCell<bool>,
         batch: bool,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
         let rs = ResponseStream {
             app,
             sid: sid.to_owned(),
-            stream: stream.to_owned(),
-            holder: holder.to_owned(),
-            request_key: request_key.to_owned(),
+            inflight,
+            registered,
             batch,
             mode: Mutex::new(Mode::Pending(Some(tx))),
         };
         (rs, rx)
+    }
+
+    /// Registers the request in flight, once (concurrent callers wait for the first): from then
+    /// on a duplicate id is refused and `notifications/cancelled` reaches it from every node, it
+    /// counts against `max_inflight_per_session`, and its stream's events reach the connection
+    /// holding it. Every event is appended only after this, so none can miss its holder. `false`
+    /// when the session is gone or the store failed (logged; the appends that follow fail too).
+    pub async fn register(&self) -> bool {
+        *self
+            .registered
+            .get_or_init(|| async {
+                match self.app.store.register(&self.sid, &self.inflight).await {
+                    Ok(alive) => alive,
+                    Err(e) => {
+                        tracing::warn!(error = %e, session = %self.sid, "could not register a request in flight");
+                        false
+                    }
+                }
+            })
+            .await
     }
 
     /// The HTTP side gave up waiting for a quick answer: from now on, stream. `false` when the
@@ -121,6 +144,7 @@ impl ResponseStream {
                 Mode::Done => return Err(PeerError::Cancelled),
             }
         }
+        self.register().await;
         self.append(message.to_string(), false).await
     }
 
@@ -139,18 +163,23 @@ impl ResponseStream {
             }
         };
         let store = &self.app.store;
+        let key = &self.inflight.request_key;
         match json {
+            // Answered at once and never registered: nothing to undo in the store (the session
+            // was touched when the request was admitted).
+            Some(_) if self.registered.get().is_none() => {}
             Some(_) => {
                 if let Err(e) = store
-                    .finish(&self.sid, &self.request_key, Some(&self.stream))
+                    .finish(&self.sid, key, Some(&self.inflight.stream))
                     .await
                 {
                     tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
                 }
             }
             None => {
+                self.register().await;
                 self.append_final(response.to_string()).await;
-                if let Err(e) = store.finish(&self.sid, &self.request_key, None).await {
+                if let Err(e) = store.finish(&self.sid, key, None).await {
                     tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
                 }
             }
@@ -175,14 +204,16 @@ impl ResponseStream {
                 }
             }
         }
-        self.app.hub.close(&self.sid, &self.stream, &self.holder);
+        self.app
+            .hub
+            .close(&self.sid, &self.inflight.stream, &self.inflight.holder);
     }
 
     async fn append(&self, data: String, end: bool) -> Result<(), PeerError> {
         let appended = self
             .app
             .store
-            .append(&self.sid, &self.stream, &data, end)
+            .append(&self.sid, &self.inflight.stream, &data, end)
             .await
             .map_err(|e| PeerError::Delivery(e.to_string()))?;
         if let Some(holder) = appended.holder {
@@ -192,7 +223,9 @@ impl ResponseStream {
                     data,
                     end,
                 };
-                self.app.hub.deliver(&self.sid, &self.stream, &holder, ev);
+                self.app
+                    .hub
+                    .deliver(&self.sid, &self.inflight.stream, &holder, ev);
             }
         }
         Ok(())
@@ -200,7 +233,7 @@ impl ResponseStream {
 
     /// The holder token of the POST connection that started this stream.
     pub fn holder(&self) -> &str {
-        &self.holder
+        &self.inflight.holder
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Mode> {

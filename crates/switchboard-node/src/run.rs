@@ -31,12 +31,14 @@ pub struct Job {
     pub raw: Value,
     /// Where the answer goes.
     pub response: Arc<ResponseStream>,
+    /// Fires when the request is cancelled (from [`crate::calls::Calls::try_start`]).
+    pub cancel: CancellationToken,
 }
 
 /// Starts the request in its own task.
 pub fn spawn(job: Job) {
     let key = job.id.key();
-    let cancel = job.app.calls.start(&job.session.id, &key);
+    let cancel = job.cancel.clone();
     tokio::spawn(async move {
         let outcome = until_cancelled(execute(&job, cancel.clone()), &cancel).await;
         let response = match outcome {

@@ -28,14 +28,29 @@ pub enum Refusal {
     Busy,
 }
 
+/// What loading a session for a request found: the record, or the record and why the request is
+/// refused.
+pub type Loaded = Result<SessionRecord, (SessionRecord, Refusal)>;
+
 /// Loads and touches the session (one store round trip), registering `inflight` if given. A
 /// request the store would not register comes back as `Ok(Err((record, why)))`.
 pub async fn load(
     app: &App,
     sid: &SessionId,
     inflight: Option<&InflightRequest>,
-) -> Result<Result<SessionRecord, (SessionRecord, Refusal)>, HttpError> {
-    match app.store.begin(sid.as_str(), inflight).await? {
+) -> Result<Loaded, HttpError> {
+    loaded(app.store.begin(sid.as_str(), inflight).await?)
+}
+
+/// The hot path: loads and touches the session and checks the request (duplicate id, in-flight
+/// cap) without registering it, in one store round trip. The request registers later, only if
+/// its answer is not ready at once (see `ResponseStream::register`).
+pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Loaded, HttpError> {
+    loaded(app.store.check(sid.as_str(), request_key).await?)
+}
+
+fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
+    match outcome {
         BeginOutcome::Missing => Err(HttpError::UnknownSession),
         BeginOutcome::Ready(r) => Ok(Ok(r)),
         BeginOutcome::DuplicateId { record, .. } => Ok(Err((record, Refusal::DuplicateId))),

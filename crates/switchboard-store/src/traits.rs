@@ -36,6 +36,20 @@ pub trait SessionStore: Send + Sync {
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome>;
 
+    /// The hot path of a request, in one round trip: like [`SessionStore::begin`] with a request
+    /// (load, touch, refuse an id registered in flight with [`BeginOutcome::DuplicateId`] and a
+    /// session at `max_inflight_per_session` with [`BeginOutcome::Busy`]) but without
+    /// registering it. A request answered at once never costs a second round trip; one that runs
+    /// longer (its answer goes out as a stream) registers with [`SessionStore::register`] before
+    /// its first event, and then counts as in flight on every node.
+    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome>;
+
+    /// Registers a request admitted by [`SessionStore::check`] as in flight: request id → node,
+    /// stream → running request and holder (what `begin` with a request does after its checks),
+    /// and touches the session. The id entry is only written when no other request holds it.
+    /// `false` when the session is gone.
+    async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool>;
+
     /// A request finished: removes its in-flight entry (and, when the answer went out as plain
     /// JSON, its stream's registration and log), and restarts the idle clock from now.
     async fn finish(

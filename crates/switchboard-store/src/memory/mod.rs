@@ -97,6 +97,18 @@ impl SessionStore for MemoryStore {
             .begin(&self.config, sid, inflight, Instant::now()))
     }
 
+    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome> {
+        Ok(self
+            .lock()
+            .check(&self.config, sid, request_key, Instant::now()))
+    }
+
+    async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
+        Ok(self
+            .lock()
+            .register(&self.config, sid, inflight, Instant::now()))
+    }
+
     async fn finish(
         &self,
         sid: &str,

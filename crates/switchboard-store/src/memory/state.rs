@@ -175,15 +175,36 @@ impl Shared {
         inflight: Option<&InflightRequest>,
         now: Instant,
     ) -> BeginOutcome {
+        let Some(req) = inflight else {
+            return match self.live(sid, now) {
+                Some(s) => {
+                    s.touch(now + cfg.idle_ttl);
+                    BeginOutcome::Ready(s.record.clone())
+                }
+                None => BeginOutcome::Missing,
+            };
+        };
+        let outcome = self.check(cfg, sid, &req.request_key, now);
+        if let BeginOutcome::Ready(_) = outcome {
+            self.register(cfg, sid, req, now);
+        }
+        outcome
+    }
+
+    /// [`crate::SessionStore::check`].
+    pub fn check(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        request_key: &str,
+        now: Instant,
+    ) -> BeginOutcome {
         let Some(s) = self.live(sid, now) else {
             return BeginOutcome::Missing;
         };
         s.touch(now + cfg.idle_ttl);
         let record = s.record.clone();
-        let Some(req) = inflight else {
-            return BeginOutcome::Ready(record);
-        };
-        if let Some((node, _)) = s.inflight.get(&req.request_key) {
+        if let Some((node, _)) = s.inflight.get(request_key) {
             return BeginOutcome::DuplicateId {
                 record,
                 node: node.clone(),
@@ -192,18 +213,32 @@ impl Shared {
         if s.inflight.len() as u64 >= cfg.max_inflight_per_session {
             return BeginOutcome::Busy(record);
         }
+        BeginOutcome::Ready(record)
+    }
+
+    /// [`crate::SessionStore::register`].
+    pub fn register(
+        &mut self,
+        cfg: &StoreConfig,
+        sid: &str,
+        req: &InflightRequest,
+        now: Instant,
+    ) -> bool {
+        let Some(s) = self.live(sid, now) else {
+            return false;
+        };
+        s.touch(now + cfg.idle_ttl);
         s.prune_streams(now);
-        s.inflight.insert(
-            req.request_key.clone(),
-            (req.node.clone(), req.stream.clone()),
-        );
+        s.inflight
+            .entry(req.request_key.clone())
+            .or_insert_with(|| (req.node.clone(), req.stream.clone()));
         let run = RunningRequest {
             node: req.node.clone(),
             request_key: req.request_key.clone(),
         };
         s.running.insert(req.stream.clone(), run);
         s.streams.insert(req.stream.clone(), req.holder.clone());
-        BeginOutcome::Ready(record)
+        true
     }
 
     /// [`crate::SessionStore::finish`].

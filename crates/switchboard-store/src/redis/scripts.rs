@@ -88,47 +88,68 @@ fn session_script(with_append: bool, body: &str) -> Script {
     Script::new(&format!("{PRELUDE}{append}{body}"))
 }
 
-/// `begin`. ARGV: request_key, stream, node, holder, max in flight (all absent for a plain load).
+/// Prunes the stream registry of streams that are neither running nor logged, now and then (see
+/// `rules::should_prune`), then registers a request in flight (request key, stream, node,
+/// holder). The in-flight entry is only set when the id is free: `begin` has checked it, and a
+/// late `register` that races a duplicate admitted on another node leaves that one's entry.
+fn register_request() -> String {
+    format!(
+        r#"
+local function register_request(key, stream, node, holder)
+  local n = redis.call('HLEN', KEYS[2])
+  if n >= {PRUNE_AT} and n % {PRUNE_EVERY} == 0 then
+    for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
+      if not known(f) then
+        redis.call('HDEL', KEYS[2], f)
+        redis.call('DEL', base .. 'trim:' .. f)
+      end
+    end
+  end
+  redis.call('HSETNX', KEYS[4], key, node .. '\n' .. stream)
+  redis.call('HSET', KEYS[3], stream, cjson.encode({{node = node, request_key = key}}))
+  redis.call('HSET', KEYS[2], stream, holder)
+end
+"#
+    )
+}
+
+/// `begin`. ARGV: request_key, stream, node, holder, max in flight (all absent for a plain load;
+/// an empty stream checks the request without registering it: `SessionStore::check`).
 /// Returns `{0}` (missing), `{1, '', record}`, `{2, '<node>\n<stream>', record}` (duplicate) or
 /// `{3, '', record}` (too many in flight).
 pub(crate) static BEGIN: LazyLock<Script> = LazyLock::new(|| {
-    session_script(
-        false,
-        &format!(
-            r#"
-local function prune()
-  local n = redis.call('HLEN', KEYS[2])
-  if n < {PRUNE_AT} or n % {PRUNE_EVERY} ~= 0 then return end
-  for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
-    if not known(f) then
-      redis.call('HDEL', KEYS[2], f)
-      redis.call('DEL', base .. 'trim:' .. f)
-    end
-  end
-end
-if not alive() then return {{0}} end
+    let body = r#"
+if not alive() then return {0} end
 local rec = redis.call('HGETALL', KEYS[1])
 local key, stream, node, holder = ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 if key then
   local cur = redis.call('HGET', KEYS[4], key)
   if cur then
     touch_core()
-    return {{2, cur, rec}}
+    return {2, cur, rec}
   end
   if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[7]) then
     touch_core()
-    return {{3, '', rec}}
+    return {3, '', rec}
   end
-  prune()
-  redis.call('HSET', KEYS[4], key, node .. '\n' .. stream)
-  redis.call('HSET', KEYS[3], stream, cjson.encode({{node = node, request_key = key}}))
-  redis.call('HSET', KEYS[2], stream, holder)
+  if stream ~= '' then register_request(key, stream, node, holder) end
 end
 touch_core()
-return {{1, '', rec}}
-"#
-        ),
-    )
+return {1, '', rec}
+"#;
+    session_script(false, &format!("{}{body}", register_request()))
+});
+
+/// `register`: a request admitted by `check` outlived the quick-answer window. ARGV: request_key,
+/// stream, node, holder. Returns 1, or 0 when the session is gone.
+pub(crate) static REGISTER: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+if not alive() then return 0 end
+register_request(ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+touch_core()
+return 1
+"#;
+    session_script(false, &format!("{}{body}", register_request()))
 });
 
 /// `finish`. ARGV: request_key, json stream (optional).
@@ -360,9 +381,10 @@ pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 15] {
+pub(crate) fn all() -> [&'static Script; 16] {
     [
         &BEGIN,
+        &REGISTER,
         &FINISH,
         &TOUCH,
         &UPDATE,

@@ -85,6 +85,25 @@ impl SessionStore for RedisStore {
         }
     }
 
+    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome> {
+        let probe = InflightRequest {
+            request_key: request_key.to_owned(),
+            stream: String::new(),
+            node: String::new(),
+            holder: String::new(),
+        };
+        self.begin(sid, Some(&probe)).await
+    }
+
+    async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
+        let mut inv = self.session_call(&REGISTER, &self.session_keys(sid), None);
+        inv.arg(&inflight.request_key)
+            .arg(&inflight.stream)
+            .arg(&inflight.node)
+            .arg(&inflight.holder);
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
     async fn finish(
         &self,
         sid: &str,

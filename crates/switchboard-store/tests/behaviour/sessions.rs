@@ -276,3 +276,88 @@ pub async fn in_flight_requests_per_session_are_capped(kind: Kind) {
     a.finish(&id, "1", Some(&s1)).await.unwrap();
     begin_ok(&a, &id, Some(&inflight("3", &s3, "a", "a/3"))).await;
 }
+
+/// `check` admits a request without registering it (the hot path's single round trip); a later
+/// `register` makes it visible to every node: duplicate ids are refused, its stream delivers to
+/// its holder, and the final event frees the id.
+pub async fn check_admits_without_registering_until_register(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let keys = env.keys_of(&id).await;
+    let s = stream();
+    for store in [&a, &b] {
+        match store.check(&id, "1").await.unwrap() {
+            BeginOutcome::Ready(r) => assert_eq!(r, record(&id)),
+            other => panic!("expected Ready, got {other:?}"),
+        }
+    }
+    assert_eq!(env.keys_of(&id).await, keys, "check writes no key");
+    assert_eq!(a.running(&id, &s).await.unwrap(), None);
+
+    assert!(a
+        .register(&id, &inflight("1", &s, "a", "a/1"))
+        .await
+        .unwrap());
+    match b.check(&id, "1").await.unwrap() {
+        BeginOutcome::DuplicateId { node, .. } => assert_eq!(node, "a"),
+        other => panic!("expected DuplicateId, got {other:?}"),
+    }
+    let run = RunningRequest {
+        node: "a".into(),
+        request_key: "1".into(),
+    };
+    assert_eq!(b.running(&id, &s).await.unwrap(), Some(run));
+    let appended = b.append(&id, &s, "result", true).await.unwrap();
+    assert_eq!(appended.holder.as_deref(), Some("a/1"));
+    assert!(matches!(
+        b.check(&id, "1").await.unwrap(),
+        BeginOutcome::Ready(_)
+    ));
+}
+
+/// `register` on a session that is gone says so and leaves nothing behind.
+pub async fn register_on_a_missing_session_writes_nothing(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = sid();
+    assert!(!a
+        .register(&id, &inflight("1", &stream(), "a", "a/1"))
+        .await
+        .unwrap());
+    assert_eq!(a.check(&id, "1").await.unwrap(), BeginOutcome::Missing);
+    assert_eq!(env.keys_of(&id).await, 0);
+}
+
+/// `check` refuses at the in-flight cap, counting registered requests only; a late `register`
+/// that races a duplicate keeps the first one's id entry but still registers its own stream.
+pub async fn check_counts_registered_requests_and_late_duplicates_keep_the_first(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_inflight_per_session = 2);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let (s1, s2, s3) = (stream(), stream(), stream());
+    assert!(a
+        .register(&id, &inflight("1", &s1, "a", "a/1"))
+        .await
+        .unwrap());
+    assert!(b
+        .register(&id, &inflight("1", &s2, "b", "b/1"))
+        .await
+        .unwrap());
+    match b.check(&id, "1").await.unwrap() {
+        BeginOutcome::DuplicateId { node, .. } => assert_eq!(node, "a"),
+        other => panic!("expected DuplicateId, got {other:?}"),
+    }
+    assert_eq!(
+        a.running(&id, &s2).await.unwrap().map(|r| r.node),
+        Some("b".to_owned())
+    );
+    assert!(a
+        .register(&id, &inflight("2", &s3, "a", "a/2"))
+        .await
+        .unwrap());
+    match b.check(&id, "3").await.unwrap() {
+        BeginOutcome::Busy(r) => assert_eq!(r.id, id),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+}
