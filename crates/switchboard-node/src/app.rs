@@ -3,38 +3,74 @@
 //! `/mcp` (configurable) — the Streamable HTTP endpoint. Its stack, outermost first:
 //! 1. TCP_NODELAY on every accepted socket (in [`crate::serve`]).
 //! 2. Origin/Host check → 403/421 ([`guard::check_origin_and_host`]).
-//! 3. Method: POST ([`post`]), GET ([`get`]), DELETE ([`delete`]); anything else (HEAD,
+//! 3. Authorization, only when `auth_*` is configured ([`auth`]): POST, GET and DELETE need a
+//!    valid bearer token → 401/403 with `WWW-Authenticate`, before any body is read (C34). The
+//!    token's principal runs with the request; the session load in step 5 checks it.
+//! 4. Method: POST ([`post`]), GET ([`get`]), DELETE ([`delete`]); anything else (HEAD,
 //!    OPTIONS, PUT, PATCH) → 405 with `Allow`.
-//! 4. Inside each handler: Accept/Content-Type → body → session id → protocol version → one
-//!    store round trip (session load) → the request runs.
+//! 5. Inside each handler: Accept/Content-Type → body → session id → protocol version → one
+//!    store round trip (session load, and the principal check) → the request runs.
 //!
-//! `/healthz` (process up), `/readyz` (store reachable), `/metrics` (Prometheus text).
+//! `/healthz` (process up), `/readyz` (store reachable), `/metrics` (Prometheus text). With
+//! authorization on, also the RFC 9728 metadata, no token needed, at
+//! `/.well-known/oauth-protected-resource<resource path>` and at the root
+//! `/.well-known/oauth-protected-resource` ([`auth::metadata::served_paths`]).
 
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get as get_route, on, MethodFilter};
 use axum::Router;
-use http::StatusCode;
+use http::{Method, StatusCode};
 
 use crate::error::HttpError;
 use crate::state::App;
-use crate::{delete, get, guard, post, telemetry};
+use crate::{auth, delete, get, guard, post, telemetry};
 
 /// Builds the router.
 pub fn router(app: App) -> Router {
-    let mcp = on(MethodFilter::POST, post::handle)
+    // Route layers run outermost-last-added: Origin/Host (2), then authorization (3), then the
+    // method router (4).
+    let mut mcp = on(MethodFilter::POST, post::handle)
         .on(MethodFilter::GET, get::handle)
         .on(MethodFilter::DELETE, delete::handle)
         .on(MethodFilter::HEAD, not_allowed)
-        .fallback(not_allowed)
-        .route_layer(middleware::from_fn_with_state(app.clone(), origin_and_host));
-    Router::new()
+        .fallback(not_allowed);
+    if app.auth.is_some() {
+        mcp = mcp.route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
+    }
+    let mcp = mcp.route_layer(middleware::from_fn_with_state(app.clone(), origin_and_host));
+    let mut router = Router::new()
         .route(&app.cfg.endpoint_path, mcp)
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(ready))
-        .route("/metrics", get_route(|| async { telemetry::render() }))
-        .with_state(app)
+        .route("/metrics", get_route(|| async { telemetry::render() }));
+    for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {
+        router = router.route(&path, get_route(protected_resource_metadata));
+    }
+    router.with_state(app)
+}
+
+/// Step 3: POST, GET and DELETE need a valid token; the rest go on to their 405.
+async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Response {
+    let Some(auth) = app.auth.as_ref() else {
+        return next.run(req).await;
+    };
+    if ![Method::POST, Method::GET, Method::DELETE].contains(req.method()) {
+        return next.run(req).await;
+    }
+    match auth.authenticate(req.headers()) {
+        Ok(principal) => auth::with_principal(principal, next.run(req)).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The RFC 9728 document (no token needed: clients read it to learn how to get one).
+async fn protected_resource_metadata(State(app): State<App>) -> Response {
+    match app.auth.as_ref() {
+        Some(auth) => auth.metadata_response(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {

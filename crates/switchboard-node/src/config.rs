@@ -61,6 +61,9 @@ pub struct NodeConfig {
     /// How often this node refreshes the expiry of sessions that have an open stream or a running
     /// call here (default 10 s; keep it well under the store's `idle_ttl`).
     pub session_touch_interval: Duration,
+    /// The OAuth 2.1 resource-server layer ([`crate::auth`]); `None` (the default): off, every
+    /// session's principal is `anonymous`.
+    pub auth: Option<crate::auth::AuthSettings>,
 }
 
 impl Default for NodeConfig {
@@ -85,6 +88,7 @@ impl Default for NodeConfig {
             max_progress_token_bytes: 256,
             drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),
+            auth: None,
         }
     }
 }

@@ -62,6 +62,32 @@ pub enum HttpError {
     /// The shared store failed.
     #[error("Service Unavailable: session store error")]
     Store(String),
+    /// Authorization is on and the request has no bearer token (MCP 2025-11-25,
+    /// basic/authorization: 401; RFC 6750 §3.1: no error code). `challenge` is the
+    /// `WWW-Authenticate` value, pointing at the metadata (RFC 9728 §5.1).
+    #[error("Unauthorized: a bearer token is required")]
+    MissingToken {
+        /// The `WWW-Authenticate` value.
+        challenge: String,
+    },
+    /// The bearer token is malformed, expired, badly signed or not for this resource
+    /// (401, `error="invalid_token"`, RFC 6750 §3.1).
+    #[error("Unauthorized: invalid token: {reason}")]
+    InvalidToken {
+        /// The `WWW-Authenticate` value.
+        challenge: String,
+        /// Why, also in `error_description`.
+        reason: String,
+    },
+    /// A valid token lacks a required scope (403, `error="insufficient_scope"`: MCP
+    /// 2025-11-25, Runtime Insufficient Scope Errors; RFC 6750 §3.1).
+    #[error("Forbidden: the token lacks the required scope: {lacking}")]
+    InsufficientScope {
+        /// The `WWW-Authenticate` value.
+        challenge: String,
+        /// The required scopes the token lacks, space-separated.
+        lacking: String,
+    },
 }
 
 impl HttpError {
@@ -75,6 +101,8 @@ impl HttpError {
             | InvalidRequest(_)
             | BadLastEventId
             | UnknownStream => StatusCode::BAD_REQUEST,
+            MissingToken { .. } | InvalidToken { .. } => StatusCode::UNAUTHORIZED,
+            InsufficientScope { .. } => StatusCode::FORBIDDEN,
             UnknownSession => StatusCode::NOT_FOUND,
             NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -116,6 +144,14 @@ impl IntoResponse for HttpError {
         let mut resp = (self.status(), axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         match self {
+            HttpError::MissingToken { challenge }
+            | HttpError::InvalidToken { challenge, .. }
+            | HttpError::InsufficientScope { challenge, .. } => {
+                // Built from config and RFC 6750-safe characters only; never fails in practice.
+                if let Ok(v) = HeaderValue::from_str(&challenge) {
+                    headers.insert(header::WWW_AUTHENTICATE, v);
+                }
+            }
             HttpError::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             }
@@ -153,6 +189,17 @@ mod tests {
             UnknownStream,
             EventsTrimmed("1-0".into()),
             Store("x".into()),
+            MissingToken {
+                challenge: "Bearer resource_metadata=\"x\"".into(),
+            },
+            InvalidToken {
+                challenge: "Bearer error=\"invalid_token\"".into(),
+                reason: "x".into(),
+            },
+            InsufficientScope {
+                challenge: "Bearer error=\"insufficient_scope\"".into(),
+                lacking: "x".into(),
+            },
         ]
     }
 
@@ -186,5 +233,21 @@ mod tests {
         assert_eq!(r.headers()[header::RETRY_AFTER], "7");
         assert_eq!(HttpError::UnknownSession.status(), StatusCode::NOT_FOUND);
         assert_eq!(HttpError::Parse("x".into()).code(), codes::PARSE_ERROR);
+        for e in every_variant() {
+            let challenged = e.clone().into_response();
+            let has = challenged.headers().get(header::WWW_AUTHENTICATE).is_some();
+            let auth = matches!(
+                e,
+                HttpError::MissingToken { .. }
+                    | HttpError::InvalidToken { .. }
+                    | HttpError::InsufficientScope { .. }
+            );
+            assert_eq!(has, auth, "WWW-Authenticate on {e:?}");
+        }
+        let r = HttpError::InsufficientScope {
+            challenge: "Bearer error=\"insufficient_scope\"".into(),
+            lacking: "a".into(),
+        };
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
     }
 }

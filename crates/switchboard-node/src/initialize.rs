@@ -38,7 +38,8 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),
-        principal: "anonymous".into(),
+        // The token's principal when authorization is on, else "anonymous" (see crate::auth).
+        principal: crate::auth::current_principal(),
         upstream_sessions: Default::default(),
         owners: Default::default(),
         created_ms: SystemTime::now()

@@ -10,6 +10,8 @@
 //!
 //! Modules:
 //! - [`app`]: the router; the request path in one file.
+//! - [`auth`]: the optional OAuth 2.1 resource-server layer (bearer JWTs, RFC 9728 metadata,
+//!   sessions bound to their principal).
 //! - [`config`]: [`NodeConfig`], every limit of the HTTP front.
 //! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
 //! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
@@ -31,6 +33,7 @@
 //! - [`state`]: what handlers share.
 
 pub mod app;
+pub mod auth;
 pub mod background;
 pub mod calls;
 pub mod config;
@@ -79,6 +82,15 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    if let Some(problems) = config.auth.as_ref().map(auth::AuthSettings::problems) {
+        if !problems.is_empty() {
+            let text: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                text.join("; "),
+            ));
+        }
+    }
     // Probe the upstreams (their capabilities go into `initialize` answers), but never hold the
     // start for a slow one: after PREPARE_WAIT the probes go on in the background.
     let probing = tokio::spawn({

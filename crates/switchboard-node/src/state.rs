@@ -27,6 +27,8 @@ pub struct AppState {
     pub forwards: crate::forward::Forwards,
     /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
     pub retired: std::sync::atomic::AtomicBool,
+    /// The authorization layer, when configured.
+    pub auth: Option<crate::auth::Auth>,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
     conn_seq: AtomicU64,
@@ -40,6 +42,7 @@ impl AppState {
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
         Arc::new(AppState {
             hub: Hub::new(cfg.connection_queue),
+            auth: cfg.auth.clone().map(crate::auth::Auth::new),
             cfg,
             store,
             upstream,

@@ -98,6 +98,28 @@ pub struct Config {
     /// Between an upstream's prefix and a tool or prompt name (default `__`, as in
     /// `weather__forecast`): 1 to 16 of `A-Z a-z 0-9 _ - .` (MCP 2025-11-25 tool-name characters).
     pub tool_separator: String,
+    /// Public URL of the MCP endpoint exactly as clients configure it (default empty:
+    /// authorization off). Set, with a verification key, it turns on the OAuth 2.1
+    /// resource-server layer: every request needs a bearer token; the RFC 9728 metadata names
+    /// this as `resource` and is served at its path-inserted location and the root one.
+    pub auth_resource_url: String,
+    /// Issuer URLs of the authorization servers published in the metadata (default none; at
+    /// least one when `auth_resource_url` is set).
+    pub auth_authorization_servers: Vec<String>,
+    /// `scopes_supported` published in the metadata (default none).
+    pub auth_scopes_supported: Vec<String>,
+    /// Scopes every request's token must carry (default none); a valid token lacking one gets
+    /// 403 `insufficient_scope`. Named in the `scope` of every challenge.
+    pub auth_required_scopes: Vec<String>,
+    /// Required `iss` of tokens (default empty: not checked).
+    pub auth_issuer: String,
+    /// Required `aud` of tokens (default empty: `auth_resource_url`).
+    pub auth_audience: String,
+    /// Shared secrets that verify HS256 tokens, each at least 32 bytes (default none); any one
+    /// verifies, so keys can rotate.
+    pub auth_jwt_hs256_secrets: Vec<String>,
+    /// RSA (RS256) and EC P-256 (ES256) public keys in PEM that verify tokens (default none).
+    pub auth_jwt_public_keys_pem: Vec<String>,
     /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (a table, not a flat key:
     /// no environment variable or flag sets it). Empty (default): the built-in demo server alone,
     /// unprefixed. Fields: [`switchboard_upstream::config::UpstreamConfig`].
@@ -157,6 +179,14 @@ impl Default for Config {
             log_format: LogFormat::Text,
             log_level: "info".into(),
             tool_separator: switchboard_upstream::aggregate::DEFAULT_SEPARATOR.into(),
+            auth_resource_url: String::new(),
+            auth_authorization_servers: Vec::new(),
+            auth_scopes_supported: Vec::new(),
+            auth_required_scopes: Vec::new(),
+            auth_issuer: String::new(),
+            auth_audience: String::new(),
+            auth_jwt_hs256_secrets: Vec::new(),
+            auth_jwt_public_keys_pem: Vec::new(),
             upstreams: Vec::new(),
         }
     }
@@ -249,7 +279,12 @@ impl Config {
         let separator = [("tool_separator", separator.err())];
         let upstreams = self.upstreams_config().upstream_problems();
         let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
-        let rest = level.into_iter().chain(separator).chain(upstreams);
+        let auth = self.auth_problems().into_iter().map(|(k, p)| (k, Some(p)));
+        let rest = level
+            .into_iter()
+            .chain(separator)
+            .chain(upstreams)
+            .chain(auth);
         for (key, problem) in single.into_iter().chain(origins).chain(hosts).chain(rest) {
             if let Some(message) = problem {
                 check(false, &[key], message);
@@ -315,6 +350,7 @@ impl Config {
             max_uri_bytes: usize::try_from(self.max_uri_bytes).unwrap_or(usize::MAX),
             max_progress_token_bytes: usize::try_from(self.max_progress_token_bytes)
                 .unwrap_or(usize::MAX),
+            auth: self.auth_settings(),
         }
     }
 
@@ -349,6 +385,8 @@ impl Config {
         }
     }
 }
+
+mod auth;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

@@ -1,0 +1,189 @@
+//! Access-token validation for the resource server: signed JWTs checked with `jsonwebtoken`
+//! (no crypto written here), against configured keys only (no JWKS fetching, no introspection).
+//!
+//! Accepted: `HS256` with any of the shared secrets (several, so keys can rotate), `RS256` and
+//! `ES256` with any of the configured public keys. Anything else, `alg: none` included, is an
+//! invalid token. Checked claims: the signature, `exp` (required) and `nbf` with
+//! [`LEEWAY_SECS`] of clock skew, `aud` (required, must name this resource: MCP 2025-06-18+,
+//! basic/authorization, Token Handling; RFC 8707), `iss` when an issuer is configured, and `sub`
+//! (required: with `iss` it names the principal a session is bound to).
+//! Sources: MCP 2025-11-25, basic/authorization, Token Handling (validate per OAuth 2.1 §5.2;
+//! invalid or expired → 401); RFC 6750 §3.1 (`invalid_token`); RFC 7519 §4.1 (claims).
+
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+use super::AuthSettings;
+
+/// Clock skew allowed on `exp` and `nbf`, in seconds.
+pub const LEEWAY_SECS: u64 = 30;
+
+/// What a valid token says about its bearer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verified {
+    /// `iss`, empty when the token has none (only possible without a configured issuer).
+    pub issuer: String,
+    /// `sub`.
+    pub subject: String,
+    /// Granted scopes, from `scope` (space-separated, RFC 8693 §4.2 / RFC 9068) or `scp`.
+    pub scopes: Vec<String>,
+}
+
+impl Verified {
+    /// The principal a session is bound to: `iss` and `sub` as a JSON array, so no pair of
+    /// different claims can produce the same text and it never equals `"anonymous"`.
+    pub fn principal(&self) -> String {
+        serde_json::json!([self.issuer, self.subject]).to_string()
+    }
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    #[serde(default)]
+    iss: Option<String>,
+    // Optional here so a token without it fails validation with "no sub claim" (required
+    // below) rather than as a malformed document.
+    #[serde(default)]
+    sub: Option<String>,
+    #[serde(default)]
+    scope: Option<String>,
+    #[serde(default)]
+    scp: Option<ScopeClaim>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ScopeClaim {
+    Text(String),
+    List(Vec<String>),
+}
+
+/// The configured keys and claim rules, built once at start-up.
+pub struct Verifier {
+    hs256: Vec<DecodingKey>,
+    rs256: Vec<DecodingKey>,
+    es256: Vec<DecodingKey>,
+    issuer: String,
+    audience: String,
+}
+
+impl Verifier {
+    /// Builds the keys, skipping any that do not parse (a token for a skipped key is then
+    /// refused: fail closed) and naming each in the returned problems, which start-up refuses
+    /// (see [`super::AuthSettings::problems`]).
+    pub fn new(settings: &AuthSettings) -> (Verifier, Vec<(&'static str, String)>) {
+        let mut problems = Vec::new();
+        let mut hs256 = Vec::new();
+        for (i, secret) in settings.hs256_secrets.iter().enumerate() {
+            match DecodingKey::from_secret(secret.as_bytes()) {
+                Ok(k) => hs256.push(k),
+                Err(e) => problems.push((
+                    "auth_jwt_hs256_secrets",
+                    format!("auth_jwt_hs256_secrets entry {} is unusable: {e}", i + 1),
+                )),
+            }
+        }
+        let (mut rs256, mut es256) = (Vec::new(), Vec::new());
+        for (i, pem) in settings.public_keys_pem.iter().enumerate() {
+            if let Ok(k) = DecodingKey::from_rsa_pem(pem.as_bytes()) {
+                rs256.push(k);
+            } else if let Ok(k) = DecodingKey::from_ec_pem(pem.as_bytes()) {
+                es256.push(k);
+            } else {
+                problems.push((
+                    "auth_jwt_public_keys_pem",
+                    format!(
+                        "auth_jwt_public_keys_pem entry {} is neither an RSA nor an EC (P-256) public key in PEM",
+                        i + 1
+                    ),
+                ));
+            }
+        }
+        let verifier = Verifier {
+            hs256,
+            rs256,
+            es256,
+            issuer: settings.issuer.clone(),
+            audience: settings.effective_audience().to_owned(),
+        };
+        (verifier, problems)
+    }
+
+    /// Checks `token`; the error is the `error_description` of an `invalid_token` challenge.
+    pub fn verify(&self, token: &str) -> Result<Verified, String> {
+        let header = decode_header(token)
+            .map_err(|_| "the token is not a JWT signed with HS256, RS256 or ES256".to_owned())?;
+        let keys = match header.alg {
+            Algorithm::HS256 => &self.hs256,
+            Algorithm::RS256 => &self.rs256,
+            Algorithm::ES256 => &self.es256,
+            other => return Err(format!("tokens signed with {other:?} are not accepted")),
+        };
+        if keys.is_empty() {
+            return Err(format!("no key for {:?} tokens is configured", header.alg));
+        }
+        let validation = self.validation(header.alg);
+        let mut last = ErrorKind::InvalidSignature;
+        for key in keys {
+            match decode::<Claims>(token, key, &validation) {
+                Ok(data) => return Ok(verified(data.claims)),
+                // Another key may have signed it (rotation): try the next one.
+                Err(e) if *e.kind() == ErrorKind::InvalidSignature => {}
+                Err(e) => {
+                    last = e.into_kind();
+                    break;
+                }
+            }
+        }
+        Err(describe(&last))
+    }
+
+    fn validation(&self, alg: Algorithm) -> Validation {
+        let mut v = Validation::new(alg);
+        v.leeway = LEEWAY_SECS;
+        v.validate_exp = true;
+        v.validate_nbf = true;
+        v.set_audience(&[&self.audience]);
+        let mut required = vec!["exp", "sub", "aud"];
+        if !self.issuer.is_empty() {
+            v.set_issuer(&[&self.issuer]);
+            required.push("iss");
+        }
+        v.set_required_spec_claims(&required);
+        v
+    }
+}
+
+fn verified(claims: Claims) -> Verified {
+    let mut scopes: Vec<String> = Vec::new();
+    if let Some(s) = &claims.scope {
+        scopes.extend(s.split_whitespace().map(str::to_owned));
+    }
+    match claims.scp {
+        Some(ScopeClaim::Text(s)) => scopes.extend(s.split_whitespace().map(str::to_owned)),
+        Some(ScopeClaim::List(l)) => scopes.extend(l),
+        None => {}
+    }
+    Verified {
+        issuer: claims.iss.unwrap_or_default(),
+        subject: claims.sub.unwrap_or_default(),
+        scopes,
+    }
+}
+
+fn describe(kind: &ErrorKind) -> String {
+    match kind {
+        ErrorKind::ExpiredSignature => "the token has expired".into(),
+        ErrorKind::ImmatureSignature => "the token is not valid yet (nbf)".into(),
+        ErrorKind::InvalidAudience => "the token was not issued for this resource (aud)".into(),
+        ErrorKind::InvalidIssuer => "the token's issuer (iss) is not accepted".into(),
+        ErrorKind::InvalidSignature => "the token's signature does not verify".into(),
+        ErrorKind::MissingRequiredClaim(c) => format!("the token has no {c} claim"),
+        ErrorKind::InvalidClaimFormat(c) => format!("the token's {c} claim is malformed"),
+        _ => "the token is malformed".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
