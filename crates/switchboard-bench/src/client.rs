@@ -49,22 +49,22 @@ impl From<reqwest::Error> for CallError {
 /// consecutive requests of all clients go to consecutive URLs (as a Service would spread them).
 #[derive(Clone, Debug)]
 pub struct Target {
-    http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     urls: Arc<Vec<String>>,
     next: Arc<AtomicUsize>,
-    timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 impl Target {
     /// A pool with `TCP_NODELAY`, up to `pool` idle connections per host, and `timeout` on
-    /// every request (connect, headers and body).
+    /// every request/response exchange (connect, headers and body). The reqwest client itself
+    /// has no total timeout, so that long-lived SSE streams (see [`crate::events`]) can be held.
     pub fn new(urls: Vec<String>, pool: usize, timeout: Duration) -> Result<Target, CallError> {
         assert!(!urls.is_empty(), "at least one URL");
         let http = reqwest::Client::builder()
             .tcp_nodelay(true)
             .pool_max_idle_per_host(pool)
             .connect_timeout(timeout)
-            .timeout(timeout)
             .build()?;
         Ok(Target {
             http,
@@ -176,18 +176,39 @@ pub fn answer_to(text: &str, id: u64) -> Option<Value> {
     }
 }
 
-/// An incremental `text/event-stream` parser that yields the `data` of each complete event
-/// (multi-line data joined with `\n`; `id`, `event`, `retry` and comments ignored; empty events,
-/// such as a priming event, skipped).
+/// One complete SSE event: its `id` field (when the event had one) and its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The event's own `id:` field, if it carried one.
+    pub id: Option<String>,
+    /// The data lines joined with `\n` (empty for a priming event).
+    pub data: String,
+}
+
+/// An incremental `text/event-stream` parser. [`SseParser::push`] yields the `data` of each
+/// complete event (multi-line data joined with `\n`; `event`, `retry` and comments ignored;
+/// empty events, such as a priming event, skipped); [`SseParser::push_events`] yields every
+/// event with its `id`, empty ones included.
 #[derive(Debug, Default)]
 pub struct SseParser {
     pending: Vec<u8>,
     data: Option<String>,
+    id: Option<String>,
 }
 
 impl SseParser {
-    /// Feeds bytes; returns the data of every event completed by them.
+    /// Feeds bytes; returns the data of every non-empty event completed by them.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.push_events(bytes)
+            .into_iter()
+            .filter(|e| !e.data.is_empty())
+            .map(|e| e.data)
+            .collect()
+    }
+
+    /// Feeds bytes; returns every event completed by them (an event is a `data` or `id` field
+    /// followed by a blank line), in order.
+    pub fn push_events(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
         self.pending.extend_from_slice(bytes);
         let mut events = Vec::new();
         while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
@@ -195,10 +216,14 @@ impl SseParser {
             let line = String::from_utf8_lossy(&line);
             let line = line.trim_end_matches('\n').trim_end_matches('\r');
             if line.is_empty() {
+                let id = self.id.take();
                 if let Some(data) = self.data.take() {
-                    if !data.is_empty() {
-                        events.push(data);
-                    }
+                    events.push(SseEvent { id, data });
+                } else if id.is_some() {
+                    events.push(SseEvent {
+                        id,
+                        data: String::new(),
+                    });
                 }
                 continue;
             }
@@ -206,7 +231,9 @@ impl SseParser {
                 Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
                 None => (line, ""),
             };
-            if field == "data" {
+            if field == "id" {
+                self.id = Some(value.to_owned());
+            } else if field == "data" {
                 match &mut self.data {
                     Some(d) => {
                         d.push('\n');
@@ -223,20 +250,28 @@ impl SseParser {
 /// One MCP session: created by [`McpClient::connect`], then used for calls.
 #[derive(Debug)]
 pub struct McpClient {
-    target: Target,
+    pub(crate) target: Target,
     session: String,
-    next_id: u64,
+    pub(crate) next_id: u64,
 }
 
 impl McpClient {
-    /// `initialize` (protocol [`PROTOCOL_VERSION`]) then `notifications/initialized`, each to
-    /// the next URL of the round robin.
+    /// `initialize` (protocol [`PROTOCOL_VERSION`], no client capabilities) then
+    /// `notifications/initialized`, each to the next URL of the round robin.
     pub async fn connect(target: &Target) -> Result<McpClient, CallError> {
+        McpClient::connect_with(target, json!({})).await
+    }
+
+    /// [`McpClient::connect`] declaring `capabilities` (e.g. `{"sampling": {}}`).
+    pub async fn connect_with(
+        target: &Target,
+        capabilities: Value,
+    ) -> Result<McpClient, CallError> {
         let init = json!({
             "jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {
                 "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": {},
+                "capabilities": capabilities,
                 "clientInfo": {"name": "switchboard-bench", "version": env!("CARGO_PKG_VERSION")}
             }
         });
@@ -309,6 +344,33 @@ mod tests {
         assert!(p.push(b"event: message\r\ndata: {\"a\":").is_empty());
         assert_eq!(p.push(b"1}\r\n\r\n: comment\n"), vec!["{\"a\":1}"]);
         assert_eq!(p.push(b"data: x\ndata: y\n\ndata:z\n\n"), vec!["x\ny", "z"]);
+    }
+
+    #[test]
+    fn events_keep_their_ids_and_priming_events() {
+        let mut p = SseParser::default();
+        let got =
+            p.push_events(b"id: s_0-0\nretry: 3000\ndata:\n\nid: s_1-0\ndata: {}\n\n: ka\n\n");
+        assert_eq!(
+            got,
+            vec![
+                SseEvent {
+                    id: Some("s_0-0".into()),
+                    data: String::new()
+                },
+                SseEvent {
+                    id: Some("s_1-0".into()),
+                    data: "{}".into()
+                },
+            ]
+        );
+        assert_eq!(
+            p.push_events(b"data: x\n\n"),
+            vec![SseEvent {
+                id: None,
+                data: "x".into()
+            }]
+        );
     }
 
     #[test]

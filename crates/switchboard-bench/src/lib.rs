@@ -9,6 +9,9 @@
 //! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`).
 //! - [`compare`]: the one-command side-by-side comparison (baselines vs Switchboard, ratios).
 //! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
+//! - [`events`]: streaming exchanges on a chosen node (SSE answers event by event, GET streams,
+//!   resumption with `Last-Event-ID`, answers to server requests).
+//! - [`modes`]: `open-streams`, `resume-storm`, `sampling`, and node/Redis memory sampling.
 //! - [`run`]: the `run` and `idle-sessions` modes.
 //! - [`stats`]: latency percentiles and the report structs.
 //!
@@ -17,5 +20,7 @@
 pub mod baseline;
 pub mod client;
 pub mod compare;
+pub mod events;
+pub mod modes;
 pub mod run;
 pub mod stats;

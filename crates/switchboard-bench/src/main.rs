@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use switchboard_bench::baseline::{self, Baseline, ServeArgs};
 use switchboard_bench::compare::{compare, CompareArgs};
+use switchboard_bench::modes::{OpenStreamsArgs, ResumeStormArgs, SamplingArgs};
 use switchboard_bench::run::{idle_sessions, run_load, IdleConfig, RunConfig};
 
 #[derive(Parser)]
@@ -61,6 +62,21 @@ enum Command {
         /// Hold the sessions this long; without it, until Ctrl-C.
         #[arg(long)]
         hold_secs: Option<u64>,
+        /// PID of a node whose RSS is sampled before and after; repeat for several nodes.
+        #[arg(long = "node-pid")]
+        node_pids: Vec<u32>,
+        /// The cluster's Redis: report the memory of a sample of the sessions.
+        #[arg(long)]
+        redis_url: Option<String>,
+        /// The cluster's `key_prefix`.
+        #[arg(long, default_value = "sb")]
+        key_prefix: String,
+        /// Sessions whose Redis keys are measured.
+        #[arg(long, default_value_t = 200)]
+        redis_sample: usize,
+        /// Pause before the memory is sampled, in ms.
+        #[arg(long, default_value_t = 2000)]
+        settle_ms: u64,
         /// Limit on every request, in ms.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
@@ -68,6 +84,12 @@ enum Command {
         #[arg(long)]
         report: Option<PathBuf>,
     },
+    /// N sessions each holding an idle standalone GET stream; node RSS per stream.
+    OpenStreams(OpenStreamsArgs),
+    /// N clients resume a stream of E logged events on another node, all at once.
+    ResumeStorm(ResumeStormArgs),
+    /// Sampling round trips answered on the calling node vs. on the other node.
+    Sampling(SamplingArgs),
 }
 
 fn write_report(path: Option<&PathBuf>, json: &impl serde::Serialize) -> Result<(), String> {
@@ -83,6 +105,9 @@ async fn main_inner(cli: Cli) -> Result<(), String> {
         Command::ServeAxum(args) => baseline::serve(Baseline::Axum, args).await,
         Command::ServeRmcp(args) => baseline::serve(Baseline::Rmcp, args).await,
         Command::Compare(args) => compare(args).await,
+        Command::OpenStreams(args) => args.main().await,
+        Command::ResumeStorm(args) => args.main().await,
+        Command::Sampling(args) => args.main().await,
         Command::Run {
             urls,
             clients,
@@ -111,6 +136,11 @@ async fn main_inner(cli: Cli) -> Result<(), String> {
             count,
             concurrency,
             hold_secs,
+            node_pids,
+            redis_url,
+            key_prefix,
+            redis_sample,
+            settle_ms,
             timeout_ms,
             report,
         } => {
@@ -119,12 +149,30 @@ async fn main_inner(cli: Cli) -> Result<(), String> {
                 count,
                 concurrency,
                 request_timeout: Duration::from_millis(timeout_ms),
+                node_pids,
+                redis_url,
+                key_prefix,
+                redis_sample,
+                settle: Duration::from_millis(settle_ms),
             };
             let r = idle_sessions(cfg, |r| async move {
                 println!(
                     "created={}/{} sessions_per_sec={:.1} handshake_p50={:.3}ms p99={:.3}ms errors={}",
                     r.created, r.count, r.sessions_per_sec, r.handshake_ms.p50, r.handshake_ms.p99, r.errors
                 );
+                if let Some(m) = &r.node_rss {
+                    println!(
+                        "node_rss_kib before={:?} after={:?} per_session_kib={:.3}",
+                        m.before_kib, m.after_kib, m.per_item_kib
+                    );
+                }
+                if let Some(m) = &r.redis_memory {
+                    println!(
+                        "redis bytes_per_session={:.1} (keys {:.1} + index {:.1}; {} sessions sampled) used_memory_delta_per_session={:.1}",
+                        m.bytes_per_session, m.keys_bytes_per_session, m.index_bytes_per_session,
+                        m.sampled_sessions, m.used_memory_delta_per_session.unwrap_or(0.0)
+                    );
+                }
                 match hold_secs {
                     Some(s) => {
                         println!("holding for {s} s");

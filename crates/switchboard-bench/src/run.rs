@@ -9,6 +9,7 @@ use serde_json::Value;
 use tokio::sync::Barrier;
 
 use crate::client::{CallError, McpClient, Target};
+use crate::modes::memory::{rss_all, RedisProbe, RssDelta};
 use crate::stats::{ErrorCounts, IdleReport, Latencies, RunReport};
 
 /// Settings of one `run`.
@@ -39,7 +40,8 @@ struct ClientTally {
     latencies: Latencies,
 }
 
-fn count(errors: &mut ErrorCounts, e: &CallError) {
+/// Adds one failure to the counter of its kind.
+pub fn count(errors: &mut ErrorCounts, e: &CallError) {
     match e {
         CallError::Http(_) => errors.http += 1,
         CallError::JsonRpc(_) => errors.jsonrpc += 1,
@@ -154,10 +156,78 @@ pub struct IdleConfig {
     pub concurrency: usize,
     /// Limit on every single request.
     pub request_timeout: Duration,
+    /// Node PIDs whose RSS is sampled before and after the sessions are created.
+    pub node_pids: Vec<u32>,
+    /// The cluster's Redis, to measure the memory of a sample of the sessions.
+    pub redis_url: Option<String>,
+    /// The cluster's `key_prefix`.
+    pub key_prefix: String,
+    /// Sessions whose Redis keys are measured.
+    pub redis_sample: usize,
+    /// Pause after creating the sessions, before memory is sampled.
+    pub settle: Duration,
 }
 
-/// Creates `count` sessions with at most `concurrency` handshakes in flight, calls `hold` with
-/// the partial report (creation figures), then deletes every session (same concurrency).
+/// Sessions opened by [`create_sessions`].
+#[derive(Debug, Default)]
+pub struct Created {
+    /// The sessions that completed their handshake.
+    pub clients: Vec<McpClient>,
+    /// Latency of each successful handshake.
+    pub latencies: Latencies,
+    /// Failed handshakes.
+    pub errors: u64,
+    /// Wall time of the whole creation, in seconds.
+    pub secs: f64,
+}
+
+/// Opens `count` sessions declaring `capabilities`, at most `concurrency` handshakes in flight.
+pub async fn create_sessions(
+    target: &Target,
+    count: usize,
+    concurrency: usize,
+    capabilities: &Value,
+) -> Created {
+    let begin = Instant::now();
+    let results: Vec<(Duration, Result<McpClient, CallError>)> = futures::stream::iter(0..count)
+        .map(|_| async move {
+            let t0 = Instant::now();
+            let r = McpClient::connect_with(target, capabilities.clone()).await;
+            (t0.elapsed(), r)
+        })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    let mut created = Created {
+        secs: begin.elapsed().as_secs_f64(),
+        clients: Vec::with_capacity(results.len()),
+        ..Created::default()
+    };
+    for (d, r) in results {
+        match r {
+            Ok(c) => {
+                created.latencies.record(d);
+                created.clients.push(c);
+            }
+            Err(_) => created.errors += 1,
+        }
+    }
+    created
+}
+
+/// DELETEs every session, at most `concurrency` at once; returns how many got a 2xx.
+pub async fn delete_sessions(clients: Vec<McpClient>, concurrency: usize) -> usize {
+    let deletes: Vec<bool> = futures::stream::iter(clients)
+        .map(|c| async move { c.close().await.is_ok() })
+        .buffer_unordered(concurrency.max(1))
+        .collect()
+        .await;
+    deletes.iter().filter(|ok| **ok).count()
+}
+
+/// Creates `count` sessions with at most `concurrency` handshakes in flight, measures memory
+/// (node RSS, Redis) when asked to, calls `hold` with the partial report (creation figures),
+/// then deletes every session (same concurrency).
 pub async fn idle_sessions<F, Fut>(cfg: IdleConfig, hold: F) -> Result<IdleReport, CallError>
 where
     F: FnOnce(IdleReport) -> Fut,
@@ -165,56 +235,52 @@ where
 {
     let concurrency = cfg.concurrency.max(1);
     let target = Target::new(cfg.urls.clone(), concurrency, cfg.request_timeout)?;
-    let begin = Instant::now();
-    let results: Vec<(Duration, Result<McpClient, CallError>)> =
-        futures::stream::iter(0..cfg.count)
-            .map(|_| {
-                let target = target.clone();
-                async move {
-                    let t0 = Instant::now();
-                    let r = McpClient::connect(&target).await;
-                    (t0.elapsed(), r)
-                }
-            })
-            .buffer_unordered(concurrency)
-            .collect()
-            .await;
-    let create_secs = begin.elapsed().as_secs_f64();
-    let mut latencies = Latencies::new();
-    let mut clients = Vec::with_capacity(results.len());
-    let mut errors = 0;
-    for (d, r) in results {
-        match r {
-            Ok(c) => {
-                latencies.record(d);
-                clients.push(c);
-            }
-            Err(_) => errors += 1,
+    let memory_err = |e: String| CallError::Transport(format!("memory sampling: {e}"));
+    let rss_before = rss_all(&cfg.node_pids).map_err(memory_err)?;
+    let mut redis = match &cfg.redis_url {
+        Some(url) => {
+            let mut probe = RedisProbe::connect(url, &cfg.key_prefix)
+                .await
+                .map_err(memory_err)?;
+            let used = probe.used_memory().await.map_err(memory_err)?;
+            Some((probe, used))
         }
-    }
-    let created = clients.len();
+        None => None,
+    };
+    let c = create_sessions(&target, cfg.count, concurrency, &serde_json::json!({})).await;
+    let created = c.clients.len();
     let mut report = IdleReport {
         mode: "idle-sessions",
         urls: cfg.urls,
         count: cfg.count,
         created,
-        create_secs,
-        sessions_per_sec: if create_secs > 0.0 {
-            created as f64 / create_secs
+        create_secs: c.secs,
+        sessions_per_sec: if c.secs > 0.0 {
+            created as f64 / c.secs
         } else {
             0.0
         },
-        handshake_ms: latencies.summary(),
+        handshake_ms: c.latencies.summary(),
         deleted: 0,
-        errors,
+        errors: c.errors,
+        node_rss: None,
+        redis_memory: None,
     };
+    if !cfg.node_pids.is_empty() || redis.is_some() {
+        tokio::time::sleep(cfg.settle).await;
+    }
+    if !cfg.node_pids.is_empty() {
+        let after = rss_all(&cfg.node_pids).map_err(memory_err)?;
+        report.node_rss = Some(RssDelta::new(&cfg.node_pids, rss_before, after, created));
+    }
+    if let Some((probe, used_before)) = &mut redis {
+        let n = cfg.redis_sample.min(created);
+        let sample: Vec<&str> = c.clients[..n].iter().map(McpClient::session).collect();
+        let mem = probe.session_memory(&sample, Some(*used_before), created);
+        report.redis_memory = Some(mem.await.map_err(memory_err)?);
+    }
     hold(report.clone()).await;
-    let deletes: Vec<bool> = futures::stream::iter(clients)
-        .map(|c| async move { c.close().await.is_ok() })
-        .buffer_unordered(concurrency)
-        .collect()
-        .await;
-    report.deleted = deletes.iter().filter(|ok| **ok).count();
-    report.errors += (deletes.len() - report.deleted) as u64;
+    report.deleted = delete_sessions(c.clients, concurrency).await;
+    report.errors += (created - report.deleted) as u64;
     Ok(report)
 }

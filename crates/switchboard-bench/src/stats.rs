@@ -174,6 +174,12 @@ pub struct IdleReport {
     pub deleted: usize,
     /// Failures while creating or deleting.
     pub errors: u64,
+    /// Node RSS before and after creating the sessions (with `--node-pid`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_rss: Option<crate::modes::memory::RssDelta>,
+    /// Redis memory of a sample of the sessions (with `--redis-url`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_memory: Option<crate::modes::memory::RedisMemory>,
 }
 
 #[cfg(test)]

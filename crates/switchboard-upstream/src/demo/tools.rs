@@ -62,7 +62,7 @@ fn local_definitions() -> Vec<Value> {
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "n": {"type": "integer", "minimum": 0, "maximum": 1000, "default": 5,
+                    "n": {"type": "integer", "minimum": 0, "maximum": 100000, "default": 5,
                           "description": "Number of steps."},
                     "interval_ms": {"type": "integer", "minimum": 0, "maximum": 60000,
                                     "default": 1000,

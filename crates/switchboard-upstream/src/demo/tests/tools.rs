@@ -77,10 +77,10 @@ async fn invalid_arguments_are_tool_errors() {
         .await
         .unwrap();
     assert_tool_error(&result, "unknown argument `txt`");
-    let result = call("countdown", json!({"n": 1001}), ctx(&peer, None))
+    let result = call("countdown", json!({"n": 100001}), ctx(&peer, None))
         .await
         .unwrap();
-    assert_tool_error(&result, "`n` must be at most 1000");
+    assert_tool_error(&result, "`n` must be at most 100000");
     let result = call("countdown", json!({"interval_ms": -1}), ctx(&peer, None))
         .await
         .unwrap();
