@@ -2,7 +2,7 @@
 //!
 //! Order of checks: Content-Type (415) → Accept (406) → body size (413) → JSON-RPC parse (400) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
-//! duplicate id running here (C22) → session load and admission, one store round trip → run. A
+//! session load and admission, one store round trip → duplicate id running here (C22) → run. A
 //! request whose answer streams registers in flight before its first event (one more round trip,
 //! paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
@@ -83,27 +83,17 @@ async fn request(
     raw: Value,
 ) -> Result<Response, HttpError> {
     let key = id.key();
+    let record = match session::admit(&app, &sid, &key).await? {
+        Ok(r) => r,
+        Err((_, why)) => return Ok(json_ok(refusal(&id, why))),
+    };
+    // Only after the session (and its principal, C34) checked out, so a stranger learns nothing.
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
         return Ok(json_ok(refusal(&id, session::Refusal::DuplicateId)));
     };
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
     let conn = app.hub.register(sid.as_str(), &stream, &holder);
-    let abandon = |app: &App| {
-        app.hub.unregister(sid.as_str(), &stream, &holder);
-        app.calls.end(sid.as_str(), &key);
-    };
-    let record = match session::admit(&app, &sid, &key).await {
-        Ok(Ok(r)) => r,
-        Ok(Err((_, why))) => {
-            abandon(&app);
-            return Ok(json_ok(refusal(&id, why)));
-        }
-        Err(e) => {
-            abandon(&app);
-            return Err(e);
-        }
-    };
     let revision = session::revision(&record);
     let inflight = InflightRequest {
         request_key: key,

@@ -50,12 +50,19 @@ pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Load
 }
 
 fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
-    match outcome {
-        BeginOutcome::Missing => Err(HttpError::UnknownSession),
-        BeginOutcome::Ready(r) => Ok(Ok(r)),
-        BeginOutcome::DuplicateId { record, .. } => Ok(Err((record, Refusal::DuplicateId))),
-        BeginOutcome::Busy(record) => Ok(Err((record, Refusal::Busy))),
+    let loaded = match outcome {
+        BeginOutcome::Missing => return Err(HttpError::UnknownSession),
+        BeginOutcome::Ready(r) => Ok(r),
+        BeginOutcome::DuplicateId { record, .. } => Err((record, Refusal::DuplicateId)),
+        BeginOutcome::Busy(record) => Err((record, Refusal::Busy)),
+    };
+    // A session bound to another principal is "not found", never revealed (C34; MCP 2025-11-25
+    // security best practices, Session Hijacking), checked on the record loaded anyway.
+    let (Ok(record) | Err((record, _))) = &loaded;
+    if !crate::auth::may_use(&record.principal) {
+        return Err(HttpError::UnknownSession);
     }
+    Ok(loaded)
 }
 
 /// The session's revision, parsed (records only hold revisions we speak).
