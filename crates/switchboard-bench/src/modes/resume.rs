@@ -231,11 +231,13 @@ pub async fn resume_storm(cfg: ResumeConfig) -> Result<ResumeReport, String> {
             go.wait().await;
             let (client, last) = prepared?;
             let call_id = client.next_id - 1;
-            match tokio::time::timeout(limit, replay(&client, &other, &last, events, call_id)).await
-            {
-                Ok(r) => r,
-                Err(_) => Err(CallError::Timeout),
-            }
+            let replayed = replay(&client, &other, &last, events, call_id);
+            let result = tokio::time::timeout(limit, replayed)
+                .await
+                .unwrap_or(Err(CallError::Timeout));
+            // Not measured: end the session so its logs leave Redis now, not at idle expiry.
+            let _ = client.close().await;
+            result
         }));
     }
     drop(sid_tx);
