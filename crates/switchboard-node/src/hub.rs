@@ -24,11 +24,13 @@ pub struct StreamEvent {
     pub end: bool,
 }
 
-/// What a connection task receives.
+/// What a connection task receives. Events are boxed so that the queue's slots stay one word
+/// wide: an idle stream's queue allocates its first block of slots up front (issue 4, memory per
+/// open stream).
 #[derive(Debug)]
 pub enum Outbound {
     /// An event to write.
-    Event(StreamEvent),
+    Event(Box<StreamEvent>),
     /// Close now (taken over elsewhere, session ended, node draining).
     Close,
     /// Live delivery may have missed events: re-read the event log from the last position.
@@ -130,7 +132,9 @@ impl Hub {
         if conn.holder != holder {
             return;
         }
-        if let Err(mpsc::error::TrySendError::Full(_)) = conn.tx.try_send(Outbound::Event(ev)) {
+        if let Err(mpsc::error::TrySendError::Full(_)) =
+            conn.tx.try_send(Outbound::Event(Box::new(ev)))
+        {
             conn.lagged.store(true, Ordering::SeqCst);
             telemetry::stream_lagged(sid, stream);
         }

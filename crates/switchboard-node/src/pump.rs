@@ -118,7 +118,7 @@ impl Pump {
             }
             let step = tokio::select! {
                 m = self.s.conn.rx.recv() => match m {
-                    Some(Outbound::Event(ev)) => self.write(ev).await,
+                    Some(Outbound::Event(ev)) => self.write(*ev).await,
                     Some(Outbound::CatchUp) => Step::Continue,
                     Some(Outbound::Close) | None => Step::Stop,
                 },
