@@ -17,8 +17,27 @@ use crate::error::HttpError;
 use crate::state::App;
 use crate::telemetry;
 
-/// Handles an `initialize` request.
+/// Handles an `initialize` request on POST: the answer as JSON, with `Mcp-Session-Id` when a
+/// session was made.
 pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, HttpError> {
+    let (body, sid) = create(app, id, raw).await?;
+    let mut resp = (StatusCode::OK, axum::Json(body)).into_response();
+    if let Some(sid) = sid {
+        let value =
+            HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;
+        resp.headers_mut().insert(headers::MCP_SESSION_ID, value);
+    }
+    Ok(resp)
+}
+
+/// Creates the session an `initialize` request asks for, whatever the transport: the JSON-RPC
+/// answer, and the new session's id (`None` when the request was refused with a JSON-RPC error,
+/// so no session exists). At the session cap: [`HttpError::AtCapacity`].
+pub async fn create(
+    app: &App,
+    id: &RequestId,
+    raw: &Value,
+) -> Result<(Value, Option<SessionId>), HttpError> {
     let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
     if !params.is_object() {
         let body = jsonrpc::error_response(
@@ -27,7 +46,7 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
             "initialize params must be an object",
             None,
         );
-        return Ok((StatusCode::OK, axum::Json(body)).into_response());
+        return Ok((body, None));
     }
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
@@ -63,12 +82,5 @@ pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, 
     if let Some(text) = up.instructions() {
         result["instructions"] = Value::String(text);
     }
-    let mut resp = (
-        StatusCode::OK,
-        axum::Json(jsonrpc::result_response(id, result)),
-    )
-        .into_response();
-    let value = HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;
-    resp.headers_mut().insert(headers::MCP_SESSION_ID, value);
-    Ok(resp)
+    Ok((jsonrpc::result_response(id, result), Some(sid)))
 }

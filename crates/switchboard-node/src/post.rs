@@ -248,7 +248,7 @@ async fn batch_request(
 }
 
 /// The JSON-RPC error for a request the store would not register.
-fn refusal(id: &RequestId, why: session::Refusal) -> Value {
+pub(crate) fn refusal(id: &RequestId, why: session::Refusal) -> Value {
     let (code, msg) = match why {
         session::Refusal::DuplicateId => (
             codes::INVALID_REQUEST,
@@ -272,8 +272,12 @@ fn check_batch(record: &SessionRecord, is_batch: bool) -> Result<(), HttpError> 
     Ok(())
 }
 
-/// One notification or response from the client.
-async fn deliver(app: &App, record: &SessionRecord, m: Message) -> Result<(), HttpError> {
+/// One notification or response from the client (also the WebSocket transport's path).
+pub(crate) async fn deliver(
+    app: &App,
+    record: &SessionRecord,
+    m: Message,
+) -> Result<(), HttpError> {
     let sid = record.id.as_str();
     match m {
         Message::Notification { method, raw } => {

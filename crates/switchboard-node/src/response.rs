@@ -6,10 +6,16 @@
 //! the stream's event log *before* it is handed to the connection, so a client whose connection
 //! drops can resume on any node with `Last-Event-ID`. The request keeps running after a
 //! disconnect (a disconnect is not a cancellation, item 6).
+//!
+//! A transport with one stream per session (the WebSocket, [`crate::websocket`]) answers on the
+//! session's standalone stream instead ([`ResponseStream::for_standalone`]): every message of the
+//! request, its response included, is appended to that log and reaches whichever connection holds
+//! it, on any node.
 
 use std::sync::Mutex;
 
 use serde_json::Value;
+use switchboard_protocol::StreamId;
 use switchboard_store::InflightRequest;
 use switchboard_upstream::PeerError;
 use tokio::sync::{oneshot, OnceCell};
@@ -44,8 +50,19 @@ pub struct ResponseStream {
     inflight: InflightRequest,
     /// Set once the registration ran: whether it took (the session still existed).
     registered: OnceCell<bool>,
-    batch: bool,
+    sink: Sink,
     mode: Mutex<Mode>,
+}
+
+/// Where a channel's messages go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Sink {
+    /// The POST's own answer: JSON, or an SSE stream with its own log.
+    Post,
+    /// One answer inside a batch's JSON array.
+    Batch,
+    /// The session's standalone stream (its log is the only record; nothing is answered inline).
+    Standalone,
 }
 
 impl ResponseStream {
@@ -56,7 +73,7 @@ impl ResponseStream {
         sid: &str,
         inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, inflight, OnceCell::new(), false)
+        Self::build(app, sid, inflight, OnceCell::new(), Sink::Post)
     }
 
     /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26), registered in flight up
@@ -68,7 +85,29 @@ impl ResponseStream {
         sid: &str,
         inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, inflight, OnceCell::new_with(Some(true)), true)
+        Self::build(
+            app,
+            sid,
+            inflight,
+            OnceCell::new_with(Some(true)),
+            Sink::Batch,
+        )
+    }
+
+    /// A channel for a request registered in flight up front whose messages, response included,
+    /// are appended to the session's standalone stream (`inflight.stream` only names the request's
+    /// registration, removed when it finishes). The store delivers standalone events to the
+    /// stream's holder on whichever node it is.
+    pub fn for_standalone(app: App, sid: &str, inflight: InflightRequest) -> ResponseStream {
+        let (rs, _) = Self::build(
+            app,
+            sid,
+            inflight,
+            OnceCell::new_with(Some(true)),
+            Sink::Standalone,
+        );
+        *rs.lock() = Mode::Streaming;
+        rs
     }
 
     fn build(
@@ -76,7 +115,7 @@ impl ResponseStream {
         sid: &str,
         inflight: InflightRequest,
         registered: OnceCell<bool>,
-        batch: bool,
+        sink: Sink,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
         let rs = ResponseStream {
@@ -84,7 +123,7 @@ impl ResponseStream {
             sid: sid.to_owned(),
             inflight,
             registered,
-            batch,
+            sink,
             mode: Mutex::new(Mode::Pending(Some(tx))),
         };
         (rs, rx)
@@ -123,7 +162,7 @@ impl ResponseStream {
 
     /// Sends a request or notification on this stream (switching to SSE if still pending).
     pub async fn send(&self, message: &Value) -> Result<(), PeerError> {
-        if self.batch {
+        if self.sink == Sink::Batch {
             return match message.get("id") {
                 Some(_) => Err(PeerError::Delivery(
                     "server-to-client requests are not available inside a batch".into(),
@@ -179,7 +218,12 @@ impl ResponseStream {
             None => {
                 self.register().await;
                 self.append_final(response.to_string()).await;
-                if let Err(e) = store.finish(&self.sid, key, None).await {
+                // A standalone-sink request's own stream was only its registration: drop it.
+                let registration = (self.sink == Sink::Standalone).then_some(&self.inflight.stream);
+                if let Err(e) = store
+                    .finish(&self.sid, key, registration.map(|s| s.as_str()))
+                    .await
+                {
                     tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
                 }
             }
@@ -210,6 +254,16 @@ impl ResponseStream {
     }
 
     async fn append(&self, data: String, end: bool) -> Result<(), PeerError> {
+        if self.sink == Sink::Standalone {
+            // The standalone stream never ends, and the store itself delivers its events to the
+            // holder (local or not) through the bus, one ordered path for every writer.
+            self.app
+                .store
+                .append(&self.sid, StreamId::STANDALONE, &data, false)
+                .await
+                .map_err(|e| PeerError::Delivery(e.to_string()))?;
+            return Ok(());
+        }
         let appended = self
             .app
             .store
