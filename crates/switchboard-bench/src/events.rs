@@ -109,13 +109,22 @@ impl McpClient {
     /// when the server answers with one JSON body). Only the headers are awaited, within the
     /// target's timeout; reading the events is not timed.
     pub async fn post_stream(&self, url: &str, body: &Value) -> Result<EventStream, CallError> {
-        let req = self
-            .target
+        self.open_stream(self.post_json(url, body)).await
+    }
+
+    /// A POST of `body` as JSON to `url`, accepting JSON or an event stream.
+    fn post_json(&self, url: &str, body: &Value) -> reqwest::RequestBuilder {
+        self.target
             .http
             .post(url)
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json, text/event-stream")
-            .body(body.to_string());
+            .body(body.to_string())
+    }
+
+    /// Sends `req` with the session headers and reads its answer as an event stream; only the
+    /// headers are awaited, within the target's timeout.
+    async fn open_stream(&self, req: reqwest::RequestBuilder) -> Result<EventStream, CallError> {
         let send = self.with_session(req).send();
         match tokio::time::timeout(self.target.timeout, send).await {
             Ok(resp) => EventStream::new(resp?),
@@ -138,23 +147,13 @@ impl McpClient {
         if let Some(id) = last_event_id {
             req = req.header("Last-Event-ID", id);
         }
-        let send = self.with_session(req).send();
-        match tokio::time::timeout(self.target.timeout, send).await {
-            Ok(resp) => EventStream::new(resp?),
-            Err(_) => Err(CallError::Timeout),
-        }
+        self.open_stream(req).await
     }
 
     /// POSTs a JSON-RPC notification or response to `url`; succeeds on any 2xx (the server
     /// answers `202 Accepted`). The whole exchange is bounded by the target's timeout.
     pub async fn post_message(&self, url: &str, body: &Value) -> Result<u16, CallError> {
-        let req = self
-            .target
-            .http
-            .post(url)
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json, text/event-stream")
-            .body(body.to_string());
+        let req = self.post_json(url, body);
         let exchange = async {
             let resp = self.with_session(req).send().await?;
             let status = resp.status();
