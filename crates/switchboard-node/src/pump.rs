@@ -47,11 +47,35 @@ pub struct OpenStream {
     pub close_after_replay: bool,
 }
 
+/// How a connection writes its events.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Framing {
+    /// Streamable HTTP: every event carries its `id` (its stream and log position).
+    EventIds,
+    /// The legacy HTTP+SSE transport (MCP 2024-11-05, basic/transports, HTTP with SSE): first an
+    /// `endpoint` event whose data is this URI (where the client POSTs), then each message as an
+    /// `event: message` without an id.
+    Legacy {
+        /// The POST URI announced in the `endpoint` event.
+        endpoint: String,
+    },
+}
+
 /// Starts the connection task and returns the SSE response it feeds.
 pub fn open(
     app: &App,
     s: OpenStream,
     extra: &[(&'static str, HeaderValue)],
+) -> axum::response::Response {
+    open_framed(app, s, extra, Framing::EventIds)
+}
+
+/// [`open`] with the given framing.
+pub fn open_framed(
+    app: &App,
+    s: OpenStream,
+    extra: &[(&'static str, HeaderValue)],
+    framing: Framing,
 ) -> axum::response::Response {
     let (tx, rx) = mpsc::channel(64);
     let pump = Pump {
@@ -59,6 +83,7 @@ pub fn open(
         last: s.after.clone(),
         out: tx,
         s,
+        framing,
     };
     tokio::spawn(pump.run());
     sse::response(rx, extra)
@@ -69,6 +94,7 @@ struct Pump {
     s: OpenStream,
     last: String,
     out: mpsc::Sender<Bytes>,
+    framing: Framing,
 }
 
 enum Step {
@@ -78,6 +104,11 @@ enum Step {
 
 impl Pump {
     async fn run(mut self) {
+        if let Framing::Legacy { endpoint } = &self.framing {
+            if let Step::Stop = self.send(sse::named("endpoint", endpoint)).await {
+                return self.cleanup().await;
+            }
+        }
         if let Some(id) = self.s.priming.take() {
             if self
                 .out
@@ -146,11 +177,17 @@ impl Pump {
         if position_order(&ev.position) <= position_order(&self.last) {
             return Step::Continue;
         }
-        let id = EventId::new(
-            StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone),
-            ev.position.clone(),
-        );
-        if let Step::Stop = self.send(sse::event(&id.to_string(), &ev.data)).await {
+        let frame = match self.framing {
+            Framing::EventIds => {
+                let id = EventId::new(
+                    StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone),
+                    ev.position.clone(),
+                );
+                sse::event(&id.to_string(), &ev.data)
+            }
+            Framing::Legacy { .. } => sse::named("message", &ev.data),
+        };
+        if let Step::Stop = self.send(frame).await {
             return Step::Stop;
         }
         self.last = ev.position;

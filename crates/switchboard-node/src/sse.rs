@@ -19,6 +19,13 @@ pub fn event(id: &str, data: &str) -> Bytes {
     Bytes::from(format!("id: {id}\ndata: {data}\n\n"))
 }
 
+/// `event: <name>\ndata: <data>\n\n`: the frames of the legacy HTTP+SSE transport (MCP 2024-11-05,
+/// basic/transports, HTTP with SSE): one `endpoint` event, then a `message` event per JSON-RPC
+/// message. No ids: that revision has no resumability. `data` is one line.
+pub fn named(name: &str, data: &str) -> Bytes {
+    Bytes::from(format!("event: {name}\ndata: {data}\n\n"))
+}
+
 /// The priming event (MCP 2025-11-25, basic/transports, Sending Messages item 6): an event id and
 /// empty data, plus `retry` in milliseconds (Resumability, polling).
 pub fn priming(id: &str, retry_ms: u64) -> Bytes {
@@ -67,5 +74,9 @@ mod tests {
             Bytes::from_static(b"id: abc_0-0\nretry: 3000\ndata: \n\n")
         );
         assert!(keepalive().starts_with(b":"));
+        assert_eq!(
+            named("endpoint", "/messages?sessionId=ab"),
+            Bytes::from_static(b"event: endpoint\ndata: /messages?sessionId=ab\n\n")
+        );
     }
 }

@@ -49,6 +49,15 @@ impl SessionRecord {
 pub enum SessionUpdate {
     /// `notifications/initialized` arrived.
     Initialized,
+    /// `initialize` arrived on a session that already exists: the legacy HTTP+SSE transport (MCP
+    /// 2024-11-05, basic/transports, HTTP with SSE) creates the session when the client opens its
+    /// SSE stream, before the client says which revision it speaks and what it can do.
+    Initialize {
+        /// The negotiated revision.
+        revision: String,
+        /// The `initialize` request's `params`.
+        params: Value,
+    },
     /// `logging/setLevel`.
     LogLevel(String),
     /// `resources/subscribe` (true) or `resources/unsubscribe` (false) for a URI.

@@ -194,6 +194,10 @@ impl SessionStore for MemoryStore {
 fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
     match update {
         SessionUpdate::Initialized => record.initialized = true,
+        SessionUpdate::Initialize { revision, params } => {
+            record.revision = revision;
+            record.initialize_params = params;
+        }
         SessionUpdate::LogLevel(level) => record.log_level = Some(level),
         SessionUpdate::Subscription {
             uri,

@@ -196,7 +196,7 @@ return {1}
     )
 });
 
-/// `update`. ARGV: kind (`ready`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
+/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
 pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -205,6 +205,8 @@ if not alive() then return 0 end
 local kind, a, b = ARGV[3], ARGV[4], ARGV[5]
 if kind == 'ready' then
   redis.call('HSET', KEYS[1], 'ready', '1')
+elseif kind == 'init' then
+  redis.call('HSET', KEYS[1], 'rev', a, 'init', b)
 elseif kind == 'lvl' then
   redis.call('HSET', KEYS[1], 'lvl', a)
 elseif kind == 'sub' or kind == 'unsub' then

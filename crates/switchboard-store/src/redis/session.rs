@@ -137,6 +137,9 @@ impl SessionStore for RedisStore {
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         let (kind, a, b) = match update {
             SessionUpdate::Initialized => ("ready", String::new(), String::new()),
+            SessionUpdate::Initialize { revision, params } => {
+                ("init", revision, serde_json::to_string(&params)?)
+            }
             SessionUpdate::LogLevel(level) => ("lvl", level, String::new()),
             SessionUpdate::Subscription { uri, subscribed } => {
                 (if subscribed { "sub" } else { "unsub" }, uri, String::new())

@@ -156,7 +156,17 @@ pub async fn updates_change_the_record(kind: Kind) {
     up(upstream("two", Some("u-2/x\"y"))).await;
     up(upstream("one", Some("u-1b"))).await;
     up(upstream("two", None)).await;
+    // The legacy HTTP+SSE transport records `initialize` on a session made by its GET.
+    let params =
+        serde_json::json!({"protocolVersion": "2024-11-05", "capabilities": {"sampling": {}}});
+    up(SessionUpdate::Initialize {
+        revision: "2024-11-05".into(),
+        params: params.clone(),
+    })
+    .await;
     let mut want = record(&id);
+    want.revision = "2024-11-05".into();
+    want.initialize_params = params;
     want.initialized = true;
     want.log_level = Some("debug".into());
     want.subscriptions = vec!["file:///a".into(), "file:///c".into()];
