@@ -1,4 +1,5 @@
-//! The task behind one WebSocket: client frames in, the session's standalone stream out, pings.
+//! The task behind one WebSocket: the session's standalone stream out, pings, closing (client
+//! frames in: `inbound`).
 //!
 //! Out: events of the session's standalone log, replayed after the client's last event id and
 //! then live from the hub, in log order and exactly once (the same rules as the SSE pump,
@@ -10,38 +11,34 @@
 //! Pings go out every `keepalive_interval_ms`; two unanswered in a row close it with 4408.
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use serde_json::Value;
 use switchboard_protocol::ids::position_order;
-use switchboard_protocol::{codes, jsonrpc, Body, EventId, RequestId, StreamId};
-use switchboard_store::{InflightRequest, LoggedEvent, Replay};
+use switchboard_protocol::{jsonrpc, EventId, RequestId, StreamId};
+use switchboard_store::{LoggedEvent, Replay};
 use tokio::time::{interval, MissedTickBehavior};
 
 use super::frame::{self, close};
 use super::Attached;
-use crate::error::HttpError;
 use crate::hub::{Outbound, StreamEvent};
-use crate::response::ResponseStream;
-use crate::run::{self, Job};
+use crate::pump;
 use crate::state::App;
-use crate::{post, pump, session};
 
 /// How long a closing socket waits for the client's close frame before dropping the connection.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Whether the connection goes on.
-enum Step {
+pub(super) enum Step {
     Continue,
     Stop,
 }
 
-struct Conn {
-    app: App,
-    ws: WebSocket,
+pub(super) struct Conn {
+    pub(super) app: App,
+    pub(super) ws: WebSocket,
     /// `None` until `initialize` on a new socket.
-    session: Option<Attached>,
+    pub(super) session: Option<Attached>,
     /// Pings sent since the last pong.
     unanswered: u32,
 }
@@ -126,120 +123,6 @@ impl Conn {
         }
     }
 
-    async fn on_text(&mut self, text: &str) -> Step {
-        match Body::parse(text.as_bytes()) {
-            Err(e) => self.direct(None, e.code(), e.message().to_owned()).await,
-            Ok(Body::Batch(_)) => {
-                let why = "one JSON-RPC message per frame: batches are not accepted on a WebSocket";
-                self.direct(None, codes::INVALID_REQUEST, why.to_owned())
-                    .await
-            }
-            Ok(Body::Single(m)) => match (&self.session, m) {
-                (None, switchboard_protocol::Message::Request { id, method, raw })
-                    if method == "initialize" =>
-                {
-                    self.initialize(id, raw).await
-                }
-                (None, m) => {
-                    let id = match &m {
-                        switchboard_protocol::Message::Request { id, .. } => Some(id.clone()),
-                        _ => None,
-                    };
-                    let why = "the first message on a new WebSocket must be initialize (or resume a session with Mcp-Session-Id)";
-                    self.direct(id.as_ref(), codes::INVALID_REQUEST, why.to_owned())
-                        .await
-                }
-                (Some(_), switchboard_protocol::Message::Request { id, method, raw }) => {
-                    self.request(id, method, raw).await
-                }
-                (Some(s), m) => match post::deliver(&self.app, &s.record, m).await {
-                    Ok(()) => Step::Continue,
-                    Err(e) => self.failed(e).await,
-                },
-            },
-        }
-    }
-
-    /// `initialize` on a new socket: creates the session like a POST would, attaches the socket
-    /// to its standalone stream, and logs the answer there (so it carries an event id too).
-    async fn initialize(&mut self, id: RequestId, raw: Value) -> Step {
-        let created = crate::initialize::create(&self.app, &id, &raw).await;
-        let (answer, sid) = match created {
-            Ok((answer, Some(sid))) => (answer, sid),
-            Ok((answer, None)) => return self.send_text(answer.to_string()).await,
-            Err(e @ HttpError::AtCapacity { .. }) => {
-                self.direct(Some(&id), e.code(), e.to_string()).await;
-                return self
-                    .close(close::TRY_AGAIN_LATER, "session limit reached")
-                    .await;
-            }
-            Err(e) => return self.direct(Some(&id), e.code(), e.to_string()).await,
-        };
-        let attached = async {
-            let record = session::load(&self.app, &sid, None)
-                .await?
-                .unwrap_or_else(|(r, _)| r);
-            super::attach(&self.app, record, None).await
-        };
-        match attached.await {
-            Ok((a, _)) => self.session = Some(a),
-            Err(e) => return self.failed(e).await,
-        }
-        self.log(&frame::with_session_id(answer, sid.as_str()))
-            .await
-    }
-
-    /// A request on an attached session: registered in flight up front (duplicate ids, the
-    /// in-flight cap and cancellation from any node work as for POST), then run; everything it
-    /// sends, its response included, goes to the standalone log.
-    async fn request(&mut self, id: RequestId, method: String, raw: Value) -> Step {
-        let Some(s) = self.session.as_mut() else {
-            return Step::Continue;
-        };
-        let app = self.app.clone();
-        let sid = s.record.id.clone();
-        let key = id.key();
-        let Some(cancel) = app.calls.try_start(&sid, &key) else {
-            return self
-                .log(&post::refusal(&id, session::Refusal::DuplicateId))
-                .await;
-        };
-        let inflight = InflightRequest {
-            request_key: key.clone(),
-            stream: StreamId::generate().to_string(),
-            node: app.node_id().to_owned(),
-            holder: String::new(),
-        };
-        let sid_parsed = switchboard_protocol::SessionId::parse(&sid);
-        let loaded = match sid_parsed {
-            Some(p) => session::load(&app, &p, Some(&inflight)).await,
-            None => Err(HttpError::UnknownSession),
-        };
-        let record = match loaded {
-            Ok(Ok(record)) => record,
-            Ok(Err((_, why))) => {
-                app.calls.end(&sid, &key);
-                return self.log(&post::refusal(&id, why)).await;
-            }
-            Err(e) => {
-                app.calls.end(&sid, &key);
-                return self.failed(e).await;
-            }
-        };
-        s.record = record.clone();
-        let response = ResponseStream::for_standalone(app.clone(), &sid, inflight);
-        run::spawn(Job {
-            app,
-            session: record,
-            id,
-            method,
-            raw,
-            response: Arc::new(response),
-            cancel,
-        });
-        Step::Continue
-    }
-
     async fn on_outbound(&mut self, out: Option<Outbound>) -> Step {
         match out {
             Some(Outbound::Event(ev)) => self.write(*ev).await,
@@ -268,15 +151,6 @@ impl Conn {
         }
     }
 
-    /// A store or session failure while handling a frame: an ended session closes the socket
-    /// (4404); anything else is reported as a JSON-RPC error and the socket stays.
-    async fn failed(&mut self, e: HttpError) -> Step {
-        if e == HttpError::UnknownSession {
-            return self.close(close::SESSION_ENDED, "session not found").await;
-        }
-        self.direct(None, e.code(), e.to_string()).await
-    }
-
     async fn ping(&mut self) -> Step {
         if self.unanswered >= 2 {
             return self
@@ -291,7 +165,7 @@ impl Conn {
     }
 
     /// Writes one logged event unless the socket already has it.
-    async fn write(&mut self, ev: StreamEvent) -> Step {
+    pub(super) async fn write(&mut self, ev: StreamEvent) -> Step {
         let Some(s) = self.session.as_mut() else {
             return Step::Continue;
         };
@@ -303,7 +177,7 @@ impl Conn {
         self.send_text(frame::tag(&ev.data, &id.to_string())).await
     }
 
-    async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
+    pub(super) async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
         for e in events {
             let ev = StreamEvent {
                 position: e.position,
@@ -318,7 +192,7 @@ impl Conn {
     }
 
     /// Re-reads the log from the last written position, a page at a time.
-    async fn catch_up(&mut self) -> Step {
+    pub(super) async fn catch_up(&mut self) -> Step {
         loop {
             let Some(s) = self.session.as_ref() else {
                 return Step::Continue;
@@ -356,7 +230,7 @@ impl Conn {
     }
 
     /// Appends a message to the session's standalone log; it reaches the socket from there.
-    async fn log(&mut self, message: &Value) -> Step {
+    pub(super) async fn log(&mut self, message: &Value) -> Step {
         let Some(s) = self.session.as_ref() else {
             return self.send_text(message.to_string()).await;
         };
@@ -375,23 +249,28 @@ impl Conn {
 
     /// A JSON-RPC error straight on the socket, not logged: the answer to a frame that has no
     /// place in the session (not JSON, no session yet, the store failing).
-    async fn direct(&mut self, id: Option<&RequestId>, code: i64, message: String) -> Step {
+    pub(super) async fn direct(
+        &mut self,
+        id: Option<&RequestId>,
+        code: i64,
+        message: String,
+    ) -> Step {
         let error = jsonrpc::error_response(id, code, message, None);
         self.send_text(error.to_string()).await
     }
 
-    async fn send_text(&mut self, text: String) -> Step {
+    pub(super) async fn send_text(&mut self, text: String) -> Step {
         self.send(Message::Text(Utf8Bytes::from(text))).await
     }
 
-    async fn send(&mut self, message: Message) -> Step {
+    pub(super) async fn send(&mut self, message: Message) -> Step {
         match self.ws.send(message).await {
             Ok(()) => Step::Continue,
             Err(_) => Step::Stop,
         }
     }
 
-    async fn close(&mut self, code: u16, reason: &str) -> Step {
+    pub(super) async fn close(&mut self, code: u16, reason: &str) -> Step {
         let frame = CloseFrame {
             code,
             reason: Utf8Bytes::from(reason.to_owned()),

@@ -29,10 +29,12 @@
 //!   last request); sessions end through DELETE on the MCP endpoint, expiry or the reaper, which
 //!   close the socket with 4404.
 //!
-//! Modules: [`frame`] (event ids, close codes), [`conn`] (the connection task).
+//! Modules: [`frame`] (event ids, close codes), [`conn`] (the connection task: the log out,
+//! pings, closing), `inbound` (client frames in).
 
 pub mod conn;
 pub mod frame;
+mod inbound;
 
 use std::collections::HashMap;
 
