@@ -15,6 +15,7 @@
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded polling helper.
 //! - [`ports`]: free loopback ports.
+//! - [`ws`]: a WebSocket client for the WebSocket transport.
 //! - [`temp`]: temporary directories.
 
 pub mod balancer;
@@ -32,3 +33,4 @@ pub mod rmcp_route;
 pub mod sse;
 pub mod temp;
 pub mod upstreams;
+pub mod ws;
