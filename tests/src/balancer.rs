@@ -41,7 +41,8 @@ pub fn haproxy_binary() -> Option<String> {
 
 /// The HAProxy config: every request balanced on its own (`http-server-close` closes the server
 /// side after each response, so no connection pins a client to a node), long server/client
-/// timeouts so idle SSE streams between keep-alive comments are not cut, and no buffering.
+/// timeouts so idle SSE streams between keep-alive comments are not cut, and no buffering. Each
+/// answer names the backend that served it in `X-Served-By` (`n0`, `n1`, … in port order).
 fn config(port: u16, backends: &[u16]) -> String {
     let mut cfg = format!(
         "global\n    maxconn 1024\n\n\
@@ -49,7 +50,7 @@ fn config(port: u16, backends: &[u16]) -> String {
          timeout connect 5s\n    timeout client 10m\n    timeout server 10m\n    \
          timeout tunnel 10m\n    timeout http-request 30s\n\n\
          frontend mcp\n    bind 127.0.0.1:{port}\n    default_backend nodes\n\n\
-         backend nodes\n    balance roundrobin\n"
+         backend nodes\n    balance roundrobin\n    http-response set-header X-Served-By %[srv_name]\n"
     );
     for (i, p) in backends.iter().enumerate() {
         cfg.push_str(&format!("    server n{i} 127.0.0.1:{p}\n"));
