@@ -11,6 +11,13 @@
 //! 5. Inside each handler: Accept/Content-Type → body → session id → protocol version → one
 //!    store round trip (session load, and the principal check) → the request runs.
 //!
+//! `/sse` and `/messages` (configurable; [`legacy_sse`]) — the legacy HTTP+SSE transport (MCP
+//! 2024-11-05): the same steps 2 and 3, then GET on the first and POST on the second (other
+//! methods → 405 with `Allow`); its request path is in that module.
+//!
+//! `/ws` (configurable; [`websocket`]) — the WebSocket transport: the same steps 2 and 3 on the
+//! upgrade request, then GET only (other methods → 405); its request path is in that module.
+//!
 //! `/healthz` (process up), `/readyz` (store reachable), `/metrics` (Prometheus text). With
 //! authorization on, also the RFC 9728 metadata, no token needed, at
 //! `/.well-known/oauth-protected-resource<resource path>` and at the root
@@ -19,13 +26,13 @@
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get as get_route, on, MethodFilter};
+use axum::routing::{get as get_route, on, MethodFilter, MethodRouter};
 use axum::Router;
 use http::{Method, StatusCode};
 
 use crate::error::HttpError;
 use crate::state::App;
-use crate::{auth, delete, get, guard, post, telemetry};
+use crate::{auth, delete, get, guard, legacy_sse, post, telemetry, websocket};
 
 /// Builds the router.
 pub fn router(app: App) -> Router {
@@ -45,10 +52,25 @@ pub fn router(app: App) -> Router {
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(ready))
         .route("/metrics", get_route(|| async { telemetry::render() }));
+    for (path, legacy) in legacy_sse::routes(&app) {
+        router = router.route(&path, guarded(&app, legacy));
+    }
+    if !app.cfg.websocket_path.is_empty() {
+        let ws = guarded(&app, get_route(websocket::handle));
+        router = router.route(&app.cfg.websocket_path, ws);
+    }
     for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {
         router = router.route(&path, get_route(protected_resource_metadata));
     }
     router.with_state(app)
+}
+
+/// Steps 2 and 3 around another transport's routes: Origin/Host, then authorization when on.
+fn guarded(app: &App, mut route: MethodRouter<App>) -> MethodRouter<App> {
+    if app.auth.is_some() {
+        route = route.route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
+    }
+    route.route_layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
 }
 
 /// Step 3: POST, GET and DELETE need a valid token; the rest go on to their 405.

@@ -8,6 +8,9 @@ use std::time::Duration;
 pub struct NodeConfig {
     /// Path of the MCP endpoint (default `/mcp`).
     pub endpoint_path: String,
+    /// Path of the WebSocket transport ([`crate::websocket`], default `/ws`); empty: no WebSocket
+    /// route (the path gets 404).
+    pub websocket_path: String,
     /// Origins allowed besides loopback ones (`http(s)://localhost|127.0.0.1|[::1][:port]`, always
     /// allowed). Exact `scheme://host[:port]` strings; `*` allows any. A request whose `Origin` is
     /// not allowed gets 403 (MCP 2025-11-25, basic/transports, Security Warning). Default: empty.
@@ -18,7 +21,8 @@ pub struct NodeConfig {
     pub allowed_hosts: Vec<String>,
     /// Whether the node listens on a loopback address (set from the bound listener).
     pub loopback_only: bool,
-    /// Interval of SSE comment keep-alives on every open stream (default 15 s).
+    /// Interval of SSE comment keep-alives on every open stream and of WebSocket pings (a socket
+    /// that left two unanswered is closed) (default 15 s).
     pub keepalive_interval: Duration,
     /// SSE `retry` sent to clients that negotiated 2025-11-25 or later, in ms (default 3000).
     pub sse_retry_ms: u64,
@@ -37,7 +41,8 @@ pub struct NodeConfig {
     /// A resumed stream whose request runs on another node checks that node's liveness this often
     /// (default 1 s); a dead node's request is answered with a JSON-RPC error.
     pub liveness_check_interval: Duration,
-    /// Largest accepted POST body in bytes (default 4 MiB); larger gets 413.
+    /// Largest accepted POST body in bytes (default 4 MiB); larger gets 413. Also the largest
+    /// WebSocket message (larger closes the socket with 1009).
     pub max_body_bytes: usize,
     /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
     pub retry_after_secs: u64,
@@ -64,12 +69,20 @@ pub struct NodeConfig {
     /// The OAuth 2.1 resource-server layer ([`crate::auth`]); `None` (the default): off, every
     /// session's principal is `anonymous`.
     pub auth: Option<crate::auth::AuthSettings>,
+    /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05, basic/transports,
+    /// HTTP with SSE; [`crate::legacy_sse`]), default `/sse`. Empty: the legacy transport is off
+    /// (both its paths get 404).
+    pub legacy_sse_path: String,
+    /// Path clients of the legacy transport POST their messages to (`?sessionId=<id>`), default
+    /// `/messages`. Empty: the legacy transport is off.
+    pub legacy_messages_path: String,
 }
 
 impl Default for NodeConfig {
     fn default() -> Self {
         NodeConfig {
             endpoint_path: "/mcp".into(),
+            websocket_path: "/ws".into(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             loopback_only: true,
@@ -89,6 +102,8 @@ impl Default for NodeConfig {
             drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),
             auth: None,
+            legacy_sse_path: "/sse".into(),
+            legacy_messages_path: "/messages".into(),
         }
     }
 }

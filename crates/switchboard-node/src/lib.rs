@@ -16,6 +16,10 @@
 //! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
 //! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
 //! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
+//! - [`legacy_sse`]: the legacy HTTP+SSE transport (MCP 2024-11-05) for old clients, its request
+//!   path in one file.
+//! - [`websocket`]: the WebSocket transport (subprotocol `mcp`, one session per socket,
+//!   resumable on any node), its request path in one module.
 //! - [`handle`]: the [`switchboard_upstream::SessionHandle`] given to upstreams.
 //! - [`session`]: reading `Mcp-Session-Id` and loading the session.
 //! - [`run`]: executing one request (session methods here, the rest upstream).
@@ -46,6 +50,7 @@ pub mod guard;
 pub mod handle;
 pub mod hub;
 pub mod initialize;
+pub mod legacy_sse;
 pub mod peer;
 pub mod placement;
 pub mod post;
@@ -56,6 +61,7 @@ pub mod session;
 pub mod sse;
 pub mod state;
 pub mod telemetry;
+pub mod websocket;
 
 use std::future::{Future, IntoFuture};
 use std::sync::Arc;

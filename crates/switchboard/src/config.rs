@@ -23,6 +23,16 @@ pub struct Config {
     /// Path of the MCP endpoint (default `/mcp`). Other paths get 404, except the node's own
     /// `/healthz`, `/readyz` and `/metrics`, which it may not be.
     pub endpoint_path: String,
+    /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05), default `/sse`:
+    /// a GET there opens a new session whose first event names where to POST. Empty turns the
+    /// legacy transport off (with `legacy_messages_path` empty, or either: both paths then 404).
+    pub legacy_sse_path: String,
+    /// Path the legacy transport's clients POST their messages to, as `?sessionId=<id>` (default
+    /// `/messages`); each POST gets 202 and its answers arrive on the SSE stream. Empty: off.
+    pub legacy_messages_path: String,
+    /// Path of the WebSocket transport (subprotocol `mcp`, one JSON-RPC message per text frame;
+    /// default `/ws`). Empty turns it off (the path gets 404).
+    pub websocket_path: String,
     /// This process's id in the cluster (default empty: 8 random hex characters at start-up).
     /// Must be unique per running process: a reused id makes a dead node's requests look alive.
     pub node_id: String,
@@ -55,7 +65,8 @@ pub struct Config {
     /// Host names (no port) allowed in `Host` (default none: loopback names on a loopback
     /// listener, anything otherwise). Any other `Host` gets 421.
     pub allowed_hosts: Vec<String>,
-    /// Interval of SSE keep-alive comments on open streams, in ms (default 15000).
+    /// Interval of SSE keep-alive comments on open streams and of WebSocket pings (two unanswered
+    /// close the socket), in ms (default 15000).
     pub keepalive_interval_ms: u64,
     /// SSE `retry` hint sent to 2025-11-25 clients, in ms (default 3000).
     pub sse_retry_ms: u64,
@@ -65,7 +76,8 @@ pub struct Config {
     /// How long a server-to-client request waits for the client's answer, in ms (default 60000);
     /// then the upstream gets a JSON-RPC error.
     pub client_request_timeout_ms: u64,
-    /// Largest accepted POST body in bytes (default 4194304 = 4 MiB); larger gets 413.
+    /// Largest accepted POST body in bytes (default 4194304 = 4 MiB); larger gets 413. Also the
+    /// largest WebSocket message; larger closes the socket with 1009.
     pub max_body_bytes: u64,
     /// `Retry-After` seconds sent with 503 at the session cap (default 5).
     pub retry_after_secs: u64,
@@ -151,6 +163,9 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             endpoint_path: "/mcp".into(),
+            legacy_sse_path: "/sse".into(),
+            legacy_messages_path: "/messages".into(),
+            websocket_path: "/ws".into(),
             node_id: String::new(),
             redis_url: String::new(),
             key_prefix: "sb".into(),
@@ -258,6 +273,12 @@ impl Config {
             .flatten();
         let single = [
             ("endpoint_path", check_endpoint_path(&self.endpoint_path)),
+            ("legacy_sse_path", self.check_legacy_path("legacy_sse_path")),
+            (
+                "legacy_messages_path",
+                self.check_legacy_path("legacy_messages_path"),
+            ),
+            ("websocket_path", self.check_websocket_path()),
             ("node_id", node_id),
             (
                 "key_prefix",
@@ -351,6 +372,9 @@ impl Config {
             max_progress_token_bytes: usize::try_from(self.max_progress_token_bytes)
                 .unwrap_or(usize::MAX),
             auth: self.auth_settings(),
+            legacy_sse_path: self.legacy_sse_path.clone(),
+            legacy_messages_path: self.legacy_messages_path.clone(),
+            websocket_path: self.websocket_path.clone(),
         }
     }
 
@@ -408,6 +432,51 @@ fn check_endpoint_path(path: &str) -> Option<String> {
     RESERVED_PATHS
         .contains(&path)
         .then(|| format!("endpoint_path `{path}` is taken by the node's own {path} route"))
+}
+
+impl Config {
+    /// A legacy transport path (`key` names it): empty (off), or a path like `endpoint_path`'s
+    /// that no other route of the node has.
+    fn check_legacy_path(&self, key: &str) -> Option<String> {
+        let (path, other) = match key {
+            "legacy_sse_path" => (&self.legacy_sse_path, &self.legacy_messages_path),
+            _ => (&self.legacy_messages_path, &self.legacy_sse_path),
+        };
+        if path.is_empty() {
+            return None;
+        }
+        if let Some(problem) = check_endpoint_path(path) {
+            return Some(problem.replacen("endpoint_path", key, 1));
+        }
+        if path == &self.endpoint_path || path == other {
+            return Some(format!(
+                "{key} `{path}` is also endpoint_path or the other legacy path; choose another, or empty (off)"
+            ));
+        }
+        None
+    }
+}
+
+impl Config {
+    /// `websocket_path`: empty (off), or a path like `endpoint_path`'s that no other route of the
+    /// node has.
+    fn check_websocket_path(&self) -> Option<String> {
+        let path = &self.websocket_path;
+        if path.is_empty() {
+            return None;
+        }
+        if let Some(problem) = check_endpoint_path(path) {
+            return Some(problem.replacen("endpoint_path", "websocket_path", 1));
+        }
+        let others = [
+            &self.endpoint_path,
+            &self.legacy_sse_path,
+            &self.legacy_messages_path,
+        ];
+        others.contains(&path).then(|| {
+            format!("websocket_path `{path}` is also endpoint_path or a legacy path; choose another, or empty (off)")
+        })
+    }
 }
 
 /// Ids and prefixes end up in Redis keys, channels and holder tokens (`<node>/<conn>`): keep them
@@ -587,6 +656,54 @@ mod tests {
                 ..Config::default().resolved()
             };
             assert_eq!(config.validate(), Vec::<String>::new(), "{good}");
+        }
+    }
+
+    #[test]
+    fn legacy_paths_are_off_or_distinct_routes() {
+        let with = |sse: &str, messages: &str, endpoint: &str| Config {
+            legacy_sse_path: sse.into(),
+            legacy_messages_path: messages.into(),
+            endpoint_path: endpoint.into(),
+            ..Config::default().resolved()
+        };
+        for (sse, messages) in [
+            ("/sse", "/messages"),
+            ("", ""),
+            ("", "/m"),
+            ("/a/sse", "/a"),
+        ] {
+            assert!(
+                with(sse, messages, "/mcp").validate().is_empty(),
+                "{sse} {messages}"
+            );
+        }
+        for (sse, messages, endpoint, key) in [
+            ("/mcp", "/messages", "/mcp", "legacy_sse_path"),
+            ("/sse", "/sse", "/mcp", "legacy_sse_path"),
+            ("/sse", "/healthz", "/mcp", "legacy_messages_path"),
+            ("/sse", "messages", "/mcp", "legacy_messages_path"),
+        ] {
+            let problems = with(sse, messages, endpoint).validate();
+            assert!(problems[0].starts_with(key), "{problems:?}");
+        }
+    }
+
+    #[test]
+    fn websocket_path_is_off_or_a_distinct_route() {
+        let with = |ws: &str| Config {
+            websocket_path: ws.into(),
+            ..Config::default().resolved()
+        };
+        for good in ["/ws", "", "/mcp/ws"] {
+            assert!(with(good).validate().is_empty(), "{good}");
+        }
+        for bad in ["/mcp", "/sse", "/messages", "/metrics", "ws", "/w s"] {
+            let problems = with(bad).validate();
+            assert!(
+                problems.iter().any(|p| p.starts_with("websocket_path")),
+                "{bad}: {problems:?}"
+            );
         }
     }
 

@@ -1,0 +1,191 @@
+//! The legacy HTTP+SSE transport (MCP 2024-11-05, basic/transports, HTTP with SSE) across three
+//! nodes over plain HTTP: the SSE stream is held on node A, every POST lands on B or C, and each
+//! answer (and a server-to-client request) arrives on A's stream; refusals; idle expiry.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::msg;
+use switchboard_tests::sse::SseStream;
+
+const T: Duration = Duration::from_secs(10);
+
+/// Opens `GET <base>/sse` and reads the `endpoint` event: the stream and the POST URL.
+async fn open(http: &reqwest::Client, base: &str) -> (SseStream, String) {
+    let resp = http
+        .get(format!("{base}/sse"))
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut stream = SseStream::new(resp, Instant::now());
+    let first = stream.next_event(T).await.expect("the endpoint event");
+    assert_eq!(first.event.as_deref(), Some("endpoint"), "{first:?}");
+    assert_eq!(first.id, None, "2024-11-05 streams carry no event ids");
+    let path = first.data.expect("endpoint data");
+    assert!(path.starts_with("/messages?sessionId="), "{path}");
+    (stream, path)
+}
+
+async fn post(http: &reqwest::Client, url: &str, body: &str) -> (u16, String) {
+    let resp = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("POST");
+    let status = resp.status().as_u16();
+    (status, resp.text().await.unwrap_or_default())
+}
+
+/// POSTs `body` to `url` (expecting 202 and no body) and reads the next `message` event.
+async fn exchange(http: &reqwest::Client, stream: &mut SseStream, url: &str, body: Value) -> Value {
+    let (status, text) = post(http, url, &body.to_string()).await;
+    assert_eq!((status, text.as_str()), (202, ""), "POST {body}");
+    next_message(stream).await
+}
+
+async fn next_message(stream: &mut SseStream) -> Value {
+    let (ev, m) = stream.next_message(T).await.expect("a message event");
+    assert_eq!(ev.event.as_deref(), Some("message"), "{ev:?}");
+    assert_eq!(ev.id, None);
+    m
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_reach_the_stream_on_another_node() {
+    let cluster = Cluster::start(3, ClusterOptions::new());
+    let http = reqwest::Client::new();
+    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let on = |i: usize| format!("{}{path}", cluster.node(i).base_url());
+    // initialize on B: revision negotiated in the body, capabilities recorded.
+    let init = msg::init("2024-11-05", json!({"sampling": {}}));
+    let answer = exchange(&http, &mut stream, &on(1), init).await;
+    assert_eq!(answer["id"], 1);
+    assert_eq!(answer["result"]["protocolVersion"], "2024-11-05");
+    assert!(
+        answer["result"]["serverInfo"]["name"].is_string(),
+        "{answer}"
+    );
+    let (status, _) = post(&http, &on(2), &msg::inited().to_string()).await;
+    assert_eq!(status, 202);
+    let tools = exchange(&http, &mut stream, &on(2), msg::bare(2, "tools/list")).await;
+    assert_eq!(tools["id"], 2);
+    assert!(
+        tools["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty()),
+        "{tools}"
+    );
+    let echo = msg::call(3, "echo", json!({"text": "legacy hello"}));
+    let echoed = exchange(&http, &mut stream, &on(1), echo).await;
+    assert_eq!(
+        (echoed["id"].clone(), msg::result_text(&echoed)),
+        (json!(3), "legacy hello".into())
+    );
+    // sample on C: the sampling request arrives on A's stream; the answer goes to B.
+    let call = msg::call(4, "sample", json!({"prompt": "Capital of France?"}));
+    let request = exchange(&http, &mut stream, &on(2), call).await;
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let reply = msg::result(
+        &request["id"],
+        json!({"role": "assistant", "content": {"type": "text", "text": "Paris."}, "model": "t"}),
+    );
+    let result = exchange(&http, &mut stream, &on(1), reply).await;
+    assert_eq!(result["id"], 4, "{result}");
+    assert!(msg::result_text(&result).contains("Paris."), "{result}");
+    // A second initialize on the same session is refused on the stream.
+    let again = exchange(
+        &http,
+        &mut stream,
+        &on(2),
+        msg::init("2024-11-05", json!({})),
+    )
+    .await;
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_and_idle_expiry() {
+    // Keep-alives every 300 ms: a node notices a closed SSE connection when it next writes to it.
+    let options = ClusterOptions::new()
+        .idle_expiry(1500, 300)
+        .set("keepalive_interval_ms", 300);
+    let cluster = Cluster::start(2, options);
+    let baseline = cluster.baseline_keys().await;
+    let http = reqwest::Client::new();
+    let b = cluster.node(1).base_url();
+    // The GET needs an Accept that allows an event stream; other methods get 405.
+    let resp = http
+        .get(format!("{b}/sse"))
+        .header("accept", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 406);
+    let resp = http.delete(format!("{b}/sse")).send().await.unwrap();
+    assert_eq!(resp.status(), 405);
+    // sessionId missing or malformed: 400 with a JSON-RPC error; unknown: 404.
+    let ping = msg::bare(1, "ping").to_string();
+    for query in ["", "?sessionId=not-hex", "?other=1"] {
+        let (status, text) = post(&http, &format!("{b}/messages{query}"), &ping).await;
+        assert_eq!(status, 400, "{query}: {text}");
+        let body: Value = serde_json::from_str(&text).expect("a JSON-RPC error body");
+        assert_eq!(body["error"]["code"], -32600, "{body}");
+    }
+    let unknown = format!("{b}/messages?sessionId={}", "ab".repeat(16));
+    assert_eq!(post(&http, &unknown, &ping).await.0, 404);
+    // A live session: malformed JSON is 400 (-32700), a batch 400; ping before initialize works.
+    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let url = format!("{b}{path}");
+    let (status, text) = post(&http, &url, "{not json").await;
+    assert_eq!(status, 400, "{text}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).unwrap()["error"]["code"],
+        -32700
+    );
+    assert_eq!(post(&http, &url, &format!("[{ping}]")).await.0, 400);
+    assert_eq!(
+        exchange(&http, &mut stream, &url, msg::bare(1, "ping")).await["result"],
+        json!({})
+    );
+    let early = exchange(&http, &mut stream, &url, msg::bare(2, "tools/list")).await;
+    assert_eq!(
+        early["error"]["code"], -32600,
+        "requests wait for initialize: {early}"
+    );
+    // The open stream keeps the session alive past the idle TTL.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(
+        exchange(&http, &mut stream, &url, msg::bare(3, "ping")).await["id"],
+        3
+    );
+    // Closed, it idles out: 404 everywhere and no key left.
+    let sid = path.rsplit('=').next().unwrap().to_owned();
+    assert!(!cluster.session_keys(&sid).is_empty());
+    drop(stream);
+    // (Polling with POSTs would keep it alive: watch its keys, and the reaper dropping it from
+    // the session index, instead.)
+    eventually(
+        "the legacy session's keys expire",
+        Duration::from_secs(15),
+        || async {
+            let gone = cluster.session_keys(&sid).is_empty();
+            (gone && cluster.keys_beyond(&baseline).is_empty()).then_some(())
+        },
+    )
+    .await;
+    for node in [0, 1] {
+        let url = format!("{}{path}", cluster.node(node).base_url());
+        assert_eq!(
+            post(&http, &url, &ping).await.0,
+            404,
+            "expired session on node {node}"
+        );
+    }
+}
