@@ -44,6 +44,22 @@ fn round_trips(cluster: &Cluster) -> (u64, Vec<String>) {
     (trips, direct)
 }
 
+/// How many times Redis ran `command` (inside scripts too) since the last `CONFIG RESETSTAT`.
+fn calls_of(cluster: &Cluster, command: &str) -> u64 {
+    let info = cluster
+        .redis()
+        .query(&["INFO", "commandstats"])
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.as_str()
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Waits until no more scripts arrive (a request's `finish` runs just after its answer is sent),
 /// then returns [`round_trips`].
 async fn settled(cluster: &Cluster) -> (u64, Vec<String>) {
@@ -99,6 +115,8 @@ async fn a_json_answered_call_costs_one_round_trip() {
     // request answered at once is never registered in flight, so there is nothing to finish.
     let (trips, direct) = settled(&cluster).await;
     assert_eq!(trips, n, "script calls for {n} echo calls");
+    // The record is cached on the node and only its version is checked: never read whole.
+    assert_eq!(calls_of(&cluster, "hgetall"), 0, "records read whole");
     assert!(
         direct.is_empty(),
         "commands sent outside scripts: {direct:?}"

@@ -96,6 +96,10 @@ pub struct StoreConfig {
     /// Requests one session may have in flight at once (default 64); `begin` answers
     /// [`BeginOutcome::Busy`] past it. Bounds the live streams and logs of a session.
     pub max_inflight_per_session: u64,
+    /// Session records this node keeps to skip reading them whole on every request (default
+    /// 4,096; 0 disables). A cached record is only used when Redis confirms its version in the
+    /// request's own admission script; when full, an arbitrary entry makes room. Redis backend only.
+    pub record_cache_entries: usize,
 }
 
 impl StoreConfig {
@@ -110,6 +114,7 @@ impl StoreConfig {
             max_sessions: 100_000,
             max_events_per_stream: 1_000,
             max_inflight_per_session: 64,
+            record_cache_entries: 4_096,
         }
     }
 }

@@ -102,6 +102,11 @@ pub struct Config {
     /// Requests one session may have in flight at once (default 64); past it a request gets
     /// JSON-RPC -32003 (retry when one has finished). Bounds a session's live streams and logs.
     pub max_inflight_per_session: u64,
+    /// Session records a node keeps to skip reading them whole from Redis on every request
+    /// (default 4096; 0 disables). Each is used only after Redis confirms its version in the same
+    /// script that admits the request, so it is never stale; when full, an arbitrary entry is
+    /// dropped. Costs about 1 KiB per entry.
+    pub record_cache_entries: u64,
     /// Log line format, `text` or `json` (default `text`).
     pub log_format: LogFormat,
     /// Log filter, a level or `tracing` directives (default `info`). `RUST_LOG`, when set,
@@ -191,6 +196,7 @@ impl Default for Config {
             max_uri_bytes: 2048,
             max_progress_token_bytes: 256,
             max_inflight_per_session: 64,
+            record_cache_entries: 4096,
             log_format: LogFormat::Text,
             log_level: "info".into(),
             tool_separator: switchboard_upstream::aggregate::DEFAULT_SEPARATOR.into(),
@@ -388,6 +394,7 @@ impl Config {
             max_sessions: self.max_sessions,
             max_events_per_stream: self.max_events_per_stream,
             max_inflight_per_session: self.max_inflight_per_session,
+            record_cache_entries: usize::try_from(self.record_cache_entries).unwrap_or(usize::MAX),
         }
     }
 

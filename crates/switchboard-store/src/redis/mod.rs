@@ -9,6 +9,7 @@
 //! - `scripts`: the Lua scripts.
 //! - `codec`: record ↔ hash fields, reply parsing.
 //! - `pubsub`: the inbox reader.
+//! - `records`: this node's version-checked cache of session records.
 //! - `session`, `events`, `bus`: the trait implementations.
 
 mod bus;
@@ -16,6 +17,7 @@ mod codec;
 mod events;
 mod keys;
 mod pubsub;
+mod records;
 mod scripts;
 mod session;
 
@@ -45,6 +47,7 @@ pub struct RedisStore {
     conn: ConnectionManager,
     keys: Keys,
     subscribed: AtomicBool,
+    records: records::RecordCache,
 }
 
 impl RedisStore {
@@ -61,6 +64,7 @@ impl RedisStore {
             .await?;
         let keys = Keys::new(&config.key_prefix);
         Ok(Arc::new(RedisStore {
+            records: records::RecordCache::new(config.record_cache_entries),
             config,
             client,
             conn,

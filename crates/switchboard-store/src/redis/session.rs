@@ -38,6 +38,8 @@ impl SessionStore for RedisStore {
             .cmd("HSET")
             .arg(&key)
             .arg(codec::record_fields(record)?)
+            .arg("ver")
+            .arg(1)
             .ignore()
             .cmd("PEXPIRE")
             .arg(&key)
@@ -53,7 +55,9 @@ impl SessionStore for RedisStore {
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome> {
         let sk = self.session_keys(sid);
+        let cached = self.records.get(sid);
         let mut inv = self.session_call(&BEGIN, &sk, None);
+        inv.arg(cached.as_ref().map_or("", |(v, _)| v.as_str()));
         if let Some(req) = inflight {
             inv.arg(&req.request_key)
                 .arg(&req.stream)
@@ -62,15 +66,33 @@ impl SessionStore for RedisStore {
                 .arg(self.config.max_inflight_per_session);
         }
         let reply: Value = self.invoke(&inv).await?;
-        match codec::array(&reply)? {
-            [status] if codec::int(status)? == 0 => Ok(BeginOutcome::Missing),
-            [status, running, record] => {
-                let record = codec::record_from_hash(sid, record)?;
-                match codec::int(status)? {
-                    1 => return Ok(BeginOutcome::Ready(record)),
-                    3 => return Ok(BeginOutcome::Busy(record)),
-                    _ => {}
-                }
+        let (status, running, record) = match codec::array(&reply)? {
+            [status] if codec::int(status)? == 0 => {
+                self.records.forget(sid);
+                return Ok(BeginOutcome::Missing);
+            }
+            [status, running, record, version] => {
+                let record = match (codec::array(record)?.is_empty(), cached) {
+                    (true, Some((_, cached))) => cached,
+                    _ => {
+                        let record = codec::record_from_hash(sid, record)?;
+                        self.records.put(sid, &codec::string(version)?, &record);
+                        record
+                    }
+                };
+                (codec::int(status)?, running, record)
+            }
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "begin reply of {} items",
+                    other.len()
+                )))
+            }
+        };
+        match status {
+            1 => Ok(BeginOutcome::Ready(record)),
+            3 => Ok(BeginOutcome::Busy(record)),
+            _ => {
                 let running = codec::string(running)?;
                 let node = running
                     .split_once('\n')
@@ -78,10 +100,6 @@ impl SessionStore for RedisStore {
                     .to_owned();
                 Ok(BeginOutcome::DuplicateId { record, node })
             }
-            other => Err(StoreError::Corrupt(format!(
-                "begin reply of {} items",
-                other.len()
-            ))),
         }
     }
 
@@ -190,6 +208,7 @@ impl SessionStore for RedisStore {
     /// One pipeline: the session's keys go in one script (one slot); the index entry is removed
     /// by a separate command in the same pipeline (it lives in another slot in a cluster).
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
+        self.records.forget(sid);
         let inv = self.terminating_call(&DELETE, sid)?;
         let mut p = pipe();
         p.invoke_script(&inv)

@@ -50,6 +50,7 @@ both_backends! {
         check_admits_without_registering_until_register,
         register_on_a_missing_session_writes_nothing,
         check_counts_registered_requests_and_late_duplicates_keep_the_first,
+        a_reloaded_record_reflects_changes_made_elsewhere,
     ],
     streams: [
         appended_events_replay_in_order,

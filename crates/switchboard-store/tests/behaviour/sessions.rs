@@ -371,3 +371,26 @@ pub async fn check_counts_registered_requests_and_late_duplicates_keep_the_first
         other => panic!("expected Busy, got {other:?}"),
     }
 }
+
+/// A node that has loaded a record before (and may hold it cached) sees every change another node
+/// makes to it at its next load, and a deleted session as missing.
+pub async fn a_reloaded_record_reflects_changes_made_elsewhere(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let first = begin_ok(&a, &id, None).await;
+    assert_eq!(begin_ok(&a, &id, None).await, first, "an unchanged record");
+    assert!(b
+        .update(&id, SessionUpdate::LogLevel("debug".into()))
+        .await
+        .unwrap());
+    let after_level = begin_ok(&a, &id, None).await;
+    assert_eq!(after_level.log_level.as_deref(), Some("debug"));
+    b.claim_owner(&id, "tool", None).await.unwrap();
+    match a.check(&id, "7").await.unwrap() {
+        BeginOutcome::Ready(r) => assert_eq!(r.owners.get("tool").map(String::as_str), Some("b")),
+        other => panic!("expected Ready, got {other:?}"),
+    }
+    assert!(b.delete_session(&id).await.unwrap());
+    assert_eq!(a.begin(&id, None).await.unwrap(), BeginOutcome::Missing);
+}

@@ -1,0 +1,99 @@
+//! This node's cache of session records, validated on every use.
+//!
+//! `begin` sends the version of the record it holds (the `ver` field every record write bumps,
+//! see `scripts::PRELUDE`'s `changed`); Redis answers with the whole record only when that
+//! version is not current. A cached record is therefore never used stale: the check is part of
+//! the same atomic script that admits the request. What the cache saves is the record's transfer
+//! and decoding on every request (`HGETALL` was ~6 µs of the ~13 µs the admission script cost
+//! Redis, and decoding ~5% of a node's CPU; BENCHMARKS.md).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use crate::model::SessionRecord;
+
+/// At most `cap` records, keyed by session id, each with the version it was read at. When full, an
+/// arbitrary entry makes room (the next request of that session reads its record whole again).
+pub(crate) struct RecordCache {
+    cap: usize,
+    map: Mutex<HashMap<String, (String, SessionRecord)>>,
+}
+
+impl RecordCache {
+    /// A cache of at most `cap` records; 0 disables it.
+    pub(crate) fn new(cap: usize) -> RecordCache {
+        RecordCache {
+            cap,
+            map: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The cached version and record of `sid`.
+    pub(crate) fn get(&self, sid: &str) -> Option<(String, SessionRecord)> {
+        self.lock().get(sid).cloned()
+    }
+
+    /// Remembers `record` at `version` (an empty version is never cached: records written before
+    /// versions existed carry none).
+    pub(crate) fn put(&self, sid: &str, version: &str, record: &SessionRecord) {
+        if self.cap == 0 || version.is_empty() {
+            return;
+        }
+        let mut map = self.lock();
+        if map.len() >= self.cap && !map.contains_key(sid) {
+            if let Some(victim) = map.keys().next().cloned() {
+                map.remove(&victim);
+            }
+        }
+        map.insert(sid.to_owned(), (version.to_owned(), record.clone()));
+    }
+
+    /// Forgets `sid` (the session is gone).
+    pub(crate) fn forget(&self, sid: &str) {
+        self.lock().remove(sid);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, SessionRecord)>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str) -> SessionRecord {
+        SessionRecord {
+            id: id.to_owned(),
+            revision: "2025-11-25".into(),
+            initialize_params: serde_json::json!({}),
+            initialized: true,
+            log_level: None,
+            subscriptions: Vec::new(),
+            principal: "anonymous".into(),
+            upstream_sessions: Default::default(),
+            owners: Default::default(),
+            created_ms: 0,
+        }
+    }
+
+    #[test]
+    fn holds_at_most_cap_records_and_skips_unversioned_ones() {
+        let cache = RecordCache::new(2);
+        cache.put("a", "1", &record("a"));
+        cache.put("b", "1", &record("b"));
+        cache.put("c", "3", &record("c"));
+        assert_eq!(cache.lock().len(), 2);
+        assert_eq!(
+            cache.get("c").map(|(v, r)| (v, r.id)),
+            Some(("3".into(), "c".into()))
+        );
+        cache.put("d", "", &record("d"));
+        assert!(cache.get("d").is_none());
+        cache.forget("c");
+        assert!(cache.get("c").is_none());
+        let off = RecordCache::new(0);
+        off.put("a", "1", &record("a"));
+        assert!(off.get("a").is_none());
+    }
+}
