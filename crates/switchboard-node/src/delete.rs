@@ -16,6 +16,7 @@ use crate::{guard, session, telemetry};
 /// The DELETE handler: 204 when the session ended, 404 when it did not exist.
 pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
     let result = async {
+        crate::stateless::refuse_get_or_delete(&headers)?;
         let sid = session::session_id(&headers)?;
         guard::protocol_version(&headers)?;
         if app.auth.is_some() {

@@ -29,6 +29,7 @@ pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
 }
 
 async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
+    crate::stateless::refuse_get_or_delete(&headers)?;
     guard::check_get_accept(&headers)?;
     let sid = session::session_id(&headers)?;
     guard::protocol_version(&headers)?;

@@ -73,14 +73,41 @@ pub async fn create(
         });
     }
     telemetry::session_created(sid.as_str(), revision.as_str());
+    Ok((
+        jsonrpc::result_response(id, result(app, revision)),
+        Some(sid),
+    ))
+}
+
+/// What the server offers, shared by `initialize` (MCP 2025-11-25, basic/lifecycle) and
+/// `server/discover` (MCP 2026-07-28, server/discover): the upstream's (aggregated)
+/// capabilities, server info and instructions.
+pub(crate) struct Offer {
+    pub(crate) capabilities: Value,
+    pub(crate) server_info: Value,
+    pub(crate) instructions: Option<String>,
+}
+
+/// The upstream's current [`Offer`].
+pub(crate) fn offer(app: &App) -> Offer {
     let up = &app.upstream;
+    Offer {
+        capabilities: up.capabilities(),
+        server_info: up.server_info(),
+        instructions: up.instructions(),
+    }
+}
+
+/// The `initialize` result for `revision` (MCP 2025-11-25, basic/lifecycle, Initialization).
+pub(crate) fn result(app: &App, revision: Revision) -> Value {
+    let offer = offer(app);
     let mut result = json!({
         "protocolVersion": revision.as_str(),
-        "capabilities": up.capabilities(),
-        "serverInfo": up.server_info(),
+        "capabilities": offer.capabilities,
+        "serverInfo": offer.server_info,
     });
-    if let Some(text) = up.instructions() {
+    if let Some(text) = offer.instructions {
         result["instructions"] = Value::String(text);
     }
-    Ok((jsonrpc::result_response(id, result), Some(sid)))
+    result
 }

@@ -16,6 +16,8 @@
 //! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
 //! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
 //! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
+//! - [`stateless`]: the MCP 2026-07-28 era on the same endpoint (no session, `_meta` and
+//!   `Mcp-Method`/`Mcp-Name` checks, `server/discover`, stream close as cancellation).
 //! - [`legacy_sse`]: the legacy HTTP+SSE transport (MCP 2024-11-05) for old clients, its request
 //!   path in one file.
 //! - [`websocket`]: the WebSocket transport (subprotocol `mcp`, one session per socket,
@@ -60,6 +62,7 @@ pub mod run;
 pub mod session;
 pub mod sse;
 pub mod state;
+pub mod stateless;
 pub mod telemetry;
 pub mod websocket;
 

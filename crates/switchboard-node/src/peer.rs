@@ -34,12 +34,12 @@ pub fn is_log_level(level: &str) -> bool {
     LEVELS.contains(&level)
 }
 
-fn severity(level: &str) -> usize {
+pub(crate) fn severity(level: &str) -> usize {
     LEVELS.iter().position(|l| *l == level).unwrap_or(0)
 }
 
 /// The client capability a server-to-client method needs (MCP 2025-11-25, client/*).
-fn required_capability(method: &str) -> Option<&'static str> {
+pub(crate) fn required_capability(method: &str) -> Option<&'static str> {
     match method {
         "sampling/createMessage" => Some("sampling"),
         "elicitation/create" => Some("elicitation"),

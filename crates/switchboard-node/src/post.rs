@@ -1,6 +1,7 @@
 //! POST on the MCP endpoint: one JSON-RPC message (or, under 2025-03-26, a batch).
 //!
 //! Order of checks: Content-Type (415) → Accept (406) → body size (413) → JSON-RPC parse (400) →
+//! era: no `Mcp-Session-Id` and modern `_meta` → the stateless path ([`crate::stateless`]) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
 //! session load and admission, one store round trip → duplicate id running here (C22) → run. A
 //! request whose answer streams registers in flight before its first event (one more round trip,
@@ -45,6 +46,11 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
         codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
         _ => HttpError::InvalidRequest(e.message().to_owned()),
     })?;
+    if crate::stateless::is_modern(&headers, &parsed) {
+        if let Body::Single(message) = parsed {
+            return Ok(crate::stateless::handle(&app, &headers, message).await);
+        }
+    }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
             return crate::initialize::handle(&app, id, raw).await;

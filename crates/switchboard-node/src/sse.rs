@@ -19,6 +19,12 @@ pub fn event(id: &str, data: &str) -> Bytes {
     Bytes::from(format!("id: {id}\ndata: {data}\n\n"))
 }
 
+/// `data: <data>\n\n`: an event without an id (MCP 2026-07-28 streams are not resumable, so
+/// their events carry no ids). `data` is one line of compact JSON.
+pub fn data(data: &str) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
 /// `event: <name>\ndata: <data>\n\n`: the frames of the legacy HTTP+SSE transport (MCP 2024-11-05,
 /// basic/transports, HTTP with SSE): one `endpoint` event, then a `message` event per JSON-RPC
 /// message. No ids: that revision has no resumability. `data` is one line.
@@ -41,6 +47,11 @@ pub fn keepalive() -> Bytes {
 /// away the body is dropped, which closes `rx` and tells the writer.
 pub fn response(rx: mpsc::Receiver<Bytes>, extra: &[(&'static str, HeaderValue)]) -> Response {
     let body = Body::from_stream(ReceiverStream::new(rx).map(Ok::<_, Infallible>));
+    body_response(body, extra)
+}
+
+/// A `200 text/event-stream` response with the headers above around `body`.
+pub fn body_response(body: Body, extra: &[(&'static str, HeaderValue)]) -> Response {
     let mut resp = Response::new(body);
     *resp.status_mut() = StatusCode::OK;
     let h = resp.headers_mut();

@@ -34,11 +34,21 @@ counters! {
     STREAMS_LAGGED => "switchboard_streams_lagged_total", "Events that found a full connection queue (recovered from the event log).";
     REPLAY_MISSES => "switchboard_replay_misses_total", "Resumptions refused: unknown stream or trimmed log.";
     REQUESTS_ABORTED => "switchboard_requests_aborted_total", "Requests failed because the node running them died.";
+    STATELESS_CANCELLED => "switchboard_stateless_cancelled_total", "2026-07-28 requests cancelled because their response stream closed.";
     REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
 }
 
 fn inc(c: &AtomicU64) {
     c.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A 2026-07-28 request was cancelled: its response stream closed before the answer.
+pub fn stateless_cancelled(method: &str) {
+    inc(&counter::STATELESS_CANCELLED);
+    tracing::info!(
+        method,
+        "stateless request cancelled: its response stream closed"
+    );
 }
 
 /// `initialize` created a session.

@@ -25,3 +25,13 @@ pub const UPSTREAM_TIMEOUT: i64 = -32005;
 pub const UPSTREAM_UNAVAILABLE: i64 = -32006;
 /// MCP "resource not found" (until 2025-11-25; 2026-07-28 uses -32602).
 pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// MCP 2026-07-28 `HeaderMismatch`: a required header (`MCP-Protocol-Version`, `Mcp-Method`,
+/// `Mcp-Name`, `Mcp-Param-*`) is missing, invalid or differs from the body; HTTP 400
+/// (basic/transports, Server Validation).
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28 `MissingRequiredClientCapabilityError`: the request needs a client capability
+/// its `_meta` did not declare; HTTP 400, `data.requiredCapabilities` (basic, `_meta`).
+pub const MISSING_CLIENT_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28 `UnsupportedProtocolVersionError`: HTTP 400, `data.supported` lists the
+/// versions served and `data.requested` repeats the asked one (basic/versioning).
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;

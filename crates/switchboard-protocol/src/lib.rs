@@ -10,13 +10,17 @@
 //! - [`jsonrpc`]: classify a body into requests, notifications and responses; build error responses.
 //! - [`revision`]: the MCP revisions we speak and the negotiation rule.
 //! - [`headers`]: header names and SSE/HTTP constants.
+//! - [`header_value`]: the `=?base64?…?=` value encoding of MCP 2026-07-28 request headers.
+//! - [`meta`]: the reserved `_meta` keys and `resultType` values of MCP 2026-07-28.
 //! - [`ids`]: session ids, stream ids and event ids (their formats and parsers).
 //! - [`codes`]: JSON-RPC and MCP error codes.
 
 pub mod codes;
+pub mod header_value;
 pub mod headers;
 pub mod ids;
 pub mod jsonrpc;
+pub mod meta;
 pub mod revision;
 
 pub use ids::{EventId, SessionId, StreamId};

@@ -3,10 +3,15 @@
 //! Source: MCP 2025-11-25, basic/lifecycle (Version Negotiation): when the server does not support
 //! the revision a client asks for, it answers with one it does support (its latest) instead of an
 //! error.
+//!
+//! MCP 2026-07-28 (basic/versioning, Protocol Version Negotiation) is stateless: no `initialize`,
+//! the version travels with every request and an unsupported one is an error (-32022). It is
+//! served only on the stateless path: [`Revision::parse`] and [`Revision::negotiate`] (the
+//! session era) never yield it, [`Revision::parse_stateless`] does.
 
 use std::fmt;
 
-/// A dated MCP revision this cluster speaks on the session (legacy) path.
+/// A dated MCP revision this cluster speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Revision {
     /// 2024-11-05: HTTP+SSE era (no `Mcp-Session-Id`).
@@ -17,17 +22,23 @@ pub enum Revision {
     V2025_06_18,
     /// 2025-11-25: priming events, `retry`, 403 for a foreign `Origin`.
     V2025_11_25,
+    /// 2026-07-28: stateless (no session, `_meta` on every request, `Mcp-Method`/`Mcp-Name`).
+    V2026_07_28,
 }
 
 impl Revision {
-    /// Every revision this build speaks, oldest first.
+    /// Every session-era revision this build speaks, oldest first (what `initialize` and
+    /// `MCP-Protocol-Version` on a session may name).
     pub const ALL: [Revision; 4] = [
         Revision::V2024_11_05,
         Revision::V2025_03_26,
         Revision::V2025_06_18,
         Revision::V2025_11_25,
     ];
-    /// The newest revision we speak; the answer to a request for an unknown one.
+    /// The stateless revisions this build serves (MCP 2026-07-28, basic/versioning): the
+    /// `data.supported` of -32022 and the `supportedVersions` of `server/discover`.
+    pub const STATELESS: [Revision; 1] = [Revision::V2026_07_28];
+    /// The newest session-era revision we speak; the answer to a request for an unknown one.
     pub const LATEST: Revision = Revision::V2025_11_25;
     /// What a request without `MCP-Protocol-Version` and without other knowledge is taken to be
     /// (MCP 2025-06-18, basic/transports, Protocol Version Header).
@@ -40,12 +51,25 @@ impl Revision {
             Revision::V2025_03_26 => "2025-03-26",
             Revision::V2025_06_18 => "2025-06-18",
             Revision::V2025_11_25 => "2025-11-25",
+            Revision::V2026_07_28 => "2026-07-28",
         }
     }
 
-    /// Parses an exact revision string; `None` for anything we do not speak.
+    /// Parses an exact session-era revision string; `None` for anything else (2026-07-28
+    /// included: it has no sessions).
     pub fn parse(s: &str) -> Option<Revision> {
         Revision::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Parses an exact stateless revision string (MCP 2026-07-28, basic/versioning); `None` for
+    /// anything else.
+    pub fn parse_stateless(s: &str) -> Option<Revision> {
+        Revision::STATELESS.into_iter().find(|r| r.as_str() == s)
+    }
+
+    /// Whether this revision is stateless (no `initialize`, no session; MCP 2026-07-28).
+    pub fn is_stateless(self) -> bool {
+        self >= Revision::V2026_07_28
     }
 
     /// Version negotiation for `initialize`: echo a supported revision, otherwise offer our latest.
@@ -98,5 +122,20 @@ mod tests {
         assert!(Revision::V2025_11_25.primes_streams());
         assert!(!Revision::V2025_06_18.primes_streams());
         assert_eq!(Revision::parse("not-a-version"), None);
+    }
+
+    #[test]
+    fn stateless_revision_is_never_negotiated_by_initialize() {
+        assert_eq!(Revision::parse("2026-07-28"), None);
+        assert_eq!(
+            Revision::negotiate(Some("2026-07-28")),
+            Revision::V2025_11_25
+        );
+        assert_eq!(
+            Revision::parse_stateless("2026-07-28"),
+            Some(Revision::V2026_07_28)
+        );
+        assert_eq!(Revision::parse_stateless("2025-11-25"), None);
+        assert!(Revision::V2026_07_28.is_stateless() && !Revision::LATEST.is_stateless());
     }
 }

@@ -1,0 +1,161 @@
+//! The stateless era: MCP 2026-07-28 on the same endpoint as the session era.
+//!
+//! Era choice per request (MCP 2026-07-28, basic/versioning, Backward Compatibility: a request
+//! with modern `_meta` is handled statelessly, `initialize` chooses the session era): a POST
+//! without `Mcp-Session-Id` whose single message is not `initialize` and either carries
+//! `params._meta["io.modelcontextprotocol/protocolVersion"]` or comes with an
+//! `MCP-Protocol-Version` of a stateless revision. Everything else stays on the session path. A
+//! GET or DELETE without a session id but with a stateless `MCP-Protocol-Version` is 405 (1.8.1);
+//! without that header it keeps the session era's 400.
+//!
+//! Path of a modern POST: message kind (a notification → 202, a response → 400) → [`checks`] →
+//! `server/discover` answered here, anything else run at the upstream ([`run`]) → JSON, or SSE
+//! whose body cancels the request when dropped.
+//!
+//! Not served yet: MRTR (`InputRequiredResult`, sealed `requestState`), `subscriptions/listen`,
+//! the tasks extension, era bridging towards 2026-07-28 upstreams, `Mcp-Param-*` validation.
+
+pub mod checks;
+pub mod peer;
+pub mod refusal;
+pub mod run;
+
+use std::convert::Infallible;
+
+use axum::body::Body as HttpBody;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, headers, jsonrpc, meta, Body, Message, Revision};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+
+use crate::sse;
+use crate::state::App;
+use peer::Item;
+use refusal::Refusal;
+
+/// Whether a POST belongs to the stateless era (see the module docs).
+pub fn is_modern(h: &HeaderMap, body: &Body) -> bool {
+    if h.contains_key(headers::MCP_SESSION_ID) {
+        return false;
+    }
+    let Body::Single(m) = body else {
+        return false;
+    };
+    if m.method() == Some("initialize") {
+        return false;
+    }
+    let in_meta = m
+        .raw()
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(meta::PROTOCOL_VERSION))
+        .is_some();
+    in_meta || stateless_header(h)
+}
+
+/// Whether `MCP-Protocol-Version` names a stateless revision (for GET/DELETE: 405).
+pub fn stateless_header(h: &HeaderMap) -> bool {
+    h.get(headers::MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(Revision::parse_stateless)
+        .is_some()
+}
+
+/// GET and DELETE of the stateless era: without `Mcp-Session-Id` and with a stateless
+/// `MCP-Protocol-Version`, 405 (MCP 2026-07-28, basic/transports, Earlier Streamable HTTP
+/// Revisions: no GET stream, no session to delete).
+pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), crate::error::HttpError> {
+    if !h.contains_key(headers::MCP_SESSION_ID) && stateless_header(h) {
+        return Err(crate::error::HttpError::MethodNotAllowed);
+    }
+    Ok(())
+}
+
+/// Answers one modern POST message.
+pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
+    let (id, method, raw) = match message {
+        // No client notifications are defined over 2026-07-28 Streamable HTTP; accepted.
+        Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
+        Message::Response { .. } => return Refusal::ResponseNotAllowed.respond(None),
+        Message::Request { id, method, raw } => (id, method, raw),
+    };
+    let params = raw.get("params").unwrap_or(&Value::Null);
+    let checked = match checks::check(h, &method, params) {
+        Ok(c) => c,
+        Err(r) => return r.respond(Some(&id)),
+    };
+    if method == "server/discover" {
+        let result = run::complete(discover(app));
+        return json_answer(jsonrpc::result_response(&id, result));
+    }
+    let (mut rx, cancel) = run::spawn(app, id, method, raw, checked);
+    // Dropping this (the client went away before the answer) cancels the request.
+    let guard = cancel.drop_guard();
+    let first = tokio::select! {
+        item = rx.recv() => item,
+        _ = tokio::time::sleep(app.cfg.sse_after) => None,
+    };
+    match first {
+        Some(Item::Final(v)) => json_answer(v),
+        first => stream_answer(first, rx, guard),
+    }
+}
+
+/// `server/discover` (MCP 2026-07-28, server/discover): the versions served, the upstream's
+/// capabilities and instructions, and server info in `_meta`.
+pub fn discover(app: &App) -> Value {
+    let offer = crate::initialize::offer(app);
+    let mut capabilities = offer.capabilities;
+    // `resources/subscribe` is gone in 2026-07-28 (subscriptions/listen replaces it, not yet
+    // served), so the sub-capability is not advertised here.
+    if let Some(resources) = capabilities
+        .get_mut("resources")
+        .and_then(Value::as_object_mut)
+    {
+        resources.remove("subscribe");
+    }
+    let mut result = json!({
+        "supportedVersions": Revision::STATELESS.map(Revision::as_str),
+        "capabilities": capabilities,
+        "_meta": {meta::SERVER_INFO: offer.server_info},
+    });
+    if let Some(text) = offer.instructions {
+        result["instructions"] = Value::String(text);
+    }
+    result
+}
+
+/// A JSON answer; an error the spec ties to a status gets it (404 for -32601, 400 for -32021).
+fn json_answer(v: Value) -> Response {
+    let status = match v.pointer("/error/code").and_then(Value::as_i64) {
+        Some(codes::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+        Some(codes::MISSING_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    };
+    (status, axum::Json(v)).into_response()
+}
+
+/// An SSE answer: `first` (if any), then the rest, ending after the response. The body holds
+/// the drop guard: a closed stream cancels the request.
+fn stream_answer(
+    first: Option<Item>,
+    rx: tokio::sync::mpsc::Receiver<Item>,
+    guard: tokio_util::sync::DropGuard,
+) -> Response {
+    let head = tokio_stream::iter(first);
+    let items = head.chain(ReceiverStream::new(rx));
+    let mut done = false;
+    let frames = items
+        .take_while(move |item| {
+            let go = !done;
+            done |= matches!(item, Item::Final(_));
+            go
+        })
+        .map(move |item| {
+            let _held = &guard;
+            let (Item::Note(v) | Item::Final(v)) = item;
+            Ok::<_, Infallible>(sse::data(&v.to_string()))
+        });
+    sse::body_response(HttpBody::from_stream(frames), &[])
+}
