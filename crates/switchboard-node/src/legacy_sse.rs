@@ -245,15 +245,7 @@ async fn initialize(
     if !app.store.update(sid.as_str(), update).await? {
         return Err(HttpError::UnknownSession);
     }
-    let up = &app.upstream;
-    let mut result = json!({
-        "protocolVersion": revision.as_str(),
-        "capabilities": up.capabilities(),
-        "serverInfo": up.server_info(),
-    });
-    if let Some(text) = up.instructions() {
-        result["instructions"] = Value::String(text);
-    }
+    let result = crate::initialize::result(app, revision);
     to_stream(app, sid, jsonrpc::result_response(id, result)).await
 }
 
