@@ -2,12 +2,14 @@
 //! into `tests/python/.venv` on first use) on both sides of the cluster:
 //!
 //! - its client (`Client` = `ClientSession` over the streamable HTTP client, mode `auto`) probes
-//!   `server/discover` at revision 2026-07-28 first. The node must refuse the probe the way the
-//!   spec's backward-compatibility rule expects (revisions.md 1.8.4: HTTP 400 with a JSON-RPC
-//!   error body), so the client falls back to `initialize` at once, not after its 10 s probe
-//!   timeout. `tests/python/client_scenario.py` records every HTTP exchange; the test checks them.
+//!   `server/discover` at revision 2026-07-28 first. The cluster serves that revision, so the
+//!   client stays stateless (no `initialize`, no session id), and its list and call results must
+//!   pass the SDK's 2026 validation (`resultType`, `ttlMs`/`cacheScope` on lists).
+//!   `tests/python/client_scenario.py` records every HTTP exchange; the test checks them.
 //! - a calculator server built with it (`tests/python/calculator_server.py`) is a stdio upstream
-//!   (`prefix = ""`) of three nodes behind HAProxy; the client lists its tools and calls `add`.
+//!   (`prefix = ""`) of three nodes behind HAProxy; a stdio upstream keeps per-session state, so
+//!   the probe is refused (HTTP 400, -32022 listing the handshake revisions; revisions.md 1.8.4)
+//!   and the client falls back to `initialize` at once; it lists the tools and calls `add`.
 //!
 //! Needs `python3` (>= 3.10) with `venv` and `ensurepip` (and `haproxy` for the calculator test); without them a test
 //! prints that it skipped, or fails when `CI` is set.
@@ -21,13 +23,13 @@ use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::peers;
 use switchboard_tests::upstreams::{start_cluster, Upstream};
 
-const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
 /// The Python client gives up on the probe after 10 s (`DISCOVER_TIMEOUT_SECONDS`); a fallback
 /// "at once" takes a few round trips.
 const AT_ONCE: u64 = 3000;
 /// JSON-RPC code the probe must not get with a modern-only `supported` list (the client would
 /// then give up instead of falling back).
 const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+const SCENARIO_LIMIT: Duration = Duration::from_secs(90);
 
 fn venv_python(test: &str, need_haproxy: bool) -> Option<String> {
     let mut tools = vec![
@@ -121,15 +123,36 @@ fn assert_prompt_fallback(summary: &Value) {
     );
 }
 
+/// The client's `server/discover` probe was answered (the cluster serves MCP 2026-07-28), so it
+/// stayed stateless: every exchange answered 200 under revision 2026-07-28 with `Mcp-Method`, and
+/// no session id was ever sent (MCP 2026-07-28 basic/transports; revisions.md 1.8.2, 1.8.4).
+fn assert_stateless(summary: &Value) {
+    let show = format!("{summary:#}");
+    let exchanges = summary["exchanges"].as_array().expect("exchanges");
+    assert_eq!(
+        exchanges[0]["rpc"], "server/discover",
+        "first request: {show}"
+    );
+    assert_eq!(summary["handshake"], "discover", "{show}");
+    assert_eq!(summary["protocolVersion"], "2026-07-28", "{show}");
+    for e in exchanges {
+        assert_eq!(e["status"], 200, "{show}");
+        assert_eq!(e["headers"]["mcp-protocol-version"], "2026-07-28", "{show}");
+        assert!(e["headers"]["mcp-method"].is_string(), "{show}");
+        assert!(e["headers"].get("mcp-session-id").is_none(), "{show}");
+    }
+    assert!(exchanges.iter().any(|e| e["rpc"] == "tools/call"), "{show}");
+}
+
 #[test]
-fn python_client_probe_falls_back_to_initialize_at_once() {
+fn python_client_stays_stateless_when_server_discover_is_answered() {
     let Some(python) = venv_python("python_client_probe", false) else {
         return;
     };
     // The probe is the node's business: the built-in demo upstream (it has `add` too) will do.
     let started = start_cluster(3, &[], ClusterOptions::new());
     let summary = run_client(&python, &started.cluster.url(1));
-    assert_prompt_fallback(&summary);
+    assert_stateless(&summary);
     assert_eq!(summary["addText"], "5.5", "{summary:#}");
 }
 
@@ -146,6 +169,8 @@ fn python_calculator_over_stdio_through_three_nodes_with_the_python_client() {
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.node(i).port()).collect();
     let lb = Balancer::start(&ports);
 
+    // A stdio upstream keeps per-session state, which the stateless era cannot carry yet: the
+    // probe is refused with -32022 listing the handshake revisions, and the client falls back.
     let summary = run_client(&python, &lb.url());
     assert_prompt_fallback(&summary);
     let show = format!("{summary:#}");

@@ -172,6 +172,13 @@ pub trait Upstream: Send + Sync {
         None
     }
 
+    /// Whether requests without a session (MCP 2026-07-28, stateless) can run here: `false` for
+    /// upstreams that keep per-session state (a stdio child per session, an upstream session id),
+    /// which the stateless era does not carry yet. Default `false`.
+    fn serves_stateless(&self) -> bool {
+        false
+    }
+
     /// Answers one client request (method and params as sent; `params` is `Value::Null` when the
     /// request has none, which an upstream treats like `{}`). Returns the `result` value or a
     /// JSON-RPC error. Must return promptly with an error once `ctx.cancel` fires.

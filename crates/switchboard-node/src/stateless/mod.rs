@@ -80,13 +80,21 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         Message::Response { .. } => return Refusal::ResponseNotAllowed.respond(None),
         Message::Request { id, method, raw } => (id, method, raw),
     };
+    if !app.upstream.serves_stateless() {
+        let requested = h
+            .get(headers::MCP_PROTOCOL_VERSION)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        return Refusal::SessionUpstreams(requested).respond(Some(&id));
+    }
     let params = raw.get("params").unwrap_or(&Value::Null);
     let checked = match checks::check(h, &method, params) {
         Ok(c) => c,
         Err(r) => return r.respond(Some(&id)),
     };
     if method == "server/discover" {
-        let result = run::complete(discover(app));
+        let result = run::complete("server/discover", discover(app));
         return json_answer(jsonrpc::result_response(&id, result));
     }
     let (mut rx, cancel) = run::spawn(app, id, method, raw, checked);

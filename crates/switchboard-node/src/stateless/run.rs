@@ -64,7 +64,7 @@ pub fn spawn(
         if token.is_cancelled() {
             telemetry::stateless_cancelled(&method);
         }
-        let response = answer(&id, outcome, peer.missing_capability());
+        let response = answer(&id, &method, outcome, peer.missing_capability());
         let _ = tx.send(Item::Final(response)).await;
         app.calls.end(&sid, &key);
     });
@@ -75,6 +75,7 @@ pub fn spawn(
 /// the request's capabilities did not allow, or the error.
 fn answer(
     id: &RequestId,
+    method: &str,
     outcome: Result<Value, RpcError>,
     missing: Option<&'static str>,
 ) -> Value {
@@ -89,17 +90,35 @@ fn answer(
         );
     }
     match outcome {
-        Ok(result) => jsonrpc::result_response(id, complete(result)),
+        Ok(result) => jsonrpc::result_response(id, complete(method, result)),
         Err(e) => jsonrpc::error_response(Some(id), e.code, e.message, e.data),
     }
 }
 
+/// The methods whose results carry caching directives (MCP 2026-07-28: list and read results
+/// and `server/discover` carry `ttlMs` and `cacheScope`).
+const CACHEABLE: [&str; 6] = [
+    "prompts/list",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "server/discover",
+    "tools/list",
+];
+
 /// Adds `resultType: "complete"` unless the result names one (MCP 2026-07-28, basic,
-/// ResultType: every result MUST carry it).
-pub fn complete(mut result: Value) -> Value {
+/// ResultType: every result MUST carry it), and to the results of [`CACHEABLE`] methods the
+/// caching directives they must carry, unless the upstream set them: `ttlMs: 0` (immediately
+/// stale) and `cacheScope: "private"`. A gateway cannot know how long an upstream's list stays
+/// valid, nor whether it is the same for every user, so it promises nothing.
+pub fn complete(method: &str, mut result: Value) -> Value {
     if let Some(obj) = result.as_object_mut() {
         obj.entry(meta::RESULT_TYPE)
             .or_insert_with(|| Value::String(meta::RESULT_COMPLETE.into()));
+        if CACHEABLE.contains(&method) {
+            obj.entry("ttlMs").or_insert_with(|| json!(0));
+            obj.entry("cacheScope").or_insert_with(|| json!("private"));
+        }
     }
     result
 }
@@ -111,11 +130,26 @@ mod tests {
     #[test]
     fn results_carry_result_type_and_missing_capabilities_win() {
         let id = RequestId(json!(1));
-        let r = answer(&id, Ok(json!({"content": []})), None);
+        let r = answer(&id, "tools/call", Ok(json!({"content": []})), None);
         assert_eq!(r["result"]["resultType"], "complete");
-        let r = answer(&id, Ok(json!({"resultType": "input_required"})), None);
+        assert!(r["result"].get("ttlMs").is_none(), "not a cacheable method");
+        let r = answer(&id, "tools/list", Ok(json!({"tools": []})), None);
+        assert_eq!(r["result"]["ttlMs"], 0);
+        assert_eq!(r["result"]["cacheScope"], "private");
+        let kept = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
+        let r = answer(&id, "tools/list", Ok(kept), None);
+        assert_eq!(
+            (&r["result"]["ttlMs"], &r["result"]["cacheScope"]),
+            (&json!(5000), &json!("public"))
+        );
+        let r = answer(
+            &id,
+            "tools/call",
+            Ok(json!({"resultType": "input_required"})),
+            None,
+        );
         assert_eq!(r["result"]["resultType"], "input_required");
-        let r = answer(&id, Ok(json!({})), Some("roots"));
+        let r = answer(&id, "tools/call", Ok(json!({})), Some("roots"));
         assert_eq!(r["error"]["code"], -32021);
         assert_eq!(
             r["error"]["data"]["requiredCapabilities"],

@@ -256,6 +256,11 @@ impl Upstream for Aggregate {
         json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")})
     }
 
+    /// Only when every member does.
+    fn serves_stateless(&self) -> bool {
+        self.members.iter().all(|m| m.upstream.serves_stateless())
+    }
+
     /// Each member's instructions under a `## <name>` heading that says how its names are
     /// prefixed; `None` when no member has any.
     fn instructions(&self) -> Option<String> {

@@ -85,6 +85,11 @@ impl Upstream for DemoUpstream {
         json!({"name": "switchboard-demo", "version": env!("CARGO_PKG_VERSION")})
     }
 
+    /// The demo keeps nothing per session.
+    fn serves_stateless(&self) -> bool {
+        true
+    }
+
     fn instructions(&self) -> Option<String> {
         Some(INSTRUCTIONS.to_owned())
     }
