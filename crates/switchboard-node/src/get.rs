@@ -85,6 +85,12 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
 async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
     let sid = record.id.as_str();
     let stream = id.stream.to_string();
+    if let Err(e) = check_resumable(app, sid, &stream, &id.position).await {
+        if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
+            telemetry::replay_miss(sid, &e.to_string());
+        }
+        return Err(e);
+    }
     let holder = app.new_holder();
     let conn = app.hub.register(sid, &stream, &holder);
     let prepared = prepare_resume(app, sid, &stream, &holder, &id.position).await;
@@ -112,6 +118,33 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         close_after_replay,
     };
     Ok(pump::open(app, open, &[]))
+}
+
+/// How far ahead of this node's clock an event position may be and still count as possibly sent
+/// (positions come from Redis's clock).
+const CLOCK_SKEW_MS: u64 = 60_000;
+
+/// Refuses a `Last-Event-ID` that cannot be resumed before anything is claimed, so that a refused
+/// resume never disturbs the connection holding the stream now: a stream this session does not
+/// have (400), an id older than the retained log (410), an id later than any clock allows (400).
+/// The exact future-id check, against the stream's newest event, follows once claimed.
+pub(crate) async fn check_resumable(
+    app: &App,
+    sid: &str,
+    stream: &str,
+    after: &str,
+) -> Result<(), HttpError> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if position_order(after).0 > now_ms + CLOCK_SKEW_MS {
+        return Err(HttpError::UnknownStream);
+    }
+    match app.store.replay(sid, stream, after, 1).await? {
+        Replay::Events(_) => Ok(()),
+        Replay::UnknownStream => Err(HttpError::UnknownStream),
+        Replay::Truncated { oldest } => Err(HttpError::EventsTrimmed(oldest)),
+    }
 }
 
 type Prepared = (

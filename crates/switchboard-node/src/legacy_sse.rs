@@ -260,8 +260,12 @@ async fn request(
     raw: Value,
 ) -> Result<(), HttpError> {
     let key = id.key();
+    // The session and its principal first, with nothing registered: a stranger's request must
+    // leave no trace in the session (not even an in-flight entry).
+    if let Err((_, why)) = session::admit(&app, &sid, &key).await? {
+        return to_stream(&app, &sid, post::refusal(&id, why)).await;
+    }
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        let _record = session::load(&app, &sid, None).await?;
         return to_stream(
             &app,
             &sid,

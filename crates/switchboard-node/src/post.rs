@@ -93,6 +93,13 @@ async fn request(
         Ok(r) => r,
         Err((_, why)) => return Ok(json_ok(refusal(&id, why))),
     };
+    // A session opened by the legacy SSE GET has no `initialize` yet: only `ping` may come
+    // first (MCP 2024-11-05, basic/lifecycle), on this endpoint as on its own.
+    if record.initialize_params.is_null() && method != "ping" {
+        let message = "send initialize first (on the legacy messages endpoint)";
+        let answer = jsonrpc::error_response(Some(&id), codes::INVALID_REQUEST, message, None);
+        return Ok(json_ok(answer));
+    }
     // Only after the session (and its principal, C34) checked out, so a stranger learns nothing.
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
         return Ok(json_ok(refusal(&id, session::Refusal::DuplicateId)));

@@ -39,14 +39,44 @@ pub async fn load(
     sid: &SessionId,
     inflight: Option<&InflightRequest>,
 ) -> Result<Loaded, HttpError> {
-    loaded(app.store.begin(sid.as_str(), inflight).await?)
+    let outcome = app.store.begin(sid.as_str(), inflight).await?;
+    let key = inflight.map(|i| i.request_key.as_str());
+    if forgot_lost_duplicate(app, sid, &outcome, key).await? {
+        return loaded(app.store.begin(sid.as_str(), inflight).await?);
+    }
+    loaded(outcome)
 }
 
 /// The hot path: loads and touches the session and checks the request (duplicate id, in-flight
 /// cap) without registering it, in one store round trip. The request registers later, only if
 /// its answer is not ready at once (see `ResponseStream::register`).
 pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Loaded, HttpError> {
-    loaded(app.store.check(sid.as_str(), request_key).await?)
+    let outcome = app.store.check(sid.as_str(), request_key).await?;
+    if forgot_lost_duplicate(app, sid, &outcome, Some(request_key)).await? {
+        return loaded(app.store.check(sid.as_str(), request_key).await?);
+    }
+    loaded(outcome)
+}
+
+/// A request id still registered by a node that has died since was lost with that node (a client
+/// resuming its POST stream is told so with -32004): its entry is forgotten so that the id can
+/// be sent again, instead of being refused as a duplicate for the rest of the session. `true`
+/// when an entry was forgotten (the caller asks again). Only for the session's own principal.
+async fn forgot_lost_duplicate(
+    app: &App,
+    sid: &SessionId,
+    outcome: &BeginOutcome,
+    request_key: Option<&str>,
+) -> Result<bool, HttpError> {
+    let (BeginOutcome::DuplicateId { record, node }, Some(key)) = (outcome, request_key) else {
+        return Ok(false);
+    };
+    if !crate::auth::may_use(&record.principal) || app.store.is_alive(node).await? {
+        return Ok(false);
+    }
+    tracing::info!(session = %sid, request = key, node = %node, "forgot a request lost with its dead node");
+    app.store.finish(sid.as_str(), key, None).await?;
+    Ok(true)
 }
 
 fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {

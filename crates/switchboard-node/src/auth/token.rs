@@ -127,6 +127,10 @@ impl Verifier {
         let mut last = ErrorKind::InvalidSignature;
         for key in keys {
             match decode::<Claims>(token, key, &validation) {
+                // An empty subject names nobody: sessions bound to it would be shared.
+                Ok(data) if data.claims.sub.as_deref().is_none_or(str::is_empty) => {
+                    return Err("the token's sub claim is empty".into())
+                }
                 Ok(data) => return Ok(verified(data.claims)),
                 // Another key may have signed it (rotation): try the next one.
                 Err(e) if *e.kind() == ErrorKind::InvalidSignature => {}

@@ -173,6 +173,14 @@ pub async fn attach(
         return Err(HttpError::UnknownStream);
     }
     let resuming = last.is_some();
+    if let Some(last) = &last {
+        if let Err(e) = crate::get::check_resumable(app, &sid, stream, &last.position).await {
+            if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
+                telemetry::replay_miss(&sid, &e.to_string());
+            }
+            return Err(e);
+        }
+    }
     let holder = app.new_holder();
     let conn = app.hub.register(&sid, stream, &holder);
     let read = async {
