@@ -36,7 +36,11 @@ async fn a_refused_resume_leaves_the_live_stream_alone() {
         .await
         .answer(json!(2), T)
         .await;
-    assert!(!msg::result_text(&done.response).is_empty(), "{}", done.response);
+    assert!(
+        !msg::result_text(&done.response).is_empty(),
+        "{}",
+        done.response
+    );
     let got = live.until_method("notifications/message", T).await;
     assert!(
         got.matched.is_some(),
