@@ -229,3 +229,50 @@ async fn c34_a_session_is_bound_to_its_principal_on_every_node() {
     let gone = post(&c, &a, &list, Some(&alice)).await;
     expect::session_not_found(gone, "after alice's DELETE").await;
 }
+
+/// A stranger's requests to a legacy (2024-11-05 HTTP+SSE) session are "not found" and leave no
+/// trace in it: after 70 of bob's POSTs to alice's `/messages` endpoint (more than the session's
+/// in-flight cap of 64), alice's own request with one of bob's ids is answered on her stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c34_a_stranger_leaves_no_trace_in_a_legacy_session() {
+    let cluster = cluster();
+    let alice = token("alice", "mcp:tools", 300);
+    let bob = token("bob", "mcp:tools", 300);
+    let base = |i: usize| cluster.url(i).trim_end_matches("/mcp").to_owned();
+    let http = reqwest::Client::new();
+    let resp = http
+        .get(format!("{}/sse", base(0)))
+        .header("accept", "text/event-stream")
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("GET /sse");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let mut stream = switchboard_tests::sse::SseStream::new(resp, std::time::Instant::now());
+    let endpoint = stream.next_event(T).await.expect("the endpoint event");
+    let path = endpoint.data.expect("the POST path");
+    let post_as = |who: &str, i: usize, body: serde_json::Value| {
+        http.post(format!("{}{path}", base(i)))
+            .header("content-type", "application/json")
+            .bearer_auth(who)
+            .body(body.to_string())
+            .send()
+    };
+    let init = msg::init("2024-11-05", json!({}));
+    assert_eq!(post_as(&alice, 1, init).await.expect("POST").status(), 202);
+    let (_, answer) = stream.next_message(T).await.expect("initialize answer");
+    assert!(answer["result"]["protocolVersion"].is_string(), "{answer}");
+    for i in 0..70 {
+        let call = msg::bare(1000 + i, "tools/list");
+        let status = post_as(&bob, i as usize % 2, call)
+            .await
+            .expect("POST")
+            .status();
+        assert_eq!(status, StatusCode::NOT_FOUND, "bob's request {i}");
+    }
+    let mine = msg::bare(1000, "tools/list");
+    assert_eq!(post_as(&alice, 1, mine).await.expect("POST").status(), 202);
+    let (_, answer) = stream.next_message(T).await.expect("alice's answer");
+    assert_eq!(answer["id"], 1000, "{answer}");
+    assert!(answer["result"]["tools"].is_array(), "{answer}");
+}
