@@ -15,8 +15,7 @@ use switchboard_tests::sse::SseStream;
 const T: Duration = Duration::from_secs(10);
 
 /// A GET on node B whose `Last-Event-ID` is refused (400) leaves the standalone stream held on
-/// node A in place: a notification raised afterwards still arrives there. (An id between the
-/// stream's newest event and the clock is refused only after the claim; not covered here.)
+/// node A in place: a notification raised afterwards still arrives there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_resume_leaves_the_live_stream_alone() {
     let cluster = Cluster::start(2, ClusterOptions::new());
@@ -25,8 +24,9 @@ async fn a_refused_resume_leaves_the_live_stream_alone() {
     let live = client.get_stream(&cluster.url(0), None).await;
     assert_eq!(live.status.as_u16(), 200);
     let mut live = live.sse();
-    // An id from beyond any clock, and one of a stream this session never had.
-    for bad in ["get_9999999999999-0", "aaaaaaaaaaaa_1-0"] {
+    // An id from beyond any clock, one of no event sent yet, one of a stream this session never
+    // had.
+    for bad in ["get_9999999999999-0", "get_1-0", "aaaaaaaaaaaa_1-0"] {
         let refused = client.get_stream(&cluster.url(1), Some(bad)).await;
         assert_eq!(refused.status.as_u16(), 400, "Last-Event-ID {bad}");
     }

@@ -126,8 +126,9 @@ const CLOCK_SKEW_MS: u64 = 60_000;
 
 /// Refuses a `Last-Event-ID` that cannot be resumed before anything is claimed, so that a refused
 /// resume never disturbs the connection holding the stream now: a stream this session does not
-/// have (400), an id older than the retained log (410), an id later than any clock allows (400).
-/// The exact future-id check, against the stream's newest event, follows once claimed.
+/// have (400), an id older than the retained log (410), an id of no event sent yet (400). Read
+/// only: one replay page of one event, and a second one only when the id names the newest event
+/// or none (to tell which).
 pub(crate) async fn check_resumable(
     app: &App,
     sid: &str,
@@ -141,9 +142,20 @@ pub(crate) async fn check_resumable(
         return Err(HttpError::UnknownStream);
     }
     match app.store.replay(sid, stream, after, 1).await? {
-        Replay::Events(_) => Ok(()),
-        Replay::UnknownStream => Err(HttpError::UnknownStream),
-        Replay::Truncated { oldest } => Err(HttpError::EventsTrimmed(oldest)),
+        Replay::Events(events) if !events.is_empty() || after == EventId::START => return Ok(()),
+        Replay::Events(_) => {}
+        Replay::UnknownStream => return Err(HttpError::UnknownStream),
+        Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
+    }
+    // Nothing after `after`: it is the newest event's position, or no event's at all.
+    let (ms, seq) = position_order(after);
+    let before = match seq.checked_sub(1) {
+        Some(s) => format!("{ms}-{s}"),
+        None => format!("{}-{}", ms.saturating_sub(1), u64::MAX),
+    };
+    match app.store.replay(sid, stream, &before, 1).await? {
+        Replay::Events(events) if events.first().is_some_and(|e| e.position == after) => Ok(()),
+        _ => Err(HttpError::UnknownStream),
     }
 }
 
