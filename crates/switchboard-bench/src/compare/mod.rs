@@ -41,7 +41,8 @@ pub struct CompareArgs {
     /// Limit on every request, in ms.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// The switchboard binary (default: $SWITCHBOARD_BIN, else target/release/switchboard).
+    /// The switchboard binary (default: $SWITCHBOARD_BIN, else $CARGO_TARGET_DIR/release/switchboard,
+    /// else target/release/switchboard).
     #[arg(long)]
     pub switchboard_bin: Option<PathBuf>,
     /// The redis-server program.

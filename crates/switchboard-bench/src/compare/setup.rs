@@ -36,11 +36,14 @@ pub struct Programs {
     pub redis_server: PathBuf,
 }
 
-/// The default `switchboard` binary: `$SWITCHBOARD_BIN`, else `target/release/switchboard`
-/// under the workspace root.
+/// The default `switchboard` binary: `$SWITCHBOARD_BIN`, else `release/switchboard` under
+/// `$CARGO_TARGET_DIR` when set, else `target/release/switchboard` under the workspace root.
 pub fn default_switchboard_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("SWITCHBOARD_BIN") {
         return PathBuf::from(p);
+    }
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(dir).join("release").join("switchboard");
     }
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../target/release/switchboard")

@@ -57,13 +57,21 @@ pub fn served_paths(resource_url: &str) -> Vec<String> {
 }
 
 /// The RFC 9728 §2 metadata document: `resource` exactly as configured (never re-normalised, so
-/// no trailing-slash mismatch), the authorization servers, the scopes, and `header` as the only
-/// bearer method (MCP: tokens travel in `Authorization`, never in the query string).
+/// no trailing-slash mismatch), the authorization servers, the scopes (the configured supported
+/// ones, and the required ones when those are not listed: a challenge's `scope` must never name
+/// a scope the metadata leaves out), and `header` as the only bearer method (MCP: tokens travel in
+/// `Authorization`, never in the query string).
 pub fn document(settings: &AuthSettings) -> Value {
+    let mut scopes = settings.scopes_supported.clone();
+    for s in &settings.required_scopes {
+        if !scopes.contains(s) {
+            scopes.push(s.clone());
+        }
+    }
     json!({
         "resource": settings.resource_url,
         "authorization_servers": settings.authorization_servers,
-        "scopes_supported": settings.scopes_supported,
+        "scopes_supported": scopes,
         "bearer_methods_supported": ["header"],
     })
 }
@@ -173,6 +181,21 @@ mod tests {
         assert_eq!(
             doc.to_string(),
             r#"{"resource":"https://gw.example.test/servers/foo/mcp","authorization_servers":["https://as.example.test/tenant"],"scopes_supported":["mcp:tools","mcp:admin"],"bearer_methods_supported":["header"]}"#
+        );
+    }
+
+    #[test]
+    fn required_scopes_are_always_published() {
+        let mut only_required = settings(&["mcp:call"]);
+        only_required.scopes_supported.clear();
+        assert_eq!(
+            document(&only_required)["scopes_supported"],
+            json!(["mcp:call"])
+        );
+        let listed = document(&settings(&["mcp:tools"]));
+        assert_eq!(
+            listed["scopes_supported"],
+            json!(["mcp:tools", "mcp:admin"])
         );
     }
 
