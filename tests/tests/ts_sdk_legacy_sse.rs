@@ -16,23 +16,9 @@ use serde_json::{json, Value};
 use switchboard_tests::balancer::{haproxy_binary, Balancer};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
-use switchboard_tests::peers::{available_or_skip, on_path, run_bounded, tests_dir};
+use switchboard_tests::peers::{available_or_skip, ensure_ts_sdk, on_path, run_bounded, ts_dir};
 
 const SCRIPT_LIMIT: Duration = Duration::from_secs(55);
-const NPM_CI_LIMIT: Duration = Duration::from_secs(300);
-
-/// Installs the pinned SDK from `tests/ts/package-lock.json` when `node_modules` is missing.
-fn ensure_node_modules() {
-    let dir = tests_dir().join("ts");
-    if dir.join("node_modules").is_dir() {
-        return;
-    }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir);
-    let out = run_bounded(&mut npm, NPM_CI_LIMIT, "npm ci --prefix tests/ts");
-    assert!(out.status.success(), "npm ci failed: {out:?}");
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ts_sdk_sse_client_through_a_balancer() {
@@ -44,7 +30,7 @@ async fn ts_sdk_sse_client_through_a_balancer() {
     if !available_or_skip("ts_sdk_legacy_sse", &tools) {
         return;
     }
-    ensure_node_modules();
+    ensure_ts_sdk();
     // Keep-alives every 300 ms: a node notices a closed SSE connection when it next writes to it.
     let options = ClusterOptions::new()
         .idle_expiry(3000, 300)
@@ -54,7 +40,7 @@ async fn ts_sdk_sse_client_through_a_balancer() {
     let balancer = Balancer::start(&ports);
     let sse_url = format!("{}/sse", balancer.base_url());
     let mut node = Command::new("node");
-    node.current_dir(tests_dir().join("ts"))
+    node.current_dir(ts_dir())
         .arg("legacy_sse_scenario.mjs")
         .arg(&sse_url);
     let out = tokio::task::spawn_blocking(move || {
