@@ -204,8 +204,19 @@ pub trait Liveness: Send + Sync {
     async fn is_alive(&self, node: &str) -> StoreResult<bool>;
 }
 
+/// Secrets every node of the cluster must agree on without configuration (e.g. the key that
+/// seals MRTR `requestState`, MCP 2026-07-28, basic/patterns/mrtr).
+#[async_trait]
+pub trait Secrets: Send + Sync {
+    /// The cluster's secret named `name`: `proposal` if none was stored yet (it is stored, with no
+    /// expiry), else the one stored first. Every node that asks gets the same bytes.
+    async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>>;
+}
+
 /// Everything a node needs from shared state.
-pub trait Store: SessionStore + EventLog + Bus + Liveness + Send + Sync + 'static {
+pub trait Store:
+    SessionStore + EventLog + Bus + Liveness + Secrets + Send + Sync + 'static
+{
     /// The backend's name for logs and health (`"memory"` or `"redis"`).
     fn backend(&self) -> &'static str;
 }

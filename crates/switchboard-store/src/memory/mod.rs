@@ -419,6 +419,18 @@ impl Liveness for MemoryStore {
     }
 }
 
+#[async_trait]
+impl Secrets for MemoryStore {
+    async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>> {
+        let mut shared = self.lock();
+        let stored = shared
+            .secrets
+            .entry(name.to_owned())
+            .or_insert_with(|| proposal.to_vec());
+        Ok(stored.clone())
+    }
+}
+
 impl Store for MemoryStore {
     fn backend(&self) -> &'static str {
         "memory"

@@ -22,6 +22,8 @@ pub(super) struct Shared {
     pub nodes: HashMap<String, Instant>,
     /// Node id → its inbox (the unbounded half; a forwarder feeds the bounded receiver).
     pub inboxes: HashMap<String, mpsc::UnboundedSender<BusMessage>>,
+    /// Agreed secrets by name ([`crate::Secrets`]).
+    pub secrets: HashMap<String, Vec<u8>>,
     /// The last log position handed out, `(ms, seq)`.
     last_position: (u64, u64),
 }

@@ -10,7 +10,8 @@
 //! - `p:{sid}:log:<stream>` STREAM, the event log (fields `d` data, `e` `"1"` on the final event);
 //! - `p:{sid}:trim:<stream>` STRING, position of the newest event trimmed from that log (exists
 //!   only once the log hit its cap; expires with the log);
-//! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock;
+//! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock,
+//!   `p:secret:<name>` agreed secrets;
 //! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast).
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
@@ -60,6 +61,11 @@ impl Keys {
     /// A node's inbox channel.
     pub fn inbox(&self, node: &str) -> String {
         format!("{}{node}", self.inbox_prefix())
+    }
+
+    /// An agreed secret (STRING, no expiry; [`crate::Secrets`]).
+    pub fn secret(&self, name: &str) -> String {
+        format!("{}:secret:{name}", self.prefix)
     }
 
     /// The broadcast channel.

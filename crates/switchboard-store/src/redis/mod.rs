@@ -209,6 +209,26 @@ impl Liveness for RedisStore {
     }
 }
 
+#[async_trait]
+impl Secrets for RedisStore {
+    /// `SET NX` then `GET`, one pipeline: the first writer wins, everyone reads the winner.
+    async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>> {
+        let key = self.keys.secret(name);
+        let mut conn = self.conn.clone();
+        let (stored,): (Vec<u8>,) = ::redis::pipe()
+            .cmd("SET")
+            .arg(&key)
+            .arg(proposal)
+            .arg("NX")
+            .ignore()
+            .cmd("GET")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await?;
+        Ok(stored)
+    }
+}
+
 impl Store for RedisStore {
     fn backend(&self) -> &'static str {
         "redis"

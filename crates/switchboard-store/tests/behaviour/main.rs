@@ -51,6 +51,7 @@ both_backends! {
         register_on_a_missing_session_writes_nothing,
         check_counts_registered_requests_and_late_duplicates_keep_the_first,
         a_reloaded_record_reflects_changes_made_elsewhere,
+        the_first_proposed_secret_is_agreed_by_every_node,
     ],
     streams: [
         appended_events_replay_in_order,

@@ -251,6 +251,17 @@ pub async fn liveness_follows_heartbeats(kind: Kind) {
     .await;
 }
 
+pub async fn the_first_proposed_secret_is_agreed_by_every_node(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let first = a.agreed_secret("mrtr", b"key of a").await.unwrap();
+    assert_eq!(first, b"key of a");
+    assert_eq!(b.agreed_secret("mrtr", b"key of b").await.unwrap(), first);
+    assert_eq!(a.agreed_secret("mrtr", b"again").await.unwrap(), first);
+    let other = b.agreed_secret("other", b"second name").await.unwrap();
+    assert_eq!(other, b"second name", "names are independent");
+}
+
 pub async fn a_node_subscribes_once(kind: Kind) {
     let env = Env::new(kind, |_| {});
     let a = env.node("a").await;
