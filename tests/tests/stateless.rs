@@ -11,43 +11,16 @@ use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient, Reply};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually;
-use switchboard_tests::msg;
+use switchboard_tests::modern::{self, post, V};
 
 const T: Duration = Duration::from_secs(10);
-const V: &str = "2026-07-28";
 
-/// A 2026-07-28 request: `_meta` with the version and `caps`, plus `params`.
 fn modern(id: i64, method: &str, params: Value, caps: Value) -> Value {
-    let mut p = params;
-    if !p.is_object() {
-        p = json!({});
-    }
-    let meta = p["_meta"].as_object().cloned().unwrap_or_default();
-    p["_meta"] = Value::Object(meta);
-    p["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V);
-    p["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps;
-    p["_meta"]["io.modelcontextprotocol/clientInfo"] =
-        json!({"name": "stateless-test", "version": "0"});
-    msg::request(id, method, p)
+    modern::request(id, method, params, caps)
 }
 
-/// The headers a 2026-07-28 client sends for `method` (and `name` when given).
 fn hdrs(method: &str, name: Option<&str>) -> Headers {
-    let mut h = Headers::default()
-        .set("Content-Type", "application/json")
-        .set("Accept", "application/json, text/event-stream")
-        .set("MCP-Protocol-Version", V)
-        .set("Mcp-Method", method);
-    if let Some(n) = name {
-        h = h.set("Mcp-Name", n);
-    }
-    h
-}
-
-async fn post(url: &str, h: &Headers, body: &Value) -> Reply {
-    McpClient::new()
-        .send(Method::POST, url, h, Some(body.to_string()))
-        .await
+    modern::headers(method, name)
 }
 
 /// Asserts a refusal's status and JSON-RPC code; returns the error object.
@@ -214,8 +187,8 @@ async fn every_stateless_rule_refuses_with_its_status_and_code() {
     );
     let r = post(url, &h, &sample).await.answer(json!(3), T).await;
     assert_eq!(
-        r.response["result"]["isError"], true,
-        "no request to the client: {:?}",
+        r.response["result"]["resultType"], "input_required",
+        "the question travels as an MRTR input request: {:?}",
         r
     );
     assert!(

@@ -76,6 +76,9 @@ pub struct NodeConfig {
     /// Path clients of the legacy transport POST their messages to (`?sessionId=<id>`), default
     /// `/messages`. Empty: the legacy transport is off.
     pub legacy_messages_path: String,
+    /// Multi round-trip requests of the stateless era: the keys that seal `requestState`, its
+    /// lifetime and size limit ([`crate::stateless::mrtr`]).
+    pub mrtr: crate::stateless::mrtr::MrtrSettings,
 }
 
 impl Default for NodeConfig {
@@ -104,6 +107,7 @@ impl Default for NodeConfig {
             auth: None,
             legacy_sse_path: "/sse".into(),
             legacy_messages_path: "/messages".into(),
+            mrtr: Default::default(),
         }
     }
 }

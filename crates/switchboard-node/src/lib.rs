@@ -109,6 +109,9 @@ pub async fn serve(
     if tokio::time::timeout(PREPARE_WAIT, probing).await.is_err() {
         tracing::warn!(wait = ?PREPARE_WAIT, "upstream probes still running; serving meanwhile (capabilities default until they answer)");
     }
+    let config = stateless::mrtr::settle_keys(config, &*store)
+        .await
+        .map_err(std::io::Error::other)?;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);

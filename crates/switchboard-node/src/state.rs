@@ -31,6 +31,9 @@ pub struct AppState {
     pub auth: Option<crate::auth::Auth>,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
+    /// The keys that seal and open MRTR `requestState` (from `cfg.mrtr.keys`; a random key of
+    /// this process alone when that is empty, which [`crate::serve`] never leaves it).
+    pub mrtr: crate::stateless::mrtr::KeyRing,
     conn_seq: AtomicU64,
 }
 
@@ -40,7 +43,9 @@ pub type App = Arc<AppState>;
 impl AppState {
     /// Builds the state.
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
+        let mrtr = crate::stateless::mrtr::key_ring(&cfg.mrtr.keys);
         Arc::new(AppState {
+            mrtr,
             hub: Hub::new(cfg.connection_queue),
             auth: cfg.auth.clone().map(crate::auth::Auth::new),
             cfg,

@@ -137,6 +137,16 @@ pub struct Config {
     pub auth_jwt_hs256_secrets: Vec<String>,
     /// RSA (RS256) and EC P-256 (ES256) public keys in PEM that verify tokens (default none).
     pub auth_jwt_public_keys_pem: Vec<String>,
+    /// Keys that seal MRTR `requestState` (MCP 2026-07-28 multi round-trip requests), each 32
+    /// bytes in standard base64 (e.g. `openssl rand -base64 32`). The first seals, every one
+    /// opens, so keys rotate by putting a new key first. Default none: the nodes agree on one
+    /// random key kept in the store (Redis key `<key_prefix>:secret:mrtr-request-state`).
+    pub mrtr_state_keys: Vec<String>,
+    /// How long an issued `requestState` can be retried, in ms (default 600,000).
+    pub mrtr_state_ttl_ms: u64,
+    /// Largest `requestState` a node issues, in bytes (default 65,536); a request that gathers
+    /// more answers ends with a JSON-RPC error.
+    pub mrtr_max_state_bytes: u64,
     /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (a table, not a flat key:
     /// no environment variable or flag sets it). Empty (default): the built-in demo server alone,
     /// unprefixed. Fields: [`switchboard_upstream::config::UpstreamConfig`].
@@ -208,6 +218,9 @@ impl Default for Config {
             auth_audience: String::new(),
             auth_jwt_hs256_secrets: Vec::new(),
             auth_jwt_public_keys_pem: Vec::new(),
+            mrtr_state_keys: Vec::new(),
+            mrtr_state_ttl_ms: 600_000,
+            mrtr_max_state_bytes: 65_536,
             upstreams: Vec::new(),
         }
     }
@@ -307,11 +320,16 @@ impl Config {
         let upstreams = self.upstreams_config().upstream_problems();
         let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
         let auth = self.auth_problems().into_iter().map(|(k, p)| (k, Some(p)));
+        let mrtr = self
+            .mrtr_problems()
+            .into_iter()
+            .map(|p| ("mrtr_state_keys", Some(p)));
         let rest = level
             .into_iter()
             .chain(separator)
             .chain(upstreams)
-            .chain(auth);
+            .chain(auth)
+            .chain(mrtr);
         for (key, problem) in single.into_iter().chain(origins).chain(hosts).chain(rest) {
             if let Some(message) = problem {
                 check(false, &[key], message);
@@ -329,7 +347,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 17] {
+    fn positive_keys(&self) -> [(&'static str, u64); 19] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -351,6 +369,8 @@ impl Config {
             ("max_uri_bytes", self.max_uri_bytes),
             ("max_progress_token_bytes", self.max_progress_token_bytes),
             ("max_inflight_per_session", self.max_inflight_per_session),
+            ("mrtr_state_ttl_ms", self.mrtr_state_ttl_ms),
+            ("mrtr_max_state_bytes", self.mrtr_max_state_bytes),
         ]
     }
 
@@ -381,6 +401,7 @@ impl Config {
             legacy_sse_path: self.legacy_sse_path.clone(),
             legacy_messages_path: self.legacy_messages_path.clone(),
             websocket_path: self.websocket_path.clone(),
+            mrtr: self.mrtr_settings(),
         }
     }
 
@@ -418,6 +439,7 @@ impl Config {
 }
 
 mod auth;
+mod mrtr;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

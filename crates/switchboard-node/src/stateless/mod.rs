@@ -12,15 +12,20 @@
 //! `server/discover` answered here, anything else run at the upstream ([`run`]) → JSON, or SSE
 //! whose body cancels the request when dropped.
 //!
-//! Not served yet: MRTR (`InputRequiredResult`, sealed `requestState`), `subscriptions/listen`,
-//! the tasks extension, era bridging towards 2026-07-28 upstreams, `Mcp-Param-*` validation.
+//! Requests whose upstream asks the client something answer `InputRequiredResult` and are
+//! retried on any node ([`mrtr`]).
+//!
+//! Not served yet: `subscriptions/listen`, the tasks extension, era bridging towards 2026-07-28
+//! upstreams, `Mcp-Param-*` validation.
 
 pub mod checks;
+pub mod mrtr;
 pub mod peer;
 pub mod refusal;
 pub mod run;
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body as HttpBody;
 use axum::response::{IntoResponse, Response};
@@ -97,7 +102,20 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         let result = run::complete("server/discover", discover(app));
         return json_answer(jsonrpc::result_response(&id, result));
     }
-    let (mut rx, cancel) = run::spawn(app, id, method, raw, checked);
+    let principal = crate::auth::current_principal();
+    let inputs = if mrtr::SUPPORTED.contains(&method.as_str()) {
+        match mrtr::Inputs::from_request(&app.mrtr, &method, params, &principal) {
+            Ok(inputs) => Some(Arc::new(inputs)),
+            Err(e) => {
+                let response =
+                    jsonrpc::error_response(Some(&id), codes::INVALID_PARAMS, e.to_string(), None);
+                return json_answer(response);
+            }
+        }
+    } else {
+        None
+    };
+    let (mut rx, cancel) = run::spawn(app, id, method, raw, checked, inputs, principal);
     // Dropping this (the client went away before the answer) cancels the request.
     let guard = cancel.drop_guard();
     let first = tokio::select! {

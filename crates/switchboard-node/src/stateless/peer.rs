@@ -5,17 +5,21 @@
 //! - `notifications/message` goes out only when the request's `_meta` named a log level, and
 //!   only at or above it (per-request `logLevel`; without it, none).
 //! - There is no standalone stream: unsolicited notifications are dropped (logged at debug).
-//! - Server-to-client requests are refused: -32021 when the request did not declare the
-//!   capability the method needs (recorded, so the request answers -32021), otherwise a clear
-//!   error until MRTR (`InputRequiredResult`) is built.
+//! - Server-to-client requests become MRTR questions ([`super::mrtr`]): answered at once from
+//!   the retry's inputs when it carries them, else recorded and parked until the run stops,
+//!   which then answers `InputRequiredResult`. Refused with -32021 when the request did not
+//!   declare the capability the method needs (recorded, so the request answers -32021), and
+//!   with an error on methods that may not answer `InputRequiredResult`.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_upstream::{ClientPeer, PeerError};
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
+use super::mrtr::Inputs;
 use crate::peer::{required_capability, severity};
 
 /// What the request's task hands the HTTP side, in order.
@@ -34,6 +38,11 @@ pub struct StatelessPeer {
     pub(crate) log_level: Option<String>,
     /// The client capability a server-to-client request needed and the request lacked.
     pub(crate) missing: Mutex<Option<&'static str>>,
+    /// The request's MRTR answers and questions; `None`: the method may not ask (MCP
+    /// 2026-07-28, basic/patterns/mrtr, Supported Requests).
+    pub(crate) inputs: Option<Arc<Inputs>>,
+    /// The request's cancellation: parked questions wait for it.
+    pub(crate) cancel: CancellationToken,
 }
 
 impl StatelessPeer {
@@ -71,17 +80,30 @@ impl ClientPeer for StatelessPeer {
         Ok(())
     }
 
-    async fn request(&self, method: &str, _params: Value) -> Result<Value, PeerError> {
-        if let Some(cap) = required_capability(method) {
-            if self.capabilities.get(cap).is_none() {
-                *self.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(cap);
-                return Err(PeerError::MissingCapability(cap));
-            }
+    async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+        let Some(cap) = required_capability(method) else {
+            return Err(PeerError::Delivery(format!(
+                "{method} cannot be sent under protocol version 2026-07-28: servers may not send \
+                 requests to clients, and it is not an MRTR input request"
+            )));
+        };
+        if self.capabilities.get(cap).is_none() {
+            *self.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(cap);
+            return Err(PeerError::MissingCapability(cap));
         }
-        Err(PeerError::Delivery(format!(
-            "{method} cannot be sent under protocol version 2026-07-28: servers may not send \
-             requests to clients, and this gateway does not serve MRTR (InputRequiredResult) yet"
-        )))
+        let Some(inputs) = &self.inputs else {
+            return Err(PeerError::Delivery(format!(
+                "{method} cannot be asked during this request: under protocol version \
+                 2026-07-28 only tools/call, prompts/get and resources/read may need input"
+            )));
+        };
+        if let Some(answer) = inputs.answer_or_ask(method, &params) {
+            // The trait returns the whole JSON-RPC response; MRTR carries only results.
+            return Ok(serde_json::json!({"jsonrpc": "2.0", "result": answer}));
+        }
+        // Parked: the run stops and answers InputRequiredResult; the retry asks again.
+        self.cancel.cancelled().await;
+        Err(PeerError::Cancelled)
     }
 }
 
@@ -97,6 +119,8 @@ mod tests {
             capabilities: json!({"sampling": {}}),
             log_level: level.map(str::to_owned),
             missing: Mutex::new(None),
+            inputs: None,
+            cancel: CancellationToken::new(),
         };
         (p, rx)
     }
@@ -115,6 +139,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn questions_park_until_the_run_stops() {
+        let (mut p, _) = peer(None);
+        let inputs = Arc::new(Inputs::none("tools/call", &json!({})));
+        p.inputs = Some(inputs.clone());
+        let cancel = p.cancel.clone();
+        let p = Arc::new(p);
+        let asking = tokio::spawn({
+            let p = p.clone();
+            async move { p.request("sampling/createMessage", json!({})).await }
+        });
+        inputs.asked().await;
+        assert!(!asking.is_finished());
+        cancel.cancel();
+        assert_eq!(asking.await.unwrap(), Err(PeerError::Cancelled));
+    }
+
+    #[tokio::test]
     async fn server_requests_are_refused() {
         let (p, _) = peer(None);
         let e = p
@@ -128,7 +169,7 @@ mod tests {
             .request("sampling/createMessage", json!({}))
             .await
             .unwrap_err();
-        assert!(matches!(e, PeerError::Delivery(m) if m.contains("MRTR")));
+        assert!(matches!(e, PeerError::Delivery(m) if m.contains("only tools/call")));
         assert_eq!(p.missing_capability(), None);
     }
 }

@@ -15,18 +15,22 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
+use super::mrtr::{self, Inputs};
 use super::peer::{Item, StatelessPeer};
 use crate::state::App;
 use crate::telemetry;
 
 /// Starts the request; its notifications and then its response arrive on the receiver. The
-/// token cancels it.
+/// token cancels it. `inputs`: its MRTR answers (`None` for methods that may not ask);
+/// `principal` the one its `requestState` is issued to.
 pub fn spawn(
     app: &App,
     id: RequestId,
     method: String,
     raw: Value,
     checked: Checked,
+    inputs: Option<Arc<Inputs>>,
+    principal: String,
 ) -> (mpsc::Receiver<Item>, CancellationToken) {
     let (tx, rx) = mpsc::channel(app.cfg.connection_queue.max(1));
     // A name for logs and upstream bookkeeping only; it is never stored or sent to the client.
@@ -38,6 +42,8 @@ pub fn spawn(
         capabilities: checked.capabilities.clone(),
         log_level: checked.log_level.clone(),
         missing: Mutex::new(None),
+        inputs: inputs.clone(),
+        cancel: cancel.clone(),
     });
     // The upstreams speak the session era: they see the newest session revision (era bridging
     // towards 2026-07-28 upstreams is not built yet).
@@ -59,12 +65,43 @@ pub fn spawn(
     let token = cancel.clone();
     tokio::spawn(async move {
         let params = raw.get("params").cloned().unwrap_or(Value::Null);
-        let work = app.upstream.request(&method, params, ctx);
-        let outcome = crate::run::until_cancelled(work, &token).await;
-        if token.is_cancelled() {
+        let work = app
+            .upstream
+            .request(&method, mrtr::upstream_params(params), ctx);
+        let work = crate::run::until_cancelled(work, &token);
+        tokio::pin!(work);
+        let asked = async {
+            match &inputs {
+                Some(i) => i.asked().await,
+                None => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = &mut work => outcome,
+            () = asked => {
+                // Give questions asked in parallel a moment, then stop the run: its answer is
+                // the InputRequiredResult.
+                let _ = tokio::time::timeout(mrtr::GATHER, &mut work).await;
+                token.cancel();
+                Err(switchboard_upstream::RpcError::new(codes::REQUEST_ABORTED, "input required"))
+            }
+        };
+        let needs_input = inputs
+            .as_deref()
+            .and_then(|i| i.input_required(&app.mrtr, &app.cfg.mrtr, &principal));
+        if token.is_cancelled() && needs_input.is_none() {
             telemetry::stateless_cancelled(&method);
         }
-        let response = answer(&id, &method, outcome, peer.missing_capability());
+        let response = match needs_input {
+            _ if peer.missing_capability().is_some() => {
+                answer(&id, &method, outcome, peer.missing_capability())
+            }
+            Some(Ok(result)) => jsonrpc::result_response(&id, result),
+            Some(Err(message)) => {
+                jsonrpc::error_response(Some(&id), codes::INTERNAL_ERROR, message, None)
+            }
+            None => answer(&id, &method, outcome, None),
+        };
         let _ = tx.send(Item::Final(response)).await;
         app.calls.end(&sid, &key);
     });

@@ -1,0 +1,364 @@
+//! Multi round-trip requests (MCP 2026-07-28, basic/patterns/mrtr): how a 2026-07-28 request
+//! whose upstream asks the client something (`sampling/createMessage`, `elicitation/create`,
+//! `roots/list`) is answered without server-initiated requests and without server memory.
+//!
+//! Round 1: the upstream runs; when it sends a request to the client, the node parks it, gives
+//! concurrent ones [`GATHER`] to arrive, stops the run and answers `resultType: "input_required"`
+//! with `inputRequests` (one entry per question) and a sealed `requestState`.
+//! Round n: the client retries (new JSON-RPC id, same params, `inputResponses`, the echoed
+//! `requestState`) on any node. The node opens the state, checks it, and runs the request again
+//! from the start; every question the upstream asks again is answered from the state and the
+//! responses at once, and a question still unanswered gives a fresh `InputRequiredResult`
+//! (the spec's SHOULD for missing input).
+//!
+//! Re-running is what makes the retry land anywhere: it suits upstreams that keep no
+//! per-session state ([`switchboard_upstream::Upstream::serves_stateless`]), which are the only
+//! ones served on this path. Questions are keyed by what they ask: `<method>-<8 hex of the
+//! SHA-256 of method and params>-<n>` (the n-th identical question of the run), so an upstream
+//! that asks the same things in the same order meets its answers again.
+//!
+//! The sealed state ([`seal`]) holds the principal, an expiry, a digest of the method and params
+//! (without `_meta`, `inputResponses`, `requestState`), the answers gathered so far and the keys
+//! still open; each is verified on receipt (Server Requirements: principal, short TTL, request
+//! identifier). A state is not single-use: replaying it within its TTL re-runs the same request
+//! with the same answers.
+
+pub mod seal;
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_lc_rs::digest::{digest, SHA256};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use tokio::sync::Notify;
+
+pub use seal::{KeyRing, SealError, KEY_LEN};
+
+/// How long a run that asked a question waits for concurrent questions before it stops.
+pub const GATHER: Duration = Duration::from_millis(20);
+
+/// The client requests that may be answered with an `InputRequiredResult` (MCP 2026-07-28,
+/// basic/patterns/mrtr, Supported Requests; MUST NOT on any other).
+pub const SUPPORTED: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
+
+/// The retry's params members that carry MRTR data and are not passed to the upstream.
+const RETRY_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
+
+/// The name the cluster's agreed key is stored under ([`switchboard_store::Secrets`]).
+pub const SECRET_NAME: &str = "mrtr-request-state";
+
+/// MRTR settings (config keys `mrtr_*`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct MrtrSettings {
+    /// Keys that seal (the first) and open (all) `requestState`, 32 bytes each. Empty: the node
+    /// uses the cluster's agreed key (one random key kept in the store, same on every node).
+    pub keys: Vec<[u8; KEY_LEN]>,
+    /// How long a `requestState` stays valid after it was issued (default 10 minutes).
+    pub state_ttl: Duration,
+    /// Largest sealed `requestState` the node issues, in bytes (default 65,536): answers are
+    /// carried in it, so a run that gathers more fails with a JSON-RPC error instead.
+    pub max_state_bytes: usize,
+}
+
+impl Default for MrtrSettings {
+    fn default() -> Self {
+        MrtrSettings {
+            keys: Vec::new(),
+            state_ttl: Duration::from_secs(600),
+            max_state_bytes: 65_536,
+        }
+    }
+}
+
+/// What the sealed `requestState` carries (short names: it travels on every retry).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+struct Payload {
+    /// Format version.
+    v: u8,
+    /// The principal the state was issued to.
+    p: String,
+    /// Expiry, ms since the Unix epoch.
+    e: u64,
+    /// Digest of the method and params ([`request_digest`]).
+    d: String,
+    /// Answers gathered in earlier rounds, by question key.
+    a: Map<String, Value>,
+    /// Keys asked in the last round.
+    k: Vec<String>,
+}
+
+/// Why a retry's MRTR data was refused (answered as -32602, invalid params).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RetryError {
+    /// The sealed blob did not open.
+    #[error(transparent)]
+    Seal(#[from] SealError),
+    /// `requestState` is not a JSON string.
+    #[error("requestState is not a string")]
+    NotAString,
+    /// It opened but is not a state of ours (format version or shape).
+    #[error("requestState is unreadable")]
+    Unreadable,
+    /// Presented after its TTL (`mrtr_state_ttl_ms`).
+    #[error("requestState has expired")]
+    Expired,
+    /// Issued to another principal.
+    #[error("requestState belongs to another principal")]
+    OtherPrincipal,
+    /// Issued for another method or other params.
+    #[error("requestState belongs to another request (method or params differ)")]
+    OtherRequest,
+    /// `inputResponses` is not a map of result objects.
+    #[error("inputResponses must be an object whose values are objects")]
+    BadResponses,
+}
+
+/// One request's view of MRTR: the answers it may use and the questions it asked.
+pub struct Inputs {
+    answers: Map<String, Value>,
+    seen: Mutex<HashMap<String, u32>>,
+    asked: Mutex<Vec<(String, Value)>>,
+    notify: Notify,
+    digest: String,
+}
+
+impl Inputs {
+    /// The inputs of a request: from its `requestState` and `inputResponses` when it is a
+    /// retry, else none. `principal` is the authenticated principal (or the anonymous one).
+    pub fn from_request(
+        ring: &KeyRing,
+        method: &str,
+        params: &Value,
+        principal: &str,
+    ) -> Result<Inputs, RetryError> {
+        let digest = request_digest(method, params);
+        let mut answers = Map::new();
+        if let Some(state) = params.get("requestState") {
+            let sealed = state.as_str().ok_or(RetryError::NotAString)?;
+            let payload: Payload =
+                serde_json::from_slice(&ring.open(sealed)?).map_err(|_| RetryError::Unreadable)?;
+            if payload.v != 1 {
+                return Err(RetryError::Unreadable);
+            }
+            if payload.e <= now_ms() {
+                return Err(RetryError::Expired);
+            }
+            if payload.p != principal {
+                return Err(RetryError::OtherPrincipal);
+            }
+            if payload.d != digest {
+                return Err(RetryError::OtherRequest);
+            }
+            answers = payload.a;
+            let responses = match params.get("inputResponses") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(m)) if m.values().all(Value::is_object) => m.clone(),
+                Some(_) => return Err(RetryError::BadResponses),
+            };
+            // Only answers to questions we asked count; anything else is ignored (Error
+            // Handling: unexpected members SHOULD be ignored).
+            for key in payload.k {
+                if let Some(answer) = responses.get(&key) {
+                    answers.insert(key, answer.clone());
+                }
+            }
+        }
+        Ok(Inputs {
+            answers,
+            seen: Mutex::default(),
+            asked: Mutex::default(),
+            notify: Notify::new(),
+            digest,
+        })
+    }
+
+    /// The inputs of a request that is not a retry (no answers).
+    pub fn none(method: &str, params: &Value) -> Inputs {
+        Inputs {
+            answers: Map::new(),
+            seen: Mutex::default(),
+            asked: Mutex::default(),
+            notify: Notify::new(),
+            digest: request_digest(method, params),
+        }
+    }
+
+    /// The answer to a question the upstream asks, or `None` after recording it as asked.
+    pub fn answer_or_ask(&self, method: &str, params: &Value) -> Option<Value> {
+        let base = question_key(method, params);
+        let n = {
+            let mut seen = lock(&self.seen);
+            let n = seen.entry(base.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let key = format!("{base}-{n}");
+        if let Some(answer) = self.answers.get(&key) {
+            return Some(answer.clone());
+        }
+        let request = json!({"method": method, "params": params});
+        lock(&self.asked).push((key, request));
+        self.notify.notify_one();
+        None
+    }
+
+    /// Resolves once a question was asked.
+    pub async fn asked(&self) {
+        if !lock(&self.asked).is_empty() {
+            return;
+        }
+        self.notify.notified().await;
+    }
+
+    /// The `InputRequiredResult` when the run asked questions: `inputRequests` and a sealed
+    /// `requestState` valid for `settings.state_ttl`. `Err` when the state would exceed
+    /// `settings.max_state_bytes`.
+    pub fn input_required(
+        &self,
+        ring: &KeyRing,
+        settings: &MrtrSettings,
+        principal: &str,
+    ) -> Option<Result<Value, String>> {
+        let asked = lock(&self.asked);
+        if asked.is_empty() {
+            return None;
+        }
+        let mut requests = Map::new();
+        for (key, request) in asked.iter() {
+            requests.insert(key.clone(), request.clone());
+        }
+        let payload = Payload {
+            v: 1,
+            p: principal.to_owned(),
+            e: now_ms() + settings.state_ttl.as_millis() as u64,
+            d: self.digest.clone(),
+            a: self.answers.clone(),
+            k: asked.iter().map(|(k, _)| k.clone()).collect(),
+        };
+        let plain = serde_json::to_vec(&payload).expect("payload serializes");
+        let sealed = ring.seal(&plain);
+        if sealed.len() > settings.max_state_bytes {
+            return Some(Err(format!(
+                "the answers gathered so far need a requestState of {} bytes, over this \
+                 server's limit of {} (mrtr_max_state_bytes)",
+                sealed.len(),
+                settings.max_state_bytes
+            )));
+        }
+        Some(Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": sealed,
+        })))
+    }
+}
+
+/// The ring of `keys`, or of one random key of this process when there are none.
+pub fn key_ring(keys: &[[u8; KEY_LEN]]) -> KeyRing {
+    if keys.is_empty() {
+        return KeyRing::new(&[random_key()]);
+    }
+    KeyRing::new(keys)
+}
+
+/// A fresh random key.
+pub fn random_key() -> [u8; KEY_LEN] {
+    let mut key = [0u8; KEY_LEN];
+    aws_lc_rs::rand::fill(&mut key).expect("system random source");
+    key
+}
+
+/// `config` with its MRTR keys settled: unchanged when keys are configured, else the cluster's
+/// agreed key from the store (the first node to ask proposes a random one), so every replica
+/// seals and opens with the same key without configuration.
+pub async fn settle_keys(
+    mut config: crate::NodeConfig,
+    store: &dyn switchboard_store::Store,
+) -> Result<crate::NodeConfig, String> {
+    if !config.mrtr.keys.is_empty() {
+        return Ok(config);
+    }
+    let agreed = store
+        .agreed_secret(SECRET_NAME, &random_key())
+        .await
+        .map_err(|e| format!("could not agree on the MRTR key through the store: {e}"))?;
+    let key: [u8; KEY_LEN] = agreed.as_slice().try_into().map_err(|_| {
+        format!(
+            "the store's MRTR key has {} bytes, not {KEY_LEN}; delete it or set mrtr_state_keys",
+            agreed.len()
+        )
+    })?;
+    config.mrtr.keys = vec![key];
+    Ok(config)
+}
+
+/// `params` as the upstream sees them: without the retry's MRTR members.
+pub fn upstream_params(mut params: Value) -> Value {
+    if let Some(obj) = params.as_object_mut() {
+        for member in RETRY_MEMBERS {
+            obj.remove(member);
+        }
+    }
+    params
+}
+
+/// Hex SHA-256 of the method and the canonical JSON of `params` without `_meta` and the retry
+/// members: the same for the first request and every retry of it.
+fn request_digest(method: &str, params: &Value) -> String {
+    let mut salient = upstream_params(params.clone());
+    if let Some(obj) = salient.as_object_mut() {
+        obj.remove("_meta");
+    }
+    hex_digest(&format!("{method}\n{}", canonical(&salient)))
+}
+
+/// The key of a question, without its occurrence number.
+fn question_key(method: &str, params: &Value) -> String {
+    let tail = method.rsplit('/').next().unwrap_or(method);
+    let d = hex_digest(&format!("{method}\n{}", canonical(params)));
+    format!("{tail}-{}", &d[..8])
+}
+
+fn hex_digest(text: &str) -> String {
+    digest(&SHA256, text.as_bytes())
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// JSON with object members sorted by name at every level, so member order does not matter.
+fn canonical(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            let members: Vec<String> = keys
+                .into_iter()
+                .map(|k| format!("{}:{}", Value::String(k.clone()), canonical(&m[k])))
+                .collect();
+            format!("{{{}}}", members.join(","))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(canonical).collect();
+            format!("[{}]", items.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests;

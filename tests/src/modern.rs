@@ -1,0 +1,57 @@
+//! Requests of the stateless revision, MCP 2026-07-28: the body with its `_meta`, the headers
+//! that mirror it, and posting them.
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::client::{Headers, McpClient, Reply};
+use crate::msg;
+
+/// The stateless revision.
+pub const V: &str = "2026-07-28";
+
+/// A 2026-07-28 request: `params` plus `_meta` with the version, `caps` as the client
+/// capabilities and a client info (members already in `params._meta` are kept).
+pub fn request(id: impl Into<Value>, method: &str, params: Value, caps: Value) -> Value {
+    let mut p = params;
+    if !p.is_object() {
+        p = json!({});
+    }
+    let meta = p["_meta"].as_object().cloned().unwrap_or_default();
+    p["_meta"] = Value::Object(meta);
+    p["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(V);
+    p["_meta"]["io.modelcontextprotocol/clientCapabilities"] = caps;
+    p["_meta"]["io.modelcontextprotocol/clientInfo"] =
+        json!({"name": "stateless-test", "version": "0"});
+    msg::request(id, method, p)
+}
+
+/// The headers a 2026-07-28 client sends for `method` (and `Mcp-Name: name` when given).
+pub fn headers(method: &str, name: Option<&str>) -> Headers {
+    let mut h = Headers::default()
+        .set("Content-Type", "application/json")
+        .set("Accept", "application/json, text/event-stream")
+        .set("MCP-Protocol-Version", V)
+        .set("Mcp-Method", method);
+    if let Some(n) = name {
+        h = h.set("Mcp-Name", n);
+    }
+    h
+}
+
+/// POSTs `body` with `h` to `url` on a fresh client.
+pub async fn post(url: &str, h: &Headers, body: &Value) -> Reply {
+    McpClient::new()
+        .send(Method::POST, url, h, Some(body.to_string()))
+        .await
+}
+
+/// POSTs a request built by [`request`] with the headers it needs (`Mcp-Name` from
+/// `params.name` or `params.uri`).
+pub async fn send(url: &str, body: &Value) -> Reply {
+    let method = body["method"].as_str().expect("a request has a method");
+    let name = body["params"]["name"]
+        .as_str()
+        .or_else(|| body["params"]["uri"].as_str());
+    post(url, &headers(method, name), body).await
+}
