@@ -45,6 +45,12 @@ impl Upstream {
         Upstream::new(name, "sse").with("url", Field::Text(url.to_owned()))
     }
 
+    /// The protocol revision of an `http` upstream that is not a session-era server
+    /// (`"2026-07-28"`: stateless requests).
+    pub fn revision(self, revision: &str) -> Upstream {
+        self.with("revision", Field::Text(revision.to_owned()))
+    }
+
     /// The tool/prompt name prefix (`""`: names unchanged; default: the upstream's name).
     pub fn prefix(self, prefix: &str) -> Upstream {
         self.with("prefix", Field::Text(prefix.to_owned()))

@@ -107,6 +107,12 @@ pub struct UpstreamConfig {
     /// `${VAR}`, expanded when the node starts ([`UpstreamConfig::expanded`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// http: the protocol revision the server speaks when it is not a session-era server:
+    /// `"2026-07-28"` makes every request a self-contained stateless one
+    /// ([`crate::http::modern::ModernHttpUpstream`]). Absent (default): the session era
+    /// (`initialize`, `Mcp-Session-Id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
 }
 
 fn default_timeout_ms() -> u64 {
@@ -157,6 +163,7 @@ impl UpstreamConfig {
             shared: false,
             url: None,
             headers: BTreeMap::new(),
+            revision: None,
         }
     }
 
@@ -195,6 +202,11 @@ impl UpstreamConfig {
             ("shared", self.shared, stdio),
             ("url", self.url.is_some(), web),
             ("headers", !self.headers.is_empty(), web),
+            (
+                "revision",
+                self.revision.is_some(),
+                self.kind == UpstreamKind::Http,
+            ),
         ];
         for (field, present, allowed) in set {
             if present && !allowed {
@@ -214,6 +226,20 @@ impl UpstreamConfig {
             if !ok {
                 out.push(format!(
                     "upstream `{name}`: kind `{kind}` needs a `url` starting with http:// or https://"
+                ));
+            }
+        }
+        if let Some(revision) = &self.revision {
+            let stateless = switchboard_protocol::Revision::parse_stateless(revision).is_some();
+            if self.kind == UpstreamKind::Http && !stateless {
+                let served: Vec<&str> = switchboard_protocol::Revision::STATELESS
+                    .iter()
+                    .map(|r| r.as_str())
+                    .collect();
+                out.push(format!(
+                    "upstream `{name}`: revision `{revision}` is not a stateless revision ({}); \
+                     leave it out for a session-era server",
+                    served.join(", ")
                 ));
             }
         }
@@ -343,6 +369,9 @@ pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     let config = config.expanded(|var| std::env::var(var).ok())?;
     match config.kind {
         UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
+        UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
+            crate::http::modern::ModernHttpUpstream::from_config(&config)?,
+        )),
         UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(&config)?)),
         // A legacy SSE connection and a per-session stdio child live in one process: their
         // requests run on the node that owns them (see `placement`).

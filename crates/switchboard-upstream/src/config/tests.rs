@@ -221,3 +221,29 @@ fn build_refuses_bad_configs_and_unset_variables() {
         "{err}"
     );
 }
+
+#[test]
+fn revision_names_a_stateless_server_of_kind_http_only() {
+    let ok = "[[upstreams]]\nname = \"m\"\nkind = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
+              revision = \"2026-07-28\"\n";
+    assert_eq!(problems(ok), "");
+    let config = parse(ok).unwrap();
+    let built = build(&config).expect("builds");
+    assert!(
+        built.serves_stateless(),
+        "a 2026-07-28 server keeps no session"
+    );
+    let old = ok.replace("2026-07-28", "2025-11-25");
+    assert!(
+        problems(&old).contains("not a stateless revision"),
+        "{}",
+        problems(&old)
+    );
+    let stdio = "[[upstreams]]\nname = \"s\"\nkind = \"stdio\"\ncommand = \"x\"\n\
+                 revision = \"2026-07-28\"\n";
+    assert!(
+        problems(stdio).contains("`revision` does not apply"),
+        "{}",
+        problems(stdio)
+    );
+}

@@ -20,6 +20,7 @@ pub(crate) mod events;
 mod lease;
 mod lifecycle;
 mod listen;
+pub mod modern;
 mod session;
 pub(crate) mod wire;
 

@@ -189,6 +189,19 @@ impl Wire {
         }
     }
 
+    /// The same wire with `extra` headers on every request (set or replacing the static ones):
+    /// the per-request headers of the stateless revision (`MCP-Protocol-Version`, `Mcp-Method`,
+    /// `Mcp-Name`; MCP 2026-07-28, basic/transports/streamable-http, Standard Request Headers).
+    pub fn with_headers(&self, extra: HeaderMap) -> Wire {
+        let mut headers = self.headers.clone();
+        headers.extend(extra);
+        Wire {
+            url: self.url.clone(),
+            headers,
+            client: self.client.clone(),
+        }
+    }
+
     /// GETs the URL as an event stream (the legacy HTTP+SSE transport's SSE endpoint: MCP
     /// 2024-11-05, basic/transports, HTTP with SSE).
     pub async fn listen(&self) -> Result<EventReader, WireError> {
