@@ -90,6 +90,16 @@ async fn handle(app: &App, msg: BusMessage) {
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
         BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),
+        BusMessage::Resume {
+            call,
+            origin,
+            park,
+            answers,
+        } => {
+            let resume =
+                crate::stateless::park::resume_remote(app.clone(), call, origin, park, answers);
+            tokio::spawn(resume);
+        }
         BusMessage::Resubscribed {} => {
             tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
             app.hub.catch_up_all();

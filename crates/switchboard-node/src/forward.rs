@@ -31,7 +31,56 @@ struct Waiting {
 pub struct Forwards {
     seq: AtomicU64,
     waiting: Mutex<HashMap<String, Waiting>>,
-    running: Mutex<HashMap<(String, String), CancellationToken>>,
+    pub(crate) running: Mutex<HashMap<(String, String), CancellationToken>>,
+}
+
+/// How waiting for another node's outcome ended ([`await_outcome`]).
+pub enum Awaited {
+    /// The outcome text the owner sent.
+    Done(String),
+    /// `cancel` fired; the owner was sent `ForwardCancel`.
+    Cancelled,
+    /// The message could not be sent, or the owner stopped; the text says why.
+    Unavailable(String),
+}
+
+/// Origin: sends `msg` (which names `call`) to `node` and waits for its `ForwardDone`
+/// (`done`), telling `node` to cancel when `cancel` fires, and giving up when `node` stops
+/// heartbeating (checked every `liveness_check_interval`).
+pub async fn await_outcome(
+    app: &App,
+    node: &str,
+    call: &str,
+    msg: BusMessage,
+    mut done: oneshot::Receiver<String>,
+    cancel: &CancellationToken,
+) -> Awaited {
+    if let Err(e) = app.store.send_to(node, &msg).await {
+        return Awaited::Unavailable(e.to_string());
+    }
+    let mut liveness = tokio::time::interval(app.cfg.liveness_check_interval);
+    liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    liveness.tick().await;
+    loop {
+        tokio::select! {
+            outcome = &mut done => {
+                return match outcome {
+                    Ok(text) => Awaited::Done(text),
+                    Err(_) => Awaited::Unavailable("the forwarded call vanished".into()),
+                };
+            }
+            _ = cancel.cancelled() => {
+                let stop = BusMessage::ForwardCancel { call: call.to_owned(), origin: app.node_id().to_owned() };
+                let _ = app.store.send_to(node, &stop).await;
+                return Awaited::Cancelled;
+            }
+            _ = liveness.tick() => {
+                if let Ok(false) = app.store.is_alive(node).await {
+                    return Awaited::Unavailable(format!("node {node} that ran it for this session stopped; the next request starts it again on a live node"));
+                }
+            }
+        }
+    }
 }
 
 impl Forwards {

@@ -7,9 +7,8 @@ use switchboard_protocol::codes;
 use switchboard_store::{BusMessage, OwnerClaim};
 use switchboard_upstream::placement::{Owner, Placement};
 use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
-use tokio::time::{interval, MissedTickBehavior};
 
-use crate::forward::decode_outcome;
+use crate::forward::{decode_outcome, Awaited};
 use crate::state::App;
 
 /// Placement backed by the store (owner records, liveness) and the bus.
@@ -137,39 +136,19 @@ impl NodePlacement {
         upstream: &str,
         call: &str,
         msg: BusMessage,
-        mut done: tokio::sync::oneshot::Receiver<String>,
+        done: tokio::sync::oneshot::Receiver<String>,
         ctx: &RequestContext,
     ) -> Result<Value, RpcError> {
-        let app = &self.app;
         let unavailable = |why: String| {
             RpcError::new(
                 codes::UPSTREAM_UNAVAILABLE,
                 format!("upstream `{upstream}` is unavailable: {why}"),
             )
         };
-        app.store
-            .send_to(node, &msg)
-            .await
-            .map_err(|e| unavailable(e.to_string()))?;
-        let mut liveness = interval(app.cfg.liveness_check_interval);
-        liveness.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        liveness.tick().await;
-        loop {
-            tokio::select! {
-                outcome = &mut done => {
-                    return outcome.map_err(|_| unavailable("the forwarded call vanished".into())).and_then(|t| decode_outcome(&t));
-                }
-                _ = ctx.cancel.cancelled() => {
-                    let cancel = BusMessage::ForwardCancel { call: call.to_owned(), origin: app.node_id().to_owned() };
-                    let _ = app.store.send_to(node, &cancel).await;
-                    return Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled"));
-                }
-                _ = liveness.tick() => {
-                    if let Ok(false) = app.store.is_alive(node).await {
-                        return Err(unavailable(format!("node {node} that ran it for this session stopped; the next request starts it again on a live node")));
-                    }
-                }
-            }
+        match crate::forward::await_outcome(&self.app, node, call, msg, done, &ctx.cancel).await {
+            Awaited::Done(text) => decode_outcome(&text),
+            Awaited::Cancelled => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
+            Awaited::Unavailable(why) => Err(unavailable(why)),
         }
     }
 }

@@ -34,6 +34,8 @@ pub struct AppState {
     /// The keys that seal and open MRTR `requestState` (from `cfg.mrtr.keys`; a random key of
     /// this process alone when that is empty, which [`crate::serve`] never leaves it).
     pub mrtr: crate::stateless::mrtr::KeyRing,
+    /// 2026-07-28 requests parked here, waiting for their MRTR answers.
+    pub parking: crate::stateless::park::Parking,
     conn_seq: AtomicU64,
 }
 
@@ -46,6 +48,7 @@ impl AppState {
         let mrtr = crate::stateless::mrtr::key_ring(&cfg.mrtr.keys);
         Arc::new(AppState {
             mrtr,
+            parking: Default::default(),
             hub: Hub::new(cfg.connection_queue),
             auth: cfg.auth.clone().map(crate::auth::Auth::new),
             cfg,

@@ -351,6 +351,20 @@ pub enum BusMessage {
         /// The origin node (call ids are unique per origin).
         origin: String,
     },
+    /// A 2026-07-28 retry resumes a request parked on the receiving node (MRTR with an upstream
+    /// that keeps per-session state): deliver `answers` to its questions and stream what the
+    /// call produces next back to `origin` as `ForwardMessage`s and one `ForwardDone` for
+    /// `call`.
+    Resume {
+        /// Call id on the origin.
+        call: String,
+        /// The node holding the client's retry.
+        origin: String,
+        /// The parked request's id on the receiving node.
+        park: String,
+        /// The answers (`inputResponses` of the asked keys) as JSON text.
+        answers: String,
+    },
     /// Local only, never published: this node's inbox was disconnected and has resubscribed, so
     /// messages sent to it meanwhile may be lost. Held streams catch up from their event logs.
     Resubscribed {},

@@ -20,6 +20,7 @@
 
 pub mod checks;
 pub mod mrtr;
+pub mod park;
 pub mod peer;
 pub mod refusal;
 pub mod run;
@@ -85,14 +86,6 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         Message::Response { .. } => return Refusal::ResponseNotAllowed.respond(None),
         Message::Request { id, method, raw } => (id, method, raw),
     };
-    if !app.upstream.serves_stateless() {
-        let requested = h
-            .get(headers::MCP_PROTOCOL_VERSION)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        return Refusal::SessionUpstreams(requested).respond(Some(&id));
-    }
     let params = raw.get("params").unwrap_or(&Value::Null);
     let checked = match checks::check(h, &method, params) {
         Ok(c) => c,
@@ -103,9 +96,12 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         return json_answer(jsonrpc::result_response(&id, result));
     }
     let principal = crate::auth::current_principal();
-    let inputs = if mrtr::SUPPORTED.contains(&method.as_str()) {
-        match mrtr::Inputs::from_request(&app.mrtr, &method, params, &principal) {
-            Ok(inputs) => Some(Arc::new(inputs)),
+    // Upstreams with per-session state park a request that asks the client something; the
+    // others are re-run on the retry (see `mrtr` and `park`).
+    let parking = !app.upstream.serves_stateless();
+    let retry = if mrtr::SUPPORTED.contains(&method.as_str()) {
+        match mrtr::Inputs::from_request(&app.mrtr, &method, params, &principal, parking) {
+            Ok(retry) => Some(retry),
             Err(e) => {
                 let response =
                     jsonrpc::error_response(Some(&id), codes::INVALID_PARAMS, e.to_string(), None);
@@ -115,9 +111,26 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
     } else {
         None
     };
-    let (mut rx, cancel) = run::spawn(app, id, method, raw, checked, inputs, principal);
-    // Dropping this (the client went away before the answer) cancels the request.
-    let guard = cancel.drop_guard();
+    // Dropping the guard (the client went away before the answer) cancels the request.
+    let (mut rx, guard): (_, Box<dyn Send>) = match retry {
+        Some(mrtr::Retry::Resume(r)) if r.node == app.node_id() => {
+            let (rx, guard) = park::resume_here(app, id, &r.park, &principal, r.answers);
+            (rx, Box::new(guard))
+        }
+        Some(mrtr::Retry::Resume(r)) => {
+            let (rx, cancel) = park::resume_from(app, &r.node, id, r.park, r.answers);
+            (rx, Box::new(cancel.drop_guard()))
+        }
+        Some(mrtr::Retry::Run(inputs)) => {
+            let inputs = Some(Arc::new(inputs));
+            let (rx, guard) = run::spawn(app, id, method, raw, checked, inputs, principal);
+            (rx, Box::new(guard))
+        }
+        None => {
+            let (rx, guard) = run::spawn(app, id, method, raw, checked, None, principal);
+            (rx, Box::new(guard))
+        }
+    };
     let first = tokio::select! {
         item = rx.recv() => item,
         _ = tokio::time::sleep(app.cfg.sse_after) => None,
@@ -167,7 +180,7 @@ fn json_answer(v: Value) -> Response {
 fn stream_answer(
     first: Option<Item>,
     rx: tokio::sync::mpsc::Receiver<Item>,
-    guard: tokio_util::sync::DropGuard,
+    guard: Box<dyn Send>,
 ) -> Response {
     let head = tokio_stream::iter(first);
     let items = head.chain(ReceiverStream::new(rx));

@@ -16,10 +16,11 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_upstream::{ClientPeer, PeerError};
-use tokio::sync::mpsc;
+
 use tokio_util::sync::CancellationToken;
 
-use super::mrtr::Inputs;
+use super::mrtr::{Ask, Inputs};
+use super::park::Sink;
 use crate::peer::{required_capability, severity};
 
 /// What the request's task hands the HTTP side, in order.
@@ -33,7 +34,7 @@ pub enum Item {
 
 /// The way back to the client for one 2026-07-28 request.
 pub struct StatelessPeer {
-    pub(crate) tx: mpsc::Sender<Item>,
+    pub(crate) tx: Arc<Sink>,
     pub(crate) capabilities: Value,
     pub(crate) log_level: Option<String>,
     /// The client capability a server-to-client request needed and the request lacked.
@@ -69,10 +70,11 @@ impl ClientPeer for StatelessPeer {
         if self.dropped(&message) {
             return Ok(());
         }
-        self.tx
-            .send(Item::Note(message))
-            .await
-            .map_err(|_| PeerError::Cancelled)
+        if self.tx.send(Item::Note(message)).await {
+            Ok(())
+        } else {
+            Err(PeerError::Cancelled)
+        }
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
@@ -97,13 +99,21 @@ impl ClientPeer for StatelessPeer {
                  2026-07-28 only tools/call, prompts/get and resources/read may need input"
             )));
         };
-        if let Some(answer) = inputs.answer_or_ask(method, &params) {
-            // The trait returns the whole JSON-RPC response; MRTR carries only results.
-            return Ok(serde_json::json!({"jsonrpc": "2.0", "result": answer}));
+        // The trait returns the whole JSON-RPC response; MRTR carries only results.
+        let response = |answer| serde_json::json!({"jsonrpc": "2.0", "result": answer});
+        match inputs.answer_or_ask(method, &params) {
+            Ask::Answer(answer) => Ok(response(answer)),
+            // The run stops and answers InputRequiredResult; the retry asks again.
+            Ask::Stop => {
+                self.cancel.cancelled().await;
+                Err(PeerError::Cancelled)
+            }
+            // The run parks; a retry's answer arrives here.
+            Ask::Wait(answer) => tokio::select! {
+                answer = answer => answer.map(response).map_err(|_| PeerError::Cancelled),
+                () = self.cancel.cancelled() => Err(PeerError::Cancelled),
+            },
         }
-        // Parked: the run stops and answers InputRequiredResult; the retry asks again.
-        self.cancel.cancelled().await;
-        Err(PeerError::Cancelled)
     }
 }
 
@@ -111,11 +121,12 @@ impl ClientPeer for StatelessPeer {
 mod tests {
     use super::*;
     use serde_json::json;
+    use tokio::sync::mpsc;
 
     fn peer(level: Option<&str>) -> (StatelessPeer, mpsc::Receiver<Item>) {
         let (tx, rx) = mpsc::channel(8);
         let p = StatelessPeer {
-            tx,
+            tx: Arc::new(Sink::new(tx)),
             capabilities: json!({"sampling": {}}),
             log_level: level.map(str::to_owned),
             missing: Mutex::new(None),

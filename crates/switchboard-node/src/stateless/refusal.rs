@@ -15,11 +15,6 @@ pub enum Refusal {
     HeaderMismatch(String),
     /// The version in `_meta` is not one we serve statelessly (400, -32022).
     UnsupportedVersion(String),
-    /// An upstream of this deployment keeps per-session state (a stdio child, an HTTP or SSE
-    /// session), which the stateless era cannot carry yet (issue 5, era bridging): 400, -32022
-    /// listing the handshake revisions, so a dual-era client falls back to `initialize` at once
-    /// (revisions.md 1.8.3, 1.8.4).
-    SessionUpstreams(String),
     /// A required `_meta` field is missing or malformed, or the params are not an object
     /// (400, -32602).
     InvalidParams(String),
@@ -44,9 +39,7 @@ impl Refusal {
     pub fn code(&self) -> i64 {
         match self {
             Refusal::HeaderMismatch(_) => codes::HEADER_MISMATCH,
-            Refusal::UnsupportedVersion(_) | Refusal::SessionUpstreams(_) => {
-                codes::UNSUPPORTED_PROTOCOL_VERSION
-            }
+            Refusal::UnsupportedVersion(_) => codes::UNSUPPORTED_PROTOCOL_VERSION,
             Refusal::InvalidParams(_) => codes::INVALID_PARAMS,
             Refusal::MissingCapability(_) => codes::MISSING_CLIENT_CAPABILITY,
             Refusal::UnknownMethod(_) => codes::METHOD_NOT_FOUND,
@@ -58,10 +51,6 @@ impl Refusal {
         match self {
             Refusal::HeaderMismatch(why) => format!("Header mismatch: {why}"),
             Refusal::UnsupportedVersion(v) => format!("Unsupported protocol version: {v}"),
-            Refusal::SessionUpstreams(v) => format!(
-                "Unsupported protocol version: {v} (this deployment's upstreams keep per-session \
-                 state; use initialize)"
-            ),
             Refusal::InvalidParams(why) => format!("Invalid params: {why}"),
             Refusal::MissingCapability(caps) => {
                 format!("Missing required client capability: {}", caps.join(", "))
@@ -77,10 +66,6 @@ impl Refusal {
         match self {
             Refusal::UnsupportedVersion(requested) => Some(json!({
                 "supported": Revision::STATELESS.map(Revision::as_str),
-                "requested": requested,
-            })),
-            Refusal::SessionUpstreams(requested) => Some(json!({
-                "supported": Revision::ALL.map(Revision::as_str),
                 "requested": requested,
             })),
             Refusal::MissingCapability(caps) => {
@@ -108,7 +93,6 @@ mod tests {
         let all = [
             (Refusal::HeaderMismatch("x".into()), 400, -32020),
             (Refusal::UnsupportedVersion("x".into()), 400, -32022),
-            (Refusal::SessionUpstreams("x".into()), 400, -32022),
             (Refusal::InvalidParams("x".into()), 400, -32602),
             (
                 Refusal::MissingCapability(vec!["sampling".into()]),

@@ -16,13 +16,25 @@ use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
 use super::mrtr::{self, Inputs};
+use super::park::{RoundGuard, Rounds, Sink};
 use super::peer::{Item, StatelessPeer};
 use crate::state::App;
 use crate::telemetry;
 
-/// Starts the request; its notifications and then its response arrive on the receiver. The
-/// token cancels it. `inputs`: its MRTR answers (`None` for methods that may not ask);
-/// `principal` the one its `requestState` is issued to.
+/// The prefix of the ephemeral session ids of 2026-07-28 requests: never in the store, so the
+/// node's session sweeps leave them alone ([`is_ephemeral`]).
+pub const EPHEMERAL_PREFIX: &str = "stateless-";
+
+/// Whether `sid` names the ephemeral session of a 2026-07-28 request.
+pub fn is_ephemeral(sid: &str) -> bool {
+    sid.starts_with(EPHEMERAL_PREFIX)
+}
+
+/// Starts the request; its notifications and then its response arrive on the receiver.
+/// Dropping the guard (the response stream closed) cancels it, unless it parked. `inputs`: its
+/// MRTR answers (`None` for methods that may not ask); `principal` the one its `requestState`
+/// is issued to. The upstream sees an ephemeral session of its own, ended with the request
+/// (for upstreams with per-session state: a stdio child, an upstream session).
 pub fn spawn(
     app: &App,
     id: RequestId,
@@ -31,22 +43,29 @@ pub fn spawn(
     checked: Checked,
     inputs: Option<Arc<Inputs>>,
     principal: String,
-) -> (mpsc::Receiver<Item>, CancellationToken) {
+) -> (mpsc::Receiver<Item>, RoundGuard) {
     let (tx, rx) = mpsc::channel(app.cfg.connection_queue.max(1));
+    let sink = Arc::new(Sink::new(tx));
     // A name for logs and upstream bookkeeping only; it is never stored or sent to the client.
-    let sid = format!("stateless-{}", StreamId::generate());
+    let sid = format!("{EPHEMERAL_PREFIX}{}", StreamId::generate());
     let key = id.key();
     let cancel = app.calls.start(&sid, &key);
+    let rounds = Arc::new(Rounds::default());
+    let guard = RoundGuard {
+        token: cancel.clone(),
+        rounds: rounds.clone(),
+        round: 0,
+    };
     let peer = Arc::new(StatelessPeer {
-        tx: tx.clone(),
+        tx: sink.clone(),
         capabilities: checked.capabilities.clone(),
         log_level: checked.log_level.clone(),
         missing: Mutex::new(None),
         inputs: inputs.clone(),
         cancel: cancel.clone(),
     });
-    // The upstreams speak the session era: they see the newest session revision (era bridging
-    // towards 2026-07-28 upstreams is not built yet).
+    // The upstreams speak the session era: they see the newest session revision (2026-07-28
+    // upstreams add the stateless `_meta` themselves).
     let init = json!({
         "protocolVersion": Revision::LATEST.as_str(),
         "capabilities": checked.capabilities,
@@ -61,51 +80,161 @@ pub fn spawn(
         peer: peer.clone(),
         session: Arc::new(LocalSession::new(sid.clone(), init)),
     };
-    let app = app.clone();
-    let token = cancel.clone();
+    let run = Run {
+        app: app.clone(),
+        id,
+        method,
+        inputs,
+        principal,
+        token: cancel,
+        rounds,
+        sink,
+        peer,
+    };
     tokio::spawn(async move {
         let params = raw.get("params").cloned().unwrap_or(Value::Null);
-        let work = app
-            .upstream
-            .request(&method, mrtr::upstream_params(params), ctx);
+        let (upstream, method, token) = (
+            run.app.upstream.clone(),
+            run.method.clone(),
+            run.token.clone(),
+        );
+        let work = upstream.request(&method, mrtr::upstream_params(params), ctx);
         let work = crate::run::until_cancelled(work, &token);
-        tokio::pin!(work);
-        let asked = async {
-            match &inputs {
-                Some(i) => i.asked().await,
-                None => std::future::pending().await,
-            }
-        };
-        let outcome = tokio::select! {
-            outcome = &mut work => outcome,
-            () = asked => {
-                // Give questions asked in parallel a moment, then stop the run: its answer is
-                // the InputRequiredResult.
-                let _ = tokio::time::timeout(mrtr::GATHER, &mut work).await;
-                token.cancel();
-                Err(switchboard_upstream::RpcError::new(codes::REQUEST_ABORTED, "input required"))
-            }
-        };
-        let needs_input = inputs
-            .as_deref()
-            .and_then(|i| i.input_required(&app.mrtr, &app.cfg.mrtr, &principal));
-        if token.is_cancelled() && needs_input.is_none() {
-            telemetry::stateless_cancelled(&method);
+        let mut run = run;
+        if let Some(response) = run.drive(work).await {
+            run.sink.send(Item::Final(response)).await;
         }
-        let response = match needs_input {
-            _ if peer.missing_capability().is_some() => {
-                answer(&id, &method, outcome, peer.missing_capability())
-            }
-            Some(Ok(result)) => jsonrpc::result_response(&id, result),
-            Some(Err(message)) => {
-                jsonrpc::error_response(Some(&id), codes::INTERNAL_ERROR, message, None)
-            }
-            None => answer(&id, &method, outcome, None),
-        };
-        let _ = tx.send(Item::Final(response)).await;
-        app.calls.end(&sid, &key);
+        run.app.calls.end(&sid, &key);
+        run.app.upstream.session_ended(&sid).await;
     });
-    (rx, cancel)
+    (rx, guard)
+}
+
+/// One request's run, across its MRTR rounds.
+struct Run {
+    app: App,
+    id: RequestId,
+    method: String,
+    inputs: Option<Arc<Inputs>>,
+    principal: String,
+    token: CancellationToken,
+    rounds: Arc<Rounds>,
+    sink: Arc<Sink>,
+    peer: Arc<StatelessPeer>,
+}
+
+impl Run {
+    /// Drives `work` to its final response (`None`: nothing is left to answer: the request
+    /// parked and no retry came, or its state could not be issued and was answered already).
+    /// Re-run mode: the first question stops the run with an `InputRequiredResult`. Park mode:
+    /// each batch of questions answers the current round with one and waits for a retry,
+    /// which delivers the answers and takes the rest of the request's messages.
+    async fn drive(
+        &mut self,
+        work: impl std::future::Future<Output = Result<Value, RpcError>>,
+    ) -> Option<Value> {
+        tokio::pin!(work);
+        let parking = self.inputs.as_ref().is_some_and(|i| i.parking());
+        loop {
+            let inputs = self.inputs.clone();
+            let asked = async {
+                match &inputs {
+                    Some(i) => i.asked().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let finished = tokio::select! {
+                outcome = &mut work => Some(outcome),
+                () = asked => None,
+            };
+            if let Some(outcome) = finished {
+                return Some(self.respond(outcome));
+            }
+            // Give questions asked in parallel a moment.
+            let gathered = tokio::time::timeout(mrtr::GATHER, &mut work).await;
+            if !parking {
+                self.token.cancel();
+                let stopped = RpcError::new(codes::REQUEST_ABORTED, "input required");
+                return Some(self.respond(Err(stopped)));
+            }
+            if let Ok(outcome) = gathered {
+                return Some(self.respond(outcome));
+            }
+            let inputs = inputs?;
+            let questions = inputs.take_asked();
+            let park = self
+                .app
+                .parking
+                .park(&self.principal, &self.token, &self.rounds);
+            let node = self.app.node_id().to_owned();
+            let issued = inputs.result(
+                &self.app.mrtr,
+                &self.app.cfg.mrtr,
+                &self.principal,
+                &questions,
+                Some((&node, &park.id)),
+            );
+            let result = match issued {
+                Ok(result) => result,
+                Err(message) => {
+                    self.app.parking.forget(&park.id);
+                    self.token.cancel();
+                    let e = jsonrpc::error_response(
+                        Some(&self.id),
+                        codes::INTERNAL_ERROR,
+                        message,
+                        None,
+                    );
+                    return Some(e);
+                }
+            };
+            self.rounds.park();
+            self.sink
+                .send(Item::Final(jsonrpc::result_response(&self.id, result)))
+                .await;
+            // Wait for the retry (at most the state's TTL), still driving the call so that its
+            // own timers and transport keep running.
+            let resumed = tokio::select! {
+                resumed = park.resumed => resumed.ok(),
+                () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => None,
+                outcome = &mut work => {
+                    tracing::info!(method = %self.method, error = ?outcome.err().map(|e| e.message),
+                        "a parked request ended before its retry");
+                    None
+                }
+            };
+            let Some(resumed) = resumed else {
+                self.app.parking.forget(&park.id);
+                self.token.cancel();
+                tracing::info!(method = %self.method, "a parked request got no retry in time; cancelled");
+                return None;
+            };
+            self.sink.redirect(resumed.tx);
+            self.id = resumed.id;
+            inputs.deliver(&resumed.answers);
+        }
+    }
+
+    /// The final JSON-RPC response of `outcome`: -32021 when a question needed a capability
+    /// the request lacked, the re-run mode's `InputRequiredResult` when it asked, else the
+    /// outcome with `resultType`.
+    fn respond(&self, outcome: Result<Value, RpcError>) -> Value {
+        let inputs = self.inputs.as_deref().filter(|i| !i.parking());
+        let needs_input = inputs
+            .and_then(|i| i.input_required(&self.app.mrtr, &self.app.cfg.mrtr, &self.principal));
+        if self.token.is_cancelled() && needs_input.is_none() {
+            telemetry::stateless_cancelled(&self.method);
+        }
+        let missing = self.peer.missing_capability();
+        match needs_input {
+            _ if missing.is_some() => answer(&self.id, &self.method, outcome, missing),
+            Some(Ok(result)) => jsonrpc::result_response(&self.id, result),
+            Some(Err(message)) => {
+                jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None)
+            }
+            None => answer(&self.id, &self.method, outcome, None),
+        }
+    }
 }
 
 /// The JSON-RPC response: a result with `resultType`, the -32021 of a server-to-client request

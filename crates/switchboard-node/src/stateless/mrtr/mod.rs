@@ -32,7 +32,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lc_rs::digest::{digest, SHA256};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
-use tokio::sync::Notify;
+use switchboard_protocol::meta;
+use tokio::sync::{oneshot, Notify};
 
 pub use seal::{KeyRing, SealError, KEY_LEN};
 
@@ -87,6 +88,12 @@ struct Payload {
     a: Map<String, Value>,
     /// Keys asked in the last round.
     k: Vec<String>,
+    /// Park mode: the node holding the parked call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    n: Option<String>,
+    /// Park mode: the parked call's id on that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    r: Option<String>,
 }
 
 /// Why a retry's MRTR data was refused (answered as -32602, invalid params).
@@ -115,24 +122,59 @@ pub enum RetryError {
     BadResponses,
 }
 
+/// What a request's MRTR data asks for.
+pub enum Retry {
+    /// A first request, or a retry of a request that is re-run: run it with these inputs.
+    Run(Inputs),
+    /// A retry of a request parked on `node` (its upstream keeps per-session state, so the call
+    /// waits there for the answers instead of being re-run).
+    Resume(Resume),
+}
+
+/// Where a parked request waits and the answers the retry brings it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    /// The node holding the parked call.
+    pub node: String,
+    /// The parked call's id on that node.
+    pub park: String,
+    /// The answers to its questions that the retry carries, by question key.
+    pub answers: Map<String, Value>,
+}
+
+/// What [`Inputs::answer_or_ask`] tells the peer.
+pub enum Ask {
+    /// The answer is known: use it.
+    Answer(Value),
+    /// Re-run mode: the question is recorded; wait until the run is stopped.
+    Stop,
+    /// Park mode: the question is recorded; its answer arrives on this receiver.
+    Wait(oneshot::Receiver<Value>),
+}
+
 /// One request's view of MRTR: the answers it may use and the questions it asked.
 pub struct Inputs {
     answers: Map<String, Value>,
     seen: Mutex<HashMap<String, u32>>,
     asked: Mutex<Vec<(String, Value)>>,
+    /// Park mode: questions waiting for their answers (request, answer sender).
+    waiting: Mutex<HashMap<String, (Value, oneshot::Sender<Value>)>>,
+    parking: bool,
     notify: Notify,
     digest: String,
 }
 
 impl Inputs {
-    /// The inputs of a request: from its `requestState` and `inputResponses` when it is a
-    /// retry, else none. `principal` is the authenticated principal (or the anonymous one).
+    /// What a request's MRTR data says: its `requestState` and `inputResponses` when it is a
+    /// retry, else a first run. `principal` is the authenticated principal (or the anonymous
+    /// one); `parking` chooses park mode for the run (an upstream with per-session state).
     pub fn from_request(
         ring: &KeyRing,
         method: &str,
         params: &Value,
         principal: &str,
-    ) -> Result<Inputs, RetryError> {
+        parking: bool,
+    ) -> Result<Retry, RetryError> {
         let digest = request_digest(method, params);
         let mut answers = Map::new();
         if let Some(state) = params.get("requestState") {
@@ -151,7 +193,6 @@ impl Inputs {
             if payload.d != digest {
                 return Err(RetryError::OtherRequest);
             }
-            answers = payload.a;
             let responses = match params.get("inputResponses") {
                 None | Some(Value::Null) => Map::new(),
                 Some(Value::Object(m)) if m.values().all(Value::is_object) => m.clone(),
@@ -159,34 +200,49 @@ impl Inputs {
             };
             // Only answers to questions we asked count; anything else is ignored (Error
             // Handling: unexpected members SHOULD be ignored).
+            let mut given = Map::new();
             for key in payload.k {
                 if let Some(answer) = responses.get(&key) {
-                    answers.insert(key, answer.clone());
+                    given.insert(key, answer.clone());
                 }
             }
+            if let (Some(node), Some(park)) = (payload.n, payload.r) {
+                return Ok(Retry::Resume(Resume {
+                    node,
+                    park,
+                    answers: given,
+                }));
+            }
+            answers = payload.a;
+            answers.extend(given);
         }
-        Ok(Inputs {
+        Ok(Retry::Run(Inputs::with(answers, digest, parking)))
+    }
+
+    /// The inputs of a request that is not a retry (no answers), in re-run mode.
+    pub fn none(method: &str, params: &Value) -> Inputs {
+        Inputs::with(Map::new(), request_digest(method, params), false)
+    }
+
+    fn with(answers: Map<String, Value>, digest: String, parking: bool) -> Inputs {
+        Inputs {
             answers,
             seen: Mutex::default(),
             asked: Mutex::default(),
+            waiting: Mutex::default(),
+            parking,
             notify: Notify::new(),
             digest,
-        })
-    }
-
-    /// The inputs of a request that is not a retry (no answers).
-    pub fn none(method: &str, params: &Value) -> Inputs {
-        Inputs {
-            answers: Map::new(),
-            seen: Mutex::default(),
-            asked: Mutex::default(),
-            notify: Notify::new(),
-            digest: request_digest(method, params),
         }
     }
 
-    /// The answer to a question the upstream asks, or `None` after recording it as asked.
-    pub fn answer_or_ask(&self, method: &str, params: &Value) -> Option<Value> {
+    /// Whether questions park the call (see [`Retry::Resume`]) rather than stop it.
+    pub fn parking(&self) -> bool {
+        self.parking
+    }
+
+    /// A question the upstream asks: its answer when known, else recorded as asked.
+    pub fn answer_or_ask(&self, method: &str, params: &Value) -> Ask {
         let base = question_key(method, params);
         let n = {
             let mut seen = lock(&self.seen);
@@ -196,37 +252,86 @@ impl Inputs {
         };
         let key = format!("{base}-{n}");
         if let Some(answer) = self.answers.get(&key) {
-            return Some(answer.clone());
+            return Ask::Answer(answer.clone());
         }
         let request = json!({"method": method, "params": params});
-        lock(&self.asked).push((key, request));
+        lock(&self.asked).push((key.clone(), request.clone()));
         self.notify.notify_one();
-        None
-    }
-
-    /// Resolves once a question was asked.
-    pub async fn asked(&self) {
-        if !lock(&self.asked).is_empty() {
-            return;
+        if !self.parking {
+            return Ask::Stop;
         }
-        self.notify.notified().await;
+        let (tx, rx) = oneshot::channel();
+        lock(&self.waiting).insert(key, (request, tx));
+        Ask::Wait(rx)
     }
 
-    /// The `InputRequiredResult` when the run asked questions: `inputRequests` and a sealed
-    /// `requestState` valid for `settings.state_ttl`. `Err` when the state would exceed
-    /// `settings.max_state_bytes`.
+    /// Resolves once a question was asked (and not yet taken).
+    pub async fn asked(&self) {
+        loop {
+            let notified = self.notify.notified();
+            if !lock(&self.asked).is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Park mode: the questions asked since the last call, by key.
+    pub fn take_asked(&self) -> Vec<(String, Value)> {
+        std::mem::take(&mut *lock(&self.asked))
+    }
+
+    /// Park mode: hands `answers` to the waiting questions. Questions left unanswered are asked
+    /// again (they are recorded as asked once more).
+    pub fn deliver(&self, answers: &Map<String, Value>) {
+        let mut waiting = lock(&self.waiting);
+        let keys: Vec<String> = waiting.keys().cloned().collect();
+        let mut again = Vec::new();
+        for key in keys {
+            match answers.get(&key) {
+                Some(answer) => {
+                    if let Some((_, tx)) = waiting.remove(&key) {
+                        let _ = tx.send(answer.clone());
+                    }
+                }
+                None => again.push((key.clone(), waiting[&key].0.clone())),
+            }
+        }
+        drop(waiting);
+        if !again.is_empty() {
+            lock(&self.asked).extend(again);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Re-run mode: the `InputRequiredResult` when the run asked questions (see
+    /// [`Inputs::result`]).
     pub fn input_required(
         &self,
         ring: &KeyRing,
         settings: &MrtrSettings,
         principal: &str,
     ) -> Option<Result<Value, String>> {
-        let asked = lock(&self.asked);
+        let asked = lock(&self.asked).clone();
         if asked.is_empty() {
             return None;
         }
+        Some(self.result(ring, settings, principal, &asked, None))
+    }
+
+    /// An `InputRequiredResult` with `questions` as `inputRequests` and a sealed
+    /// `requestState` valid for `settings.state_ttl`, naming `parked` (node, park id) when the
+    /// call waits there. `Err` when the state would exceed `settings.max_state_bytes`.
+    pub fn result(
+        &self,
+        ring: &KeyRing,
+        settings: &MrtrSettings,
+        principal: &str,
+        questions: &[(String, Value)],
+        parked: Option<(&str, &str)>,
+    ) -> Result<Value, String> {
         let mut requests = Map::new();
-        for (key, request) in asked.iter() {
+        for (key, request) in questions {
             requests.insert(key.clone(), request.clone());
         }
         let payload = Payload {
@@ -234,24 +339,30 @@ impl Inputs {
             p: principal.to_owned(),
             e: now_ms() + settings.state_ttl.as_millis() as u64,
             d: self.digest.clone(),
-            a: self.answers.clone(),
-            k: asked.iter().map(|(k, _)| k.clone()).collect(),
+            a: if parked.is_some() {
+                Map::new()
+            } else {
+                self.answers.clone()
+            },
+            k: questions.iter().map(|(k, _)| k.clone()).collect(),
+            n: parked.map(|(node, _)| node.to_owned()),
+            r: parked.map(|(_, park)| park.to_owned()),
         };
         let plain = serde_json::to_vec(&payload).expect("payload serializes");
         let sealed = ring.seal(&plain);
         if sealed.len() > settings.max_state_bytes {
-            return Some(Err(format!(
+            return Err(format!(
                 "the answers gathered so far need a requestState of {} bytes, over this \
                  server's limit of {} (mrtr_max_state_bytes)",
                 sealed.len(),
                 settings.max_state_bytes
-            )));
+            ));
         }
-        Some(Ok(json!({
+        Ok(json!({
             "resultType": "input_required",
             "inputRequests": requests,
             "requestState": sealed,
-        })))
+        }))
     }
 }
 
@@ -294,11 +405,28 @@ pub async fn settle_keys(
     Ok(config)
 }
 
-/// `params` as the upstream sees them: without the retry's MRTR members.
+/// `params` as the upstream sees them: without the retry's MRTR members, and without the
+/// 2026-07-28 request `_meta` (version, client capabilities and info, log level), which a
+/// session-era upstream refuses on its connection (the Python SDK does) and a 2026-07-28
+/// upstream gets anew ([`switchboard_upstream::http::modern`]). Other `_meta` members (e.g.
+/// `progressToken`) pass; an emptied `_meta` is removed.
 pub fn upstream_params(mut params: Value) -> Value {
     if let Some(obj) = params.as_object_mut() {
         for member in RETRY_MEMBERS {
             obj.remove(member);
+        }
+        if let Some(m) = obj.get_mut("_meta").and_then(Value::as_object_mut) {
+            for key in [
+                meta::PROTOCOL_VERSION,
+                meta::CLIENT_CAPABILITIES,
+                meta::CLIENT_INFO,
+                meta::LOG_LEVEL,
+            ] {
+                m.remove(key);
+            }
+            if m.is_empty() {
+                obj.remove("_meta");
+            }
         }
     }
     params
