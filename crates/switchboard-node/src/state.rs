@@ -31,6 +31,8 @@ pub struct AppState {
     pub auth: Option<crate::auth::Auth>,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
+    /// `subscriptions/listen` streams open here.
+    pub listeners: crate::stateless::listen::Listeners,
     conn_seq: AtomicU64,
 }
 
@@ -42,6 +44,10 @@ impl AppState {
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
         Arc::new(AppState {
             hub: Hub::new(cfg.connection_queue),
+            listeners: crate::stateless::listen::Listeners::new(
+                cfg.max_listeners,
+                cfg.listen_queue,
+            ),
             auth: cfg.auth.clone().map(crate::auth::Auth::new),
             cfg,
             store,

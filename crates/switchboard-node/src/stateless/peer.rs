@@ -4,7 +4,9 @@
 //!
 //! - `notifications/message` goes out only when the request's `_meta` named a log level, and
 //!   only at or above it (per-request `logLevel`; without it, none).
-//! - There is no standalone stream: unsolicited notifications are dropped (logged at debug).
+//! - There is no standalone stream: unsolicited notifications a `subscriptions/listen` stream can
+//!   carry go to every listener of the cluster ([`super::listen`]); the rest are dropped (logged
+//!   at debug).
 //! - Server-to-client requests are refused: -32021 when the request did not declare the
 //!   capability the method needs (recorded, so the request answers -32021), otherwise a clear
 //!   error until MRTR (`InputRequiredResult`) is built.
@@ -34,6 +36,8 @@ pub struct StatelessPeer {
     pub(crate) log_level: Option<String>,
     /// The client capability a server-to-client request needed and the request lacked.
     pub(crate) missing: Mutex<Option<&'static str>>,
+    /// Where unsolicited notifications go: the cluster's listen streams.
+    pub(crate) listen: super::listen::Raiser,
 }
 
 impl StatelessPeer {
@@ -67,7 +71,9 @@ impl ClientPeer for StatelessPeer {
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
-        tracing::debug!(%message, "2026-07-28 has no standalone stream; notification dropped");
+        if !self.listen.raise(&message).await {
+            tracing::debug!(%message, "2026-07-28 has no standalone stream; notification dropped");
+        }
         Ok(())
     }
 
@@ -97,6 +103,7 @@ mod tests {
             capabilities: json!({"sampling": {}}),
             log_level: level.map(str::to_owned),
             missing: Mutex::new(None),
+            listen: Default::default(),
         };
         (p, rx)
     }

@@ -38,6 +38,7 @@ pub fn spawn(
         capabilities: checked.capabilities.clone(),
         log_level: checked.log_level.clone(),
         missing: Mutex::new(None),
+        listen: super::listen::Raiser::new(app),
     });
     // The upstreams speak the session era: they see the newest session revision (era bridging
     // towards 2026-07-28 upstreams is not built yet).
