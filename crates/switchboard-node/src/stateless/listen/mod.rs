@@ -33,6 +33,8 @@
 pub mod filter;
 pub mod registry;
 
+use std::sync::{Arc, Weak};
+
 use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -43,7 +45,7 @@ use tokio::time::{interval, MissedTickBehavior};
 
 use super::refusal::Refusal;
 use crate::sse;
-use crate::state::App;
+use crate::state::{App, AppState};
 use crate::telemetry;
 use filter::{Bounds, Filter};
 pub use registry::Listeners;
@@ -157,17 +159,19 @@ pub fn deliver(app: &App, origin: &str, message: &str) {
 }
 
 /// Raises unsolicited upstream notifications to every listen stream of the cluster. The
-/// default raises nothing (a peer outside a node, in unit tests).
+/// default raises nothing (a peer outside a node, in unit tests). It holds the node weakly: an
+/// upstream may keep a request's peer (its latest) as long as it lives, and the node owns the
+/// upstream.
 #[derive(Clone, Default)]
 pub struct Raiser {
-    app: Option<App>,
+    app: Option<Weak<AppState>>,
 }
 
 impl Raiser {
     /// Raises through `app`'s bus.
     pub fn new(app: &App) -> Raiser {
         Raiser {
-            app: Some(app.clone()),
+            app: Some(Arc::downgrade(app)),
         }
     }
 
@@ -177,7 +181,7 @@ impl Raiser {
         if !filter::is_listenable(message) {
             return false;
         }
-        let Some(app) = &self.app else {
+        let Some(app) = self.app.as_ref().and_then(Weak::upgrade) else {
             return false;
         };
         let msg = BusMessage::Notify {
