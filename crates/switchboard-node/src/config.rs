@@ -50,11 +50,17 @@ pub struct NodeConfig {
     /// up from the event log instead of losing events.
     pub connection_queue: usize,
     /// Resource subscriptions one session may record (default 64); `resources/subscribe` past it
-    /// gets -32602.
+    /// gets -32602. Also the most URIs one `subscriptions/listen` may name.
     pub max_subscriptions: usize,
-    /// Longest resource URI accepted for a subscription, in bytes (default 2048); longer gets
-    /// -32602.
+    /// Longest resource URI accepted for a subscription (session or listen), in bytes (default
+    /// 2048); longer gets -32602.
     pub max_uri_bytes: usize,
+    /// `subscriptions/listen` streams one node serves at once (default 10000); past it the
+    /// request gets 503 with JSON-RPC -32003.
+    pub max_listeners: usize,
+    /// Notifications queued per `subscriptions/listen` stream (default 64). A stream whose queue
+    /// is full (a slow reader) is ended with its closing result; the others never wait for it.
+    pub listen_queue: usize,
     /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256): every
     /// progress notification echoes it into the event log; longer gets -32602.
     pub max_progress_token_bytes: usize,
@@ -101,6 +107,8 @@ impl Default for NodeConfig {
             connection_queue: 256,
             max_subscriptions: 64,
             max_uri_bytes: 2048,
+            max_listeners: 10_000,
+            listen_queue: 64,
             max_progress_token_bytes: 256,
             drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),

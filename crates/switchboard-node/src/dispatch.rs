@@ -104,6 +104,9 @@ async fn handle(app: &App, msg: BusMessage) {
             tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
             app.hub.catch_up_all();
         }
+        BusMessage::Notify { origin, message } => {
+            crate::stateless::listen::deliver(app, &origin, &message)
+        }
         BusMessage::Terminated { sid } => {
             app.hub.close_session(&sid);
             app.calls.end_session(&sid);

@@ -36,6 +36,8 @@ pub struct AppState {
     pub mrtr: crate::stateless::mrtr::KeyRing,
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
     pub parking: crate::stateless::park::Parking,
+    /// `subscriptions/listen` streams open here.
+    pub listeners: crate::stateless::listen::Listeners,
     conn_seq: AtomicU64,
 }
 
@@ -50,6 +52,10 @@ impl AppState {
             mrtr,
             parking: Default::default(),
             hub: Hub::new(cfg.connection_queue),
+            listeners: crate::stateless::listen::Listeners::new(
+                cfg.max_listeners,
+                cfg.listen_queue,
+            ),
             auth: cfg.auth.clone().map(crate::auth::Auth::new),
             cfg,
             store,

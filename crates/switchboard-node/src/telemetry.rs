@@ -12,7 +12,7 @@ macro_rules! counters {
             $(#[doc = $help] pub static $name: AtomicU64 = AtomicU64::new(0);)*
         }
         /// `# HELP`/`# TYPE`/value lines for every counter.
-        pub fn render() -> String {
+        fn render_counters() -> String {
             let mut out = String::new();
             $(
                 let _ = writeln!(out, "# HELP {} {}", $metric, $help);
@@ -36,6 +36,24 @@ counters! {
     REQUESTS_ABORTED => "switchboard_requests_aborted_total", "Requests failed because the node running them died.";
     STATELESS_CANCELLED => "switchboard_stateless_cancelled_total", "2026-07-28 requests cancelled because their response stream closed.";
     REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
+    LISTEN_LAGGED => "switchboard_listen_lagged_total", "subscriptions/listen streams ended because their queue was full (slow reader).";
+    LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at max_listeners.";
+}
+
+/// Open `subscriptions/listen` streams on this node (a gauge).
+static LISTENERS_OPEN: AtomicU64 = AtomicU64::new(0);
+
+/// Every counter, then the gauges, in the Prometheus text format.
+pub fn render() -> String {
+    let mut out = render_counters();
+    let open = LISTENERS_OPEN.load(Ordering::Relaxed);
+    let _ = writeln!(
+        out,
+        "# HELP switchboard_listeners_open Open subscriptions/listen streams on this node."
+    );
+    let _ = writeln!(out, "# TYPE switchboard_listeners_open gauge");
+    let _ = writeln!(out, "switchboard_listeners_open {open}");
+    out
 }
 
 fn inc(c: &AtomicU64) {
@@ -48,6 +66,35 @@ pub fn stateless_cancelled(method: &str) {
     tracing::info!(
         method,
         "stateless request cancelled: its response stream closed"
+    );
+}
+
+/// A `subscriptions/listen` stream opened.
+pub fn listener_opened() {
+    inc(&LISTENERS_OPEN);
+}
+
+/// A `subscriptions/listen` stream ended (its registration dropped).
+pub fn listener_closed() {
+    LISTENERS_OPEN.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// A listen stream's queue was full: the stream is ended.
+pub fn listener_lagged(subscription: &str, queue: usize) {
+    inc(&counter::LISTEN_LAGGED);
+    tracing::warn!(
+        subscription,
+        queue,
+        "listen stream too slow (queue full): ending it; the client re-listens"
+    );
+}
+
+/// `subscriptions/listen` refused at the per-node cap.
+pub fn listen_refused(max: usize) {
+    inc(&counter::LISTEN_REFUSED);
+    tracing::warn!(
+        max,
+        "max_listeners reached: subscriptions/listen refused with 503"
     );
 }
 

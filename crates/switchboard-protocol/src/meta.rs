@@ -16,3 +16,7 @@ pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 pub const RESULT_TYPE: &str = "resultType";
 /// `resultType` of a finished request.
 pub const RESULT_COMPLETE: &str = "complete";
+/// `params._meta` key of every notification on a `subscriptions/listen` stream, and `result._meta`
+/// key of the result that closes one: the listen request's JSON-RPC id (MCP 2026-07-28,
+/// basic/patterns/subscriptions).
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";

@@ -374,4 +374,12 @@ pub enum BusMessage {
         /// Session id.
         sid: String,
     },
+    /// A server notification for the `subscriptions/listen` streams of every node (MCP
+    /// 2026-07-28, basic/patterns/subscriptions). Sent to every node, the origin included.
+    Notify {
+        /// The node it was raised on (for logs).
+        origin: String,
+        /// The JSON-RPC notification text, as the upstream raised it (no subscription id yet).
+        message: String,
+    },
 }

@@ -176,6 +176,10 @@ pub trait Bus: Send + Sync {
     /// Sends `msg` to `node`'s inbox (fire and forget: a dead node's inbox is nobody's).
     async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()>;
 
+    /// Sends `msg` to every node's inbox, this node's included (fire and forget, like
+    /// [`Bus::send_to`]: a node whose inbox connection is down at that moment misses it).
+    async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()>;
+
     /// Sends `notifications/cancelled` for client request `request_key` to the node running it.
     /// `false` when no such request is in flight (or the session is gone).
     async fn route_cancel(

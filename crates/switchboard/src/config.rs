@@ -91,11 +91,17 @@ pub struct Config {
     /// ms (default 30000). Standalone GET streams close at once; clients reopen them elsewhere.
     pub drain_timeout_ms: u64,
     /// Resource subscriptions one session may record (default 64); `resources/subscribe` past
-    /// it gets JSON-RPC -32602.
+    /// it gets JSON-RPC -32602. Also the most URIs one `subscriptions/listen` may name.
     pub max_subscriptions: u64,
-    /// Longest resource URI accepted for a subscription, in bytes (default 2048); longer gets
-    /// -32602.
+    /// Longest resource URI accepted for a subscription (session or `subscriptions/listen`), in
+    /// bytes (default 2048); longer gets -32602.
     pub max_uri_bytes: u64,
+    /// `subscriptions/listen` streams one node serves at once (default 10000); past it the
+    /// request gets 503 with JSON-RPC -32003.
+    pub max_listeners: u64,
+    /// Notifications queued per `subscriptions/listen` stream (default 64); a stream whose queue
+    /// is full (a slow reader) is ended with its closing result, never holding the others back.
+    pub listen_queue: u64,
     /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256); longer
     /// gets -32602 (every progress notification echoes it into the event log).
     pub max_progress_token_bytes: u64,
@@ -204,6 +210,8 @@ impl Default for Config {
             drain_timeout_ms: 30_000,
             max_subscriptions: 64,
             max_uri_bytes: 2048,
+            max_listeners: 10_000,
+            listen_queue: 64,
             max_progress_token_bytes: 256,
             max_inflight_per_session: 64,
             record_cache_entries: 4096,
@@ -280,6 +288,8 @@ impl Config {
         for (key, value) in [
             ("max_body_bytes", self.max_body_bytes),
             ("connection_queue", self.connection_queue),
+            ("max_listeners", self.max_listeners),
+            ("listen_queue", self.listen_queue),
         ] {
             check(
                 usize::try_from(value).is_ok(),
@@ -347,7 +357,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 19] {
+    fn positive_keys(&self) -> [(&'static str, u64); 21] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -367,6 +377,8 @@ impl Config {
             ("drain_timeout_ms", self.drain_timeout_ms),
             ("max_subscriptions", self.max_subscriptions),
             ("max_uri_bytes", self.max_uri_bytes),
+            ("max_listeners", self.max_listeners),
+            ("listen_queue", self.listen_queue),
             ("max_progress_token_bytes", self.max_progress_token_bytes),
             ("max_inflight_per_session", self.max_inflight_per_session),
             ("mrtr_state_ttl_ms", self.mrtr_state_ttl_ms),
@@ -395,6 +407,8 @@ impl Config {
             drain_timeout: ms(self.drain_timeout_ms),
             max_subscriptions: usize::try_from(self.max_subscriptions).unwrap_or(usize::MAX),
             max_uri_bytes: usize::try_from(self.max_uri_bytes).unwrap_or(usize::MAX),
+            max_listeners: usize::try_from(self.max_listeners).unwrap_or(usize::MAX),
+            listen_queue: usize::try_from(self.listen_queue).unwrap_or(usize::MAX),
             max_progress_token_bytes: usize::try_from(self.max_progress_token_bytes)
                 .unwrap_or(usize::MAX),
             auth: self.auth_settings(),

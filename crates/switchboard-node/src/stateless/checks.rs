@@ -32,10 +32,12 @@ pub struct Checked {
 }
 
 /// The methods served on the stateless path. `server/discover` is answered by the node, the
-/// rest by the upstream. `ping`, `logging/setLevel`, `initialize` and `resources/subscribe` are
-/// gone in 2026-07-28; `subscriptions/listen` and the tasks extension are not served yet.
-pub const METHODS: [&str; 9] = [
+/// rest by the upstream, `subscriptions/listen` by [`super::listen`]. `ping`, `logging/setLevel`,
+/// `initialize` and `resources/subscribe` are gone in 2026-07-28; the tasks extension is not
+/// served yet.
+pub const METHODS: [&str; 10] = [
     "server/discover",
+    "subscriptions/listen",
     "tools/list",
     "tools/call",
     "resources/list",

@@ -9,16 +9,17 @@
 //! without that header it keeps the session era's 400.
 //!
 //! Path of a modern POST: message kind (a notification → 202, a response → 400) → [`checks`] →
-//! `server/discover` answered here, anything else run at the upstream ([`run`]) → JSON, or SSE
+//! `server/discover` answered here, `subscriptions/listen` opened here ([`listen`]: a long-lived
+//! SSE stream fed through the bus), anything else run at the upstream ([`run`]) → JSON, or SSE
 //! whose body cancels the request when dropped.
 //!
 //! Requests whose upstream asks the client something answer `InputRequiredResult` and are
-//! retried on any node ([`mrtr`]).
+//! retried on any node ([`mrtr`], [`park`]).
 //!
-//! Not served yet: `subscriptions/listen`, the tasks extension, era bridging towards 2026-07-28
-//! upstreams, `Mcp-Param-*` validation.
+//! Not served yet: the tasks extension, `Mcp-Param-*` validation.
 
 pub mod checks;
+pub mod listen;
 pub mod mrtr;
 pub mod park;
 pub mod peer;
@@ -95,6 +96,9 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         let result = run::complete("server/discover", discover(app));
         return json_answer(jsonrpc::result_response(&id, result));
     }
+    if method == "subscriptions/listen" {
+        return listen::open(app, id, params);
+    }
     let principal = crate::auth::current_principal();
     // Upstreams with per-session state park a request that asks the client something; the
     // others are re-run on the retry (see `mrtr` and `park`).
@@ -145,18 +149,12 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
 /// capabilities and instructions, and server info in `_meta`.
 pub fn discover(app: &App) -> Value {
     let offer = crate::initialize::offer(app);
-    let mut capabilities = offer.capabilities;
-    // `resources/subscribe` is gone in 2026-07-28 (subscriptions/listen replaces it, not yet
-    // served), so the sub-capability is not advertised here.
-    if let Some(resources) = capabilities
-        .get_mut("resources")
-        .and_then(Value::as_object_mut)
-    {
-        resources.remove("subscribe");
-    }
+    // The upstream's capabilities as they are: in 2026-07-28 `resources.subscribe` and the
+    // `listChanged` flags say what `subscriptions/listen` can deliver (schema ServerCapabilities),
+    // and [`listen`] agrees to exactly those.
     let mut result = json!({
         "supportedVersions": Revision::STATELESS.map(Revision::as_str),
-        "capabilities": capabilities,
+        "capabilities": offer.capabilities,
         "_meta": {meta::SERVER_INFO: offer.server_info},
     });
     if let Some(text) = offer.instructions {

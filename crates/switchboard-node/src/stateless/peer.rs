@@ -4,7 +4,9 @@
 //!
 //! - `notifications/message` goes out only when the request's `_meta` named a log level, and
 //!   only at or above it (per-request `logLevel`; without it, none).
-//! - There is no standalone stream: unsolicited notifications are dropped (logged at debug).
+//! - There is no standalone stream: unsolicited notifications a `subscriptions/listen` stream can
+//!   carry go to every listener of the cluster ([`super::listen`]); the rest are dropped (logged
+//!   at debug).
 //! - Server-to-client requests become MRTR questions ([`super::mrtr`]): answered at once from
 //!   the retry's inputs when it carries them, else recorded and parked until the run stops,
 //!   which then answers `InputRequiredResult`. Refused with -32021 when the request did not
@@ -44,6 +46,8 @@ pub struct StatelessPeer {
     pub(crate) inputs: Option<Arc<Inputs>>,
     /// The request's cancellation: parked questions wait for it.
     pub(crate) cancel: CancellationToken,
+    /// Where unsolicited notifications go: the cluster's listen streams.
+    pub(crate) listen: super::listen::Raiser,
 }
 
 impl StatelessPeer {
@@ -78,7 +82,9 @@ impl ClientPeer for StatelessPeer {
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
-        tracing::debug!(%message, "2026-07-28 has no standalone stream; notification dropped");
+        if !self.listen.raise(&message).await {
+            tracing::debug!(%message, "2026-07-28 has no standalone stream; notification dropped");
+        }
         Ok(())
     }
 
@@ -132,6 +138,7 @@ mod tests {
             missing: Mutex::new(None),
             inputs: None,
             cancel: CancellationToken::new(),
+            listen: Default::default(),
         };
         (p, rx)
     }

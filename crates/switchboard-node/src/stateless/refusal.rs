@@ -24,6 +24,8 @@ pub enum Refusal {
     UnknownMethod(String),
     /// A JSON-RPC response POSTed by the client, which 2026-07-28 forbids (400, -32600).
     ResponseNotAllowed,
+    /// A per-node cap is reached (`max_listeners`): 503, -32003; retry later or elsewhere.
+    Overloaded(String),
 }
 
 impl Refusal {
@@ -31,6 +33,7 @@ impl Refusal {
     pub fn status(&self) -> StatusCode {
         match self {
             Refusal::UnknownMethod(_) => StatusCode::NOT_FOUND,
+            Refusal::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -44,6 +47,7 @@ impl Refusal {
             Refusal::MissingCapability(_) => codes::MISSING_CLIENT_CAPABILITY,
             Refusal::UnknownMethod(_) => codes::METHOD_NOT_FOUND,
             Refusal::ResponseNotAllowed => codes::INVALID_REQUEST,
+            Refusal::Overloaded(_) => codes::OVERLOADED,
         }
     }
 
@@ -59,6 +63,7 @@ impl Refusal {
             Refusal::ResponseNotAllowed => {
                 "Invalid Request: clients must not send JSON-RPC responses under 2026-07-28".into()
             }
+            Refusal::Overloaded(why) => format!("Overloaded: {why}"),
         }
     }
 
@@ -101,6 +106,7 @@ mod tests {
             ),
             (Refusal::UnknownMethod("ping".into()), 404, -32601),
             (Refusal::ResponseNotAllowed, 400, -32600),
+            (Refusal::Overloaded("x".into()), 503, -32003),
         ];
         for (r, status, code) in all {
             assert_eq!((r.status().as_u16(), r.code()), (status, code), "{r:?}");

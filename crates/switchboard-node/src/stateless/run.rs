@@ -63,6 +63,7 @@ pub fn spawn(
         missing: Mutex::new(None),
         inputs: inputs.clone(),
         cancel: cancel.clone(),
+        listen: super::listen::Raiser::new(app),
     });
     // The upstreams speak the session era: they see the newest session revision (2026-07-28
     // upstreams add the stateless `_meta` themselves).

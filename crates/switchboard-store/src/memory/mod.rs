@@ -332,6 +332,11 @@ impl Bus for MemoryStore {
         Ok(())
     }
 
+    async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()> {
+        self.lock().broadcast(msg.clone());
+        Ok(())
+    }
+
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
         let mut shared = self.lock();
         if let Some(s) = shared.live(sid, Instant::now()) {

@@ -34,6 +34,17 @@ impl Bus for RedisStore {
         Ok(())
     }
 
+    /// PUBLISH on `p:all`, the channel every node's inbox subscribes to.
+    async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        cmd("PUBLISH")
+            .arg(self.keys.all())
+            .arg(Self::encode(msg)?)
+            .query_async::<i64>(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
         let mut inv = self.session_call(&REGISTER_PENDING, &self.session_keys(sid), None);
         inv.arg(request_key).arg(&self.config.node_id);

@@ -133,3 +133,22 @@ pub async fn messages_reach_the_named_node(kind: Kind) {
     // Nobody listens for a node that does not exist: nothing fails.
     a.send_to("zz", &msg).await.unwrap();
 }
+
+pub async fn broadcasts_reach_every_node(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    let msg = BusMessage::Notify {
+        origin: "b".into(),
+        message: r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into(),
+    };
+    b.broadcast(&msg).await.unwrap();
+    assert_eq!(recv(&mut ra).await, msg);
+    assert_eq!(
+        recv(&mut rb).await,
+        msg,
+        "the sender's own inbox gets it too"
+    );
+    quiet(&mut ra).await;
+    quiet(&mut rb).await;
+}

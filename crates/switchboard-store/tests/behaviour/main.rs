@@ -73,6 +73,7 @@ both_backends! {
         a_full_inbox_holds_messages_back_without_losing_them,
         owners_are_claimed_by_compare_and_set,
         messages_reach_the_named_node,
+        broadcasts_reach_every_node,
     ],
     expiry: [
         idle_sessions_expire_and_are_reaped,

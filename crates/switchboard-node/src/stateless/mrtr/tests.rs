@@ -196,7 +196,13 @@ async fn park_mode_waits_for_answers_and_asks_again_what_stays_open() {
     let asked = inputs.take_asked();
     assert_eq!(asked.len(), 2);
     let sealed = inputs
-        .result(&ring(), &MrtrSettings::default(), "a", &asked, Some(("node-1", "p1")))
+        .result(
+            &ring(),
+            &MrtrSettings::default(),
+            "a",
+            &asked,
+            Some(("node-1", "p1")),
+        )
         .unwrap();
     // The parked state names the node and park; a retry resumes instead of re-running.
     let mut retry = params.clone();
@@ -208,8 +214,16 @@ async fn park_mode_waits_for_answers_and_asks_again_what_stays_open() {
     else {
         panic!("a parked state resumes");
     };
-    assert_eq!((resume.node.as_str(), resume.park.as_str()), ("node-1", "p1"));
-    assert_eq!(resume.answers.len(), 1, "only asked keys count: {:?}", resume.answers);
+    assert_eq!(
+        (resume.node.as_str(), resume.park.as_str()),
+        ("node-1", "p1")
+    );
+    assert_eq!(
+        resume.answers.len(),
+        1,
+        "only asked keys count: {:?}",
+        resume.answers
+    );
     // Delivering answers one question and puts the other back as asked.
     inputs.deliver(&resume.answers);
     assert_eq!(first.await.unwrap(), json!({"roots": []}));
