@@ -33,8 +33,9 @@ pub struct Checked {
 
 /// The methods served on the stateless path. `server/discover` is answered by the node, the
 /// rest by the upstream. `ping`, `logging/setLevel`, `initialize` and `resources/subscribe` are
-/// gone in 2026-07-28; `subscriptions/listen` and the tasks extension are not served yet.
-pub const METHODS: [&str; 9] = [
+/// gone in 2026-07-28; `subscriptions/listen` is not served yet. The tasks extension's methods
+/// are answered by the node ([`super::tasks`]); its `tasks/result` and `tasks/list` are gone.
+pub const METHODS: [&str; 12] = [
     "server/discover",
     "tools/list",
     "tools/call",
@@ -44,6 +45,9 @@ pub const METHODS: [&str; 9] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/update",
 ];
 
 /// The `params` member `Mcp-Name` mirrors for `method`, if any.
@@ -51,6 +55,8 @@ pub fn name_member(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // Tasks extension (1.7.3): the task id is the routing key.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

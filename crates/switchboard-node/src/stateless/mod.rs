@@ -12,13 +12,17 @@
 //! `server/discover` answered here, anything else run at the upstream ([`run`]) → JSON, or SSE
 //! whose body cancels the request when dropped.
 //!
+//! A `tools/call` from a client declaring the tasks extension goes to [`tasks`] instead, and so
+//! do `tasks/get`, `tasks/cancel` and `tasks/update`.
+//!
 //! Not served yet: MRTR (`InputRequiredResult`, sealed `requestState`), `subscriptions/listen`,
-//! the tasks extension, era bridging towards 2026-07-28 upstreams, `Mcp-Param-*` validation.
+//! `input_required` tasks, era bridging towards 2026-07-28 upstreams, `Mcp-Param-*` validation.
 
 pub mod checks;
 pub mod peer;
 pub mod refusal;
 pub mod run;
+pub mod tasks;
 
 use std::convert::Infallible;
 
@@ -97,6 +101,12 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         let result = run::complete("server/discover", discover(app));
         return json_answer(jsonrpc::result_response(&id, result));
     }
+    if tasks::METHODS.contains(&method.as_str()) {
+        return json_answer(tasks::methods::answer(app, &id, &method, params).await);
+    }
+    if tasks::wanted(&method, &checked) {
+        return tasks::create::call(app, id, method, raw, checked).await;
+    }
     let (mut rx, cancel) = run::spawn(app, id, method, raw, checked);
     // Dropping this (the client went away before the answer) cancels the request.
     let guard = cancel.drop_guard();
@@ -123,6 +133,7 @@ pub fn discover(app: &App) -> Value {
     {
         resources.remove("subscribe");
     }
+    tasks::advertise(&mut capabilities);
     let mut result = json!({
         "supportedVersions": Revision::STATELESS.map(Revision::as_str),
         "capabilities": capabilities,
