@@ -59,30 +59,50 @@ pub async fn call(
             _ = &mut deadline => break,
         }
     }
+    // From here the call's fate belongs to a task of its own, so that a client hanging up
+    // while the record is written neither cancels the call nor leaves the record `working`.
+    guard.disarm();
+    // The principal is a task-local of the request; the spawned task needs it passed on.
+    let principal = crate::auth::current_principal();
+    match tokio::spawn(start_task(app.clone(), principal, rx, run_token)).await {
+        Ok(Some(record)) => json_answer(jsonrpc::result_response(&id, wire(&record, RESULT_TASK))),
+        _ => internal(&id, "the task could not be stored"),
+    }
+}
+
+/// Stores the task (its cancellation handle registered first, so a `tasks/cancel` arriving
+/// right after the answer finds it) and hands the call to [`detached`]. `None`, with the call
+/// cancelled, when the store refused.
+async fn start_task(
+    app: App,
+    principal: String,
+    rx: mpsc::Receiver<Item>,
+    run_token: CancellationToken,
+) -> Option<TaskRecord> {
     let task_id = new_task_id();
     let (sid, key) = calls_key(&task_id);
     let stop = app.calls.start(&sid, key);
-    let record = new_record(app, &task_id);
+    let record = new_record(&app, &task_id, principal);
     match app.store.create_task(&record).await {
         Ok(true) => {}
         outcome => {
             app.calls.end(&sid, key);
+            run_token.cancel();
             tracing::warn!(?outcome, "task not created; the call is cancelled");
-            return internal(&id, "the task could not be stored");
+            return None;
         }
     }
-    guard.disarm();
     telemetry::task_created(&task_id);
-    tokio::spawn(detached(app.clone(), task_id, rx, run_token, stop));
-    json_answer(jsonrpc::result_response(&id, wire(&record, RESULT_TASK)))
+    tokio::spawn(detached(app, task_id, rx, run_token, stop));
+    Some(record)
 }
 
-/// A new `working` task run by this node for the request's principal.
-fn new_record(app: &App, task_id: &str) -> TaskRecord {
+/// A new `working` task run by this node for `principal`.
+fn new_record(app: &App, task_id: &str, principal: String) -> TaskRecord {
     let now = now_iso();
     TaskRecord {
         task_id: task_id.to_owned(),
-        principal: crate::auth::current_principal(),
+        principal,
         node: app.node_id().to_owned(),
         status: TaskStatus::Working,
         status_message: None,
