@@ -30,6 +30,15 @@ pub struct NodeConfig {
     /// answer, is answered as an SSE stream; otherwise as one `application/json` body
     /// (default 50 ms).
     pub sse_after: Duration,
+    /// Tasks extension (2026-07-28): a `tools/call` from a client that declared
+    /// `io.modelcontextprotocol/tasks` and has not finished within this time is answered with a
+    /// task (`resultType: "task"`) and keeps running detached from its HTTP response (default 1 s).
+    pub task_after: Duration,
+    /// Lifetime of a task record from its creation (`ttlMs`, default 1 h); then `tasks/get`
+    /// answers "unknown task", whatever the state of the work.
+    pub task_ttl: Duration,
+    /// Polling interval suggested to clients in every task (`pollIntervalMs`, default 1 s).
+    pub task_poll_interval: Duration,
     /// How long a server-to-client request (sampling, elicitation, roots, ping) waits for the
     /// client's answer before the upstream gets an error (default 60 s).
     pub client_request_timeout: Duration,
@@ -98,6 +107,9 @@ impl Default for NodeConfig {
             keepalive_interval: Duration::from_secs(15),
             sse_retry_ms: 3000,
             sse_after: Duration::from_millis(50),
+            task_after: Duration::from_secs(1),
+            task_ttl: Duration::from_secs(3600),
+            task_poll_interval: Duration::from_secs(1),
             client_request_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(1),
             reaper_interval: Duration::from_secs(10),

@@ -35,6 +35,9 @@ counters! {
     REPLAY_MISSES => "switchboard_replay_misses_total", "Resumptions refused: unknown stream or trimmed log.";
     REQUESTS_ABORTED => "switchboard_requests_aborted_total", "Requests failed because the node running them died.";
     STATELESS_CANCELLED => "switchboard_stateless_cancelled_total", "2026-07-28 requests cancelled because their response stream closed.";
+    TASKS_CREATED => "switchboard_tasks_created_total", "Tasks (tasks extension) created on this node.";
+    TASKS_CANCELLED => "switchboard_tasks_cancelled_total", "Task calls running on this node stopped by tasks/cancel.";
+    TASKS_LOST => "switchboard_tasks_lost_total", "Tasks this node failed because the node running them died.";
     REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
     LISTEN_LAGGED => "switchboard_listen_lagged_total", "subscriptions/listen streams ended because their queue was full (slow reader).";
     LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at max_listeners.";
@@ -96,6 +99,29 @@ pub fn listen_refused(max: usize) {
         max,
         "max_listeners reached: subscriptions/listen refused with 503"
     );
+}
+
+/// A call became a task (it outlived `task_after`).
+pub fn task_created(task: &str) {
+    inc(&counter::TASKS_CREATED);
+    tracing::info!(task, "task created");
+}
+
+/// `tasks/cancel` stopped a task's call running on this node.
+pub fn task_cancelled(task: &str) {
+    inc(&counter::TASKS_CANCELLED);
+    tracing::info!(task, "task call cancelled by tasks/cancel");
+}
+
+/// A task's call ended and its outcome is stored.
+pub fn task_finished(task: &str, status: &str) {
+    tracing::info!(task, status, "task finished");
+}
+
+/// A task was failed because the node running it died.
+pub fn task_lost(task: &str, node: &str) {
+    inc(&counter::TASKS_LOST);
+    tracing::warn!(task, node, "task failed: its node died");
 }
 
 /// `initialize` created a session.

@@ -17,6 +17,7 @@
 //! - [`traits`]: the store traits.
 //! - [`memory`]: the in-process backend.
 //! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
+//! - [`task`]: task records of the tasks extension ([`TaskStore`]).
 //! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
 //! - [`error`]: the one error type, [`StoreError`].
 
@@ -25,6 +26,7 @@ pub mod memory;
 pub mod model;
 pub mod redis;
 pub mod rules;
+pub mod task;
 pub mod traits;
 
 pub use error::StoreError;
@@ -32,4 +34,5 @@ pub use memory::MemoryStore;
 pub use model::*;
 pub use redis::RedisStore;
 pub use rules::INBOX_CAPACITY;
+pub use task::*;
 pub use traits::*;

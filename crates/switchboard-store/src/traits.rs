@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::model::*;
+use crate::task::{Settled, TaskChange, TaskRecord};
 
 /// Result alias of the store.
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -217,9 +218,25 @@ pub trait Secrets: Send + Sync {
     async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>>;
 }
 
+/// Task records of the tasks extension, one per task, each expiring `ttl_ms` after creation.
+/// Any node reads and changes any task; a terminal status never changes again.
+#[async_trait]
+pub trait TaskStore: Send + Sync {
+    /// Stores a new task that expires `record.ttl_ms` from now. `false` (nothing written) when a
+    /// task with that id exists. When this returns, [`TaskStore::get_task`] on any node finds the
+    /// task (Redis: the write is acknowledged by the primary every node reads from).
+    async fn create_task(&self, record: &TaskRecord) -> StoreResult<bool>;
+
+    /// The task, unless it never existed or has expired.
+    async fn get_task(&self, task_id: &str) -> StoreResult<Option<TaskRecord>>;
+
+    /// Atomically applies `change` if the task exists and is not terminal; its expiry stays.
+    async fn settle_task(&self, task_id: &str, change: &TaskChange) -> StoreResult<Settled>;
+}
+
 /// Everything a node needs from shared state.
 pub trait Store:
-    SessionStore + EventLog + Bus + Liveness + Secrets + Send + Sync + 'static
+    SessionStore + EventLog + Bus + Liveness + Secrets + TaskStore + Send + Sync + 'static
 {
     /// The backend's name for logs and health (`"memory"` or `"redis"`).
     fn backend(&self) -> &'static str;

@@ -73,6 +73,14 @@ pub struct Config {
     /// An answer not ready within this many ms goes out as an SSE stream instead of one JSON body
     /// (default 50).
     pub sse_after_ms: u64,
+    /// A 2026-07-28 `tools/call` from a client declaring the tasks extension that has not finished
+    /// within this many ms is answered with a task and runs on detached (default 1000).
+    pub task_after_ms: u64,
+    /// Lifetime of a task record from its creation, in ms (`ttlMs`, default 3600000 = 1 h); then
+    /// `tasks/get` answers "unknown task".
+    pub task_ttl_ms: u64,
+    /// Polling interval suggested in every task, in ms (`pollIntervalMs`, default 1000).
+    pub task_poll_interval_ms: u64,
     /// How long a server-to-client request waits for the client's answer, in ms (default 60000);
     /// then the upstream gets a JSON-RPC error.
     pub client_request_timeout_ms: u64,
@@ -202,6 +210,9 @@ impl Default for Config {
             keepalive_interval_ms: 15_000,
             sse_retry_ms: 3000,
             sse_after_ms: 50,
+            task_after_ms: 1000,
+            task_ttl_ms: 3_600_000,
+            task_poll_interval_ms: 1000,
             client_request_timeout_ms: 60_000,
             max_body_bytes: 4 * 1024 * 1024,
             retry_after_secs: 5,
@@ -357,7 +368,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 21] {
+    fn positive_keys(&self) -> [(&'static str, u64); 24] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -371,6 +382,9 @@ impl Config {
             ),
             ("keepalive_interval_ms", self.keepalive_interval_ms),
             ("client_request_timeout_ms", self.client_request_timeout_ms),
+            ("task_after_ms", self.task_after_ms),
+            ("task_ttl_ms", self.task_ttl_ms),
+            ("task_poll_interval_ms", self.task_poll_interval_ms),
             ("max_body_bytes", self.max_body_bytes),
             ("connection_queue", self.connection_queue),
             ("session_touch_interval_ms", self.session_touch_interval_ms),
@@ -396,6 +410,9 @@ impl Config {
             keepalive_interval: ms(self.keepalive_interval_ms),
             sse_retry_ms: self.sse_retry_ms,
             sse_after: ms(self.sse_after_ms),
+            task_after: ms(self.task_after_ms),
+            task_ttl: ms(self.task_ttl_ms),
+            task_poll_interval: ms(self.task_poll_interval_ms),
             client_request_timeout: ms(self.client_request_timeout_ms),
             heartbeat_interval: ms(self.heartbeat_interval_ms),
             reaper_interval: ms(self.reaper_interval_ms),

@@ -33,9 +33,9 @@ pub struct Checked {
 
 /// The methods served on the stateless path. `server/discover` is answered by the node, the
 /// rest by the upstream, `subscriptions/listen` by [`super::listen`]. `ping`, `logging/setLevel`,
-/// `initialize` and `resources/subscribe` are gone in 2026-07-28; the tasks extension is not
-/// served yet.
-pub const METHODS: [&str; 10] = [
+/// `initialize` and `resources/subscribe` are gone in 2026-07-28. The tasks extension's methods
+/// are answered by the node ([`super::tasks`]); its `tasks/result` and `tasks/list` are gone.
+pub const METHODS: [&str; 13] = [
     "server/discover",
     "subscriptions/listen",
     "tools/list",
@@ -46,6 +46,9 @@ pub const METHODS: [&str; 10] = [
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "tasks/get",
+    "tasks/cancel",
+    "tasks/update",
 ];
 
 /// The `params` member `Mcp-Name` mirrors for `method`, if any.
@@ -53,6 +56,8 @@ pub fn name_member(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // Tasks extension (1.7.3): the task id is the routing key.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

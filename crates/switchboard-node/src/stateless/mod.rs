@@ -14,9 +14,11 @@
 //! whose body cancels the request when dropped.
 //!
 //! Requests whose upstream asks the client something answer `InputRequiredResult` and are
-//! retried on any node ([`mrtr`], [`park`]).
+//! retried on any node ([`mrtr`], [`park`]). A `tools/call` from a client declaring the tasks
+//! extension (and not an MRTR retry) goes to [`tasks`] instead, and so do `tasks/get`,
+//! `tasks/cancel` and `tasks/update`.
 //!
-//! Not served yet: the tasks extension, `Mcp-Param-*` validation.
+//! Not served yet: `input_required` tasks, `Mcp-Param-*` validation.
 
 pub mod checks;
 pub mod listen;
@@ -25,6 +27,7 @@ pub mod park;
 pub mod peer;
 pub mod refusal;
 pub mod run;
+pub mod tasks;
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -99,6 +102,12 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
     if method == "subscriptions/listen" {
         return listen::open(app, id, params);
     }
+    if tasks::METHODS.contains(&method.as_str()) {
+        return json_answer(tasks::methods::answer(app, &id, &method, params).await);
+    }
+    if tasks::wanted(&method, &checked) && params.get("requestState").is_none() {
+        return tasks::create::call(app, id, method, raw, checked).await;
+    }
     let principal = crate::auth::current_principal();
     // Upstreams with per-session state park a request that asks the client something; the
     // others are re-run on the retry (see `mrtr` and `park`).
@@ -151,10 +160,12 @@ pub fn discover(app: &App) -> Value {
     let offer = crate::initialize::offer(app);
     // The upstream's capabilities as they are: in 2026-07-28 `resources.subscribe` and the
     // `listChanged` flags say what `subscriptions/listen` can deliver (schema ServerCapabilities),
-    // and [`listen`] agrees to exactly those.
+    // and [`listen`] agrees to exactly those. The tasks extension is the node's own.
+    let mut capabilities = offer.capabilities;
+    tasks::advertise(&mut capabilities);
     let mut result = json!({
         "supportedVersions": Revision::STATELESS.map(Revision::as_str),
-        "capabilities": offer.capabilities,
+        "capabilities": capabilities,
         "_meta": {meta::SERVER_INFO: offer.server_info},
     });
     if let Some(text) = offer.instructions {

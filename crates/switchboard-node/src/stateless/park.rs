@@ -80,16 +80,34 @@ impl Rounds {
 /// Held by a round's response stream: dropping it cancels the request when that round is still
 /// the current one and not parked.
 pub struct RoundGuard {
-    pub(crate) token: CancellationToken,
-    pub(crate) rounds: Arc<Rounds>,
-    pub(crate) round: u64,
+    token: Option<CancellationToken>,
+    rounds: Arc<Rounds>,
+    round: u64,
+}
+
+impl RoundGuard {
+    /// A guard of round `round` of the request cancelled by `token`.
+    pub fn new(token: CancellationToken, rounds: Arc<Rounds>, round: u64) -> RoundGuard {
+        RoundGuard {
+            token: Some(token),
+            rounds,
+            round,
+        }
+    }
+
+    /// Stops guarding (the request outlives its stream, e.g. as a task); the token it held.
+    pub fn disarm(mut self) -> CancellationToken {
+        self.token.take().expect("an armed guard holds its token")
+    }
 }
 
 impl Drop for RoundGuard {
     fn drop(&mut self) {
         let current = self.rounds.current() == self.round;
-        if current && !self.rounds.parked.load(Ordering::SeqCst) {
-            self.token.cancel();
+        if let Some(token) = &self.token {
+            if current && !self.rounds.parked.load(Ordering::SeqCst) {
+                token.cancel();
+            }
         }
     }
 }
@@ -207,14 +225,7 @@ pub fn resume_here(
     match app.parking.take(park, principal, resumed) {
         Some((token, rounds)) => {
             let round = rounds.current();
-            (
-                rx,
-                Some(RoundGuard {
-                    token,
-                    rounds,
-                    round,
-                }),
-            )
+            (rx, Some(RoundGuard::new(token, rounds, round)))
         }
         None => {
             let _ = tx.try_send(Item::Final(gone(&id)));

@@ -51,11 +51,7 @@ pub fn spawn(
     let key = id.key();
     let cancel = app.calls.start(&sid, &key);
     let rounds = Arc::new(Rounds::default());
-    let guard = RoundGuard {
-        token: cancel.clone(),
-        rounds: rounds.clone(),
-        round: 0,
-    };
+    let guard = RoundGuard::new(cancel.clone(), rounds.clone(), 0);
     let peer = Arc::new(StatelessPeer {
         tx: sink.clone(),
         capabilities: checked.capabilities.clone(),

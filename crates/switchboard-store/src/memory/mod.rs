@@ -7,6 +7,7 @@
 //! operation at once, and [`SessionStore::reap`] removes what is left of it.
 
 mod state;
+mod tasks;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 

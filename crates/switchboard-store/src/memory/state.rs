@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use crate::model::*;
 use crate::rules::{self, order};
+use crate::task::TaskRecord;
 use crate::traits::holder_node;
 
 /// Everything every node view sees.
@@ -24,6 +25,8 @@ pub(super) struct Shared {
     pub inboxes: HashMap<String, mpsc::UnboundedSender<BusMessage>>,
     /// Agreed secrets by name ([`crate::Secrets`]).
     pub secrets: HashMap<String, Vec<u8>>,
+    /// Task records by id, with when each expires (including expired ones not purged yet).
+    pub tasks: HashMap<String, (TaskRecord, Instant)>,
     /// The last log position handed out, `(ms, seq)`.
     last_position: (u64, u64),
 }

@@ -12,6 +12,9 @@
 //!   only once the log hit its cap; expires with the log);
 //! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock,
 //!   `p:secret:<name>` agreed secrets;
+//! - `p:task:{<task id>}` HASH, a task of the tasks extension (fields `prn` principal, `node`,
+//!   `st` status, `msg` status message, `ct`/`up` created/updated ISO 8601, `ttl`, `poll` in ms,
+//!   `out` result or error JSON); expires `ttl` ms after creation;
 //! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast).
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
@@ -46,6 +49,11 @@ impl Keys {
     /// A node's liveness key.
     pub fn node(&self, node: &str) -> String {
         format!("{}:node:{node}", self.prefix)
+    }
+
+    /// A task's record.
+    pub fn task(&self, task_id: &str) -> String {
+        format!("{}:task:{{{task_id}}}", self.prefix)
     }
 
     /// The reaper lock.

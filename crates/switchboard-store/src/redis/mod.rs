@@ -10,7 +10,7 @@
 //! - `codec`: record ↔ hash fields, reply parsing.
 //! - `pubsub`: the inbox reader.
 //! - `records`: this node's version-checked cache of session records.
-//! - `session`, `events`, `bus`: the trait implementations.
+//! - `session`, `events`, `bus`, `tasks`: the trait implementations.
 
 mod bus;
 mod codec;
@@ -20,6 +20,7 @@ mod pubsub;
 mod records;
 mod scripts;
 mod session;
+mod tasks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

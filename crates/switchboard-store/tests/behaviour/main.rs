@@ -10,6 +10,7 @@ mod harness;
 mod redis_only;
 mod sessions;
 mod streams;
+mod tasks;
 
 /// Generates `memory::<module>::<case>` and `redis::<module>::<case>` tests from the case
 /// functions `crate::<module>::<case>(Kind)`.
@@ -83,5 +84,9 @@ both_backends! {
         reaping_respects_the_limit,
         logs_expire_after_their_last_event,
         the_stream_registry_is_pruned,
+    ],
+    tasks: [
+        tasks_are_shared_and_terminal_states_are_final,
+        tasks_expire_after_their_ttl,
     ],
 }

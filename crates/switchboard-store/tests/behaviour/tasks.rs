@@ -1,0 +1,84 @@
+//! Task records of the tasks extension: seen by every node, terminal states final, expiry.
+
+use std::time::Duration;
+
+use switchboard_store::*;
+use switchboard_tests::eventually::eventually;
+
+use crate::harness::*;
+
+fn task(id: &str, ttl_ms: u64) -> TaskRecord {
+    TaskRecord {
+        task_id: id.into(),
+        principal: "https://issuer.test\nuser-1".into(),
+        node: "a".into(),
+        status: TaskStatus::Working,
+        status_message: Some("started".into()),
+        created_at: "2026-07-28T10:00:00.000Z".into(),
+        last_updated_at: "2026-07-28T10:00:00.000Z".into(),
+        ttl_ms,
+        poll_interval_ms: 500,
+        outcome: None,
+    }
+}
+
+fn change(status: TaskStatus, outcome: Option<&str>) -> TaskChange {
+    TaskChange {
+        status,
+        at: "2026-07-28T10:00:09.000Z".into(),
+        message: None,
+        outcome: outcome.map(str::to_owned),
+    }
+}
+
+pub async fn tasks_are_shared_and_terminal_states_are_final(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    assert!(a.create_task(&task("t1", 60_000)).await.unwrap());
+    assert!(
+        !b.create_task(&task("t1", 60_000)).await.unwrap(),
+        "ids are unique"
+    );
+    assert_eq!(b.get_task("t1").await.unwrap(), Some(task("t1", 60_000)));
+    assert_eq!(b.get_task("t2").await.unwrap(), None);
+
+    let result = r#"{"content":[],"isError":true,"big":12345678901234567890,"list":[]}"#;
+    let Settled::Changed(done) = b
+        .settle_task("t1", &change(TaskStatus::Completed, Some(result)))
+        .await
+        .unwrap()
+    else {
+        panic!("working → completed applies");
+    };
+    assert_eq!(done.status, TaskStatus::Completed);
+    assert_eq!(done.outcome.as_deref(), Some(result), "stored verbatim");
+    assert_eq!(done.status_message.as_deref(), Some("started"), "kept");
+    let again = a
+        .settle_task("t1", &change(TaskStatus::Cancelled, None))
+        .await
+        .unwrap();
+    assert_eq!(again, Settled::AlreadyTerminal(done.clone()));
+    assert_eq!(a.get_task("t1").await.unwrap(), Some(done));
+    assert_eq!(
+        a.settle_task("t2", &change(TaskStatus::Failed, None))
+            .await
+            .unwrap(),
+        Settled::Missing
+    );
+}
+
+pub async fn tasks_expire_after_their_ttl(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    assert!(a.create_task(&task("short", 300)).await.unwrap());
+    // A change keeps the expiry counted from creation.
+    a.settle_task("short", &change(TaskStatus::Working, None))
+        .await
+        .unwrap();
+    eventually("the task to expire", Duration::from_secs(5), || {
+        let a = a.clone();
+        async move { a.get_task("short").await.unwrap().is_none().then_some(()) }
+    })
+    .await;
+    assert!(a.create_task(&task("short", 300)).await.unwrap());
+}

@@ -1,0 +1,312 @@
+//! The tasks extension (`io.modelcontextprotocol/tasks`, revisions.md 6.2, 1.7.3, 5.13) on
+//! clusters sharing one Redis: a slow `tools/call` from a declaring client becomes a task that
+//! every node reads and cancels; cancelling really stops the call on its node; a client without
+//! the extension gets its result synchronously; the header and method rules; a task bound to its
+//! principal; and a task whose node died is failed instead of staying `working`.
+
+use std::time::Duration;
+
+use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use switchboard_tests::client::{Headers, McpClient};
+use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::eventually;
+use switchboard_tests::msg;
+
+const T: Duration = Duration::from_secs(10);
+const V: &str = "2026-07-28";
+const EXT: &str = "io.modelcontextprotocol/tasks";
+
+fn tasks_caps() -> Value {
+    json!({"extensions": {EXT: {}}})
+}
+
+/// A 2026-07-28 request with `caps` as its client capabilities.
+fn modern(id: i64, method: &str, params: Value, caps: Value) -> Value {
+    let mut p = params;
+    p["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": V,
+        "io.modelcontextprotocol/clientCapabilities": caps,
+        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "0"},
+    });
+    msg::request(id, method, p)
+}
+
+fn hdrs(method: &str, name: Option<&str>, token: Option<&str>) -> Headers {
+    let mut h = Headers::default()
+        .set("Content-Type", "application/json")
+        .set("Accept", "application/json, text/event-stream")
+        .set("MCP-Protocol-Version", V)
+        .set("Mcp-Method", method);
+    if let Some(n) = name {
+        h = h.set("Mcp-Name", n);
+    }
+    if let Some(t) = token {
+        h = h.set("Authorization", &format!("Bearer {t}"));
+    }
+    h
+}
+
+/// POSTs `body` and returns the HTTP status and the JSON-RPC response.
+async fn send(url: &str, h: &Headers, body: &Value) -> (StatusCode, Value) {
+    let reply = McpClient::new()
+        .send(Method::POST, url, h, Some(body.to_string()))
+        .await;
+    let status = reply.status;
+    if status != StatusCode::OK {
+        return (status, reply.json().await);
+    }
+    (status, reply.answer(body["id"].clone(), T).await.response)
+}
+
+/// `countdown` of `n` steps of `interval_ms`.
+async fn countdown(url: &str, n: u64, interval_ms: u64, caps: Value, token: Option<&str>) -> Value {
+    let args = json!({"name": "countdown", "arguments": {"n": n, "interval_ms": interval_ms}});
+    let body = modern(1, "tools/call", args, caps);
+    send(url, &hdrs("tools/call", Some("countdown"), token), &body)
+        .await
+        .1
+}
+
+/// A task method on `task_id` (Mcp-Name = the id); status and response.
+async fn task_call(
+    url: &str,
+    method: &str,
+    task_id: &str,
+    token: Option<&str>,
+) -> (StatusCode, Value) {
+    let body = modern(7, method, json!({"taskId": task_id}), tasks_caps());
+    send(url, &hdrs(method, Some(task_id), token), &body).await
+}
+
+async fn get(url: &str, task_id: &str) -> Value {
+    let (status, r) = task_call(url, "tasks/get", task_id, None).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    r
+}
+
+/// The `CreateTaskResult` of a call; asserts its shape and returns the task id.
+fn created(r: &Value) -> String {
+    let t = &r["result"];
+    assert_eq!(t["resultType"], "task", "{r}");
+    assert_eq!(t["status"], "working", "{r}");
+    for field in ["createdAt", "lastUpdatedAt"] {
+        assert!(
+            t[field].as_str().is_some_and(|s| s.ends_with('Z')),
+            "{field}: {r}"
+        );
+    }
+    assert_eq!(t["ttlMs"], 600_000, "{r}");
+    assert_eq!(t["pollIntervalMs"], 200, "{r}");
+    let id = t["taskId"].as_str().expect("taskId").to_owned();
+    assert!(id.len() >= 32, "128 bits at least: {id}");
+    id
+}
+
+async fn eventually_status(url: &str, task_id: &str, status: &str) -> Value {
+    eventually::eventually(&format!("task {task_id} {status}"), T, || async {
+        let r = get(url, task_id).await;
+        (r["result"]["status"] == status).then_some(r)
+    })
+    .await
+}
+
+fn options() -> ClusterOptions {
+    ClusterOptions::new()
+        .set("task_after_ms", 300)
+        .set("task_ttl_ms", 600_000)
+        .set("task_poll_interval_ms", 200)
+}
+
+/// A counter of node `base_url`'s `/metrics`.
+async fn counter(base_url: &str, name: &str) -> u64 {
+    let text = reqwest::get(format!("{base_url}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_call_becomes_a_task_that_every_node_serves() {
+    let cluster = Cluster::start(3, options());
+    let urls = cluster.urls();
+
+    let discover = modern(1, "server/discover", json!({}), json!({}));
+    let (_, r) = send(&urls[1], &hdrs("server/discover", None, None), &discover).await;
+    assert_eq!(
+        r["result"]["capabilities"]["extensions"][EXT],
+        json!({}),
+        "{r}"
+    );
+
+    let r = countdown(&urls[0], 8, 200, tasks_caps(), None).await;
+    let id = created(&r);
+    // Durable before the answer: another node finds it at once.
+    let r = get(&urls[1], &id).await;
+    assert_eq!(r["result"]["status"], "working", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["taskId"], id.as_str());
+
+    let done = eventually_status(&urls[2], &id, "completed").await;
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "countdown finished",
+        "{done}"
+    );
+    assert!(done["result"].get("error").is_none());
+
+    let (status, r) = task_call(&urls[1], "tasks/cancel", &id, None).await;
+    assert_eq!(
+        (status, &r["error"]["code"]),
+        (StatusCode::OK, &json!(-32602)),
+        "{r}"
+    );
+    let (_, r) = task_call(&urls[0], "tasks/update", &id, None).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let (_, r) = task_call(
+        &urls[0],
+        "tasks/get",
+        "0123456789abcdef0123456789abcdef",
+        None,
+    )
+    .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // Mcp-Name must be the task id (1.7.3).
+    let body = modern(9, "tasks/get", json!({"taskId": id}), tasks_caps());
+    let (status, r) = send(&urls[1], &hdrs("tasks/get", Some("other"), None), &body).await;
+    assert_eq!(
+        (status, &r["error"]["code"]),
+        (StatusCode::BAD_REQUEST, &json!(-32020)),
+        "{r}"
+    );
+    let (status, r) = send(&urls[1], &hdrs("tasks/get", None, None), &body).await;
+    assert_eq!(
+        (status, &r["error"]["code"]),
+        (StatusCode::BAD_REQUEST, &json!(-32020)),
+        "{r}"
+    );
+    // tasks/result and tasks/list are gone in 2026-07-28.
+    for gone in ["tasks/result", "tasks/list"] {
+        let body = modern(10, gone, json!({"taskId": id}), tasks_caps());
+        let (status, r) = send(&urls[2], &hdrs(gone, Some(&id), None), &body).await;
+        assert_eq!(
+            (status, &r["error"]["code"]),
+            (StatusCode::NOT_FOUND, &json!(-32601)),
+            "{gone}: {r}"
+        );
+    }
+
+    // Without the extension the same slow call answers synchronously; a fast call with it too.
+    let r = countdown(&urls[1], 3, 200, json!({}), None).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"], "countdown finished",
+        "{r}"
+    );
+    let r = countdown(&urls[2], 1, 10, tasks_caps(), None).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_on_another_node_stops_the_call() {
+    let cluster = Cluster::start(3, options());
+    let urls = cluster.urls();
+    let running_node = cluster.node(0).base_url();
+    let before = counter(&running_node, "switchboard_stateless_cancelled_total").await;
+
+    let id = created(&countdown(&urls[0], 50, 200, tasks_caps(), None).await);
+    let (status, r) = task_call(&urls[1], "tasks/cancel", &id, None).await;
+    assert_eq!(status, StatusCode::OK, "{r}");
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let r = get(&urls[2], &id).await;
+    assert_eq!(r["result"]["status"], "cancelled", "{r}");
+
+    // The call on node a really stopped: the bus delivered the cancellation and the call
+    // ended with it (the counter moves only when the call's token fired and the call returned).
+    eventually::eventually("node a stops the task's call", T, || async {
+        let stopped = counter(&running_node, "switchboard_tasks_cancelled_total").await == 1;
+        let ended = counter(&running_node, "switchboard_stateless_cancelled_total").await > before;
+        (stopped && ended).then_some(())
+    })
+    .await;
+    let r = get(&urls[0], &id).await;
+    assert_eq!(r["result"]["status"], "cancelled", "terminal stays: {r}");
+    let (_, r) = task_call(&urls[0], "tasks/cancel", &id, None).await;
+    assert_eq!(
+        r["error"]["code"], -32602,
+        "cancelling a terminal task: {r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_whose_node_died_is_failed_not_working_forever() {
+    let mut cluster = Cluster::start(2, options().fast_liveness(1200));
+    let urls = cluster.urls();
+    let id = created(&countdown(&urls[0], 300, 100, tasks_caps(), None).await);
+    assert_eq!(get(&urls[1], &id).await["result"]["status"], "working");
+    cluster.kill9(0);
+    let r = eventually_status(&urls[1], &id, "failed").await;
+    assert_eq!(r["result"]["error"]["code"], -32603, "{r}");
+    let message = r["result"]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("stopped"), "{r}");
+    assert!(r["result"]["statusMessage"].is_string(), "{r}");
+}
+
+const GW: &str = "https://gw.example.test/mcp";
+const ISSUER: &str = "https://as.example.test/tenant";
+const SECRET: &str = "tasks-test-secret-0123456789abcdef-xyz";
+
+fn token(sub: &str) -> String {
+    let claims = json!({
+        "iss": ISSUER, "sub": sub, "aud": GW, "scope": "mcp:tools",
+        "exp": get_current_timestamp() as i64 + 600,
+    });
+    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
+    encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_is_bound_to_its_principal() {
+    let options = options()
+        .set("auth_resource_url", GW)
+        .set("auth_authorization_servers", ISSUER)
+        .set("auth_issuer", ISSUER)
+        .set("auth_jwt_hs256_secrets", SECRET);
+    let cluster = Cluster::start(2, options);
+    let urls = cluster.urls();
+    let (alice, bob) = (token("alice"), token("bob"));
+
+    let id = created(&countdown(&urls[0], 40, 200, tasks_caps(), Some(&alice)).await);
+    let (_, r) = task_call(&urls[1], "tasks/get", &id, Some(&alice)).await;
+    assert_eq!(r["result"]["status"], "working", "{r}");
+
+    let (_, unknown) = task_call(
+        &urls[1],
+        "tasks/get",
+        "00000000000000000000000000000000",
+        Some(&bob),
+    )
+    .await;
+    for method in ["tasks/get", "tasks/cancel", "tasks/update"] {
+        let (status, r) = task_call(&urls[1], method, &id, Some(&bob)).await;
+        assert_eq!(status, StatusCode::OK, "{method}: {r}");
+        assert_eq!(
+            r["error"], unknown["error"],
+            "{method}: same answer as an unknown id"
+        );
+    }
+    let (_, r) = task_call(&urls[0], "tasks/get", &id, Some(&alice)).await;
+    assert_eq!(
+        r["result"]["status"], "working",
+        "bob's cancel did nothing: {r}"
+    );
+    let (_, r) = task_call(&urls[0], "tasks/cancel", &id, Some(&alice)).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
