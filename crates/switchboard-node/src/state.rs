@@ -36,6 +36,8 @@ pub struct AppState {
     pub mrtr: crate::stateless::mrtr::KeyRing,
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
     pub parking: crate::stateless::park::Parking,
+    /// The tools' `x-mcp-header` declarations, for `Mcp-Param-*` checks.
+    pub param_headers: crate::stateless::params::ParamHeaders,
     /// `subscriptions/listen` streams open here.
     pub listeners: crate::stateless::listen::Listeners,
     conn_seq: AtomicU64,
@@ -51,6 +53,7 @@ impl AppState {
         Arc::new(AppState {
             mrtr,
             parking: Default::default(),
+            param_headers: Default::default(),
             hub: Hub::new(cfg.connection_queue),
             listeners: crate::stateless::listen::Listeners::new(
                 cfg.max_listeners,

@@ -21,6 +21,7 @@ pub mod headers;
 pub mod ids;
 pub mod jsonrpc;
 pub mod meta;
+pub mod param_headers;
 pub mod revision;
 
 pub use ids::{EventId, SessionId, StreamId};

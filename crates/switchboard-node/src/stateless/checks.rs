@@ -9,9 +9,9 @@
 //! 5. `_meta` client capabilities present (-32602), a valid `logLevel` when given (-32602);
 //! 6. the method is one we serve in this era (404, -32601).
 //!
-//! Not yet checked: `Mcp-Param-*` against tools whose input schema tags a property with
-//! `x-mcp-header` (the aggregate exposes tool schemas only through a `tools/list` round trip).
-//! Unrecognized `Mcp-Param-*` headers are accepted, as intermediaries must forward them.
+//! `Mcp-Param-*` of `tools/call` are checked after these, against the tool's `x-mcp-header`
+//! declarations ([`super::params`]); headers no declaration names are accepted, as
+//! intermediaries must forward them.
 
 use http::HeaderMap;
 use serde_json::Value;

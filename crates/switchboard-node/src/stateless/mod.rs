@@ -18,11 +18,14 @@
 //! extension (and not an MRTR retry) goes to [`tasks`] instead, and so do `tasks/get`,
 //! `tasks/cancel` and `tasks/update`.
 //!
-//! Not served yet: `input_required` tasks, `Mcp-Param-*` validation.
+//! `tools/call` headers `Mcp-Param-*` are checked against the arguments ([`params`]).
+//!
+//! Not served yet: `input_required` tasks.
 
 pub mod checks;
 pub mod listen;
 pub mod mrtr;
+pub mod params;
 pub mod park;
 pub mod peer;
 pub mod refusal;
@@ -95,6 +98,11 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         Ok(c) => c,
         Err(r) => return r.respond(Some(&id)),
     };
+    if method == "tools/call" {
+        if let Err(r) = params::check(app, h, params).await {
+            return r.respond(Some(&id));
+        }
+    }
     if method == "server/discover" {
         let result = run::complete("server/discover", discover(app));
         return json_answer(jsonrpc::result_response(&id, result));

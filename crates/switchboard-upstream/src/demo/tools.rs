@@ -36,6 +36,23 @@ fn local_definitions() -> Vec<Value> {
             }
         }),
         json!({
+            "name": "regional_echo",
+            "title": "Regional echo",
+            "description": "Returns `<region>: <text>`. The region is mirrored into the \
+                `Mcp-Param-Region` header (x-mcp-header, MCP 2026-07-28) so that gateways can \
+                route on it without reading the body.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "region": {"type": "string", "x-mcp-header": "Region",
+                               "description": "Where the request should run."},
+                    "text": {"type": "string", "description": "The text to return."}
+                },
+                "required": ["region", "text"],
+                "additionalProperties": false
+            }
+        }),
+        json!({
             "name": "add",
             "title": "Add",
             "description": "Adds two numbers and returns the sum.",
@@ -134,6 +151,11 @@ async fn run(
 ) -> Result<Value, Failure> {
     match name {
         "echo" => Ok(text_result(str_arg(args, "text"))),
+        "regional_echo" => Ok(text_result(&format!(
+            "{}: {}",
+            str_arg(args, "region"),
+            str_arg(args, "text")
+        ))),
         "add" => add(args),
         "countdown" => countdown(args, ctx).await,
         "notify" => notify(args, ctx).await,

@@ -30,11 +30,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{json, Map, Value};
+use switchboard_protocol::param_headers::{self, ToolHeaders};
 use switchboard_protocol::{codes, header_value, meta, Revision};
 
 use super::call::Call;
 use super::common::{bounded, exchange_error, message, next_request_id, outcome, Facts};
-use super::wire::Wire;
+use super::wire::{Wire, WireError};
 use crate::upstream::{ClientPeer, PeerError, RequestContext, RpcError, Upstream};
 
 /// How many `InputRequiredResult` rounds one request may go through before it fails.
@@ -56,7 +57,15 @@ pub struct ModernHttpUpstream {
     timeout: Duration,
     revision: Revision,
     facts: Facts,
+    /// The `x-mcp-header` declarations of its tools, from its own `tools/list`.
+    params: ToolHeaders,
+    fetching: tokio::sync::Mutex<()>,
 }
+
+/// A tool list younger than this is not fetched again for an unknown tool name.
+const PARAMS_MIN_AGE: Duration = Duration::from_secs(5);
+/// A tool list older than this is fetched again before the next `tools/call`.
+const PARAMS_MAX_AGE: Duration = Duration::from_secs(60);
 
 impl ModernHttpUpstream {
     /// An upstream called `name` at `url` speaking `revision` (a stateless one), sending
@@ -80,6 +89,8 @@ impl ModernHttpUpstream {
             wire: Arc::new(wire),
             timeout,
             revision,
+            params: ToolHeaders::default(),
+            fetching: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -126,7 +137,9 @@ impl ModernHttpUpstream {
         params
     }
 
-    /// The per-request headers for `method` with `params`.
+    /// The per-request headers for `method` with `params`, and for `tools/call` the arguments
+    /// its tool mirrors into `Mcp-Param-*` (basic/transports/streamable-http, Custom Headers
+    /// from Tool Parameters: a client MUST send them).
     fn headers(&self, method: &str, params: &Value) -> Result<HeaderMap, RpcError> {
         let mut h = HeaderMap::new();
         let mut put = |name: &'static str, value: &str| {
@@ -140,6 +153,21 @@ impl ModernHttpUpstream {
         if let Some(member) = name_member(method) {
             let value = params.get(member).and_then(Value::as_str).unwrap_or("");
             put("mcp-name", &header_value::encode(value))?;
+        }
+        let tool = params.get("name").and_then(Value::as_str);
+        if let (true, Some(decls)) = (
+            method == "tools/call",
+            tool.and_then(|t| self.params.get(t)),
+        ) {
+            let arguments = params.get("arguments").unwrap_or(&Value::Null);
+            for (name, value) in param_headers::headers_for(&decls, arguments) {
+                let name = HeaderName::from_bytes(name.as_bytes())
+                    .map_err(|_| RpcError::invalid_params(format!("bad header name {name}")))?;
+                let value = HeaderValue::from_str(&value).map_err(|_| {
+                    RpcError::invalid_params(format!("{name} cannot carry {value:?}"))
+                })?;
+                h.insert(name, value);
+            }
         }
         Ok(h)
     }
@@ -162,7 +190,12 @@ impl ModernHttpUpstream {
         let (response, _) = call
             .run(&message(Some(&id), method, params), &id)
             .await
-            .map_err(|e| exchange_error(&self.name, e))?;
+            .map_err(|e| match e {
+                // A stateless server answers JSON-RPC errors with an HTTP status (404 for
+                // -32601, 400 for -32020/-32021/-32022): they are its answer, passed on as is.
+                WireError::Rpc(e) => e,
+                other => exchange_error(&self.name, other),
+            })?;
         Ok(response)
     }
 
@@ -186,8 +219,25 @@ impl ModernHttpUpstream {
                 || json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")}),
             );
         let mut params = self.with_meta(params, &ctx.client_capabilities, &client_info);
+        let tool = params
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if let (true, Some(tool)) = (method == "tools/call", &tool) {
+            self.learn_params(tool, false).await;
+        }
         for _ in 0..MAX_ROUNDS {
-            let response = self.post(method, &params, Some(&ctx.peer)).await?;
+            let response = match (self.post(method, &params, Some(&ctx.peer)).await, &tool) {
+                (Err(e), Some(tool)) if e.code == codes::HEADER_MISMATCH => {
+                    // Its annotations may have changed: list again and retry once (the server
+                    // refused before running anything).
+                    tracing::info!(upstream = %self.name, tool, error = %e.message,
+                        "header mismatch; listing the tools again and retrying once");
+                    self.learn_params(tool, true).await;
+                    self.post(method, &params, Some(&ctx.peer)).await?
+                }
+                (other, _) => other?,
+            };
             let result = outcome(&response)?;
             if result.get(meta::RESULT_TYPE).and_then(Value::as_str) != Some("input_required") {
                 return Ok(result);
@@ -207,6 +257,45 @@ impl ModernHttpUpstream {
                 self.name
             ),
         ))
+    }
+
+    /// Fetches the upstream's tool list for its `x-mcp-header` declarations when it is stale for
+    /// `tool` (or always with `force`); one fetch at a time, a failure keeps the last list.
+    async fn learn_params(&self, tool: &str, force: bool) {
+        let stale = |p: &ToolHeaders| p.stale(tool, PARAMS_MIN_AGE, PARAMS_MAX_AGE);
+        if !force && !stale(&self.params) {
+            return;
+        }
+        let _one = self.fetching.lock().await;
+        if !force && !stale(&self.params) {
+            return;
+        }
+        let meta = json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")});
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..100 {
+            let mut params = self.with_meta(json!({}), &json!({}), &meta);
+            if let Some(c) = cursor.take() {
+                params["cursor"] = json!(c);
+            }
+            let page = match self
+                .post("tools/list", &params, None)
+                .await
+                .and_then(|r| outcome(&r))
+            {
+                Ok(page) => page,
+                Err(e) => {
+                    tracing::warn!(upstream = %self.name, error = %e.message, "tools/list for Mcp-Param-* headers failed; keeping the last list");
+                    return;
+                }
+            };
+            tools.extend(page["tools"].as_array().cloned().unwrap_or_default());
+            cursor = page["nextCursor"].as_str().map(str::to_owned);
+            if cursor.is_none() {
+                self.params.replace(tools.iter());
+                return;
+            }
+        }
     }
 
     /// `server/discover`: the upstream's capabilities, server info and instructions.

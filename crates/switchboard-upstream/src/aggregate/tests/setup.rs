@@ -217,7 +217,7 @@ async fn two_demo_servers_side_by_side() {
     let tools = ask(&agg, "tools/list", json!({})).await.unwrap();
     let names = super::names(&tools, "tools", "name");
     assert!(names.contains(&"a__echo".to_owned()) && names.contains(&"b__echo".to_owned()));
-    assert_eq!(names.len(), 14, "{names:?}");
+    assert_eq!(names.len(), 16, "{names:?}");
     let out = ask(
         &agg,
         "tools/call",

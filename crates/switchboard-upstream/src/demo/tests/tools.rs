@@ -17,6 +17,7 @@ async fn tools_list_publishes_every_tool_with_a_schema() {
         names,
         [
             "echo",
+            "regional_echo",
             "add",
             "countdown",
             "notify",
