@@ -53,6 +53,11 @@ pub struct NodeConfig {
     /// Largest accepted POST body in bytes (default 4 MiB); larger gets 413. Also the largest
     /// WebSocket message (larger closes the socket with 1009).
     pub max_body_bytes: usize,
+    /// Largest HTTP/1 request head (request line and headers) in bytes, and the cap on each
+    /// connection's read buffer (default 16 KiB; values under hyper's minimum of 8 KiB count as 8
+    /// KiB). A larger head gets 431. The buffer starts at 8 KiB and grows only when a read fills
+    /// it (a large body arriving fast); the cap bounds what a connection keeps afterwards.
+    pub max_request_head_bytes: usize,
     /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
     pub retry_after_secs: u64,
     /// Events queued per open stream connection (default 256). When full, the connection catches
@@ -115,6 +120,7 @@ impl Default for NodeConfig {
             reaper_interval: Duration::from_secs(10),
             liveness_check_interval: Duration::from_secs(1),
             max_body_bytes: 4 * 1024 * 1024,
+            max_request_head_bytes: 16 * 1024,
             retry_after_secs: 5,
             connection_queue: 256,
             max_subscriptions: 64,

@@ -34,6 +34,7 @@
 //! - [`calls`]: requests running here and server requests waiting here.
 //! - [`dispatch`]: this node's bus inbox.
 //! - [`background`]: heartbeat, session keep-alive, reaper.
+//! - `server`: the HTTP/1 connection loop under the router (accept, serve, drain).
 //! - [`sse`]: SSE framing and headers.
 //! - [`telemetry`]: domain events, logged and counted in one place.
 //! - [`state`]: what handlers share.
@@ -59,6 +60,7 @@ pub mod post;
 pub mod pump;
 pub mod response;
 pub mod run;
+mod server;
 pub mod session;
 pub mod sse;
 pub mod state;
@@ -66,7 +68,7 @@ pub mod stateless;
 pub mod telemetry;
 pub mod websocket;
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::sync::Arc;
 
 use axum::serve::ListenerExt;
@@ -124,11 +126,14 @@ pub async fn serve(
         }
     });
     let drain = app.clone();
-    // `into_make_service`: each connection gets a clone of the router (reference counted), not
-    // the per-connection rebuild of its route table that serving a `Router` directly does (about
-    // 2.3 KiB per connection, held as long as an SSE stream is open; massif, issue 4).
-    let server =
-        axum::serve(listener, router.into_make_service()).with_graceful_shutdown(async move {
+    // Each connection gets a clone of the router (reference counted): no per-connection rebuild
+    // of its route table (about 2.3 KiB per connection, held as long as an SSE stream is open;
+    // massif, issue 4).
+    let server = server::serve(
+        listener,
+        router,
+        app.cfg.max_request_head_bytes,
+        async move {
             shutdown.await;
             tracing::info!(
                 running = drain.calls.running_count(),
@@ -136,8 +141,9 @@ pub async fn serve(
             );
             drain.shutdown.cancel();
             drain.hub.close_standalone();
-        });
-    let server = tokio::spawn(server.into_future());
+        },
+    );
+    let server = tokio::spawn(server);
     app.shutdown.cancelled().await;
     let deadline = tokio::time::Instant::now() + app.cfg.drain_timeout;
     let served = tokio::time::timeout_at(deadline, server).await;
@@ -167,7 +173,7 @@ pub async fn serve(
         tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");
     }
     match served {
-        Ok(Ok(result)) => result,
+        Ok(Ok(())) => Ok(()),
         Ok(Err(join)) => Err(std::io::Error::other(join)),
         Err(_) => Ok(()),
     }

@@ -87,6 +87,9 @@ pub struct Config {
     /// Largest accepted POST body in bytes (default 4194304 = 4 MiB); larger gets 413. Also the
     /// largest WebSocket message; larger closes the socket with 1009.
     pub max_body_bytes: u64,
+    /// Largest HTTP/1 request head (request line and headers) in bytes, and the cap on each
+    /// connection's read buffer (default 16384 = 16 KiB, at least 8192); a larger head gets 431.
+    pub max_request_head_bytes: u64,
     /// `Retry-After` seconds sent with 503 at the session cap (default 5).
     pub retry_after_secs: u64,
     /// Events queued per open stream connection (default 256); when full, the connection catches
@@ -215,6 +218,7 @@ impl Default for Config {
             task_poll_interval_ms: 1000,
             client_request_timeout_ms: 60_000,
             max_body_bytes: 4 * 1024 * 1024,
+            max_request_head_bytes: 16 * 1024,
             retry_after_secs: 5,
             connection_queue: 256,
             session_touch_interval_ms: 10_000,
@@ -296,8 +300,17 @@ impl Config {
                 self.session_touch_interval_ms, self.idle_ttl_ms
             ),
         );
+        check(
+            self.max_request_head_bytes >= MIN_REQUEST_HEAD_BYTES,
+            &["max_request_head_bytes"],
+            format!(
+                "max_request_head_bytes ({}) must be at least {MIN_REQUEST_HEAD_BYTES} (the HTTP/1 server's smallest read buffer)",
+                self.max_request_head_bytes
+            ),
+        );
         for (key, value) in [
             ("max_body_bytes", self.max_body_bytes),
+            ("max_request_head_bytes", self.max_request_head_bytes),
             ("connection_queue", self.connection_queue),
             ("max_listeners", self.max_listeners),
             ("listen_queue", self.listen_queue),
@@ -418,6 +431,8 @@ impl Config {
             reaper_interval: ms(self.reaper_interval_ms),
             liveness_check_interval: ms(self.liveness_check_interval_ms),
             max_body_bytes: usize::try_from(self.max_body_bytes).unwrap_or(usize::MAX),
+            max_request_head_bytes: usize::try_from(self.max_request_head_bytes)
+                .unwrap_or(usize::MAX),
             retry_after_secs: self.retry_after_secs,
             connection_queue: usize::try_from(self.connection_queue).unwrap_or(usize::MAX),
             session_touch_interval: ms(self.session_touch_interval_ms),
@@ -471,6 +486,10 @@ impl Config {
 
 mod auth;
 mod mrtr;
+
+/// The smallest `max_request_head_bytes`: hyper's initial HTTP/1 read buffer, below which it
+/// refuses to be configured.
+const MIN_REQUEST_HEAD_BYTES: u64 = 8192;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
