@@ -80,6 +80,13 @@ async fn task_call(
     send(url, &hdrs(method, Some(task_id), token), &body).await
 }
 
+/// `tasks/update` of `task_id` with `responses` as its `inputResponses`.
+async fn update(url: &str, task_id: &str, responses: Value) -> (StatusCode, Value) {
+    let params = json!({"taskId": task_id, "inputResponses": responses});
+    let body = modern(8, "tasks/update", params, tasks_caps());
+    send(url, &hdrs("tasks/update", Some(task_id), None), &body).await
+}
+
 async fn get(url: &str, task_id: &str) -> Value {
     let (status, r) = task_call(url, "tasks/get", task_id, None).await;
     assert_eq!(status, StatusCode::OK, "{r}");
@@ -168,6 +175,11 @@ async fn a_slow_call_becomes_a_task_that_every_node_serves() {
         "{r}"
     );
     let (_, r) = task_call(&urls[0], "tasks/update", &id, None).await;
+    assert_eq!(
+        r["error"]["code"], -32602,
+        "inputResponses is required: {r}"
+    );
+    let (_, r) = update(&urls[0], &id, json!({"stray": {"x": 1}})).await;
     assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
     let (_, r) = task_call(
         &urls[0],
@@ -309,4 +321,46 @@ async fn a_task_is_bound_to_its_principal() {
     );
     let (_, r) = task_call(&urls[0], "tasks/cancel", &id, Some(&alice)).await;
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_asks_for_input_and_tasks_update_on_another_node_answers_it() {
+    let cluster = Cluster::start(3, options());
+    let urls = cluster.urls();
+    let mut caps = tasks_caps();
+    caps["sampling"] = json!({});
+    let args = json!({"name": "sample", "arguments": {"prompt": "Which colour?"}});
+    let body = modern(1, "tools/call", args, caps);
+    let (_, r) = send(&urls[0], &hdrs("tools/call", Some("sample"), None), &body).await;
+    let id = created(&r);
+
+    let waiting = eventually_status(&urls[1], &id, "input_required").await;
+    let questions = waiting["result"]["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{waiting}"))
+        .clone();
+    assert_eq!(questions.len(), 1, "{waiting}");
+    let (key, question) = questions.iter().next().unwrap();
+    assert_eq!(question["method"], "sampling/createMessage", "{waiting}");
+    assert_eq!(
+        question["params"]["messages"][0]["content"]["text"],
+        "Which colour?"
+    );
+
+    // An answer to a key not asked is ignored: still waiting.
+    let (_, r) = update(&urls[2], &id, json!({"not-asked": {"x": 1}})).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let r = get(&urls[2], &id).await;
+    assert_eq!(r["result"]["status"], "input_required", "{r}");
+
+    let answer =
+        json!({"role": "assistant", "content": {"type": "text", "text": "teal"}, "model": "m"});
+    let (_, r) = update(&urls[2], &id, json!({key: answer})).await;
+    assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
+    let done = eventually_status(&urls[1], &id, "completed").await;
+    assert_eq!(
+        done["result"]["result"]["structuredContent"]["text"], "teal",
+        "{done}"
+    );
+    assert!(done["result"].get("inputRequests").is_none(), "{done}");
 }

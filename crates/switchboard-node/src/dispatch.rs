@@ -100,6 +100,16 @@ async fn handle(app: &App, msg: BusMessage) {
                 crate::stateless::park::resume_remote(app.clone(), call, origin, park, answers);
             tokio::spawn(resume);
         }
+        BusMessage::TaskInput { task, answers } => {
+            let answers = serde_json::from_str::<serde_json::Value>(&answers)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default();
+            let app = app.clone();
+            tokio::spawn(async move {
+                crate::stateless::tasks::deliver(&app, &task, &answers).await;
+            });
+        }
         BusMessage::Resubscribed {} => {
             tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
             app.hub.catch_up_all();

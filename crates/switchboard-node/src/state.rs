@@ -36,6 +36,8 @@ pub struct AppState {
     pub mrtr: crate::stateless::mrtr::KeyRing,
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
     pub parking: crate::stateless::park::Parking,
+    /// Tasks whose calls run here, with their open questions.
+    pub tasks: crate::stateless::tasks::Running,
     /// The tools' `x-mcp-header` declarations, for `Mcp-Param-*` checks.
     pub param_headers: crate::stateless::params::ParamHeaders,
     /// `subscriptions/listen` streams open here.
@@ -54,6 +56,7 @@ impl AppState {
             mrtr,
             parking: Default::default(),
             param_headers: Default::default(),
+            tasks: Default::default(),
             hub: Hub::new(cfg.connection_queue),
             listeners: crate::stateless::listen::Listeners::new(
                 cfg.max_listeners,

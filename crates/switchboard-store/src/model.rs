@@ -365,6 +365,13 @@ pub enum BusMessage {
         /// The answers (`inputResponses` of the asked keys) as JSON text.
         answers: String,
     },
+    /// `tasks/update` answers for a task whose call runs on the receiving node.
+    TaskInput {
+        /// The task id.
+        task: String,
+        /// Its `inputResponses` as JSON text.
+        answers: String,
+    },
     /// Local only, never published: this node's inbox was disconnected and has resubscribed, so
     /// messages sent to it meanwhile may be lost. Held streams catch up from their event logs.
     Resubscribed {},

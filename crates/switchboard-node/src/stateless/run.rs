@@ -136,8 +136,9 @@ impl Run {
             let inputs = self.inputs.clone();
             let asked = async {
                 match &inputs {
-                    Some(i) => i.asked().await,
-                    None => std::future::pending().await,
+                    // A task's questions wait for `tasks/update`; the task watches them.
+                    Some(i) if i.mode() != mrtr::Mode::Task => i.asked().await,
+                    _ => std::future::pending().await,
                 }
             };
             let finished = tokio::select! {
@@ -216,7 +217,10 @@ impl Run {
     /// the request lacked, the re-run mode's `InputRequiredResult` when it asked, else the
     /// outcome with `resultType`.
     fn respond(&self, outcome: Result<Value, RpcError>) -> Value {
-        let inputs = self.inputs.as_deref().filter(|i| !i.parking());
+        let inputs = self
+            .inputs
+            .as_deref()
+            .filter(|i| i.mode() == mrtr::Mode::Rerun);
         let needs_input = inputs
             .and_then(|i| i.input_required(&self.app.mrtr, &self.app.cfg.mrtr, &self.principal));
         if self.token.is_cancelled() && needs_input.is_none() {

@@ -152,6 +152,18 @@ pub enum Ask {
     Wait(oneshot::Receiver<Value>),
 }
 
+/// What happens to a question the upstream asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// It stops the run, which answers `InputRequiredResult`; the retry re-runs the request.
+    Rerun,
+    /// It parks the run, which answers `InputRequiredResult`; the retry resumes it.
+    Park,
+    /// It waits while a task shows it in `inputRequests`; `tasks/update` answers it
+    /// ([`super::tasks`]).
+    Task,
+}
+
 /// One request's view of MRTR: the answers it may use and the questions it asked.
 pub struct Inputs {
     answers: Map<String, Value>,
@@ -159,7 +171,7 @@ pub struct Inputs {
     asked: Mutex<Vec<(String, Value)>>,
     /// Park mode: questions waiting for their answers (request, answer sender).
     waiting: Mutex<HashMap<String, (Value, oneshot::Sender<Value>)>>,
-    parking: bool,
+    mode: Mode,
     notify: Notify,
     digest: String,
 }
@@ -216,21 +228,27 @@ impl Inputs {
             answers = payload.a;
             answers.extend(given);
         }
-        Ok(Retry::Run(Inputs::with(answers, digest, parking)))
+        let mode = if parking { Mode::Park } else { Mode::Rerun };
+        Ok(Retry::Run(Inputs::with(answers, digest, mode)))
     }
 
     /// The inputs of a request that is not a retry (no answers), in re-run mode.
     pub fn none(method: &str, params: &Value) -> Inputs {
-        Inputs::with(Map::new(), request_digest(method, params), false)
+        Inputs::with(Map::new(), request_digest(method, params), Mode::Rerun)
     }
 
-    fn with(answers: Map<String, Value>, digest: String, parking: bool) -> Inputs {
+    /// The inputs of a call that may become a task: its questions wait for `tasks/update`.
+    pub fn for_task(method: &str, params: &Value) -> Inputs {
+        Inputs::with(Map::new(), request_digest(method, params), Mode::Task)
+    }
+
+    fn with(answers: Map<String, Value>, digest: String, mode: Mode) -> Inputs {
         Inputs {
             answers,
             seen: Mutex::default(),
             asked: Mutex::default(),
             waiting: Mutex::default(),
-            parking,
+            mode,
             notify: Notify::new(),
             digest,
         }
@@ -238,7 +256,20 @@ impl Inputs {
 
     /// Whether questions park the call (see [`Retry::Resume`]) rather than stop it.
     pub fn parking(&self) -> bool {
-        self.parking
+        self.mode == Mode::Park
+    }
+
+    /// What a question does.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Task mode: the questions still waiting for an answer, by key.
+    pub fn waiting(&self) -> Map<String, Value> {
+        lock(&self.waiting)
+            .iter()
+            .map(|(k, (request, _))| (k.clone(), request.clone()))
+            .collect()
     }
 
     /// A question the upstream asks: its answer when known, else recorded as asked.
@@ -257,7 +288,7 @@ impl Inputs {
         let request = json!({"method": method, "params": params});
         lock(&self.asked).push((key.clone(), request.clone()));
         self.notify.notify_one();
-        if !self.parking {
+        if self.mode == Mode::Rerun {
             return Ask::Stop;
         }
         let (tx, rx) = oneshot::channel();

@@ -10,8 +10,13 @@
 //!
 //! While the client waits for the first answer, closing the response cancels the call as on any
 //! 2026-07-28 request; once the task exists only `tasks/cancel` does.
+//!
+//! A question the call asks the client (sampling, elicitation, roots) waits: the task turns
+//! `input_required` with the open questions as `inputRequests`, and `tasks/update` on any node
+//! delivers the answers to the waiting call ([`super::deliver`]), which goes on (`working`).
 
 use std::convert::Infallible;
+use std::sync::Arc;
 
 use axum::body::Body as HttpBody;
 use axum::response::Response;
@@ -22,6 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::super::checks::Checked;
+use super::super::mrtr::Inputs;
 use super::super::peer::Item;
 use super::super::{json_answer, run};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
@@ -44,13 +50,15 @@ pub async fn call(
 ) -> Response {
     // The principal is a task-local of the request; the spawned task needs it passed on.
     let principal = crate::auth::current_principal();
+    let params = raw.get("params").cloned().unwrap_or(Value::Null);
+    let inputs = Arc::new(Inputs::for_task(&method, &params));
     let (mut rx, guard) = run::spawn(
         app,
         id.clone(),
         method,
         raw,
         checked,
-        None,
+        Some(inputs.clone()),
         principal.clone(),
     );
     // Until the task exists, a closed response cancels the call as on any 2026-07-28 request.
@@ -71,7 +79,7 @@ pub async fn call(
     // From here the call's fate belongs to a task of its own, so that a client hanging up
     // while the record is written neither cancels the call nor leaves the record `working`.
     let run_token = guard.disarm();
-    match tokio::spawn(start_task(app.clone(), principal, rx, run_token)).await {
+    match tokio::spawn(start_task(app.clone(), principal, rx, run_token, inputs)).await {
         Ok(Some(record)) => json_answer(jsonrpc::result_response(&id, wire(&record, RESULT_TASK))),
         _ => internal(&id, "the task could not be stored"),
     }
@@ -85,6 +93,7 @@ async fn start_task(
     principal: String,
     rx: mpsc::Receiver<Item>,
     run_token: CancellationToken,
+    inputs: Arc<Inputs>,
 ) -> Option<TaskRecord> {
     let task_id = new_task_id();
     let (sid, key) = calls_key(&task_id);
@@ -100,7 +109,8 @@ async fn start_task(
         }
     }
     telemetry::task_created(&task_id);
-    tokio::spawn(detached(app, task_id, rx, run_token, stop));
+    app.tasks.insert(&task_id, inputs.clone());
+    tokio::spawn(detached(app, task_id, rx, run_token, stop, inputs));
     Some(record)
 }
 
@@ -156,6 +166,7 @@ async fn detached(
     mut rx: mpsc::Receiver<Item>,
     run_token: CancellationToken,
     stop: CancellationToken,
+    inputs: Arc<Inputs>,
 ) {
     let last = loop {
         tokio::select! {
@@ -164,12 +175,18 @@ async fn detached(
                 Some(Item::Final(v)) => break Some(v),
                 None => break None,
             },
+            () = inputs.asked() => {
+                // The call asks the client something: the task shows every open question.
+                inputs.take_asked();
+                super::ask(&app, &task_id, inputs.waiting()).await;
+            }
             _ = stop.cancelled(), if !run_token.is_cancelled() => {
                 run_token.cancel();
                 telemetry::task_cancelled(&task_id);
             }
         }
     };
+    app.tasks.remove(&task_id);
     let (sid, key) = calls_key(&task_id);
     app.calls.end(&sid, key);
     let change = outcome_change(last);

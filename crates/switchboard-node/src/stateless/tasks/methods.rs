@@ -34,9 +34,7 @@ async fn serve(app: &App, method: &str, params: &Value) -> Result<Value, Refused
     match method {
         "tasks/get" => Ok(wire(&task, "complete")),
         "tasks/cancel" => cancel(app, task).await.map(|()| ack()),
-        // No task of this node asks for input yet, so no key is outstanding and every response
-        // is one to ignore (ext-tasks: unknown or already-answered keys SHOULD be ignored).
-        _ => Ok(ack()),
+        _ => update(app, task, params).await.map(|()| ack()),
     }
 }
 
@@ -91,6 +89,31 @@ async fn load(app: &App, task_id: &str) -> Result<TaskRecord, Refused> {
         Settled::AlreadyTerminal(t) => Ok(t),
         Settled::Missing => Err(unknown()),
     }
+}
+
+/// `tasks/update`: the `inputResponses` go to the node running the task, which hands them to the
+/// waiting call (acknowledged at once, eventually consistent; ext-tasks, Task Update Requests:
+/// unknown or already answered keys are ignored).
+async fn update(app: &App, task: TaskRecord, params: &Value) -> Result<(), Refused> {
+    let answers = match params.get("inputResponses") {
+        Some(Value::Object(m)) => m.clone(),
+        _ => return Err(invalid("params.inputResponses (an object) is required")),
+    };
+    if task.status != TaskStatus::InputRequired {
+        return Ok(());
+    }
+    if task.node == app.node_id() {
+        super::deliver(app, &task.task_id, &answers).await;
+        return Ok(());
+    }
+    let msg = BusMessage::TaskInput {
+        task: task.task_id.clone(),
+        answers: Value::Object(answers).to_string(),
+    };
+    if let Err(e) = app.store.send_to(&task.node, &msg).await {
+        tracing::warn!(task = %task.task_id, error = %e, "input not delivered to the task's node");
+    }
+    Ok(())
 }
 
 /// Marks the task cancelled (a terminal task: -32602) and tells its node to stop the call.

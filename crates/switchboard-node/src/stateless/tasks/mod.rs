@@ -18,21 +18,101 @@
 //!   error naming the node: the work is lost with the node and would otherwise read `working`
 //!   until its TTL.
 //!
-//! Not built yet: `input_required` (server-to-client requests inside a task surface as
-//! `inputRequests`, answered by `tasks/update`; today such a request fails the call as on any
-//! 2026-07-28 request, and `tasks/update` only acknowledges), `notifications/tasks` through
-//! `subscriptions/listen`, a cap on tasks per principal, and a store-side fallback for a
-//! cancellation whose bus message was lost (pub/sub keeps nothing while a node reconnects).
+//! - Input ([`ask`], [`deliver`]): a question the call asks the client waits; the record turns
+//!   `input_required` with every open question in `inputRequests` (keys never reused within the
+//!   task), and `tasks/update` on any node sends its `inputResponses` to the running node, which
+//!   hands them to the waiting call; keys not open are ignored. When no question is left open
+//!   the task is `working` again.
+//!
+//! Not built yet: `notifications/tasks` through `subscriptions/listen`, a cap on tasks per
+//! principal, and a store-side fallback for a cancellation or an answer whose bus message was
+//! lost (pub/sub keeps nothing while a node reconnects).
 
 pub mod create;
 pub mod methods;
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
-use switchboard_store::{TaskRecord, TaskStatus};
+use switchboard_store::{Settled, TaskChange, TaskRecord, TaskStatus};
 
 use super::checks::Checked;
+use super::mrtr::Inputs;
+use crate::state::App;
+
+/// The tasks whose calls run on this node, with their questions.
+#[derive(Default)]
+pub struct Running(Mutex<HashMap<String, Arc<Inputs>>>);
+
+impl Running {
+    fn insert(&self, task_id: &str, inputs: Arc<Inputs>) {
+        lock(&self.0).insert(task_id.to_owned(), inputs);
+    }
+
+    fn remove(&self, task_id: &str) {
+        lock(&self.0).remove(task_id);
+    }
+
+    fn get(&self, task_id: &str) -> Option<Arc<Inputs>> {
+        lock(&self.0).get(task_id).cloned()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The running call of task `task_id` asks `open` (key → request): the record turns
+/// `input_required` with them as `inputRequests`.
+pub async fn ask(app: &App, task_id: &str, open: Map<String, Value>) {
+    if open.is_empty() {
+        return;
+    }
+    let change = TaskChange {
+        status: TaskStatus::InputRequired,
+        at: now_iso(),
+        message: Some("waiting for the client's input".into()),
+        outcome: Some(Value::Object(open).to_string()),
+    };
+    if let Err(e) = app.store.settle_task(task_id, &change).await {
+        tracing::warn!(task = task_id, error = %e, "could not mark the task input_required");
+    }
+}
+
+/// On the running node: hands `answers` (key → result) to task `task_id`'s waiting questions;
+/// unknown and already answered keys are ignored. With no question left open the task is
+/// `working` again. `false` when the task does not run here (any more).
+pub async fn deliver(app: &App, task_id: &str, answers: &Map<String, Value>) -> bool {
+    let Some(inputs) = app.tasks.get(task_id) else {
+        return false;
+    };
+    let open = inputs.waiting();
+    let answered: Map<String, Value> = answers
+        .iter()
+        .filter(|(k, v)| open.contains_key(*k) && v.is_object())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if answered.is_empty() {
+        return true;
+    }
+    if answered.len() == open.len() {
+        let change = TaskChange {
+            status: TaskStatus::Working,
+            at: now_iso(),
+            message: None,
+            outcome: None,
+        };
+        match app.store.settle_task(task_id, &change).await {
+            Ok(Settled::Changed(_)) | Ok(Settled::AlreadyTerminal(_)) | Ok(Settled::Missing) => {}
+            Err(e) => tracing::warn!(task = task_id, error = %e, "could not mark the task working"),
+        }
+    }
+    // Answering only some leaves the rest asked again: the runner writes them back.
+    inputs.deliver(&answered);
+    true
+}
 
 /// The extension's identifier (in `capabilities.extensions` on both sides).
 pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -99,6 +179,7 @@ pub fn wire(r: &TaskRecord, result_type: &str) -> Value {
     match r.status {
         TaskStatus::Completed => v["result"] = outcome(),
         TaskStatus::Failed => v["error"] = outcome(),
+        TaskStatus::InputRequired => v["inputRequests"] = outcome(),
         _ => {}
     }
     v
