@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::eventually::eventually;
 use switchboard_tests::modern::{self, send};
 use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
 
@@ -154,4 +155,47 @@ async fn a_parked_call_not_resumed_in_time_is_dropped() {
             .contains("expired"),
         "{late}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closing_the_retry_stream_on_another_node_cancels_the_parked_call() {
+    let configured = cluster(ClusterOptions::new());
+    let cluster = &configured.cluster;
+    let urls = cluster.urls();
+    let first = modern::request(
+        1,
+        "tools/call",
+        json!({"name": "ask_slow", "arguments": {"prompt": "slow?", "seconds": 30}}),
+        json!({"sampling": {}}),
+    );
+    let asked = response(&urls[0], &first).await;
+    let key = question(&asked, "slow?");
+    let holder = cluster.node(0).base_url();
+    let before = counter(&holder, "switchboard_stateless_cancelled_total").await;
+    // The retry streams from node b while the call (now slow) runs on node a; then b's client
+    // goes away.
+    let retry = retry(&first, 2, &asked, &key, "go");
+    let reply = send(&urls[1], &retry).await;
+    assert!(reply.is_sse(), "a slow resumed call streams");
+    drop(reply);
+    eventually("node a to cancel the resumed call", T, || {
+        let holder = holder.clone();
+        async move {
+            (counter(&holder, "switchboard_stateless_cancelled_total").await > before).then_some(())
+        }
+    })
+    .await;
+}
+
+async fn counter(base_url: &str, name: &str) -> u64 {
+    let text = reqwest::get(format!("{base_url}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }
