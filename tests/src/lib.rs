@@ -12,6 +12,7 @@
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
 //! - [`sse`]: the SSE parser and incremental stream reader.
 //! - [`msg`]: the JSON-RPC messages the cases send.
+//! - [`metrics`]: a node's `/metrics` counters.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded polling helper.
@@ -24,6 +25,7 @@ pub mod client;
 pub mod cluster;
 pub mod eventually;
 pub mod expect;
+pub mod metrics;
 pub mod modern;
 pub mod msg;
 pub mod node;

@@ -85,6 +85,15 @@ impl Upstream {
     }
 }
 
+/// The path of the stdio fixture server (`crates/switchboard-upstream/tests/fixtures/
+/// stdio_server.py`, standard library only; its docstring lists the tools).
+pub fn stdio_fixture() -> String {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py")
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A TOML basic string.
 fn quote(text: &str) -> String {
     let mut out = String::from("\"");

@@ -12,23 +12,11 @@ use serde_json::json;
 use switchboard_tests::balancer::{haproxy_binary, Balancer};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::metrics::counter;
 use switchboard_tests::msg;
 use switchboard_tests::peers::available_or_skip;
 
 const CREATED: &str = "switchboard_sessions_created_total";
-
-async fn sessions_created(base_url: &str) -> u64 {
-    let text = reqwest::get(format!("{base_url}/metrics"))
-        .await
-        .and_then(|r| r.error_for_status())
-        .unwrap_or_else(|e| panic!("GET {base_url}/metrics: {e}"))
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(CREATED)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {CREATED} in /metrics of {base_url}:\n{text}"))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn haproxy_spreads_each_request_round_robin_and_streams_sse() {
@@ -52,7 +40,7 @@ async fn haproxy_spreads_each_request_round_robin_and_streams_sse() {
     }
     for i in 0..3 {
         let node = cluster.node(i);
-        let created = sessions_created(&node.base_url()).await;
+        let created = counter(&node.base_url(), CREATED).await;
         // Each initialize is followed by its notifications/initialized, which creates nothing.
         assert_eq!(
             created,

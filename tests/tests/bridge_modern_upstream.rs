@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::metrics::counter;
 use switchboard_tests::modern::{self, send};
 use switchboard_tests::node::Node;
 use switchboard_tests::temp::TempDir;
@@ -34,18 +35,6 @@ fn modern_upstream(logs: &TempDir) -> Node {
 fn cluster_in_front(upstream: &Node) -> ConfiguredCluster {
     let member = Upstream::http("m", &upstream.url()).revision("2026-07-28");
     start_cluster(3, &[member], ClusterOptions::new())
-}
-
-async fn counter(node: &Node, name: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", node.base_url()))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +154,11 @@ async fn a_session_client_uses_a_stateless_upstream_and_answers_its_questions_an
     assert!(level.get("error").is_none(), "{level}");
 
     // notifications/cancelled for a long call closes the upstream's response stream.
-    let before = counter(&upstream, "switchboard_stateless_cancelled_total").await;
+    let before = counter(
+        &upstream.base_url(),
+        "switchboard_stateless_cancelled_total",
+    )
+    .await;
     let call = msg::request(
         22,
         "tools/call",
@@ -181,14 +174,19 @@ async fn a_session_client_uses_a_stateless_upstream_and_answers_its_questions_an
     eventually("the upstream to see its stream closed", T, || {
         let upstream = &upstream;
         async move {
-            (counter(upstream, "switchboard_stateless_cancelled_total").await > before)
+            (counter(
+                &upstream.base_url(),
+                "switchboard_stateless_cancelled_total",
+            )
+            .await
+                > before)
                 .then_some(())
         }
     })
     .await;
     // Everything reached the upstream as stateless requests: it never made a session.
     assert_eq!(
-        counter(&upstream, "switchboard_sessions_created_total").await,
+        counter(&upstream.base_url(), "switchboard_sessions_created_total").await,
         0
     );
 }

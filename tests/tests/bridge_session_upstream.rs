@@ -10,21 +10,15 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::metrics::counter;
 use switchboard_tests::modern::{self, send};
-use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, ConfiguredCluster, Upstream};
 
 const T: Duration = Duration::from_secs(20);
 
-fn fixture() -> String {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py")
-        .to_string_lossy()
-        .into_owned()
-}
-
 fn cluster(options: ClusterOptions) -> ConfiguredCluster {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let upstream = Upstream::stdio("fixture", &python, &[fixture().as_str()]).prefix("");
+    let upstream = Upstream::stdio("fixture", &python, &[stdio_fixture().as_str()]).prefix("");
     start_cluster(3, &[upstream], options)
 }
 
@@ -185,17 +179,4 @@ async fn closing_the_retry_stream_on_another_node_cancels_the_parked_call() {
         }
     })
     .await;
-}
-
-async fn counter(base_url: &str, name: &str) -> u64 {
-    let text = reqwest::get(format!("{base_url}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }

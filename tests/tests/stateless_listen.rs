@@ -12,13 +12,11 @@ use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient, Reply};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually;
-use switchboard_tests::msg;
 use switchboard_tests::sse::SseStream;
 
 const T: Duration = Duration::from_secs(10);
 /// How long a listener is watched for a message that must not come (or a second copy).
 const QUIET: Duration = Duration::from_millis(1500);
-const V: &str = "2026-07-28";
 const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const GREETING: &str = "demo://greeting";
 
@@ -29,25 +27,11 @@ fn options() -> ClusterOptions {
 
 /// A 2026-07-28 request with `params` and the required `_meta`.
 fn modern(id: Value, method: &str, params: Value) -> Value {
-    let mut p = params;
-    p["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "listen-test", "version": "0"},
-    });
-    msg::request(id, method, p)
+    switchboard_tests::modern::request(id, method, params, json!({}))
 }
 
 fn hdrs(method: &str, name: Option<&str>) -> Headers {
-    let mut h = Headers::default()
-        .set("Content-Type", "application/json")
-        .set("Accept", "application/json, text/event-stream")
-        .set("MCP-Protocol-Version", V)
-        .set("Mcp-Method", method);
-    if let Some(n) = name {
-        h = h.set("Mcp-Name", n);
-    }
-    h
+    switchboard_tests::modern::headers(method, name)
 }
 
 async fn post(url: &str, h: &Headers, body: &Value) -> Reply {

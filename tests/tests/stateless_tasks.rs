@@ -12,10 +12,9 @@ use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually;
-use switchboard_tests::msg;
+use switchboard_tests::metrics::counter;
 
 const T: Duration = Duration::from_secs(10);
-const V: &str = "2026-07-28";
 const EXT: &str = "io.modelcontextprotocol/tasks";
 
 fn tasks_caps() -> Value {
@@ -24,28 +23,15 @@ fn tasks_caps() -> Value {
 
 /// A 2026-07-28 request with `caps` as its client capabilities.
 fn modern(id: i64, method: &str, params: Value, caps: Value) -> Value {
-    let mut p = params;
-    p["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": V,
-        "io.modelcontextprotocol/clientCapabilities": caps,
-        "io.modelcontextprotocol/clientInfo": {"name": "tasks-test", "version": "0"},
-    });
-    msg::request(id, method, p)
+    switchboard_tests::modern::request(id, method, params, caps)
 }
 
 fn hdrs(method: &str, name: Option<&str>, token: Option<&str>) -> Headers {
-    let mut h = Headers::default()
-        .set("Content-Type", "application/json")
-        .set("Accept", "application/json, text/event-stream")
-        .set("MCP-Protocol-Version", V)
-        .set("Mcp-Method", method);
-    if let Some(n) = name {
-        h = h.set("Mcp-Name", n);
+    let h = switchboard_tests::modern::headers(method, name);
+    match token {
+        Some(t) => h.set("Authorization", &format!("Bearer {t}")),
+        None => h,
     }
-    if let Some(t) = token {
-        h = h.set("Authorization", &format!("Bearer {t}"));
-    }
-    h
 }
 
 /// POSTs `body` and returns the HTTP status and the JSON-RPC response.
@@ -124,20 +110,6 @@ fn options() -> ClusterOptions {
         .set("task_after_ms", 300)
         .set("task_ttl_ms", 600_000)
         .set("task_poll_interval_ms", 200)
-}
-
-/// A counter of node `base_url`'s `/metrics`.
-async fn counter(base_url: &str, name: &str) -> u64 {
-    let text = reqwest::get(format!("{base_url}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|l| l.strip_prefix(&format!("{name} ")))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in /metrics:\n{text}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,16 +9,9 @@ use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
-use switchboard_tests::upstreams::{start_cluster, Upstream};
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
 const T: Duration = Duration::from_secs(20);
-
-fn fixture() -> String {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    dir.join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py")
-        .to_string_lossy()
-        .into_owned()
-}
 
 async fn call(client: &McpClient, url: &str, id: u64, tool: &str, args: Value) -> Value {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}});
@@ -53,7 +46,7 @@ fn alive(pid: u64) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let fixture = fixture();
+    let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let mut started = start_cluster(3, &[upstream], ClusterOptions::new().fast_liveness(1500));
     let urls = started.cluster.urls();
@@ -159,7 +152,7 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_every_child_of_the_node() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let fixture = fixture();
+    let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let mut started = start_cluster(1, &[upstream], ClusterOptions::new());
     let url = started.cluster.url(0);
@@ -198,7 +191,7 @@ async fn sigterm_stops_every_child_of_the_node() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let fixture = fixture();
+    let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let started = start_cluster(
         1,
