@@ -68,6 +68,10 @@ async fn a_session_client_uses_a_stateless_upstream_and_answers_its_questions_an
         .await;
     let echo = echo.answer(json!(3), T).await.response;
     assert_eq!(msg::result_text(&echo), "hi", "{echo}");
+    assert!(
+        echo["result"].get("resultType").is_none(),
+        "session era: {echo}"
+    );
 
     // The upstream's MRTR questions reach the session client as server requests; each answer
     // is POSTed to another node than the call's.
@@ -233,6 +237,49 @@ async fn a_stateless_client_meets_the_upstreams_questions_as_its_own_mrtr_round(
     assert_eq!(done["result"]["resultType"], "complete", "{done}");
     assert_eq!(
         done["result"]["structuredContent"]["text"], "four",
+        "{done}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_of_a_bridged_call_holds_the_upstreams_result() {
+    let logs = TempDir::new("sb-bridge");
+    let upstream = modern_upstream(&logs);
+    let member = Upstream::http("m", &upstream.url()).revision("2026-07-28");
+    let options = ClusterOptions::new().set("task_after_ms", 200);
+    let configured = start_cluster(2, &[member], options);
+    let urls = configured.cluster.urls();
+    let caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let call = modern::request(
+        1,
+        "tools/call",
+        json!({"name": "m__countdown", "arguments": {"n": 3, "interval_ms": 300}}),
+        caps.clone(),
+    );
+    let r = send(&urls[0], &call)
+        .await
+        .answer(json!(1), T)
+        .await
+        .response;
+    assert_eq!(r["result"]["resultType"], "task", "{r}");
+    let task = r["result"]["taskId"].as_str().expect("taskId").to_owned();
+    let done = eventually("the task to complete", T, || {
+        let (url, task, caps) = (urls[1].clone(), task.clone(), caps.clone());
+        async move {
+            let get = modern::request(2, "tasks/get", json!({"taskId": task}), caps);
+            let h = modern::headers("tasks/get", Some(&task));
+            let r = switchboard_tests::modern::post(&url, &h, &get)
+                .await
+                .answer(json!(2), T)
+                .await
+                .response;
+            (r["result"]["status"] == "completed").then_some(r)
+        }
+    })
+    .await;
+    // The upstream never saw the extension: the result is the tool's, not a task of its own.
+    assert_eq!(
+        done["result"]["result"]["content"][0]["text"], "countdown finished",
         "{done}"
     );
 }

@@ -180,3 +180,23 @@ async fn closing_the_retry_stream_on_another_node_cancels_the_parked_call() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_round_ends_its_stream_and_parking_is_capped() {
+    let configured = cluster(ClusterOptions::new().set("mrtr_max_parked", 1));
+    let urls = configured.cluster.urls();
+    // The first round's answer ends its stream at once, though the call waits (600 s TTL).
+    let first = ask(1, "first?");
+    let body = tokio::time::timeout(Duration::from_secs(5), send(&urls[0], &first).await.text())
+        .await
+        .expect("the parked round's stream ends at once");
+    assert!(body.contains("input_required"), "{body}");
+    // The node holds one parked call already: the next question on it fails instead.
+    let second = response(&urls[0], &ask(2, "second?")).await;
+    assert_eq!(second["error"]["code"], -32603, "{second}");
+    let message = second["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("mrtr_max_parked"), "{second}");
+    // Another node has room.
+    let third = response(&urls[1], &ask(3, "third?")).await;
+    question(&third, "third?");
+}

@@ -197,6 +197,20 @@ async fn every_stateless_rule_refuses_with_its_status_and_code() {
         r.messages
     );
 
+    // A batch under the stateless revision is refused as such, not as a missing session.
+    let batch = json!([modern(30, "tools/list", json!({}), json!({}))]);
+    let r = post(url, &hdrs("tools/list", None), &batch).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    let body = r.json().await;
+    assert_eq!(body["error"]["code"], -32600, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("batches"),
+        "{body}"
+    );
+
     for method in ["ping", "logging/setLevel", "no/such/method"] {
         let body = modern(4, method, json!({}), json!({}));
         refused(

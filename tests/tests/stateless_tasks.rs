@@ -105,8 +105,10 @@ async fn eventually_status(url: &str, task_id: &str, status: &str) -> Value {
     .await
 }
 
+/// Tasks of 300 ms and more; the keep-alive sweep every 300 ms must leave task calls alone.
 fn options() -> ClusterOptions {
     ClusterOptions::new()
+        .set("session_touch_interval_ms", 300)
         .set("task_after_ms", 300)
         .set("task_ttl_ms", 600_000)
         .set("task_poll_interval_ms", 200)

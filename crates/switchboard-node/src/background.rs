@@ -48,8 +48,8 @@ async fn heartbeat(app: App) {
 async fn keep_alive(app: App) {
     let mut sids = app.hub.sessions();
     sids.extend(app.calls.sessions());
-    // The ephemeral sessions of 2026-07-28 requests are not in the store.
-    sids.retain(|sid| !crate::stateless::run::is_ephemeral(sid));
+    // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
+    sids.retain(|sid| !crate::stateless::is_local_only(sid));
     sids.sort();
     sids.dedup();
     for sid in sids {
@@ -73,7 +73,7 @@ async fn reap(app: App) {
         Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
     }
     let held = app.upstream.held_sessions().into_iter();
-    for sid in held.filter(|sid| !crate::stateless::run::is_ephemeral(sid)) {
+    for sid in held.filter(|sid| !crate::stateless::is_local_only(sid)) {
         if let Ok(false) = app.store.exists(&sid).await {
             tracing::info!(session = %sid, "releasing upstream resources of a session that no longer exists");
             app.hub.close_session(&sid);

@@ -51,6 +51,15 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
             return Ok(crate::stateless::handle(&app, &headers, message).await);
         }
     }
+    let sessionless = !headers.contains_key(switchboard_protocol::headers::MCP_SESSION_ID);
+    if matches!(parsed, Body::Batch(_))
+        && sessionless
+        && crate::stateless::stateless_header(&headers)
+    {
+        return Err(HttpError::InvalidRequest(
+            "JSON-RPC batches are not allowed under protocol version 2026-07-28: one message per POST".into(),
+        ));
+    }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
             return crate::initialize::handle(&app, id, raw).await;

@@ -21,6 +21,15 @@ pub enum ValueError {
     BadEncoding,
 }
 
+impl std::fmt::Display for ValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ValueError::NotAscii => "it is not visible ASCII",
+            ValueError::BadEncoding => "its =?base64?…?= payload is not base64 of UTF-8 text",
+        })
+    }
+}
+
 /// Decodes one header value: the `=?base64?…?=` form to its text, any other value as is.
 pub fn decode(raw: &[u8]) -> Result<String, ValueError> {
     let text = std::str::from_utf8(raw)

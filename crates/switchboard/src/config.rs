@@ -164,6 +164,10 @@ pub struct Config {
     /// Largest `requestState` a node issues, in bytes (default 65,536); a request that gathers
     /// more answers ends with a JSON-RPC error.
     pub mrtr_max_state_bytes: u64,
+    /// Most 2026-07-28 requests parked on one node while their client answers a question
+    /// (default 1,000; requests of upstreams that keep per-session state, each holding its
+    /// upstream call); past it such a request fails with -32603.
+    pub mrtr_max_parked: u64,
     /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (a table, not a flat key:
     /// no environment variable or flag sets it). Empty (default): the built-in demo server alone,
     /// unprefixed. Fields: [`switchboard_upstream::config::UpstreamConfig`].
@@ -244,6 +248,7 @@ impl Default for Config {
             mrtr_state_keys: Vec::new(),
             mrtr_state_ttl_ms: 600_000,
             mrtr_max_state_bytes: 65_536,
+            mrtr_max_parked: 1000,
             upstreams: Vec::new(),
         }
     }
@@ -381,7 +386,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 24] {
+    fn positive_keys(&self) -> [(&'static str, u64); 25] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -410,6 +415,7 @@ impl Config {
             ("max_inflight_per_session", self.max_inflight_per_session),
             ("mrtr_state_ttl_ms", self.mrtr_state_ttl_ms),
             ("mrtr_max_state_bytes", self.mrtr_max_state_bytes),
+            ("mrtr_max_parked", self.mrtr_max_parked),
         ]
     }
 

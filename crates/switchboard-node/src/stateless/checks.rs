@@ -130,7 +130,7 @@ fn header(h: &HeaderMap, name: &str) -> Result<String, Refusal> {
         .get(name)
         .ok_or_else(|| Refusal::HeaderMismatch(format!("the {name} header is required")))?;
     header_value::decode(raw.as_bytes())
-        .map_err(|e| Refusal::HeaderMismatch(format!("the {name} header is invalid: {e:?}")))
+        .map_err(|e| Refusal::HeaderMismatch(format!("the {name} header is invalid: {e}")))
 }
 
 #[cfg(test)]

@@ -48,6 +48,14 @@ use crate::state::App;
 use peer::Item;
 use refusal::Refusal;
 
+/// Whether `sid`, a session name of [`crate::calls::Calls`] or an upstream's held sessions,
+/// names something of this node alone (a 2026-07-28 request's ephemeral session, a task's call)
+/// rather than a session of the store: the keep-alive and held-session sweeps, which end what
+/// the store no longer knows, must leave those alone.
+pub fn is_local_only(sid: &str) -> bool {
+    run::is_ephemeral(sid) || sid.starts_with(tasks::create::TASK_PREFIX)
+}
+
 /// Whether a POST belongs to the stateless era (see the module docs).
 pub fn is_modern(h: &HeaderMap, body: &Body) -> bool {
     if h.contains_key(headers::MCP_SESSION_ID) {

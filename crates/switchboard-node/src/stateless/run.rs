@@ -160,6 +160,17 @@ impl Run {
             }
             let inputs = inputs?;
             let questions = inputs.take_asked();
+            let max = self.app.cfg.mrtr.max_parked;
+            if self.app.parking.len() >= max {
+                self.token.cancel();
+                let message = format!(
+                    "{max} requests already wait for input on this node (mrtr_max_parked); \
+                     try again later"
+                );
+                let e =
+                    jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None);
+                return Some(e);
+            }
             let park = self
                 .app
                 .parking
@@ -190,12 +201,21 @@ impl Run {
             self.sink
                 .send(Item::Final(jsonrpc::result_response(&self.id, result)))
                 .await;
+            // The round is answered: drop its stream's sender so that the stream ends now, not
+            // when a retry or the state's expiry replaces it.
+            self.sink.redirect(mpsc::channel(1).0);
             // Wait for the retry (at most the state's TTL), still driving the call so that its
             // own timers and transport keep running.
             let resumed = tokio::select! {
                 resumed = park.resumed => resumed.ok(),
-                () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => None,
+                () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => {
+                    tracing::info!(method = %self.method,
+                        "a parked request got no retry within mrtr_state_ttl_ms; cancelled");
+                    None
+                }
                 outcome = &mut work => {
+                    // E.g. the upstream's `timeout_ms`, which bounds the whole call, questions
+                    // included.
                     tracing::info!(method = %self.method, error = ?outcome.err().map(|e| e.message),
                         "a parked request ended before its retry");
                     None
@@ -204,7 +224,6 @@ impl Run {
             let Some(resumed) = resumed else {
                 self.app.parking.forget(&park.id);
                 self.token.cancel();
-                tracing::info!(method = %self.method, "a parked request got no retry in time; cancelled");
                 return None;
             };
             self.sink.redirect(resumed.tx);

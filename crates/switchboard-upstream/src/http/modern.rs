@@ -20,9 +20,12 @@
 //! Lossless: tools, prompts, resources reads and lists, completion, progress and log
 //! notifications of the request, cancellation (closing the response stream), sampling,
 //! elicitation and roots. Not bridged: `resources/subscribe` and list-change notifications (a
-//! 2026-07-28 server raises them only on `subscriptions/listen`; the capability
-//! `resources.subscribe` is not advertised), `logging/setLevel` is answered here (the level lives
-//! in the session record).
+//! 2026-07-28 server raises them only on `subscriptions/listen`, which the node does not hold
+//! towards it; the capability `resources.subscribe` is not advertised, so listeners of the
+//! cluster are offered none), and the server's extensions (its tasks: the node runs tasks
+//! itself and never declares the extension to the upstream). `logging/setLevel` is answered
+//! here (the level lives in the session record); `resultType` is removed from results (the
+//! stateless path adds it again).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -218,7 +221,13 @@ impl ModernHttpUpstream {
             .unwrap_or_else(
                 || json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")}),
             );
-        let mut params = self.with_meta(params, &ctx.client_capabilities, &client_info);
+        // Extensions are the node's own business (it serves the tasks extension itself): the
+        // upstream sees the client's core capabilities only.
+        let mut capabilities = ctx.client_capabilities.clone();
+        if let Some(caps) = capabilities.as_object_mut() {
+            caps.remove("extensions");
+        }
+        let mut params = self.with_meta(params, &capabilities, &client_info);
         let tool = params
             .get("name")
             .and_then(Value::as_str)
@@ -239,8 +248,17 @@ impl ModernHttpUpstream {
                 (other, _) => other?,
             };
             let result = outcome(&response)?;
-            if result.get(meta::RESULT_TYPE).and_then(Value::as_str) != Some("input_required") {
-                return Ok(result);
+            match result.get(meta::RESULT_TYPE).and_then(Value::as_str) {
+                Some("input_required") => {}
+                // `resultType` is of the stateless era: a session-era client never sees it (the
+                // stateless path adds it again).
+                _ => {
+                    let mut result = result;
+                    if let Some(obj) = result.as_object_mut() {
+                        obj.remove(meta::RESULT_TYPE);
+                    }
+                    return Ok(result);
+                }
             }
             let answers = ask_all(&*ctx.peer, &self.name, &result).await?;
             let p = params.as_object_mut().expect("object");
@@ -317,6 +335,13 @@ impl ModernHttpUpstream {
             .and_then(Value::as_object_mut)
         {
             resources.remove("subscribe");
+        }
+        // Its extensions (e.g. tasks) are not bridged; the node declares its own.
+        if let Some(caps) = result
+            .get_mut("capabilities")
+            .and_then(Value::as_object_mut)
+        {
+            caps.remove("extensions");
         }
         self.facts.learn(&result, true);
         Ok(())

@@ -19,6 +19,7 @@ impl Config {
                 .collect(),
             state_ttl: ms(self.mrtr_state_ttl_ms),
             max_state_bytes: usize::try_from(self.mrtr_max_state_bytes).unwrap_or(usize::MAX),
+            max_parked: usize::try_from(self.mrtr_max_parked).unwrap_or(usize::MAX),
         }
     }
 

@@ -61,6 +61,10 @@ pub struct MrtrSettings {
     /// Largest sealed `requestState` the node issues, in bytes (default 65,536): answers are
     /// carried in it, so a run that gathers more fails with a JSON-RPC error instead.
     pub max_state_bytes: usize,
+    /// Most requests parked on one node at once (default 1,000): each holds its upstream call
+    /// (a stdio child, an upstream session) until its retry or `state_ttl`; past it a request
+    /// that asks a question fails with -32603 instead of parking.
+    pub max_parked: usize,
 }
 
 impl Default for MrtrSettings {
@@ -69,6 +73,7 @@ impl Default for MrtrSettings {
             keys: Vec::new(),
             state_ttl: Duration::from_secs(600),
             max_state_bytes: 65_536,
+            max_parked: 1000,
         }
     }
 }

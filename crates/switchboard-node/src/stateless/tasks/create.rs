@@ -37,8 +37,12 @@ use crate::{sse, telemetry};
 /// The [`crate::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
 /// as a [`switchboard_store::BusMessage::Cancel`] for this (session, request) pair.
 pub fn calls_key(task_id: &str) -> (String, &'static str) {
-    (format!("task:{task_id}"), "task")
+    (format!("{TASK_PREFIX}{task_id}"), "task")
 }
+
+/// The prefix of the [`calls_key`] session names: not sessions of the store, so the node's
+/// session sweeps leave them alone ([`crate::stateless::is_local_only`]).
+pub const TASK_PREFIX: &str = "task:";
 
 /// Runs a task-capable request from a client that declared the extension.
 pub async fn call(
