@@ -10,10 +10,12 @@ use crate::node::Node;
 use crate::redis_server::RedisServer;
 use crate::temp::TempDir;
 
-/// Node settings passed as `--set key=value` (values are TOML).
+/// Node settings passed as `--set key=value` (values are TOML), and the config file every node
+/// reads (`--config`; the only way to give `[[upstreams]]` tables).
 #[derive(Clone, Debug, Default)]
 pub struct ClusterOptions {
     settings: Vec<(String, String)>,
+    config: Option<std::path::PathBuf>,
 }
 
 impl ClusterOptions {
@@ -27,6 +29,12 @@ impl ClusterOptions {
     pub fn set(mut self, key: &str, value: impl Display) -> ClusterOptions {
         self.settings.retain(|(k, _)| k != key);
         self.settings.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// Every node reads `path` as its config file (`--config`).
+    pub fn config_file(mut self, path: &std::path::Path) -> ClusterOptions {
+        self.config = Some(path.to_owned());
         self
     }
 
@@ -62,8 +70,15 @@ impl Cluster {
         let redis = RedisServer::start();
         let logs = TempDir::new("sb-nodes");
         let url = redis.url();
-        let spawn =
-            |i: usize| Node::spawn(&node_name(i), Some(&url), &options.settings, logs.path());
+        let spawn = |i: usize| {
+            Node::spawn_with_config(
+                &node_name(i),
+                Some(&url),
+                &options.settings,
+                logs.path(),
+                options.config.as_deref(),
+            )
+        };
         let mut nodes: Vec<Node> = (0..n).map(spawn).collect();
         for (i, node) in nodes.iter_mut().enumerate() {
             let mut attempt = 1;

@@ -14,6 +14,7 @@
 //! - [`msg`]: the JSON-RPC messages the cases send.
 //! - [`metrics`]: a node's `/metrics` counters.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
+//! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded polling helper.
 //! - [`ports`]: free loopback ports.
@@ -25,6 +26,7 @@ pub mod client;
 pub mod cluster;
 pub mod eventually;
 pub mod expect;
+pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;
 pub mod msg;

@@ -66,12 +66,26 @@ pub struct Node {
 }
 
 impl Node {
-    /// Spawns `switchboard serve` (not yet waited for; see [`Node::wait_ready`]).
+    /// Spawns `switchboard serve` (not yet waited for; see [`Node::wait_ready`]) with no config
+    /// file.
     pub fn spawn(
         id: &str,
         redis_url: Option<&str>,
         settings: &[(String, String)],
         log_dir: &Path,
+    ) -> Node {
+        Node::spawn_with_config(id, redis_url, settings, log_dir, None)
+    }
+
+    /// [`Node::spawn`] reading `config` (`--config`) when given. The node never inherits a
+    /// `SWITCHBOARD_CONFIG` of this process, so concurrent tests cannot leak config files into
+    /// each other's nodes.
+    pub fn spawn_with_config(
+        id: &str,
+        redis_url: Option<&str>,
+        settings: &[(String, String)],
+        log_dir: &Path,
+        config: Option<&Path>,
     ) -> Node {
         let port = free_port();
         let log = log_dir.join(format!("node-{id}.log"));
@@ -89,6 +103,10 @@ impl Node {
             .stderr(err);
         if let Some(url) = redis_url {
             cmd.args(["--redis-url", url]);
+        }
+        cmd.env_remove("SWITCHBOARD_CONFIG");
+        if let Some(path) = config {
+            cmd.arg("--config").arg(path);
         }
         for (k, v) in settings {
             cmd.args(["--set", &format!("{k}={v}")]);

@@ -2,13 +2,9 @@
 //! cluster whose every node reads them from one config file.
 //!
 //! The nodes take `[[upstreams]]` only from a config file (no flag or environment variable sets
-//! a table), and the harness's node spawner passes only `--set` flags; so the file reaches the
-//! nodes through `SWITCHBOARD_CONFIG`, set in this process only while the cluster starts, under a
-//! lock. A test binary that uses [`start_cluster`] must start EVERY cluster through it (with no
-//! upstreams for the default demo server), or a cluster started meanwhile would inherit the file.
+//! a table): the file reaches each node as `--config` ([`ClusterOptions::config_file`]).
 
 use std::path::PathBuf;
-use std::sync::Mutex;
 
 use crate::cluster::{Cluster, ClusterOptions};
 use crate::temp::TempDir;
@@ -139,20 +135,16 @@ pub fn start_cluster(
     upstreams: &[Upstream],
     options: ClusterOptions,
 ) -> ConfiguredCluster {
-    static STARTING: Mutex<()> = Mutex::new(());
     let config = TempDir::new("sb-config");
     let path = config.path().join("switchboard.toml");
     std::fs::write(&path, config_file_toml(upstreams)).expect("write switchboard.toml");
-    let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-    if !upstreams.is_empty() {
-        std::env::set_var("SWITCHBOARD_CONFIG", &path);
-    }
-    let started = std::panic::catch_unwind(|| Cluster::start(n, options));
-    std::env::remove_var("SWITCHBOARD_CONFIG");
-    match started {
-        Ok(cluster) => ConfiguredCluster { cluster, config },
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    let options = if upstreams.is_empty() {
+        options
+    } else {
+        options.config_file(&path)
+    };
+    let cluster = Cluster::start(n, options);
+    ConfiguredCluster { cluster, config }
 }
 
 #[cfg(test)]

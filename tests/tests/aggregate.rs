@@ -1,11 +1,9 @@
 //! Aggregation end to end: real nodes whose config file lists two demo servers, `a` and `b`, as
 //! `[[upstreams]]`; a client sees both namespaced behind one endpoint, on any node.
 //!
-//! Tables come from a config file only, and the harness's node spawner passes only `--set` flags,
-//! so the file reaches the nodes through `SWITCHBOARD_CONFIG`, set in this process only while
-//! nodes start, under a lock (every test here starts its nodes through [`with_config`]).
+//! Tables come from a config file only: each node gets it as `--config` ([`with_config`]).
 
-use std::sync::Mutex;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{json, Value};
@@ -20,21 +18,13 @@ const T: Duration = Duration::from_secs(10);
 const TWO_DEMOS: &str = "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n\n\
                          [[upstreams]]\nname = \"b\"\nkind = \"demo\"\nprefix = \"b\"\n";
 
-/// Runs `start` with `SWITCHBOARD_CONFIG` naming a file holding `toml`; the directory holding the
-/// file is returned with what `start` made, so it outlives the nodes.
-fn with_config<T>(toml: &str, start: impl FnOnce() -> T) -> (T, TempDir) {
-    static STARTING: Mutex<()> = Mutex::new(());
+/// Runs `start` with the path of a config file holding `toml`; the directory holding the file is
+/// returned with what `start` made, so it outlives the nodes.
+fn with_config<T>(toml: &str, start: impl FnOnce(&Path) -> T) -> (T, TempDir) {
     let dir = TempDir::new("sb-aggregate");
     let path = dir.path().join("switchboard.toml");
     std::fs::write(&path, toml).expect("write switchboard.toml");
-    let _guard = STARTING.lock().unwrap_or_else(|e| e.into_inner());
-    std::env::set_var("SWITCHBOARD_CONFIG", &path);
-    let started = std::panic::catch_unwind(std::panic::AssertUnwindSafe(start));
-    std::env::remove_var("SWITCHBOARD_CONFIG");
-    match started {
-        Ok(made) => (made, dir),
-        Err(panic) => std::panic::resume_unwind(panic),
-    }
+    (start(&path), dir)
 }
 
 /// Sends one request and returns its whole JSON-RPC response.
@@ -55,7 +45,9 @@ fn tool_names(response: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_demo_upstreams_behind_one_endpoint_on_any_node() {
-    let (cluster, _config) = with_config(TWO_DEMOS, || Cluster::start(2, ClusterOptions::new()));
+    let (cluster, _config) = with_config(TWO_DEMOS, |p| {
+        Cluster::start(2, ClusterOptions::new().config_file(p))
+    });
     let urls = cluster.urls();
     let mut client = McpClient::new();
     let reply = client
@@ -136,7 +128,9 @@ async fn two_demo_upstreams_behind_one_endpoint_on_any_node() {
 fn a_node_with_bad_upstreams_refuses_to_start_naming_them() {
     let logs = TempDir::new("sb-aggregate-logs");
     let bad = "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\nprefix = \"no spaces\"\n";
-    let (mut node, _config) = with_config(bad, || Node::spawn("bad", None, &[], logs.path()));
+    let (mut node, _config) = with_config(bad, |p| {
+        Node::spawn_with_config("bad", None, &[], logs.path(), Some(p))
+    });
     assert_eq!(node.wait_exit(T), Some(2), "exit code 2 for a bad config");
     let log = node.log_tail(20);
     assert!(log.contains("upstream `a`: prefix `no spaces`"), "{log}");

@@ -21,7 +21,7 @@ use switchboard_tests::modern::{self, send};
 use switchboard_tests::node::Node;
 use switchboard_tests::temp::TempDir;
 use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
-use switchboard_tests::{expect, msg};
+use switchboard_tests::{expect, legacy_sse, msg};
 
 const T: Duration = Duration::from_secs(15);
 
@@ -213,8 +213,9 @@ async fn a_stateless_client_meets_the_upstreams_questions_as_its_own_mrtr_round(
         .answer(json!(1), T)
         .await
         .response;
+    let full = asked.clone();
     let asked = &asked["result"];
-    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(asked["resultType"], "input_required", "{full}");
     let (key, question) = asked["inputRequests"]
         .as_object()
         .and_then(|q| q.iter().next())
@@ -281,5 +282,39 @@ async fn a_task_of_a_bridged_call_holds_the_upstreams_result() {
     assert_eq!(
         done["result"]["result"]["content"][0]["text"], "countdown finished",
         "{done}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2024_11_05_sse_client_answers_the_stateless_upstreams_question_on_another_node() {
+    let logs = TempDir::new("sb-bridge");
+    let upstream = modern_upstream(&logs);
+    let configured = cluster_in_front(&upstream);
+    let cluster = &configured.cluster;
+    let http = reqwest::Client::new();
+    let (mut stream, path) = legacy_sse::open(&http, &cluster.node(0).base_url()).await;
+    let on = |i: usize| format!("{}{path}", cluster.node(i).base_url());
+    let init = msg::init("2024-11-05", json!({"sampling": {}}));
+    let answer = legacy_sse::exchange(&http, &mut stream, &on(1), init).await;
+    assert_eq!(
+        answer["result"]["protocolVersion"], "2024-11-05",
+        "{answer}"
+    );
+    let (status, _) = legacy_sse::post(&http, &on(2), &msg::inited().to_string()).await;
+    assert_eq!(status, 202);
+    // The call on C; the upstream's question arrives on A's stream; the answer goes to B.
+    let call = msg::call(2, "m__sample", json!({"prompt": "Old client?"}));
+    let request = legacy_sse::exchange(&http, &mut stream, &on(2), call).await;
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let reply = msg::result(
+        &request["id"],
+        json!({"role": "assistant", "content": {"type": "text", "text": "still here"}, "model": "t"}),
+    );
+    let result = legacy_sse::exchange(&http, &mut stream, &on(1), reply).await;
+    assert_eq!(result["id"], 2, "{result}");
+    assert!(msg::result_text(&result).contains("still here"), "{result}");
+    assert_eq!(
+        counter(&upstream.base_url(), "switchboard_sessions_created_total").await,
+        0
     );
 }

@@ -2,60 +2,13 @@
 //! nodes over plain HTTP: the SSE stream is held on node A, every POST lands on B or C, and each
 //! answer (and a server-to-client request) arrives on A's stream; refusals; idle expiry.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::legacy_sse::{exchange, open, post};
 use switchboard_tests::msg;
-use switchboard_tests::sse::SseStream;
-
-const T: Duration = Duration::from_secs(10);
-
-/// Opens `GET <base>/sse` and reads the `endpoint` event: the stream and the POST URL.
-async fn open(http: &reqwest::Client, base: &str) -> (SseStream, String) {
-    let resp = http
-        .get(format!("{base}/sse"))
-        .header("accept", "text/event-stream")
-        .send()
-        .await
-        .expect("GET /sse");
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let mut stream = SseStream::new(resp, Instant::now());
-    let first = stream.next_event(T).await.expect("the endpoint event");
-    assert_eq!(first.event.as_deref(), Some("endpoint"), "{first:?}");
-    assert_eq!(first.id, None, "2024-11-05 streams carry no event ids");
-    let path = first.data.expect("endpoint data");
-    assert!(path.starts_with("/messages?sessionId="), "{path}");
-    (stream, path)
-}
-
-async fn post(http: &reqwest::Client, url: &str, body: &str) -> (u16, String) {
-    let resp = http
-        .post(url)
-        .header("content-type", "application/json")
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("POST");
-    let status = resp.status().as_u16();
-    (status, resp.text().await.unwrap_or_default())
-}
-
-/// POSTs `body` to `url` (expecting 202 and no body) and reads the next `message` event.
-async fn exchange(http: &reqwest::Client, stream: &mut SseStream, url: &str, body: Value) -> Value {
-    let (status, text) = post(http, url, &body.to_string()).await;
-    assert_eq!((status, text.as_str()), (202, ""), "POST {body}");
-    next_message(stream).await
-}
-
-async fn next_message(stream: &mut SseStream) -> Value {
-    let (ev, m) = stream.next_message(T).await.expect("a message event");
-    assert_eq!(ev.event.as_deref(), Some("message"), "{ev:?}");
-    assert_eq!(ev.id, None);
-    m
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_reach_the_stream_on_another_node() {
