@@ -200,3 +200,43 @@ async fn a_parked_round_ends_its_stream_and_parking_is_capped() {
     let third = response(&urls[1], &ask(3, "third?")).await;
     question(&third, "third?");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstream_sessions_of_stateless_requests_are_capped_per_node() {
+    let configured = cluster(ClusterOptions::new().set("max_ephemeral_sessions", 1));
+    let urls = configured.cluster.urls();
+    // A parked call keeps its upstream session (and its seat) while it waits.
+    let first = ask(1, "holding?");
+    let asked = response(&urls[0], &first).await;
+    let key = question(&asked, "holding?");
+    let echo = modern::request(
+        2,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"s": "full"}}),
+        json!({}),
+    );
+    let reply = send(&urls[0], &echo).await;
+    assert_eq!(reply.status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    let body = reply.json().await;
+    assert_eq!(body["error"]["code"], -32003, "{body}");
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_ephemeral_sessions"));
+    // Another node has its own seats; once the parked call ends the seat is free again.
+    let r = response(&urls[1], &echo).await;
+    assert_eq!(r["result"]["content"][0]["text"], "full", "{r}");
+    let done = response(&urls[1], &retry(&first, 3, &asked, &key, "released")).await;
+    assert!(done["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("released"));
+    eventually("node a's seat to be free again", T, || {
+        let (url, echo) = (urls[0].clone(), echo.clone());
+        async move {
+            let reply = send(&url, &echo).await;
+            (reply.status == reqwest::StatusCode::OK).then_some(())
+        }
+    })
+    .await;
+}

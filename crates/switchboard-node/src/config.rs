@@ -72,6 +72,10 @@ pub struct NodeConfig {
     /// `subscriptions/listen` streams one node serves at once (default 10000); past it the
     /// request gets 503 with JSON-RPC -32003.
     pub max_listeners: usize,
+    /// Most 2026-07-28 requests running at once on this node in an upstream session of their own
+    /// (upstreams with per-session state: a stdio child or an upstream `initialize` each),
+    /// parked ones included (default 256); past it such a request gets 503 with -32003.
+    pub max_ephemeral_sessions: usize,
     /// Notifications queued per `subscriptions/listen` stream (default 64). A stream whose queue
     /// is full (a slow reader) is ended with its closing result; the others never wait for it.
     pub listen_queue: usize,
@@ -126,6 +130,7 @@ impl Default for NodeConfig {
             max_subscriptions: 64,
             max_uri_bytes: 2048,
             max_listeners: 10_000,
+            max_ephemeral_sessions: 256,
             listen_queue: 64,
             max_progress_token_bytes: 256,
             drain_timeout: Duration::from_secs(30),

@@ -36,6 +36,9 @@ pub struct AppState {
     pub mrtr: crate::stateless::mrtr::KeyRing,
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
     pub parking: crate::stateless::park::Parking,
+    /// 2026-07-28 requests running here in an upstream session of their own
+    /// (`max_ephemeral_sessions`).
+    pub ephemeral_sessions: std::sync::atomic::AtomicUsize,
     /// Tasks whose calls run here, with their open questions.
     pub tasks: crate::stateless::tasks::Running,
     /// The tools' `x-mcp-header` declarations, for `Mcp-Param-*` checks.
@@ -57,6 +60,7 @@ impl AppState {
             parking: Default::default(),
             param_headers: Default::default(),
             tasks: Default::default(),
+            ephemeral_sessions: Default::default(),
             hub: Hub::new(cfg.connection_queue),
             listeners: crate::stateless::listen::Listeners::new(
                 cfg.max_listeners,

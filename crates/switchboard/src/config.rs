@@ -110,6 +110,10 @@ pub struct Config {
     /// `subscriptions/listen` streams one node serves at once (default 10000); past it the
     /// request gets 503 with JSON-RPC -32003.
     pub max_listeners: u64,
+    /// Most 2026-07-28 requests running at once on one node in an upstream session of their own
+    /// (upstreams with per-session state: a stdio child or an upstream `initialize` each, parked
+    /// ones included; default 256); past it such a request gets 503 with -32003.
+    pub max_ephemeral_sessions: u64,
     /// Notifications queued per `subscriptions/listen` stream (default 64); a stream whose queue
     /// is full (a slow reader) is ended with its closing result, never holding the others back.
     pub listen_queue: u64,
@@ -230,6 +234,7 @@ impl Default for Config {
             max_subscriptions: 64,
             max_uri_bytes: 2048,
             max_listeners: 10_000,
+            max_ephemeral_sessions: 256,
             listen_queue: 64,
             max_progress_token_bytes: 256,
             max_inflight_per_session: 64,
@@ -318,6 +323,7 @@ impl Config {
             ("max_request_head_bytes", self.max_request_head_bytes),
             ("connection_queue", self.connection_queue),
             ("max_listeners", self.max_listeners),
+            ("max_ephemeral_sessions", self.max_ephemeral_sessions),
             ("listen_queue", self.listen_queue),
         ] {
             check(
@@ -386,7 +392,7 @@ impl Config {
     }
 
     /// The keys whose value must be greater than zero.
-    fn positive_keys(&self) -> [(&'static str, u64); 25] {
+    fn positive_keys(&self) -> [(&'static str, u64); 26] {
         [
             ("idle_ttl_ms", self.idle_ttl_ms),
             ("max_sessions", self.max_sessions),
@@ -410,6 +416,7 @@ impl Config {
             ("max_subscriptions", self.max_subscriptions),
             ("max_uri_bytes", self.max_uri_bytes),
             ("max_listeners", self.max_listeners),
+            ("max_ephemeral_sessions", self.max_ephemeral_sessions),
             ("listen_queue", self.listen_queue),
             ("max_progress_token_bytes", self.max_progress_token_bytes),
             ("max_inflight_per_session", self.max_inflight_per_session),
@@ -446,6 +453,8 @@ impl Config {
             max_subscriptions: usize::try_from(self.max_subscriptions).unwrap_or(usize::MAX),
             max_uri_bytes: usize::try_from(self.max_uri_bytes).unwrap_or(usize::MAX),
             max_listeners: usize::try_from(self.max_listeners).unwrap_or(usize::MAX),
+            max_ephemeral_sessions: usize::try_from(self.max_ephemeral_sessions)
+                .unwrap_or(usize::MAX),
             listen_queue: usize::try_from(self.listen_queue).unwrap_or(usize::MAX),
             max_progress_token_bytes: usize::try_from(self.max_progress_token_bytes)
                 .unwrap_or(usize::MAX),

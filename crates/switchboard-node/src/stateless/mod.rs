@@ -150,14 +150,16 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
             let (rx, cancel) = park::resume_from(app, &r.node, id, r.park, r.answers);
             (rx, Box::new(cancel.drop_guard()))
         }
-        Some(mrtr::Retry::Run(inputs)) => {
-            let inputs = Some(Arc::new(inputs));
-            let (rx, guard) = run::spawn(app, id, method, raw, checked, inputs, principal);
-            (rx, Box::new(guard))
-        }
-        None => {
-            let (rx, guard) = run::spawn(app, id, method, raw, checked, None, principal);
-            (rx, Box::new(guard))
+        retry => {
+            let inputs = match retry {
+                Some(mrtr::Retry::Run(inputs)) => Some(Arc::new(inputs)),
+                _ => None,
+            };
+            let rid = id.clone();
+            match run::spawn(app, id, method, raw, checked, inputs, principal) {
+                Ok((rx, guard)) => (rx, Box::new(guard)),
+                Err(refusal) => return refusal.respond(Some(&rid)),
+            }
         }
     };
     let first = tokio::select! {

@@ -6,6 +6,7 @@
 //! of that token in the response body, so closing the response stream cancels the request (MCP
 //! 2026-07-28, basic/transports, Cancellation: closing the stream MUST be treated as cancelling).
 
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -18,6 +19,7 @@ use super::checks::Checked;
 use super::mrtr::{self, Inputs};
 use super::park::{RoundGuard, Rounds, Sink};
 use super::peer::{Item, StatelessPeer};
+use super::refusal::Refusal;
 use crate::state::App;
 use crate::telemetry;
 
@@ -43,7 +45,20 @@ pub fn spawn(
     checked: Checked,
     inputs: Option<Arc<Inputs>>,
     principal: String,
-) -> (mpsc::Receiver<Item>, RoundGuard) {
+) -> Result<(mpsc::Receiver<Item>, RoundGuard), Refusal> {
+    // An upstream with per-session state starts an upstream session (a stdio child, an
+    // `initialize`) for this request alone: at most `max_ephemeral_sessions` at once here.
+    let seat = if app.upstream.serves_stateless() {
+        None
+    } else {
+        Some(Seat::take(app).ok_or_else(|| {
+            Refusal::Overloaded(format!(
+                "{} requests already run in upstream sessions of their own on this node \
+                 (max_ephemeral_sessions); try again later",
+                app.cfg.max_ephemeral_sessions
+            ))
+        })?)
+    };
     let (tx, rx) = mpsc::channel(app.cfg.connection_queue.max(1));
     let sink = Arc::new(Sink::new(tx));
     // A name for logs and upstream bookkeeping only; it is never stored or sent to the client.
@@ -103,8 +118,30 @@ pub fn spawn(
         }
         run.app.calls.end(&sid, &key);
         run.app.upstream.session_ended(&sid).await;
+        drop(seat);
     });
-    (rx, guard)
+    Ok((rx, guard))
+}
+
+/// One of the node's `max_ephemeral_sessions` seats, given back when dropped.
+struct Seat(App);
+
+impl Seat {
+    fn take(app: &App) -> Option<Seat> {
+        let max = app.cfg.max_ephemeral_sessions;
+        app.ephemeral_sessions
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| Seat(app.clone()))
+    }
+}
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.ephemeral_sessions.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// One request's run, across its MRTR rounds.

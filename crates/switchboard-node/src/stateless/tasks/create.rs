@@ -56,7 +56,7 @@ pub async fn call(
     let principal = crate::auth::current_principal();
     let params = raw.get("params").cloned().unwrap_or(Value::Null);
     let inputs = Arc::new(Inputs::for_task(&method, &params));
-    let (mut rx, guard) = run::spawn(
+    let spawned = run::spawn(
         app,
         id.clone(),
         method,
@@ -65,6 +65,10 @@ pub async fn call(
         Some(inputs.clone()),
         principal.clone(),
     );
+    let (mut rx, guard) = match spawned {
+        Ok(spawned) => spawned,
+        Err(refusal) => return refusal.respond(Some(&id)),
+    };
     // Until the task exists, a closed response cancels the call as on any 2026-07-28 request.
     let deadline = tokio::time::sleep(app.cfg.task_after);
     tokio::pin!(deadline);
