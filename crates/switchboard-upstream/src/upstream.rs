@@ -172,9 +172,11 @@ pub trait Upstream: Send + Sync {
         None
     }
 
-    /// Whether requests without a session (MCP 2026-07-28, stateless) can run here: `false` for
-    /// upstreams that keep per-session state (a stdio child per session, an upstream session id),
-    /// which the stateless era does not carry yet. Default `false`.
+    /// Whether this upstream keeps no per-session state, so that a request without a session
+    /// (MCP 2026-07-28, stateless) may be re-run from the start on any node (MRTR re-run mode).
+    /// `false` (the default) for upstreams that keep it (a stdio child per session, an upstream
+    /// session id): their stateless requests get an ephemeral upstream session each, and a
+    /// question parks the call on its node.
     fn serves_stateless(&self) -> bool {
         false
     }
