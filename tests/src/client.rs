@@ -25,6 +25,12 @@ impl Headers {
         self
     }
 
+    /// Adds another value of `name`, keeping the earlier ones (a header sent twice).
+    pub fn add(mut self, name: &str, value: &str) -> Headers {
+        self.0.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     /// Removes `name`.
     pub fn remove(mut self, name: &str) -> Headers {
         self.0.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
@@ -35,7 +41,7 @@ impl Headers {
         let mut map = HeaderMap::new();
         for (n, v) in &self.0 {
             let name = HeaderName::from_bytes(n.as_bytes()).expect("header name");
-            map.insert(name, HeaderValue::from_str(v).expect("header value"));
+            map.append(name, HeaderValue::from_str(v).expect("header value"));
         }
         map
     }

@@ -217,6 +217,7 @@ async fn upstream_sessions_of_stateless_requests_are_capped_per_node() {
     );
     let reply = send(&urls[0], &echo).await;
     assert_eq!(reply.status, reqwest::StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(reply.header("retry-after").as_deref(), Some("1"));
     let body = reply.json().await;
     assert_eq!(body["error"]["code"], -32003, "{body}");
     assert!(body["error"]["message"]

@@ -179,6 +179,20 @@ async fn every_stateless_rule_refuses_with_its_status_and_code() {
         e["data"]["requiredCapabilities"]["sampling"].is_object(),
         "{e}"
     );
+    // `false` or `null` declares nothing.
+    let declined = modern(
+        2,
+        "tools/call",
+        json!({"name": "sample", "arguments": {"prompt": "?"}}),
+        json!({"sampling": false}),
+    );
+    refused(
+        post(url, &h, &declined).await,
+        StatusCode::BAD_REQUEST,
+        -32021,
+        "sampling: false",
+    )
+    .await;
     let sample = modern(
         3,
         "tools/call",

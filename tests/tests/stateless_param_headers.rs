@@ -93,6 +93,15 @@ async fn mirrored_arguments_are_checked_on_every_node() {
             "{what}: {r}"
         );
     }
+    // Two copies of the header are ambiguous (a balancer may route on either): refused.
+    let body = call(19, json!({"region": "eu-west", "text": "hi"}));
+    let h = modern::headers("tools/call", Some("regional_echo"))
+        .set("Mcp-Param-Region", "us-east")
+        .add("Mcp-Param-Region", "eu-west");
+    let reply = post(&urls[0], &h, &body).await;
+    assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+    let r = reply.json().await;
+    assert_eq!(r["error"]["code"], -32020, "{r}");
     // A non-ASCII value travels base64-encoded and matches once decoded.
     let body = call(20, json!({"region": "zürich", "text": "grüezi"}));
     let encoded = "=?base64?esO8cmljaA==?=";

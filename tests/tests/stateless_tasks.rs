@@ -329,6 +329,11 @@ async fn a_task_asks_for_input_and_tasks_update_on_another_node_answers_it() {
 
     let answer =
         json!({"role": "assistant", "content": {"type": "text", "text": "teal"}, "model": "m"});
+    let (_, r) = update(&urls[2], &id, json!({key: "not a result"})).await;
+    assert_eq!(
+        r["error"]["code"], -32602,
+        "answers are result objects: {r}"
+    );
     let (_, r) = update(&urls[2], &id, json!({key: answer})).await;
     assert_eq!(r["result"], json!({"resultType": "complete"}), "{r}");
     let done = eventually_status(&urls[1], &id, "completed").await;
@@ -337,4 +342,8 @@ async fn a_task_asks_for_input_and_tasks_update_on_another_node_answers_it() {
         "{done}"
     );
     assert!(done["result"].get("inputRequests").is_none(), "{done}");
+    assert!(
+        done["result"].get("statusMessage").is_none(),
+        "no stale message: {done}"
+    );
 }

@@ -90,7 +90,7 @@ pub struct TaskChange {
     pub status: TaskStatus,
     /// ISO 8601 time of the change (`lastUpdatedAt`).
     pub at: String,
-    /// A new status message (`None`: keep the current one).
+    /// The status message of the new status (`None`: none; each change replaces the last).
     pub message: Option<String>,
     /// JSON text of the result or error (`None`: keep the current one).
     pub outcome: Option<String>,

@@ -129,6 +129,12 @@ fn header(h: &HeaderMap, name: &str) -> Result<String, Refusal> {
     let raw = h
         .get(name)
         .ok_or_else(|| Refusal::HeaderMismatch(format!("the {name} header is required")))?;
+    if h.get_all(name).iter().nth(1).is_some() {
+        // A balancer may route on one copy and the body say another: refuse the ambiguity.
+        return Err(Refusal::HeaderMismatch(format!(
+            "the {name} header is sent more than once"
+        )));
+    }
     header_value::decode(raw.as_bytes())
         .map_err(|e| Refusal::HeaderMismatch(format!("the {name} header is invalid: {e}")))
 }

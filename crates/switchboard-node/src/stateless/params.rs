@@ -63,7 +63,12 @@ pub async fn check(app: &App, h: &HeaderMap, params: &Value) -> Result<(), Refus
             let value = value
                 .to_str()
                 .map_err(|_| Refusal::HeaderMismatch(format!("{name} is not visible ASCII")))?;
-            sent.insert(name.as_str().to_owned(), Value::String(value.to_owned()));
+            let earlier = sent.insert(name.as_str().to_owned(), Value::String(value.to_owned()));
+            if earlier.is_some() {
+                return Err(Refusal::HeaderMismatch(format!(
+                    "{name} is sent more than once"
+                )));
+            }
         }
     }
     let arguments = params.get("arguments").unwrap_or(&Value::Null);

@@ -95,7 +95,8 @@ impl ClientPeer for StatelessPeer {
                  requests to clients, and it is not an MRTR input request"
             )));
         };
-        if self.capabilities.get(cap).is_none() {
+        // A capability is declared by an object (`null` or `false` declares nothing).
+        if !self.capabilities.get(cap).is_some_and(Value::is_object) {
             *self.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(cap);
             return Err(PeerError::MissingCapability(cap));
         }

@@ -85,7 +85,15 @@ impl Refusal {
     /// The HTTP answer, its body a JSON-RPC error for request `id` (null when unknown).
     pub fn respond(&self, id: Option<&RequestId>) -> Response {
         let body = jsonrpc::error_response(id, self.code(), self.message(), self.data());
-        (self.status(), axum::Json(body)).into_response()
+        let mut response = (self.status(), axum::Json(body)).into_response();
+        if matches!(self, Refusal::Overloaded(_)) {
+            // A full node frees up as requests end: a short wait, then any node.
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
+        }
+        response
     }
 }
 

@@ -57,9 +57,7 @@ pub(crate) fn apply(record: &mut TaskRecord, change: &TaskChange) -> Settled {
     }
     record.status = change.status;
     record.last_updated_at = change.at.clone();
-    if let Some(m) = &change.message {
-        record.status_message = Some(m.clone());
-    }
+    record.status_message = change.message.clone();
     if let Some(o) = &change.outcome {
         record.outcome = Some(o.clone());
     }

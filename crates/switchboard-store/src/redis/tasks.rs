@@ -39,7 +39,8 @@ local verdict = 'terminal'
 if st ~= 'completed' and st ~= 'failed' and st ~= 'cancelled' then
   verdict = 'changed'
   redis.call('HSET', KEYS[1], 'st', ARGV[1], 'up', ARGV[2])
-  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[3]) end
+  if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[3])
+  else redis.call('HDEL', KEYS[1], 'msg') end
   if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'out', ARGV[4]) end
 end
 local all = redis.call('HGETALL', KEYS[1])

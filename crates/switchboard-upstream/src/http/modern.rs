@@ -235,8 +235,24 @@ impl ModernHttpUpstream {
         if let (true, Some(tool)) = (method == "tools/call", &tool) {
             self.learn_params(tool, false).await;
         }
+        let first_round = params.clone();
+        let mut restarted = false;
         for _ in 0..MAX_ROUNDS {
-            let response = match (self.post(method, &params, Some(&ctx.peer)).await, &tool) {
+            let posted = self.post(method, &params, Some(&ctx.peer)).await;
+            let retrying = params.get("requestState").is_some();
+            let posted = match posted {
+                // A retry refused as invalid params: the upstream no longer takes its own state
+                // (it restarted with new keys, or the state expired). Start over once.
+                Err(e) if retrying && !restarted && e.code == codes::INVALID_PARAMS => {
+                    tracing::info!(upstream = %self.name, error = %e.message,
+                        "the upstream refused its own requestState; starting the request over");
+                    restarted = true;
+                    params = first_round.clone();
+                    self.post(method, &params, Some(&ctx.peer)).await
+                }
+                other => other,
+            };
+            let response = match (posted, &tool) {
                 (Err(e), Some(tool)) if e.code == codes::HEADER_MISMATCH => {
                     // Its annotations may have changed: list again and retry once (the server
                     // refused before running anything).
@@ -349,8 +365,9 @@ impl ModernHttpUpstream {
 }
 
 /// Asks the client every question of an `InputRequiredResult` (in parallel) and returns the
-/// `inputResponses`. A question the client answers with an error, or cannot be asked, fails
-/// the request: MRTR has no way to hand a refusal back to the upstream.
+/// `inputResponses`. A question the client answers with an error or with something that is not
+/// a result object, or that cannot be asked, fails the request with -32603 naming it: MRTR has
+/// no way to hand a refusal back to the upstream.
 async fn ask_all(
     peer: &dyn ClientPeer,
     name: &str,
@@ -376,7 +393,11 @@ async fn ask_all(
             ),
         })?;
         match (answer.get("result"), answer.get("error")) {
-            (Some(r), _) => Ok((key.clone(), r.clone())),
+            (Some(r), _) if r.is_object() => Ok((key.clone(), r.clone())),
+            (Some(r), _) => Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!("the client's {method} answer is not a result object: {r}"),
+            )),
             (None, Some(e)) => Err(RpcError::new(
                 codes::INTERNAL_ERROR,
                 format!("the client answered {method} with an error: {e}"),

@@ -96,8 +96,12 @@ async fn load(app: &App, task_id: &str) -> Result<TaskRecord, Refused> {
 /// unknown or already answered keys are ignored).
 async fn update(app: &App, task: TaskRecord, params: &Value) -> Result<(), Refused> {
     let answers = match params.get("inputResponses") {
-        Some(Value::Object(m)) => m.clone(),
-        _ => return Err(invalid("params.inputResponses (an object) is required")),
+        Some(Value::Object(m)) if m.values().all(Value::is_object) => m.clone(),
+        _ => {
+            return Err(invalid(
+                "params.inputResponses is required: an object whose values are result objects",
+            ))
+        }
     };
     if task.status != TaskStatus::InputRequired {
         return Ok(());

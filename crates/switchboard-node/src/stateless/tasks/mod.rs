@@ -146,7 +146,7 @@ pub fn wanted(method: &str, checked: &Checked) -> bool {
             .capabilities
             .get("extensions")
             .and_then(|e| e.get(EXTENSION))
-            .is_some()
+            .is_some_and(Value::is_object)
 }
 
 /// A fresh task id: 128 bits from the thread-local CSPRNG, as 32 hex characters.
