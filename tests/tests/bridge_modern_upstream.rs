@@ -318,3 +318,47 @@ async fn a_2024_11_05_sse_client_answers_the_stateless_upstreams_question_on_ano
         0
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_the_upstream_no_longer_accepts_starts_the_request_over() {
+    // The upstream's requestState lives 300 ms: an answer slower than that is refused by it.
+    let logs = TempDir::new("sb-bridge");
+    let settings = [("mrtr_state_ttl_ms".to_owned(), "300".to_owned())];
+    let mut upstream = Node::spawn("upstream", None, &settings, logs.path());
+    assert!(upstream.wait_ready(), "{}", upstream.log_tail(40));
+    let configured = cluster_in_front(&upstream);
+    let urls = configured.cluster.urls();
+    let mut client = McpClient::new();
+    client
+        .initialize_with(&urls[0], "2025-11-25", msg::all_client_capabilities())
+        .await;
+    let mut stream = client
+        .call_tool(&urls[0], 2, "m__sample", json!({"prompt": "slow?"}))
+        .await
+        .sse();
+    let answer = |text: &str| json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"});
+    // First question: answered too late for the upstream's state.
+    let got = stream.until_method("sampling/createMessage", T).await;
+    let first = got.matched.unwrap_or_else(|| panic!("{:?}", got.events));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let posted = client
+        .post(&urls[1], &msg::result(&first["id"], answer("late")))
+        .await;
+    expect::accepted(posted, "late answer").await;
+    // The front starts over: the same question again, answered at once this time.
+    let got = stream.until_method("sampling/createMessage", T).await;
+    let second = got
+        .matched
+        .unwrap_or_else(|| panic!("asked again: {:?}", got.events));
+    assert_ne!(first["id"], second["id"]);
+    let posted = client
+        .post(&urls[1], &msg::result(&second["id"], answer("in time")))
+        .await;
+    expect::accepted(posted, "prompt answer").await;
+    let done = stream.until_response(&json!(2), T).await;
+    let response = done.matched.unwrap_or_else(|| panic!("{:?}", done.events));
+    assert!(
+        msg::result_text(&response).contains("in time"),
+        "{response}"
+    );
+}

@@ -52,7 +52,10 @@ pub async fn tasks_are_shared_and_terminal_states_are_final(kind: Kind) {
     };
     assert_eq!(done.status, TaskStatus::Completed);
     assert_eq!(done.outcome.as_deref(), Some(result), "stored verbatim");
-    assert_eq!(done.status_message, None, "each change replaces the status message");
+    assert_eq!(
+        done.status_message, None,
+        "each change replaces the status message"
+    );
     let again = a
         .settle_task("t1", &change(TaskStatus::Cancelled, None))
         .await

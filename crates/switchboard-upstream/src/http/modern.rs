@@ -240,17 +240,23 @@ impl ModernHttpUpstream {
         for _ in 0..MAX_ROUNDS {
             let posted = self.post(method, &params, Some(&ctx.peer)).await;
             let retrying = params.get("requestState").is_some();
-            let posted = match posted {
-                // A retry refused as invalid params: the upstream no longer takes its own state
-                // (it restarted with new keys, or the state expired). Start over once.
-                Err(e) if retrying && !restarted && e.code == codes::INVALID_PARAMS => {
-                    tracing::info!(upstream = %self.name, error = %e.message,
-                        "the upstream refused its own requestState; starting the request over");
-                    restarted = true;
-                    params = first_round.clone();
-                    self.post(method, &params, Some(&ctx.peer)).await
+            // A retry refused as invalid params (an HTTP refusal or a JSON-RPC error): the
+            // upstream no longer takes its own state (it restarted with new keys, or the state
+            // expired). Start over once.
+            let refused = match &posted {
+                Err(e) => e.code == codes::INVALID_PARAMS,
+                Ok(r) => {
+                    r.pointer("/error/code").and_then(Value::as_i64) == Some(codes::INVALID_PARAMS)
                 }
-                other => other,
+            };
+            let posted = if retrying && !restarted && refused {
+                tracing::info!(upstream = %self.name,
+                    "the upstream refused its own requestState; starting the request over");
+                restarted = true;
+                params = first_round.clone();
+                self.post(method, &params, Some(&ctx.peer)).await
+            } else {
+                posted
             };
             let response = match (posted, &tool) {
                 (Err(e), Some(tool)) if e.code == codes::HEADER_MISMATCH => {
