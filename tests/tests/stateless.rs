@@ -179,6 +179,30 @@ async fn every_stateless_rule_refuses_with_its_status_and_code() {
         e["data"]["requiredCapabilities"]["sampling"].is_object(),
         "{e}"
     );
+    // A progress token is a string or number within max_progress_token_bytes.
+    let mut long = modern(
+        5,
+        "tools/call",
+        json!({"name": "echo", "arguments": {"text": "x"}}),
+        json!({}),
+    );
+    long["params"]["_meta"]["progressToken"] = json!("t".repeat(300));
+    let h_echo = hdrs("tools/call", Some("echo"));
+    refused(
+        post(url, &h_echo, &long).await,
+        StatusCode::BAD_REQUEST,
+        -32602,
+        "long token",
+    )
+    .await;
+    long["params"]["_meta"]["progressToken"] = json!({"an": "object"});
+    refused(
+        post(url, &h_echo, &long).await,
+        StatusCode::BAD_REQUEST,
+        -32602,
+        "object token",
+    )
+    .await;
     // `false` or `null` declares nothing.
     let declined = modern(
         2,

@@ -106,6 +106,16 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
         Ok(c) => c,
         Err(r) => return r.respond(Some(&id)),
     };
+    let max_token = app.cfg.max_progress_token_bytes;
+    if let Some(token) = params.pointer("/_meta/progressToken") {
+        if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
+            let why = format!(
+                "_meta.progressToken must be a string or number of at most {max_token} bytes \
+                 (max_progress_token_bytes)"
+            );
+            return Refusal::InvalidParams(why).respond(Some(&id));
+        }
+    }
     if method == "tools/call" {
         if let Err(r) = params::check(app, h, params).await {
             return r.respond(Some(&id));
