@@ -15,13 +15,15 @@ use rmcp::model::{
     CallToolRequestParams, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
     ProtocolVersion,
 };
-use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient};
+use rmcp::service::{
+    ClientLifecycleMode, ClientServiceExt, RequestContext, RoleClient, RunningService,
+};
 use rmcp::{ClientHandler, ErrorData};
 use serde_json::{json, Value};
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::msg;
 use switchboard_tests::rmcp_route::{HttpKind, Policy, RoutedHttp};
-use switchboard_tests::upstreams::{start_cluster, Upstream};
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -83,6 +85,19 @@ fn auto() -> ClientLifecycleMode {
     }
 }
 
+/// An rmcp client of `handler` over `router` in the `Auto` lifecycle.
+async fn connect(router: &RoutedHttp, handler: &Sampler) -> RunningService<RoleClient, Sampler> {
+    tokio::time::timeout(
+        T,
+        handler
+            .clone()
+            .serve_with_lifecycle(router.transport(), auto()),
+    )
+    .await
+    .expect("connect in time")
+    .unwrap_or_else(|e| panic!("rmcp connect failed: {e}; requests: {:#?}", router.log()))
+}
+
 /// Every HTTP request the router sent was a stateless POST: no session id, never `initialize`.
 fn assert_stateless(router: &RoutedHttp) {
     let log = router.log();
@@ -100,15 +115,7 @@ async fn rmcp_stays_stateless_across_nodes_and_drives_mrtr_itself() {
     let started = start_cluster(3, &[], ClusterOptions::new());
     let router = RoutedHttp::new(&started.cluster.urls(), Policy::RoundRobin);
     let handler = Sampler::new();
-    let client = tokio::time::timeout(
-        T,
-        handler
-            .clone()
-            .serve_with_lifecycle(router.transport(), auto()),
-    )
-    .await
-    .expect("connect in time")
-    .unwrap_or_else(|e| panic!("rmcp connect failed: {e}; requests: {:#?}", router.log()));
+    let client = connect(&router, &handler).await;
 
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(tools.iter().any(|t| t.name == "sample"), "{tools:?}");
@@ -143,22 +150,12 @@ async fn rmcp_stays_stateless_across_nodes_and_drives_mrtr_itself() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_answers_a_stdio_upstreams_question_through_a_parked_call() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../crates/switchboard-upstream/tests/fixtures/stdio_server.py");
-    let upstream =
-        Upstream::stdio("fixture", &python, &[fixture.to_str().expect("utf-8")]).prefix("");
+    let fixture = stdio_fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let started = start_cluster(2, &[upstream], ClusterOptions::new());
     let router = RoutedHttp::new(&started.cluster.urls(), Policy::RoundRobin);
     let handler = Sampler::new();
-    let client = tokio::time::timeout(
-        T,
-        handler
-            .clone()
-            .serve_with_lifecycle(router.transport(), auto()),
-    )
-    .await
-    .expect("connect in time")
-    .unwrap_or_else(|e| panic!("rmcp connect failed: {e}; requests: {:#?}", router.log()));
+    let client = connect(&router, &handler).await;
     let asked = tokio::time::timeout(T, client.call_tool(call("ask", json!({"prompt": "why?"}))))
         .await
         .expect("ask in time")

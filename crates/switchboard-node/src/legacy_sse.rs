@@ -162,15 +162,7 @@ async fn accept_message(
     // Step 3: the session id, then the body: JSON, one message.
     let sid = session_param(&uri)?;
     guard::check_content_type(&headers)?;
-    let max = app.cfg.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max)
-        .await
-        .map_err(|_| HttpError::PayloadTooLarge(max))?;
-    let parsed = Body::parse(&bytes).map_err(|e| match e.code() {
-        codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
-        _ => HttpError::InvalidRequest(e.message().to_owned()),
-    })?;
-    let Body::Single(m) = parsed else {
+    let Body::Single(m) = post::read_body(&app, body).await? else {
         return Err(HttpError::InvalidRequest(
             "JSON-RPC batches are not accepted on the HTTP+SSE transport (MCP 2024-11-05)".into(),
         ));

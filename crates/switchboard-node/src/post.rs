@@ -35,17 +35,23 @@ pub async fn handle(State(app): State<App>, headers: HeaderMap, body: HttpBody) 
     }
 }
 
-async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, HttpError> {
-    guard::check_content_type(&headers)?;
-    guard::check_post_accept(&headers)?;
+/// Reads a POSTed body of at most `max_body_bytes` (else 413) and parses its JSON-RPC (400 with
+/// -32700 or -32600). Shared by this endpoint and the legacy transport's message endpoint.
+pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpError> {
     let max = app.cfg.max_body_bytes;
     let bytes = axum::body::to_bytes(body, max)
         .await
         .map_err(|_| HttpError::PayloadTooLarge(max))?;
-    let parsed = Body::parse(&bytes).map_err(|e| match e.code() {
+    Body::parse(&bytes).map_err(|e| match e.code() {
         codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
         _ => HttpError::InvalidRequest(e.message().to_owned()),
-    })?;
+    })
+}
+
+async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, HttpError> {
+    guard::check_content_type(&headers)?;
+    guard::check_post_accept(&headers)?;
+    let parsed = read_body(&app, body).await?;
     if crate::stateless::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
             return Ok(crate::stateless::handle(&app, &headers, message).await);

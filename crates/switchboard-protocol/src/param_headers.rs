@@ -214,6 +214,17 @@ impl ToolHeaders {
         known.tools.get(tool).cloned()
     }
 
+    /// Whether the list must be fetched before `tool` can be checked: never fetched, or `tool`
+    /// unknown and the list older than `min_age` (so an unknown name does not fetch on every
+    /// call). A list that is merely old ([`ToolHeaders::stale`]) can still be used meanwhile.
+    pub fn needed(&self, tool: &str, min_age: std::time::Duration) -> bool {
+        let known = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        match known.refreshed {
+            None => true,
+            Some(at) => !known.tools.contains_key(tool) && at.elapsed() > min_age,
+        }
+    }
+
     /// Whether the list should be fetched before `tool` is used: never fetched, older than
     /// `max_age`, or `tool` unknown and the list older than `min_age` (so an unknown name does
     /// not fetch on every call).
@@ -318,6 +329,16 @@ mod tests {
         assert!(!known.stale("q", short, long));
         assert!(!known.stale("unknown", short, long), "fetched just now");
         assert!(known.stale("unknown", Duration::ZERO, long));
+        assert!(
+            !known.needed("q", Duration::ZERO),
+            "known tools need no fetch"
+        );
+        assert!(known.needed("unknown", Duration::ZERO));
+        assert!(!known.needed("unknown", short), "not again within min_age");
+        assert!(
+            known.stale("q", short, Duration::ZERO),
+            "old, though usable"
+        );
         assert_eq!(known.get("q").map(|d| d.len()), Some(4));
         assert_eq!(known.get("plain"), Some(vec![]));
         assert_eq!(known.get("unknown"), None);

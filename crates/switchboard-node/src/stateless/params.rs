@@ -4,8 +4,9 @@
 //!
 //! Which arguments a tool mirrors comes from the upstream's `tools/list` (the `x-mcp-header`
 //! annotations of each `inputSchema`, [`switchboard_protocol::param_headers`]). Each node keeps
-//! the last list it fetched: fetched when first needed, again when older than [`MAX_AGE`], and
-//! when a call names a tool not in it and the list is older than [`MIN_AGE`]. One fetch at a
+//! the last list it fetched: fetched before the call that first needs it, and before a call
+//! naming a tool not in it once the list is older than [`MIN_AGE`]; a list older than
+//! [`MAX_AGE`] is still used while one fetch refreshes it in the background. One fetch at a
 //! time; a failed fetch leaves the last list (calls of tools it does not know are not checked,
 //! and the upstream decides). The fetch runs in an ephemeral upstream session like any
 //! stateless request.
@@ -47,11 +48,19 @@ pub async fn check(app: &App, h: &HeaderMap, params: &Value) -> Result<(), Refus
         return Ok(());
     };
     let headers = &app.param_headers;
-    if headers.known.stale(tool, MIN_AGE, MAX_AGE) {
+    if headers.known.needed(tool, MIN_AGE) {
         let _one = headers.fetching.lock().await;
-        if headers.known.stale(tool, MIN_AGE, MAX_AGE) {
+        if headers.known.needed(tool, MIN_AGE) {
             fetch(app).await;
         }
+    } else if headers.known.stale(tool, MIN_AGE, MAX_AGE) {
+        // Old but usable: this call goes on with it, one fetch refreshes it in the background.
+        let app = app.clone();
+        tokio::spawn(async move {
+            if let Ok(_one) = app.param_headers.fetching.try_lock() {
+                fetch(&app).await;
+            }
+        });
     }
     let decls = headers.known.get(tool).unwrap_or_default();
     if decls.is_empty() {
