@@ -1,5 +1,6 @@
 //! `switchboard-bench compare --quick` against the debug `switchboard` binary: every scenario
-//! row is there, with throughput and without errors, and the Markdown and JSON are written.
+//! row is there, with throughput and without errors, and the Markdown and JSON are written. The
+//! HAProxy reference row is there exactly when `haproxy` is installed.
 
 use std::process::Command;
 
@@ -47,6 +48,13 @@ fn compare_quick_has_every_scenario_without_errors() {
     assert!(out.status.success(), "compare failed:\n{stdout}\n{stderr}");
     let table = std::fs::read_to_string(&md).expect("--out written");
     assert!(stdout.contains(&table), "the table is also printed");
+    // `haproxy --version` exits 1; `compare` only needs it to start.
+    let haproxy = Command::new("haproxy").arg("-v").output().is_ok();
+    let reference = "rmcp behind HAProxy (stateless hop, reference)";
+    for clients in ["16", "1"] {
+        let row = format!("| {reference} | {clients} | ");
+        assert_eq!(table.contains(&row), haproxy, "row {row:?} in:\n{table}");
+    }
     for label in LABELS {
         for clients in ["16", "1"] {
             let row = format!("| {label} | {clients} | ");
@@ -57,15 +65,17 @@ fn compare_quick_has_every_scenario_without_errors() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("--report written"))
             .expect("report is JSON");
     let rows = r["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 12, "{r:#}");
+    let scenarios = if haproxy { 7 } else { 6 };
+    assert_eq!(rows.len(), 2 * scenarios, "{r:#}");
     for row in rows {
         assert!(row["rps"].as_f64().unwrap() > 0.0, "{row}");
         assert_eq!(row["errors"].as_u64(), Some(0), "{row}\n{stderr}");
         assert!(row["rps_vs_rmcp"].as_f64().unwrap() > 0.0, "{row}");
     }
     assert_eq!(r["targets"].as_array().map(Vec::len), Some(5), "{r:#}");
-    // 6 scenarios' runs at 2 client counts: each of the 5 candidates with its own rmcp run.
-    assert_eq!(r["runs"].as_array().map(Vec::len), Some(20), "{r:#}");
+    // At 2 client counts, each candidate (all but rmcp) with its own rmcp run.
+    let runs = 2 * 2 * (scenarios - 1);
+    assert_eq!(r["runs"].as_array().map(Vec::len), Some(runs), "{r:#}");
 }
 
 #[test]

@@ -16,7 +16,8 @@ impl RequestId {
     /// A canonical text form that keeps `"1"` and `1` apart (`"\"1\""` vs `"1"`); used as a map key
     /// in the store.
     pub fn key(&self) -> String {
-        self.0.to_string()
+        // `to_string` on a string or number cannot fail; `Display` would go through `fmt`.
+        serde_json::to_string(&self.0).unwrap_or_default()
     }
 
     /// Rebuilds an id from [`RequestId::key`]; `None` when the key is not a string or number.

@@ -27,16 +27,20 @@ pub enum Scenario {
     Redis3,
     /// The rmcp server behind one Switchboard node with Redis.
     Proxy,
+    /// The rmcp server behind HAProxy (HTTP mode, no state): what one proxy hop costs on this
+    /// machine before any session work. Only when `haproxy` can be run.
+    Haproxy,
 }
 
 impl Scenario {
     /// The candidates, in the order each round runs them (each after an rmcp run).
-    pub const CANDIDATES: [Scenario; 5] = [
+    pub const CANDIDATES: [Scenario; 6] = [
         Scenario::Axum,
         Scenario::Memory,
         Scenario::Redis1,
         Scenario::Redis3,
         Scenario::Proxy,
+        Scenario::Haproxy,
     ];
 
     /// Its name in the table.
@@ -48,10 +52,11 @@ impl Scenario {
             Scenario::Redis1 => "switchboard 1 node, Redis",
             Scenario::Redis3 => "switchboard 3 nodes, Redis",
             Scenario::Proxy => "rmcp behind 1 node, Redis (proxy)",
+            Scenario::Haproxy => "rmcp behind HAProxy (stateless hop, reference)",
         }
     }
 
-    /// The URLs its load goes to.
+    /// The URLs its load goes to; none when its server was not started (no `haproxy`).
     pub fn urls(self, s: &Servers) -> Vec<String> {
         match self {
             Scenario::Axum => vec![s.axum.clone()],
@@ -60,6 +65,7 @@ impl Scenario {
             Scenario::Redis1 => vec![s.redis1.clone()],
             Scenario::Redis3 => s.redis3.clone(),
             Scenario::Proxy => vec![s.proxy.clone()],
+            Scenario::Haproxy => s.haproxy.iter().cloned().collect(),
         }
     }
 }
@@ -117,6 +123,9 @@ pub async fn run_plan(servers: &Servers, plan: &Plan) -> Result<Vec<RunRecord>, 
     for &clients in &plan.client_counts {
         for round in 1..=plan.rounds {
             for cand in Scenario::CANDIDATES {
+                if cand.urls(servers).is_empty() {
+                    continue;
+                }
                 for (scenario, paired_with) in [(Scenario::Rmcp, Some(cand)), (cand, None)] {
                     let report = one_run(scenario, servers, clients, plan).await?;
                     eprintln!(

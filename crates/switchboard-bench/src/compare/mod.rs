@@ -51,6 +51,9 @@ pub struct CompareArgs {
     /// The redis-benchmark program (skipped when it cannot be run).
     #[arg(long, default_value = "redis-benchmark")]
     pub redis_benchmark: PathBuf,
+    /// The haproxy program, for the stateless-hop reference row (skipped when it cannot be run).
+    #[arg(long, default_value = "haproxy")]
+    pub haproxy: PathBuf,
     /// Do not pin processes to cores with taskset.
     #[arg(long)]
     pub no_pin: bool,
@@ -123,6 +126,7 @@ pub async fn compare(args: CompareArgs) -> Result<(), String> {
         bench,
         switchboard,
         redis_server: args.redis_server.clone(),
+        haproxy: can_run(&args.haproxy).then(|| args.haproxy.clone()),
     };
     let pin = pin_cores(args.no_pin);
     let dir = std::env::temp_dir().join(format!("sb-compare-{}", std::process::id()));

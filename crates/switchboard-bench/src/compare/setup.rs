@@ -21,6 +21,8 @@ pub struct Servers {
     pub redis3: Vec<String>,
     /// One node with Redis whose only upstream is the `serve-rmcp` server, unprefixed.
     pub proxy: String,
+    /// HAProxy in front of the `serve-rmcp` server, when `haproxy` can be run.
+    pub haproxy: Option<String>,
     /// The private Redis.
     pub redis: SocketAddr,
 }
@@ -34,6 +36,8 @@ pub struct Programs {
     pub switchboard: PathBuf,
     /// `redis-server`.
     pub redis_server: PathBuf,
+    /// `haproxy`, when it can be run (the stateless-hop reference row is skipped otherwise).
+    pub haproxy: Option<PathBuf>,
 }
 
 /// The default `switchboard` binary: `$SWITCHBOARD_BIN`, else `release/switchboard` under
@@ -145,6 +149,29 @@ fn proxy_config(dir: &Path, url: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
+/// Starts HAProxy (one thread, HTTP mode, keep-alive both sides, server connections reused
+/// across clients) on a free port in front of `backend`, and waits until it accepts.
+fn start_haproxy(
+    procs: &mut Procs,
+    program: &Path,
+    backend: SocketAddr,
+) -> Result<SocketAddr, String> {
+    let addr = loopback(free_port()?);
+    let path = procs.dir().join("haproxy.cfg");
+    let text = format!(
+        "global\n  nbthread 1\n\ndefaults\n  mode http\n  option http-keep-alive\n  \
+         timeout connect 5s\n  timeout client 60s\n  timeout server 60s\n\n\
+         frontend bench\n  bind {addr}\n  default_backend rmcp\n\n\
+         backend rmcp\n  http-reuse always\n  server rmcp {backend}\n"
+    );
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    // `-db`: stay in the foreground, so the PID we hold is HAProxy's.
+    let args = vec!["-db".into(), "-f".into(), path.display().to_string()];
+    let i = procs.spawn("haproxy", program, &args)?;
+    procs.wait_ready(i, || accepts(addr))?;
+    Ok(addr)
+}
+
 /// Tries `start` up to 3 times (attempt 0, 1, 2): a free port found by binding port 0 may be
 /// taken by another process before the server binds it.
 fn retry<T>(mut start: impl FnMut(usize) -> Result<T, String>) -> Result<T, String> {
@@ -159,7 +186,8 @@ fn retry<T>(mut start: impl FnMut(usize) -> Result<T, String>) -> Result<T, Stri
 }
 
 /// Starts every server of a comparison: the baselines, a Redis, a memory-store node, a Redis
-/// node, three more Redis nodes, and a Redis node proxying to the rmcp baseline.
+/// node, three more Redis nodes, a Redis node proxying to the rmcp baseline, and HAProxy in
+/// front of it (when there is a `haproxy`).
 pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, String> {
     let bench = &programs.bench;
     let axum = retry(|_| start_baseline(procs, bench, "serve-axum"))?;
@@ -178,6 +206,10 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         redis3.push(node(id, Some(redis), None)?);
     }
     let proxy = node("proxy", Some(redis), Some(&config))?;
+    let haproxy = match &programs.haproxy {
+        Some(program) => Some(mcp_url(retry(|_| start_haproxy(procs, program, rmcp))?)),
+        None => None,
+    };
     Ok(Servers {
         axum: mcp_url(axum),
         rmcp: mcp_url(rmcp),
@@ -185,6 +217,7 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         redis1,
         redis3,
         proxy,
+        haproxy,
         redis,
     })
 }

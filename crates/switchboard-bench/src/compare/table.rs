@@ -160,7 +160,10 @@ pub fn rows(records: &[RunRecord], client_counts: &[usize]) -> Vec<Row> {
         );
         out.push(row(records, Scenario::Rmcp, c, axum));
         for s in Scenario::CANDIDATES {
-            out.push(row(records, s, c, axum));
+            let measured = records.iter().any(|r| r.scenario == s && r.clients == c);
+            if measured {
+                out.push(row(records, s, c, axum));
+            }
         }
     }
     out

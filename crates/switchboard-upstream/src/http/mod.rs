@@ -222,12 +222,14 @@ impl HttpUpstream {
     fn cancel_guard(&self, session: &UpstreamSession, id: &Value) -> CancelGuard {
         let wire = self.wire.clone();
         let session = session.clone();
-        let note = cancelled_notification(
-            id,
-            "cancelled by the client, or the upstream timeout passed",
-        );
+        let id = id.clone();
         let name = self.name.clone();
+        // Built only when the call is abandoned: most calls disarm the guard.
         CancelGuard::new(async move {
+            let note = cancelled_notification(
+                &id,
+                "cancelled by the client, or the upstream timeout passed",
+            );
             match tokio::time::timeout(common::CONNECT_TIMEOUT, wire.post(&note, Some(&session)))
                 .await
             {

@@ -123,18 +123,20 @@ impl Wire {
         message: &Value,
         session: Option<&UpstreamSession>,
     ) -> Result<Posted, WireError> {
-        let request = self
-            .request(Method::POST, session)
-            .header(
-                ACCEPT,
-                format!(
-                    "{}, {}",
-                    headers::APPLICATION_JSON,
-                    headers::TEXT_EVENT_STREAM
-                ),
-            )
-            .header(CONTENT_TYPE, headers::APPLICATION_JSON)
-            .body(message.to_string());
+        let request =
+            self.request(Method::POST, session)
+                .header(
+                    ACCEPT,
+                    format!(
+                        "{}, {}",
+                        headers::APPLICATION_JSON,
+                        headers::TEXT_EVENT_STREAM
+                    ),
+                )
+                .header(CONTENT_TYPE, headers::APPLICATION_JSON)
+                .body(serde_json::to_vec(message).map_err(|e| {
+                    WireError::Failed(format!("cannot serialize the message: {e}"))
+                })?);
         let response = send(request).await?;
         let status = response.status();
         let session_id = response
