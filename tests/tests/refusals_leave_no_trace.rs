@@ -1,7 +1,7 @@
 //! Refused requests must leave the session as it was (found by an adversarial run, issue 5):
 //! a refused resume does not take over the live stream, a request lost with its dead node does
-//! not hold its id forever, and a session opened by the legacy SSE GET runs nothing on the
-//! Streamable HTTP endpoint before its `initialize`.
+//! not hold its id (or its in-flight slot) forever, and a session opened by the legacy SSE GET
+//! runs nothing on the Streamable HTTP endpoint before its `initialize`.
 
 use std::time::{Duration, Instant};
 
@@ -86,6 +86,67 @@ async fn an_id_held_by_a_dead_node_can_be_used_again() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Requests lost with their dead node do not keep their in-flight slots: a session that is at
+/// `max_inflight_per_session` because of them takes a new request once the node's heartbeat has
+/// lapsed, and resuming a lost request's stream reads the -32004 error that ended it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_slots_held_by_a_dead_node_come_back() {
+    let options = ClusterOptions::new()
+        .fast_liveness(600)
+        .set("max_inflight_per_session", 2);
+    let mut cluster = Cluster::start(2, options);
+    let mut client = McpClient::new();
+    client.initialize(&cluster.url(0), "2025-11-25").await;
+    let mut last_ids = Vec::new();
+    let mut streams = Vec::new();
+    for id in [1, 2] {
+        let args = json!({"n": 50, "interval_ms": 200});
+        let call = msg::call_with_progress(json!(id), "countdown", args, &format!("run{id}"));
+        let running = client.post(&cluster.url(1), &call).await;
+        assert!(running.is_sse(), "the countdown streams");
+        let mut running = running.sse();
+        let first = running.until_method("notifications/progress", T).await;
+        assert!(first.matched.is_some(), "no progress: {:?}", first.events);
+        let last = first.events.iter().rev().find_map(|e| e.id.clone());
+        last_ids.push(last.expect("the progress event has an id"));
+        streams.push(running);
+    }
+    let busy = client
+        .call_tool(&cluster.url(0), 3, "echo", json!({"text": "third"}))
+        .await
+        .answer(json!(3), T)
+        .await;
+    expect::rpc_error(&busy.response, -32003);
+    cluster.kill9(1);
+    drop(streams);
+    let deadline = Instant::now() + T;
+    loop {
+        let third = client
+            .call_tool(&cluster.url(0), 3, "echo", json!({"text": "third"}))
+            .await
+            .answer(json!(3), T)
+            .await;
+        if msg::result_text(&third.response).contains("third") {
+            break;
+        }
+        expect::rpc_error(&third.response, -32003);
+        assert!(
+            Instant::now() < deadline,
+            "the dead node's requests still fill the session: {}",
+            third.response
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let resumed = client.get_stream(&cluster.url(0), Some(&last_ids[0])).await;
+    assert_eq!(resumed.status.as_u16(), 200, "resuming the lost stream");
+    let got = resumed.sse().until_response(&json!(1), T).await;
+    let answer = got
+        .matched
+        .unwrap_or_else(|| panic!("no answer: {:?}", got.events));
+    let message = expect::rpc_error(&answer, -32004);
+    assert!(message.contains("lost"), "{message}");
 }
 
 /// A session opened by `GET /sse` has not been initialized: a tool call for it on `/mcp` is

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use http::HeaderValue;
 use switchboard_protocol::ids::position_order;
-use switchboard_protocol::{codes, jsonrpc, EventId, RequestId, StreamId};
+use switchboard_protocol::{EventId, StreamId};
 use switchboard_store::{LoggedEvent, Replay, RunningRequest};
 use tokio::sync::mpsc;
 use tokio::time::{interval, MissedTickBehavior};
@@ -252,13 +252,7 @@ impl Pump {
             Ok(true) | Err(_) => return Step::Continue,
             Ok(false) => {}
         }
-        let id = RequestId::from_key(&run.request_key);
-        let msg = format!(
-            "the request was lost: node {} running it stopped; send it again",
-            run.node
-        );
-        let data =
-            jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string();
+        let data = crate::session::lost_request_event(&run.request_key, &run.node);
         self.s.watch = None;
         match store
             .abort_running(&self.s.sid, &self.s.stream, &run.node, &data)

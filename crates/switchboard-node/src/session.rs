@@ -1,7 +1,9 @@
 //! Reading the session a request names and checking it against the store.
 
+use std::collections::HashMap;
+
 use http::HeaderMap;
-use switchboard_protocol::{headers, Revision, SessionId};
+use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
 use switchboard_store::{BeginOutcome, InflightRequest, SessionRecord};
 
 use crate::error::HttpError;
@@ -52,10 +54,67 @@ pub async fn load(
 /// its answer is not ready at once (see `ResponseStream::register`).
 pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Loaded, HttpError> {
     let outcome = app.store.check(sid.as_str(), request_key).await?;
-    if forgot_lost_duplicate(app, sid, &outcome, Some(request_key)).await? {
+    if forgot_lost_duplicate(app, sid, &outcome, Some(request_key)).await?
+        || ended_lost_requests(app, sid, &outcome).await?
+    {
         return loaded(app.store.check(sid.as_str(), request_key).await?);
     }
     loaded(outcome)
+}
+
+/// The final event of a request lost with its dead node `node`: a JSON-RPC -32004 error response
+/// to `request_key`'s id, telling the client to send the request again. A client resuming the
+/// request's stream receives it.
+pub fn lost_request_event(request_key: &str, node: &str) -> String {
+    let id = RequestId::from_key(request_key);
+    let msg = format!("the request was lost: node {node} running it stopped; send it again");
+    jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string()
+}
+
+/// A session at `max_inflight_per_session` may be full of requests whose nodes have died (they
+/// would hold their slots until the session ends): each of those is ended with
+/// [`lost_request_event`] in its stream. `true` when one was (the caller asks again). Only for
+/// the session's own principal; each distinct node's liveness is one store round trip.
+async fn ended_lost_requests(
+    app: &App,
+    sid: &SessionId,
+    outcome: &BeginOutcome,
+) -> Result<bool, HttpError> {
+    let BeginOutcome::Busy(record) = outcome else {
+        return Ok(false);
+    };
+    if !crate::auth::may_use(&record.principal) {
+        return Ok(false);
+    }
+    let mut dead: HashMap<String, bool> = HashMap::new();
+    let mut ended = false;
+    for entry in app.store.in_flight(sid.as_str()).await? {
+        let is_dead = match dead.get(&entry.node) {
+            Some(d) => *d,
+            None => {
+                let d = !app.store.is_alive(&entry.node).await?;
+                dead.insert(entry.node.clone(), d);
+                d
+            }
+        };
+        if !is_dead {
+            continue;
+        }
+        let data = lost_request_event(&entry.request_key, &entry.node);
+        let aborted = app
+            .store
+            .abort_running(sid.as_str(), &entry.stream, &entry.node, &data)
+            .await?;
+        if aborted.is_none() {
+            // Not recorded as running there any more: only the in-flight entry is left.
+            app.store
+                .finish(sid.as_str(), &entry.request_key, None)
+                .await?;
+        }
+        tracing::info!(session = %sid, request = %entry.request_key, node = %entry.node, "ended a request lost with its dead node: it held an in-flight slot");
+        ended = true;
+    }
+    Ok(ended)
 }
 
 /// A request id still registered by a node that has died since was lost with that node (a client

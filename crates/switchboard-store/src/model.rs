@@ -160,6 +160,17 @@ pub struct InflightRequest {
     pub holder: String,
 }
 
+/// A client request registered in flight in a session (see [`crate::SessionStore::in_flight`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InflightEntry {
+    /// [`switchboard_protocol::RequestId::key`] of the client's request id.
+    pub request_key: String,
+    /// The node running it.
+    pub node: String,
+    /// The POST response stream it answers on.
+    pub stream: String,
+}
+
 /// What `begin` found.
 #[derive(Clone, Debug, PartialEq)]
 pub enum BeginOutcome {

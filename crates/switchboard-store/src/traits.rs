@@ -60,6 +60,11 @@ pub trait SessionStore: Send + Sync {
         json_stream: Option<&str>,
     ) -> StoreResult<()>;
 
+    /// The requests registered in flight in the session (none when it is gone), without touching
+    /// it. Used to find entries left by a node that died (they count toward
+    /// `max_inflight_per_session` until removed).
+    async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>>;
+
     /// Keeps a session alive while something is open on it (a stream, a running call): pushes the
     /// expiry to `idle_ttl` from now. `false` when the session is gone.
     async fn touch(&self, sid: &str) -> StoreResult<bool>;

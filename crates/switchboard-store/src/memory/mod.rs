@@ -121,6 +121,21 @@ impl SessionStore for MemoryStore {
         Ok(())
     }
 
+    async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>> {
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, Instant::now()) else {
+            return Ok(Vec::new());
+        };
+        Ok(s.inflight
+            .iter()
+            .map(|(key, (node, stream))| InflightEntry {
+                request_key: key.clone(),
+                node: node.clone(),
+                stream: stream.clone(),
+            })
+            .collect())
+    }
+
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
         let now = Instant::now();
         let mut shared = self.lock();

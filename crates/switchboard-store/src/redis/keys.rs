@@ -106,6 +106,11 @@ impl SessionKeys {
         format!("{}run", self.base)
     }
 
+    /// The in-flight request hash.
+    pub fn inf(&self) -> String {
+        format!("{}inf", self.base)
+    }
+
     /// The stream registry hash.
     pub fn streams(&self) -> String {
         format!("{}st", self.base)

@@ -138,6 +138,27 @@ impl SessionStore for RedisStore {
         Ok(())
     }
 
+    async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>> {
+        let mut conn = self.conn.clone();
+        let entries: Vec<(String, String)> = cmd("HGETALL")
+            .arg(self.session_keys(sid).inf())
+            .query_async(&mut conn)
+            .await?;
+        entries
+            .into_iter()
+            .map(|(request_key, value)| {
+                let (node, stream) = value.split_once('\n').ok_or_else(|| {
+                    StoreError::Corrupt(format!("in-flight entry without a stream: {value:?}"))
+                })?;
+                Ok(InflightEntry {
+                    request_key,
+                    node: node.to_owned(),
+                    stream: stream.to_owned(),
+                })
+            })
+            .collect()
+    }
+
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
         let inv = self.session_call(&TOUCH, &self.session_keys(sid), None);
         Ok(self.invoke::<i64>(&inv).await? == 1)
