@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
-use switchboard_tests::legacy_sse::{exchange, open, post};
+use switchboard_tests::legacy_sse::{exchange, next_message, open, post};
 use switchboard_tests::msg;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,4 +141,43 @@ async fn refusals_and_idle_expiry() {
             "expired session on node {node}"
         );
     }
+}
+
+/// A request POSTed on node B, which dies while running it: the client's SSE stream on node A
+/// gets the -32004 "request was lost" answer for it (the legacy client reads only that stream
+/// and cannot resume the request's own), and exactly one; the id can then be used again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
+    let options = ClusterOptions::new()
+        .fast_liveness(600)
+        .set("keepalive_interval_ms", 300);
+    let mut cluster = Cluster::start(2, options);
+    let http = reqwest::Client::new();
+    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let a = format!("{}{path}", cluster.node(0).base_url());
+    let b = format!("{}{path}", cluster.node(1).base_url());
+    let init = msg::init("2024-11-05", json!({}));
+    let answer = exchange(&http, &mut stream, &a, init).await;
+    assert_eq!(answer["id"], 1);
+    let (status, _) = post(&http, &a, &msg::inited().to_string()).await;
+    assert_eq!(status, 202);
+    let long = msg::call(7, "countdown", json!({"n": 100, "interval_ms": 200}));
+    let (status, _) = post(&http, &b, &long.to_string()).await;
+    assert_eq!(status, 202);
+    // Running on B: give it a moment to start, then kill B.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.kill9(1);
+    let lost = next_message(&mut stream).await;
+    assert_eq!(lost["id"], 7, "{lost}");
+    assert_eq!(lost["error"]["code"], -32004, "{lost}");
+    let text = lost["error"]["message"].as_str().unwrap_or_default();
+    assert!(text.contains("lost"), "{lost}");
+    // Exactly one answer for id 7: the next message is the answer to a new request.
+    let echo = msg::call(7, "echo", json!({"text": "again"}));
+    let again = exchange(&http, &mut stream, &a, echo).await;
+    assert_eq!(
+        (again["id"].clone(), msg::result_text(&again)),
+        (json!(7), "again".into()),
+        "{again}"
+    );
 }

@@ -30,6 +30,11 @@
 //!    started in its own task; a notification or response is delivered;
 //! 6. 202 Accepted with no body: every answer travels on the SSE stream.
 //!
+//! A request whose node dies while it runs is answered on the SSE stream with -32004 by the node
+//! holding the stream, at its next keep-alive once the dead node's heartbeat has lapsed
+//! ([`crate::session::end_lost_requests`]); the request's registration carries a
+//! [`StreamId::generate_legacy_request`] id so that the same happens when a full session ends it.
+//!
 //! When the SSE connection closes the session is not ended (POSTs may still be in flight): it
 //! idles out like any session (`idle_ttl_ms`), and the reaper or a DELETE on the endpoint ends it
 //! cluster-wide. A client whose stream dropped must open a new one and initialize again (MCP
@@ -265,10 +270,11 @@ async fn request(
         )
         .await;
     };
-    // The request's own stream id only names its registration; nothing is logged there.
+    // The request's own stream id only names its registration (marked as a legacy request's, so
+    // that ending it when its node dies also tells the SSE stream: `session::end_lost_request`).
     let inflight = InflightRequest {
         request_key: key.clone(),
-        stream: StreamId::generate().to_string(),
+        stream: StreamId::generate_legacy_request().to_string(),
         node: app.node_id().to_owned(),
         holder: String::new(),
     };

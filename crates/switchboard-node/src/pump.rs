@@ -153,7 +153,7 @@ impl Pump {
                     Some(Outbound::CatchUp) => Step::Continue,
                     Some(Outbound::Close) | None => Step::Stop,
                 },
-                _ = keepalive.tick() => self.send(sse::keepalive()).await,
+                _ = keepalive.tick() => self.keepalive().await,
                 _ = liveness.tick(), if self.s.watch.is_some() => self.check_running().await,
                 _ = self.out.closed() => Step::Stop,
                 // Draining: the standalone stream moves to another node at once; a POST stream
@@ -164,6 +164,19 @@ impl Pump {
                 return;
             }
         }
+    }
+
+    /// The keep-alive comment; on a legacy SSE stream, first the answers of requests lost with
+    /// their dead nodes (their client reads only this stream and cannot resume a request's own),
+    /// so a legacy client hears of such a loss within `keepalive_interval_ms` after the node's
+    /// heartbeat lapsed.
+    async fn keepalive(&self) -> Step {
+        if matches!(self.framing, Framing::Legacy { .. }) {
+            if let Err(e) = crate::session::end_lost_requests(&self.app, &self.s.sid).await {
+                tracing::warn!(error = %e, session = %self.s.sid, "could not look for requests lost with a dead node");
+            }
+        }
+        self.send(sse::keepalive()).await
     }
 
     async fn send(&self, bytes: Bytes) -> Step {

@@ -3,8 +3,8 @@
 use std::collections::HashMap;
 
 use http::HeaderMap;
-use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
-use switchboard_store::{BeginOutcome, InflightRequest, SessionRecord};
+use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId, StreamId};
+use switchboard_store::{BeginOutcome, InflightEntry, InflightRequest, SessionRecord};
 
 use crate::error::HttpError;
 use crate::state::App;
@@ -72,9 +72,8 @@ pub fn lost_request_event(request_key: &str, node: &str) -> String {
 }
 
 /// A session at `max_inflight_per_session` may be full of requests whose nodes have died (they
-/// would hold their slots until the session ends): each of those is ended with
-/// [`lost_request_event`] in its stream. `true` when one was (the caller asks again). Only for
-/// the session's own principal; each distinct node's liveness is one store round trip.
+/// would hold their slots until the session ends): those are ended ([`end_lost_requests`]).
+/// `true` when one was (the caller asks again). Only for the session's own principal.
 async fn ended_lost_requests(
     app: &App,
     sid: &SessionId,
@@ -86,9 +85,21 @@ async fn ended_lost_requests(
     if !crate::auth::may_use(&record.principal) {
         return Ok(false);
     }
+    Ok(end_lost_requests(app, sid.as_str()).await? > 0)
+}
+
+/// Ends every request of the session registered in flight on a node that has died: each gets
+/// [`lost_request_event`] as the final event of its stream (and, for a request POSTed on the
+/// legacy HTTP+SSE transport, on the session's SSE stream, the only one its client reads), and
+/// its in-flight entry is removed. Returns how many were ended. One store round trip to list
+/// them, one per distinct other node to ask its liveness, two per request ended.
+pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError> {
     let mut dead: HashMap<String, bool> = HashMap::new();
-    let mut ended = false;
-    for entry in app.store.in_flight(sid.as_str()).await? {
+    let mut ended = 0;
+    for entry in app.store.in_flight(sid).await? {
+        if entry.node == app.node_id() {
+            continue;
+        }
         let is_dead = match dead.get(&entry.node) {
             Some(d) => *d,
             None => {
@@ -97,24 +108,32 @@ async fn ended_lost_requests(
                 d
             }
         };
-        if !is_dead {
-            continue;
+        if is_dead && end_lost_request(app, sid, &entry).await? {
+            ended += 1;
         }
-        let data = lost_request_event(&entry.request_key, &entry.node);
-        let aborted = app
-            .store
-            .abort_running(sid.as_str(), &entry.stream, &entry.node, &data)
-            .await?;
-        if aborted.is_none() {
-            // Not recorded as running there any more: only the in-flight entry is left.
-            app.store
-                .finish(sid.as_str(), &entry.request_key, None)
-                .await?;
-        }
-        tracing::info!(session = %sid, request = %entry.request_key, node = %entry.node, "ended a request lost with its dead node: it held an in-flight slot");
-        ended = true;
     }
     Ok(ended)
+}
+
+/// Ends one request lost with its dead node (see [`end_lost_requests`]); `false` when it had
+/// already ended (another node got there first) and only a left-over entry was removed.
+async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result<bool, HttpError> {
+    let data = lost_request_event(&entry.request_key, &entry.node);
+    let aborted = app
+        .store
+        .abort_running(sid, &entry.stream, &entry.node, &data)
+        .await?;
+    if aborted.is_none() {
+        app.store.finish(sid, &entry.request_key, None).await?;
+        return Ok(false);
+    }
+    if StreamId::is_legacy_request(&entry.stream) {
+        app.store
+            .append(sid, StreamId::STANDALONE, &data, false)
+            .await?;
+    }
+    tracing::info!(session = %sid, request = %entry.request_key, node = %entry.node, "ended a request lost with its dead node");
+    Ok(true)
 }
 
 /// A request id still registered by a node that has died since was lost with that node (a client

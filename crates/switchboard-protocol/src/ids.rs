@@ -56,6 +56,9 @@ impl fmt::Display for SessionId {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(String);
 
+/// The start of [`StreamId::generate_legacy_request`] ids.
+const LEGACY_PREFIX: &str = "legacy";
+
 impl StreamId {
     /// The id of the session's standalone GET stream.
     pub const STANDALONE: &'static str = "get";
@@ -74,6 +77,19 @@ impl StreamId {
                 .map(|b| BASE32[(b & 31) as usize] as char)
                 .collect(),
         )
+    }
+
+    /// A fresh id naming the in-flight registration of a request POSTed on the legacy HTTP+SSE
+    /// transport (MCP 2024-11-05), whose answer goes to the session's SSE stream instead:
+    /// `legacy` and 12 random characters (18 in all, so never equal to a [`StreamId::generate`]
+    /// id, which has 12).
+    pub fn generate_legacy_request() -> StreamId {
+        StreamId(format!("{LEGACY_PREFIX}{}", StreamId::generate().0))
+    }
+
+    /// Whether this names a legacy request's registration ([`StreamId::generate_legacy_request`]).
+    pub fn is_legacy_request(s: &str) -> bool {
+        s.len() == LEGACY_PREFIX.len() + 12 && s.starts_with(LEGACY_PREFIX)
     }
 
     /// Accepts `get` or 1–32 characters of `[a-z2-7]`; `None` otherwise.
@@ -157,6 +173,19 @@ impl fmt::Display for EventId {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn legacy_request_ids_are_told_apart() {
+        let legacy = StreamId::generate_legacy_request();
+        assert!(StreamId::parse(legacy.as_str()).is_some(), "{legacy}");
+        assert!(StreamId::is_legacy_request(legacy.as_str()), "{legacy}");
+        for _ in 0..100 {
+            let post = StreamId::generate();
+            assert!(!StreamId::is_legacy_request(post.as_str()), "{post}");
+        }
+        assert!(!StreamId::is_legacy_request("legacyabcdef"));
+        assert!(!StreamId::is_legacy_request(StreamId::STANDALONE));
+    }
 
     #[test]
     fn session_ids_are_128_bit_hex_and_distinct() {
