@@ -57,10 +57,11 @@ pub async fn send(ws: &mut Ws, v: Value) {
     ws.send(Message::text(v.to_string())).await.expect("send");
 }
 
-/// The next frame that is not a ping or pong.
+/// The next frame that is not a ping or pong, within 10 s (pings do not extend the wait).
 pub async fn next_frame(ws: &mut Ws) -> Message {
+    let deadline = tokio::time::Instant::now() + T;
     loop {
-        let m = tokio::time::timeout(T, ws.next())
+        let m = tokio::time::timeout_at(deadline, ws.next())
             .await
             .expect("no frame within 10 s")
             .expect("socket ended")

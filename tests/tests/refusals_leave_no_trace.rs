@@ -93,34 +93,7 @@ async fn an_id_held_by_a_dead_node_can_be_used_again() {
 /// lapsed, and resuming a lost request's stream reads the -32004 error that ended it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_slots_held_by_a_dead_node_come_back() {
-    let options = ClusterOptions::new()
-        .fast_liveness(600)
-        .set("max_inflight_per_session", 2);
-    let mut cluster = Cluster::start(2, options);
-    let mut client = McpClient::new();
-    client.initialize(&cluster.url(0), "2025-11-25").await;
-    let mut last_ids = Vec::new();
-    let mut streams = Vec::new();
-    for id in [1, 2] {
-        let args = json!({"n": 50, "interval_ms": 200});
-        let call = msg::call_with_progress(json!(id), "countdown", args, &format!("run{id}"));
-        let running = client.post(&cluster.url(1), &call).await;
-        assert!(running.is_sse(), "the countdown streams");
-        let mut running = running.sse();
-        let first = running.until_method("notifications/progress", T).await;
-        assert!(first.matched.is_some(), "no progress: {:?}", first.events);
-        let last = first.events.iter().rev().find_map(|e| e.id.clone());
-        last_ids.push(last.expect("the progress event has an id"));
-        streams.push(running);
-    }
-    let busy = client
-        .call_tool(&cluster.url(0), 3, "echo", json!({"text": "third"}))
-        .await
-        .answer(json!(3), T)
-        .await;
-    expect::rpc_error(&busy.response, -32003);
-    cluster.kill9(1);
-    drop(streams);
+    let (cluster, client, last_ids) = fill_with_requests_of_a_dead_node("2025-11-25").await;
     let deadline = Instant::now() + T;
     loop {
         let third = client
@@ -147,6 +120,64 @@ async fn in_flight_slots_held_by_a_dead_node_come_back() {
         .unwrap_or_else(|| panic!("no answer: {:?}", got.events));
     let message = expect::rpc_error(&answer, -32004);
     assert!(message.contains("lost"), "{message}");
+}
+
+/// The same through a JSON-RPC batch (MCP 2025-03-26), which loads the session another way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_flight_slots_held_by_a_dead_node_come_back_for_a_batch() {
+    let (cluster, client, _) = fill_with_requests_of_a_dead_node("2025-03-26").await;
+    let batch = json!([msg::call(3, "echo", json!({"text": "third"}))]);
+    let deadline = Instant::now() + T;
+    loop {
+        let reply = client.post(&cluster.url(0), &batch).await;
+        assert_eq!(reply.status.as_u16(), 200);
+        let body = reply.json().await;
+        let answer = &body[0];
+        if msg::result_text(answer).contains("third") {
+            break;
+        }
+        expect::rpc_error(answer, -32003);
+        assert!(
+            Instant::now() < deadline,
+            "the dead node's requests still fill the session: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// A two-node cluster with `max_inflight_per_session` = 2, a session of `revision` whose two
+/// slots are taken by countdowns running on node 1 (a third request on node 0 is refused with
+/// -32003), and node 1 killed. Returns the last event id each countdown's stream delivered.
+async fn fill_with_requests_of_a_dead_node(revision: &str) -> (Cluster, McpClient, Vec<String>) {
+    let options = ClusterOptions::new()
+        .fast_liveness(600)
+        .set("max_inflight_per_session", 2);
+    let mut cluster = Cluster::start(2, options);
+    let mut client = McpClient::new();
+    client.initialize(&cluster.url(0), revision).await;
+    let mut last_ids = Vec::new();
+    let mut streams = Vec::new();
+    for id in [1, 2] {
+        let args = json!({"n": 50, "interval_ms": 200});
+        let call = msg::call_with_progress(json!(id), "countdown", args, &format!("run{id}"));
+        let running = client.post(&cluster.url(1), &call).await;
+        assert!(running.is_sse(), "the countdown streams");
+        let mut running = running.sse();
+        let first = running.until_method("notifications/progress", T).await;
+        assert!(first.matched.is_some(), "no progress: {:?}", first.events);
+        let last = first.events.iter().rev().find_map(|e| e.id.clone());
+        last_ids.push(last.expect("the progress event has an id"));
+        streams.push(running);
+    }
+    let busy = client
+        .call_tool(&cluster.url(0), 3, "echo", json!({"text": "third"}))
+        .await
+        .answer(json!(3), T)
+        .await;
+    expect::rpc_error(&busy.response, -32003);
+    cluster.kill9(1);
+    drop(streams);
+    (cluster, client, last_ids)
 }
 
 /// A session opened by `GET /sse` has not been initialized: a tool call for it on `/mcp` is

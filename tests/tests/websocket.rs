@@ -1,8 +1,9 @@
 //! The WebSocket transport against real nodes with a real RFC 6455 client (tokio-tungstenite):
 //! a whole session over one socket, sampling answered over it, the refusals made before the
 //! upgrade, bad frames, keep-alive, and a socket cut mid-call resumed on other nodes with the
-//! last event id it saw (headers, then query parameters), losing and repeating nothing; a resume
-//! from before the kept log (410); bearer tokens on the upgrade.
+//! last event id it saw (headers, then query parameters), losing and repeating nothing; a call
+//! lost with its node answered with -32004 after the resume; a resume from before the kept log
+//! (410); bearer tokens on the upgrade.
 
 use std::time::Duration;
 
@@ -262,6 +263,47 @@ async fn a_cut_socket_resumes_on_other_nodes_without_loss() {
     );
     let result = result.expect("the result");
     assert_eq!(result["result"]["content"][0]["text"], "countdown finished");
+}
+
+/// The node holding the socket dies mid-call: resumed on another node, the socket gets the
+/// -32004 "request was lost" answer for the call (at a keep-alive once the dead node's heartbeat
+/// has lapsed), exactly once, and the id can be sent again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_lost_with_its_node_is_answered_after_the_resume() {
+    let options = ClusterOptions::new()
+        .fast_liveness(600)
+        .set("keepalive_interval_ms", 300);
+    let mut cluster = Cluster::start(2, options);
+    let mut ws = connect(&ws_url(&cluster, 1), Some("mcp"), &[])
+        .await
+        .unwrap();
+    let sid = open_session(&mut ws).await;
+    send(
+        &mut ws,
+        call(2, "countdown", json!({"n": 100, "interval_ms": 200})),
+    )
+    .await;
+    let first = next_json(&mut ws).await;
+    assert_eq!(first["method"], "notifications/progress", "{first}");
+    let last = event_id(&first);
+    cluster.kill9(1);
+    drop(ws);
+    let headers = [
+        ("mcp-session-id", sid.as_str()),
+        ("last-event-id", last.as_str()),
+    ];
+    let mut on_a = connect(&ws_url(&cluster, 0), Some("mcp"), &headers)
+        .await
+        .unwrap();
+    let got = until_response(&mut on_a, json!(2)).await;
+    let lost = got.last().expect("the answer");
+    assert_eq!(lost["error"]["code"], -32004, "{lost}");
+    let text = lost["error"]["message"].as_str().unwrap_or_default();
+    assert!(text.contains("lost"), "{lost}");
+    send(&mut on_a, call(2, "echo", json!({"text": "again"}))).await;
+    let again = until_response(&mut on_a, json!(2)).await;
+    let answer = again.last().expect("the echo");
+    assert_eq!(answer["result"]["content"][0]["text"], "again", "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

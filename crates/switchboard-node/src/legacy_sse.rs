@@ -33,7 +33,8 @@
 //! A request whose node dies while it runs is answered on the SSE stream with -32004 by the node
 //! holding the stream, at its next keep-alive once the dead node's heartbeat has lapsed
 //! ([`crate::session::end_lost_requests`]); the request's registration carries a
-//! [`StreamId::generate_legacy_request`] id so that the same happens when a full session ends it.
+//! [`StreamId::generate_standalone_answered`] id so that the same happens when a full session ends
+//! it.
 //!
 //! When the SSE connection closes the session is not ended (POSTs may still be in flight): it
 //! idles out like any session (`idle_ttl_ms`), and the reaper or a DELETE on the endpoint ends it
@@ -270,11 +271,12 @@ async fn request(
         )
         .await;
     };
-    // The request's own stream id only names its registration (marked as a legacy request's, so
-    // that ending it when its node dies also tells the SSE stream: `session::end_lost_request`).
+    // The request's own stream id only names its registration (marked as answered on the
+    // standalone stream, so that ending it when its node dies also tells the SSE stream:
+    // `session::end_lost_requests`).
     let inflight = InflightRequest {
         request_key: key.clone(),
-        stream: StreamId::generate_legacy_request().to_string(),
+        stream: StreamId::generate_standalone_answered().to_string(),
         node: app.node_id().to_owned(),
         holder: String::new(),
     };

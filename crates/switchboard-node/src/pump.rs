@@ -172,9 +172,7 @@ impl Pump {
     /// heartbeat lapsed.
     async fn keepalive(&self) -> Step {
         if matches!(self.framing, Framing::Legacy { .. }) {
-            if let Err(e) = crate::session::end_lost_requests(&self.app, &self.s.sid).await {
-                tracing::warn!(error = %e, session = %self.s.sid, "could not look for requests lost with a dead node");
-            }
+            crate::session::end_lost_requests_logged(&self.app, &self.s.sid).await;
         }
         self.send(sse::keepalive()).await
     }

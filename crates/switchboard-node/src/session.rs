@@ -8,6 +8,7 @@ use switchboard_store::{BeginOutcome, InflightEntry, InflightRequest, SessionRec
 
 use crate::error::HttpError;
 use crate::state::App;
+use crate::telemetry;
 
 /// The `Mcp-Session-Id` header: 400 when absent; 404 when it cannot be one of ours (never touches
 /// the store then).
@@ -43,7 +44,9 @@ pub async fn load(
 ) -> Result<Loaded, HttpError> {
     let outcome = app.store.begin(sid.as_str(), inflight).await?;
     let key = inflight.map(|i| i.request_key.as_str());
-    if forgot_lost_duplicate(app, sid, &outcome, key).await? {
+    if forgot_lost_duplicate(app, sid, &outcome, key).await?
+        || ended_lost_requests(app, sid, &outcome).await?
+    {
         return loaded(app.store.begin(sid.as_str(), inflight).await?);
     }
     loaded(outcome)
@@ -89,10 +92,12 @@ async fn ended_lost_requests(
 }
 
 /// Ends every request of the session registered in flight on a node that has died: each gets
-/// [`lost_request_event`] as the final event of its stream (and, for a request POSTed on the
-/// legacy HTTP+SSE transport, on the session's SSE stream, the only one its client reads), and
-/// its in-flight entry is removed. Returns how many were ended. One store round trip to list
-/// them, one per distinct other node to ask its liveness, two per request ended.
+/// [`lost_request_event`] as the final event of its stream (and, for a request answered on the
+/// session's standalone stream, sent on the legacy HTTP+SSE transport or over a WebSocket, on
+/// that stream, the only one its client reads), and
+/// its in-flight entry is removed. Returns how many entries of dead nodes it found (ended here,
+/// or meanwhile by another node). One store round trip to list them, one per distinct other
+/// node to ask its liveness, two per request ended.
 pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError> {
     let mut dead: HashMap<String, bool> = HashMap::new();
     let mut ended = 0;
@@ -108,11 +113,19 @@ pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError>
                 d
             }
         };
-        if is_dead && end_lost_request(app, sid, &entry).await? {
+        if is_dead {
+            end_lost_request(app, sid, &entry).await?;
             ended += 1;
         }
     }
     Ok(ended)
+}
+
+/// [`end_lost_requests`] from a stream's periodic work: failures are logged, not returned.
+pub async fn end_lost_requests_logged(app: &App, sid: &str) {
+    if let Err(e) = end_lost_requests(app, sid).await {
+        tracing::warn!(error = %e, session = %sid, "could not look for requests lost with a dead node");
+    }
 }
 
 /// Ends one request lost with its dead node (see [`end_lost_requests`]); `false` when it had
@@ -124,15 +137,17 @@ async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result
         .abort_running(sid, &entry.stream, &entry.node, &data)
         .await?;
     if aborted.is_none() {
-        app.store.finish(sid, &entry.request_key, None).await?;
+        // Ended meanwhile (here or by another node): drop the entry only if it is still the one
+        // listed; the client may already have sent the id again.
+        app.store.forget_in_flight(sid, entry).await?;
         return Ok(false);
     }
-    if StreamId::is_legacy_request(&entry.stream) {
+    telemetry::request_aborted(sid, &entry.stream, &entry.node);
+    if StreamId::is_standalone_answered(&entry.stream) {
         app.store
             .append(sid, StreamId::STANDALONE, &data, false)
             .await?;
     }
-    tracing::info!(session = %sid, request = %entry.request_key, node = %entry.node, "ended a request lost with its dead node");
     Ok(true)
 }
 

@@ -56,8 +56,8 @@ impl fmt::Display for SessionId {
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(String);
 
-/// The start of [`StreamId::generate_legacy_request`] ids.
-const LEGACY_PREFIX: &str = "legacy";
+/// The start of [`StreamId::generate_standalone_answered`] ids.
+const STANDALONE_ANSWERED: &str = "standalone";
 
 impl StreamId {
     /// The id of the session's standalone GET stream.
@@ -79,17 +79,17 @@ impl StreamId {
         )
     }
 
-    /// A fresh id naming the in-flight registration of a request POSTed on the legacy HTTP+SSE
-    /// transport (MCP 2024-11-05), whose answer goes to the session's SSE stream instead:
-    /// `legacy` and 12 random characters (18 in all, so never equal to a [`StreamId::generate`]
-    /// id, which has 12).
-    pub fn generate_legacy_request() -> StreamId {
-        StreamId(format!("{LEGACY_PREFIX}{}", StreamId::generate().0))
+    /// A fresh id naming the in-flight registration of a request whose answer goes to the
+    /// session's standalone stream (a request sent on the legacy HTTP+SSE transport, MCP
+    /// 2024-11-05, or over a WebSocket): `standalone` and 12 random characters (22 in all, so
+    /// never equal to a [`StreamId::generate`] id, which has 12).
+    pub fn generate_standalone_answered() -> StreamId {
+        StreamId(format!("{STANDALONE_ANSWERED}{}", StreamId::generate().0))
     }
 
-    /// Whether this names a legacy request's registration ([`StreamId::generate_legacy_request`]).
-    pub fn is_legacy_request(s: &str) -> bool {
-        s.len() == LEGACY_PREFIX.len() + 12 && s.starts_with(LEGACY_PREFIX)
+    /// Whether this names such a registration ([`StreamId::generate_standalone_answered`]).
+    pub fn is_standalone_answered(s: &str) -> bool {
+        s.len() == STANDALONE_ANSWERED.len() + 12 && s.starts_with(STANDALONE_ANSWERED)
     }
 
     /// Accepts `get` or 1–32 characters of `[a-z2-7]`; `None` otherwise.
@@ -175,16 +175,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn legacy_request_ids_are_told_apart() {
-        let legacy = StreamId::generate_legacy_request();
-        assert!(StreamId::parse(legacy.as_str()).is_some(), "{legacy}");
-        assert!(StreamId::is_legacy_request(legacy.as_str()), "{legacy}");
+    fn standalone_answered_ids_are_told_apart() {
+        let marked = StreamId::generate_standalone_answered();
+        assert!(StreamId::parse(marked.as_str()).is_some(), "{marked}");
+        assert!(
+            StreamId::is_standalone_answered(marked.as_str()),
+            "{marked}"
+        );
         for _ in 0..100 {
             let post = StreamId::generate();
-            assert!(!StreamId::is_legacy_request(post.as_str()), "{post}");
+            assert!(!StreamId::is_standalone_answered(post.as_str()), "{post}");
         }
-        assert!(!StreamId::is_legacy_request("legacyabcdef"));
-        assert!(!StreamId::is_legacy_request(StreamId::STANDALONE));
+        assert!(!StreamId::is_standalone_answered("standaloneab"));
+        assert!(!StreamId::is_standalone_answered(StreamId::STANDALONE));
     }
 
     #[test]

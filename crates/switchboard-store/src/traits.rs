@@ -65,6 +65,11 @@ pub trait SessionStore: Send + Sync {
     /// `max_inflight_per_session` until removed).
     async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>>;
 
+    /// Removes the in-flight entry `entry` (as [`SessionStore::in_flight`] listed it) only if it is
+    /// still there unchanged: a request sent again with the same id since has another stream and
+    /// is left alone. `true` when removed.
+    async fn forget_in_flight(&self, sid: &str, entry: &InflightEntry) -> StoreResult<bool>;
+
     /// Keeps a session alive while something is open on it (a stream, a running call): pushes the
     /// expiry to `idle_ttl` from now. `false` when the session is gone.
     async fn touch(&self, sid: &str) -> StoreResult<bool>;

@@ -88,6 +88,8 @@ pub struct CompareReport {
     pub redis_benchmark: Vec<RedisBench>,
     /// Why `redis-benchmark` figures are missing, if they are.
     pub redis_benchmark_skipped: Option<String>,
+    /// Why the HAProxy reference row is missing, if it is.
+    pub haproxy_skipped: Option<String>,
     /// Every run, in order.
     pub runs: Vec<RunRecord>,
 }
@@ -203,6 +205,7 @@ async fn run_all(
         targets,
         redis_benchmark,
         redis_benchmark_skipped,
+        haproxy_skipped: servers.haproxy_skipped.clone(),
         runs,
     };
     let md = markdown(&report);
@@ -233,6 +236,9 @@ pub fn markdown(r: &CompareReport) -> String {
         r.rounds, r.duration_secs, r.switchboard_bin
     );
     md.push_str(&table::markdown_rows(&r.rows, &r.targets));
+    if let Some(why) = &r.haproxy_skipped {
+        md.push_str(&format!("\nNo HAProxy reference row: {why}.\n"));
+    }
     md.push_str("\nTargets:\n\n");
     for t in &r.targets {
         md.push_str(&format!(
@@ -253,4 +259,37 @@ pub fn markdown(r: &CompareReport) -> String {
         md.push_str(&format!("- {}: {:.0} req/s{p50}\n", b.name, b.rps));
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_reference_row_is_explained() {
+        let report = CompareReport {
+            mode: "compare",
+            rounds: 1,
+            duration_secs: 1,
+            client_counts: vec![1],
+            server_core: None,
+            switchboard_bin: "switchboard".into(),
+            rows: Vec::new(),
+            targets: Vec::new(),
+            redis_benchmark: Vec::new(),
+            redis_benchmark_skipped: None,
+            haproxy_skipped: Some("haproxy cannot be run".into()),
+            runs: Vec::new(),
+        };
+        let md = markdown(&report);
+        assert!(
+            md.contains("No HAProxy reference row: haproxy cannot be run."),
+            "{md}"
+        );
+        let shown = CompareReport {
+            haproxy_skipped: None,
+            ..report
+        };
+        assert!(!markdown(&shown).contains("No HAProxy"));
+    }
 }

@@ -23,6 +23,8 @@ pub struct Servers {
     pub proxy: String,
     /// HAProxy in front of the `serve-rmcp` server, when `haproxy` can be run.
     pub haproxy: Option<String>,
+    /// Why there is no HAProxy (it cannot be run, or it did not start).
+    pub haproxy_skipped: Option<String>,
     /// The private Redis.
     pub redis: SocketAddr,
 }
@@ -206,9 +208,19 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         redis3.push(node(id, Some(redis), None)?);
     }
     let proxy = node("proxy", Some(redis), Some(&config))?;
-    let haproxy = match &programs.haproxy {
-        Some(program) => Some(mcp_url(retry(|_| start_haproxy(procs, program, rmcp))?)),
-        None => None,
+    // The reference row is optional: without HAProxy the comparison still runs.
+    let (haproxy, haproxy_skipped) = match &programs.haproxy {
+        Some(program) => match retry(|_| start_haproxy(procs, program, rmcp)) {
+            Ok(addr) => (Some(mcp_url(addr)), None),
+            Err(e) => {
+                eprintln!("no HAProxy reference row: {e}");
+                (None, Some(format!("HAProxy did not start: {e}")))
+            }
+        },
+        None => (
+            None,
+            Some("haproxy cannot be run (install it, or pass --haproxy PATH)".into()),
+        ),
     };
     Ok(Servers {
         axum: mcp_url(axum),
@@ -218,6 +230,7 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         redis3,
         proxy,
         haproxy,
+        haproxy_skipped,
         redis,
     })
 }

@@ -93,9 +93,11 @@ impl Conn {
                 .log(&post::refusal(&id, session::Refusal::DuplicateId))
                 .await;
         };
+        // Marked as answered on the standalone stream: if this node dies while it runs, the
+        // node the socket resumes on ends it there (`session::end_lost_requests`).
         let inflight = InflightRequest {
             request_key: key.clone(),
-            stream: StreamId::generate().to_string(),
+            stream: StreamId::generate_standalone_answered().to_string(),
             node: app.node_id().to_owned(),
             holder: String::new(),
         };

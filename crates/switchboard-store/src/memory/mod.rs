@@ -136,6 +136,19 @@ impl SessionStore for MemoryStore {
             .collect())
     }
 
+    async fn forget_in_flight(&self, sid: &str, entry: &InflightEntry) -> StoreResult<bool> {
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, Instant::now()) else {
+            return Ok(false);
+        };
+        let listed = (entry.node.clone(), entry.stream.clone());
+        if s.inflight.get(&entry.request_key) != Some(&listed) {
+            return Ok(false);
+        }
+        s.inflight.remove(&entry.request_key);
+        Ok(true)
+    }
+
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
         let now = Instant::now();
         let mut shared = self.lock();

@@ -187,6 +187,22 @@ return 1
     )
 });
 
+/// `forget_in_flight`. ARGV: request_key, `<node>\n<stream>` as listed. Removes the in-flight
+/// entry only if it still has that value (a request sent again with the same id since has another
+/// stream). Returns 1 when removed, else 0.
+pub(crate) static FORGET: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if redis.call('HGET', KEYS[4], ARGV[3]) == ARGV[4] then
+  redis.call('HDEL', KEYS[4], ARGV[3])
+  return 1
+end
+return 0
+"#,
+    )
+});
+
 /// `touch`. Returns 1, or 0 when the session is gone.
 pub(crate) static TOUCH: LazyLock<Script> = LazyLock::new(|| {
     session_script(

@@ -159,6 +159,13 @@ impl SessionStore for RedisStore {
             .collect()
     }
 
+    async fn forget_in_flight(&self, sid: &str, entry: &InflightEntry) -> StoreResult<bool> {
+        let mut inv = self.session_call(&FORGET, &self.session_keys(sid), None);
+        inv.arg(&entry.request_key)
+            .arg(format!("{}\n{}", entry.node, entry.stream));
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
         let inv = self.session_call(&TOUCH, &self.session_keys(sid), None);
         Ok(self.invoke::<i64>(&inv).await? == 1)

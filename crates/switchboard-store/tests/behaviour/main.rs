@@ -48,6 +48,7 @@ both_backends! {
         liveness_follows_heartbeats,
         a_node_subscribes_once,
         in_flight_requests_per_session_are_capped,
+        in_flight_entries_are_listed_and_forgotten_only_as_listed,
         check_admits_without_registering_until_register,
         register_on_a_missing_session_writes_nothing,
         check_counts_registered_requests_and_late_duplicates_keep_the_first,

@@ -298,6 +298,42 @@ pub async fn in_flight_requests_per_session_are_capped(kind: Kind) {
     begin_ok(&a, &id, Some(&inflight("3", &s3, "a", "a/3"))).await;
 }
 
+/// `in_flight` lists what is registered; `forget_in_flight` removes an entry only while it is the
+/// one listed: the same id registered again since (another stream) is left alone.
+pub async fn in_flight_entries_are_listed_and_forgotten_only_as_listed(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let (s1, s2) = (stream(), stream());
+    begin_ok(&a, &id, Some(&inflight("1", &s1, "b", "b/1"))).await;
+    let listed = a.in_flight(&id).await.unwrap();
+    let expected = InflightEntry {
+        request_key: "1".into(),
+        node: "b".into(),
+        stream: s1.clone(),
+    };
+    assert_eq!(listed, vec![expected.clone()]);
+    // Ended elsewhere, then sent again with the same id: the stale listing must not remove it.
+    a.finish(&id, "1", None).await.unwrap();
+    begin_ok(&a, &id, Some(&inflight("1", &s2, "a", "a/1"))).await;
+    assert!(!a.forget_in_flight(&id, &expected).await.unwrap());
+    let now = a.in_flight(&id).await.unwrap();
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_eq!(
+        (now[0].node.as_str(), now[0].stream.as_str()),
+        ("a", s2.as_str())
+    );
+    // As listed: removed.
+    assert!(a.forget_in_flight(&id, &now[0]).await.unwrap());
+    assert!(a.in_flight(&id).await.unwrap().is_empty());
+    // A gone session lists nothing.
+    assert!(a
+        .in_flight("0123456789abcdef0123456789abcdef")
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 /// `check` admits a request without registering it (the hot path's single round trip); a later
 /// `register` makes it visible to every node: duplicate ids are refused, its stream delivers to
 /// its holder, and the final event frees the id.
