@@ -43,10 +43,7 @@ pub async fn load(
     inflight: Option<&InflightRequest>,
 ) -> Result<Loaded, HttpError> {
     let outcome = app.store.begin(sid.as_str(), inflight).await?;
-    let key = inflight.map(|i| i.request_key.as_str());
-    if forgot_lost_duplicate(app, sid, &outcome, key).await?
-        || ended_lost_requests(app, sid, &outcome).await?
-    {
+    if ended_lost_requests(app, sid, &outcome).await? {
         return loaded(app.store.begin(sid.as_str(), inflight).await?);
     }
     loaded(outcome)
@@ -57,9 +54,7 @@ pub async fn load(
 /// its answer is not ready at once (see `ResponseStream::register`).
 pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Loaded, HttpError> {
     let outcome = app.store.check(sid.as_str(), request_key).await?;
-    if forgot_lost_duplicate(app, sid, &outcome, Some(request_key)).await?
-        || ended_lost_requests(app, sid, &outcome).await?
-    {
+    if ended_lost_requests(app, sid, &outcome).await? {
         return loaded(app.store.check(sid.as_str(), request_key).await?);
     }
     loaded(outcome)
@@ -74,19 +69,28 @@ pub fn lost_request_event(request_key: &str, node: &str) -> String {
     jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string()
 }
 
-/// A session at `max_inflight_per_session` may be full of requests whose nodes have died (they
-/// would hold their slots until the session ends): those are ended ([`end_lost_requests`]).
-/// `true` when one was (the caller asks again). Only for the session's own principal.
+/// A refusal may come from requests lost with a node that has died since: a session at
+/// `max_inflight_per_session` full of them (they would hold their slots until the session ends),
+/// or the request's id still held by one (it would be refused as a duplicate for the rest of the
+/// session). Those are ended ([`end_lost_requests`]); `true` when one was (the caller asks
+/// again). Only for the session's own principal; a duplicate held by a live node is left alone.
 async fn ended_lost_requests(
     app: &App,
     sid: &SessionId,
     outcome: &BeginOutcome,
 ) -> Result<bool, HttpError> {
-    let BeginOutcome::Busy(record) = outcome else {
-        return Ok(false);
+    let (record, holder) = match outcome {
+        BeginOutcome::Busy(record) => (record, None),
+        BeginOutcome::DuplicateId { record, node } => (record, Some(node)),
+        _ => return Ok(false),
     };
     if !crate::auth::may_use(&record.principal) {
         return Ok(false);
+    }
+    if let Some(node) = holder {
+        if node == app.node_id() || app.store.is_alive(node).await? {
+            return Ok(false);
+        }
     }
     Ok(end_lost_requests(app, sid.as_str()).await? > 0)
 }
@@ -128,9 +132,9 @@ pub async fn end_lost_requests_logged(app: &App, sid: &str) {
     }
 }
 
-/// Ends one request lost with its dead node (see [`end_lost_requests`]); `false` when it had
-/// already ended (another node got there first) and only a left-over entry was removed.
-async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result<bool, HttpError> {
+/// Ends one request lost with its dead node (see [`end_lost_requests`]); when it has already
+/// ended (another node got there first), only removes its entry if that is still as listed.
+async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result<(), HttpError> {
     let data = lost_request_event(&entry.request_key, &entry.node);
     let aborted = app
         .store
@@ -140,7 +144,7 @@ async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result
         // Ended meanwhile (here or by another node): drop the entry only if it is still the one
         // listed; the client may already have sent the id again.
         app.store.forget_in_flight(sid, entry).await?;
-        return Ok(false);
+        return Ok(());
     }
     telemetry::request_aborted(sid, &entry.stream, &entry.node);
     if StreamId::is_standalone_answered(&entry.stream) {
@@ -148,28 +152,7 @@ async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result
             .append(sid, StreamId::STANDALONE, &data, false)
             .await?;
     }
-    Ok(true)
-}
-
-/// A request id still registered by a node that has died since was lost with that node (a client
-/// resuming its POST stream is told so with -32004): its entry is forgotten so that the id can
-/// be sent again, instead of being refused as a duplicate for the rest of the session. `true`
-/// when an entry was forgotten (the caller asks again). Only for the session's own principal.
-async fn forgot_lost_duplicate(
-    app: &App,
-    sid: &SessionId,
-    outcome: &BeginOutcome,
-    request_key: Option<&str>,
-) -> Result<bool, HttpError> {
-    let (BeginOutcome::DuplicateId { record, node }, Some(key)) = (outcome, request_key) else {
-        return Ok(false);
-    };
-    if !crate::auth::may_use(&record.principal) || app.store.is_alive(node).await? {
-        return Ok(false);
-    }
-    tracing::info!(session = %sid, request = key, node = %node, "forgot a request lost with its dead node");
-    app.store.finish(sid.as_str(), key, None).await?;
-    Ok(true)
+    Ok(())
 }
 
 fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
