@@ -181,3 +181,80 @@ async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
         "{again}"
     );
 }
+
+/// Requests lost with node B are sent again on node C while node A, holding the SSE stream, looks
+/// for lost requests at every keep-alive: each id gets exactly one -32004 (for the lost request)
+/// and then its new answer, never the answer first or two errors (an adversarial run saw the
+/// answer followed by a stale -32004).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answer() {
+    let options = ClusterOptions::new()
+        .fast_liveness(600)
+        .set("keepalive_interval_ms", 100);
+    let mut cluster = Cluster::start(3, options);
+    let http = reqwest::Client::new();
+    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let [a, b, c] = [0, 1, 2].map(|i| format!("{}{path}", cluster.node(i).base_url()));
+    let init = msg::init("2024-11-05", json!({}));
+    assert_eq!(exchange(&http, &mut stream, &a, init).await["id"], 1);
+    assert_eq!(post(&http, &a, &msg::inited().to_string()).await.0, 202);
+    let ids: Vec<u64> = (10..30).collect();
+    for id in &ids {
+        let long = msg::call(*id, "countdown", json!({"n": 100, "interval_ms": 200}));
+        assert_eq!(post(&http, &b, &long.to_string()).await.0, 202);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    cluster.kill9(1);
+    // Past B's heartbeat, send every id again on C, quickly, while A's keep-alives run.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    for id in ids.iter().rev() {
+        let again = msg::call(*id, "echo", json!({"text": format!("again {id}")}));
+        assert_eq!(post(&http, &c, &again.to_string()).await.0, 202);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut seen: std::collections::BTreeMap<u64, Vec<&'static str>> = Default::default();
+    let done = |seen: &std::collections::BTreeMap<u64, Vec<&'static str>>| {
+        ids.iter()
+            .all(|id| seen.get(id).is_some_and(|v| v.contains(&"answer")))
+    };
+    while !done(&seen) {
+        let m = next_message(&mut stream).await;
+        let Some(id) = m["id"].as_u64() else {
+            continue;
+        };
+        let kind = if m["error"]["code"] == -32004 {
+            "lost"
+        } else if msg::result_text(&m) == format!("again {id}") {
+            "answer"
+        } else {
+            "other"
+        };
+        seen.entry(id).or_default().push(kind);
+    }
+    // A late error would follow its answer: give it time to show.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (status, _) = post(
+        &http,
+        &a,
+        &msg::call(99, "echo", json!({"text": "end"})).to_string(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    loop {
+        let m = next_message(&mut stream).await;
+        if m["id"] == 99 {
+            break;
+        }
+        if let Some(id) = m["id"].as_u64() {
+            let kind = if m["error"]["code"] == -32004 {
+                "lost"
+            } else {
+                "other"
+            };
+            seen.entry(id).or_default().push(kind);
+        }
+    }
+    for id in &ids {
+        assert_eq!(seen[id], vec!["lost", "answer"], "id {id}: {seen:?}");
+    }
+}

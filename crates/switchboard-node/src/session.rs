@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use http::HeaderMap;
-use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId, StreamId};
+use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
 use switchboard_store::{BeginOutcome, InflightEntry, InflightRequest, SessionRecord};
 
 use crate::error::HttpError;
@@ -96,10 +96,9 @@ async fn ended_lost_requests(
 }
 
 /// Ends every request of the session registered in flight on a node that has died: each gets
-/// [`lost_request_event`] as the final event of its stream (and, for a request answered on the
-/// session's standalone stream, sent on the legacy HTTP+SSE transport or over a WebSocket, on
-/// that stream, the only one its client reads), and
-/// its in-flight entry is removed. Returns how many entries of dead nodes it found (ended here,
+/// [`lost_request_event`] as the final event of its stream (a request answered on the session's
+/// standalone stream, sent on the legacy HTTP+SSE transport or over a WebSocket, gets it there,
+/// the only stream its client reads: see `abort_running`), and its in-flight entry is removed. Returns how many entries of dead nodes it found (ended here,
 /// or meanwhile by another node). One store round trip to list them, one per distinct other
 /// node to ask its liveness, two per request ended.
 pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError> {
@@ -147,11 +146,6 @@ async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result
         return Ok(());
     }
     telemetry::request_aborted(sid, &entry.stream, &entry.node);
-    if StreamId::is_standalone_answered(&entry.stream) {
-        app.store
-            .append(sid, StreamId::STANDALONE, &data, false)
-            .await?;
-    }
     Ok(())
 }
 

@@ -147,7 +147,10 @@ pub trait EventLog: Send + Sync {
     async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>>;
 
     /// If the stream's request is still recorded as running on `node`, atomically appends `data`
-    /// as the stream's final event (delivering it like [`EventLog::append`]) and clears the running
+    /// as the stream's final event (delivering it like [`EventLog::append`]; for a stream named by
+    /// [`switchboard_protocol::StreamId::generate_standalone_answered`], whose client reads only
+    /// the session's standalone stream, `data` goes there instead, as an ordinary event, and the
+    /// request's own registration is dropped) and clears the running
     /// entry and the in-flight entry. `None` when it was not running there (someone else finished
     /// it first).
     async fn abort_running(

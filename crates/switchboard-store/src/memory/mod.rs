@@ -12,6 +12,7 @@ mod tasks;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use switchboard_protocol::StreamId;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -323,7 +324,23 @@ impl EventLog for MemoryStore {
         if !runs_there {
             return Ok(None);
         }
-        Ok(shared.append(&self.config, sid, stream, data, true, now))
+        if !StreamId::is_standalone_answered(stream) {
+            return Ok(shared.append(&self.config, sid, stream, data, true, now));
+        }
+        // Its client reads only the standalone stream: the request's own entries go, the event
+        // goes there (as `ABORT_TO_STANDALONE` does in Redis).
+        if let Some(s) = shared.live(sid, now) {
+            if let Some(run) = s.running.remove(stream) {
+                if s.inflight
+                    .get(&run.request_key)
+                    .is_some_and(|(_, st)| st == stream)
+                {
+                    s.inflight.remove(&run.request_key);
+                }
+            }
+            s.streams.remove(stream);
+        }
+        Ok(shared.append(&self.config, sid, StreamId::STANDALONE, data, false, now))
     }
 }
 

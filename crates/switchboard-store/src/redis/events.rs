@@ -2,6 +2,7 @@
 
 use ::redis::{pipe, Value};
 use async_trait::async_trait;
+use switchboard_protocol::StreamId;
 
 use super::scripts::*;
 use super::{codec, RedisStore};
@@ -152,7 +153,11 @@ impl EventLog for RedisStore {
         data: &str,
     ) -> StoreResult<Option<Appended>> {
         let sk = self.session_keys(sid);
-        let mut inv = self.session_call(&ABORT, &sk, Some(stream));
+        let mut inv = if StreamId::is_standalone_answered(stream) {
+            self.session_call(&ABORT_TO_STANDALONE, &sk, Some(StreamId::STANDALONE))
+        } else {
+            self.session_call(&ABORT, &sk, Some(stream))
+        };
         inv.arg(stream)
             .arg(data)
             .arg(node)

@@ -315,6 +315,30 @@ return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8],
     )
 });
 
+/// `abort_running` for a request answered on the standalone stream (`KEYS[6]` = the standalone
+/// log). ARGV as [`ABORT`]. Clears the request's running, in-flight (when still its own) and
+/// stream entries and appends `data` to the standalone stream. Returns `{position, holder}`, or
+/// nil when the request is not running on `node`.
+pub(crate) static ABORT_TO_STANDALONE: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        true,
+        r#"
+if not alive() then return false end
+local stream = ARGV[3]
+local run = redis.call('HGET', KEYS[3], stream)
+if not run or cjson.decode(run).node ~= ARGV[5] then return false end
+local key = cjson.decode(run).request_key
+local inf = redis.call('HGET', KEYS[4], key)
+if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
+  redis.call('HDEL', KEYS[4], key)
+end
+redis.call('HDEL', KEYS[3], stream)
+redis.call('HDEL', KEYS[2], stream)
+return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+"#,
+    )
+});
+
 /// `claim` (`KEYS[6]` = the stream's log). ARGV: stream, holder, me, sid, inbox prefix.
 /// Returns `{previous holder or '', newest log position or ''}`, or nil when the session is gone
 /// or the stream is not known (see `known`).

@@ -66,6 +66,7 @@ both_backends! {
         standalone_events_always_go_through_the_inbox,
         takeover_reaches_the_previous_holders_node,
         abort_running_finishes_a_dead_nodes_request,
+        abort_running_of_a_standalone_answered_request_goes_to_the_standalone_stream,
         a_gone_session_takes_no_writes,
         replay_pages_through_a_long_log,
     ],

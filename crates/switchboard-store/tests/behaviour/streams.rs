@@ -281,6 +281,49 @@ pub async fn abort_running_finishes_a_dead_nodes_request(kind: Kind) {
     assert!(last[0].end);
 }
 
+/// A request answered on the standalone stream (legacy HTTP+SSE, WebSocket): aborting it puts
+/// the event on the standalone stream, delivered to its holder and not final, and leaves nothing
+/// of the request's own stream behind; only once.
+pub async fn abort_running_of_a_standalone_answered_request_goes_to_the_standalone_stream(
+    kind: Kind,
+) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    assert!(matches!(
+        b.claim(&id, "get", "b/1").await.unwrap(),
+        Claim::Claimed { .. }
+    ));
+    let s = switchboard_protocol::StreamId::generate_standalone_answered().to_string();
+    begin_ok(&a, &id, Some(&inflight("5", &s, "a", ""))).await;
+    let ap = b
+        .abort_running(&id, &s, "a", "{\"error\":1}")
+        .await
+        .unwrap()
+        .expect("aborted");
+    assert_eq!(ap.holder.as_deref(), Some("b/1"));
+    match recv(&mut rb).await {
+        BusMessage::Event {
+            end, data, stream, ..
+        } => {
+            assert!(!end, "the standalone stream goes on");
+            assert_eq!((stream.as_str(), data.as_str()), ("get", "{\"error\":1}"));
+        }
+        other => panic!("expected the event, got {other:?}"),
+    }
+    assert_eq!(b.running(&id, &s).await.unwrap(), None);
+    assert!(b.in_flight(&id).await.unwrap().is_empty());
+    assert_eq!(
+        b.replay(&id, &s, "0-0", 10).await.unwrap(),
+        Replay::UnknownStream,
+        "nothing left of the request's own stream"
+    );
+    assert_eq!(b.abort_running(&id, &s, "a", "again").await.unwrap(), None);
+    let got = events(&b, &id, "get", START).await;
+    assert_eq!(got.len(), 1, "{got:?}");
+}
+
 pub async fn a_gone_session_takes_no_writes(kind: Kind) {
     let env = Env::new(kind, |_| {});
     let a = env.node("a").await;
