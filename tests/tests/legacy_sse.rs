@@ -198,7 +198,7 @@ async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answ
     let init = msg::init("2024-11-05", json!({}));
     assert_eq!(exchange(&http, &mut stream, &a, init).await["id"], 1);
     assert_eq!(post(&http, &a, &msg::inited().to_string()).await.0, 202);
-    let ids: Vec<u64> = (10..30).collect();
+    let ids: Vec<u64> = (10..60).collect();
     for id in &ids {
         let long = msg::call(*id, "countdown", json!({"n": 100, "interval_ms": 200}));
         assert_eq!(post(&http, &b, &long.to_string()).await.0, 202);
