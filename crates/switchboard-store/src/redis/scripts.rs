@@ -49,12 +49,24 @@ local function clear_session()
 end
 "#;
 
-/// Appends an event to the log in `KEYS[6]` (trim marker `KEYS[7]`): trims to `maxlen`
-/// recording the newest trimmed position, registers the stream, clears the running and in-flight
-/// entries on the final event, and publishes the event to the holder's node when that is not `me`
-/// or the stream is the standalone one (see `rules::delivers_event`).
+/// `end_request(stream)` clears a stream's running entry and its request's in-flight entry (when
+/// that is still this stream's). `append_event` appends an event to the log in `KEYS[6]` (trim
+/// marker `KEYS[7]`): trims to `maxlen` recording the newest trimmed position, registers the
+/// stream, ends the request on the final event, and publishes the event to the holder's node when
+/// that is not `me` or the stream is the standalone one (see `rules::delivers_event`).
 const APPEND_EVENT: &str = r#"
 pcall(redis.replicate_commands)
+local function end_request(stream)
+  local run = redis.call('HGET', KEYS[3], stream)
+  if run then
+    local key = cjson.decode(run).request_key
+    local inf = redis.call('HGET', KEYS[4], key)
+    if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
+      redis.call('HDEL', KEYS[4], key)
+    end
+    redis.call('HDEL', KEYS[3], stream)
+  end
+end
 local function append_event(stream, data, fin, maxlen, me, sid, inbox)
   local log, trim = KEYS[6], KEYS[7]
   local n = redis.call('XLEN', log)
@@ -68,17 +80,7 @@ local function append_event(stream, data, fin, maxlen, me, sid, inbox)
   redis.call('PEXPIRE', log, ttl)
   redis.call('HSETNX', KEYS[2], stream, '')
   redis.call('PEXPIRE', KEYS[2], ttl)
-  if fin then
-    local run = redis.call('HGET', KEYS[3], stream)
-    if run then
-      local key = cjson.decode(run).request_key
-      local inf = redis.call('HGET', KEYS[4], key)
-      if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
-        redis.call('HDEL', KEYS[4], key)
-      end
-      redis.call('HDEL', KEYS[3], stream)
-    end
-  end
+  if fin then end_request(stream) end
   local holder = redis.call('HGET', KEYS[2], stream) or ''
   if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
     local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}
@@ -327,12 +329,7 @@ if not alive() then return false end
 local stream = ARGV[3]
 local run = redis.call('HGET', KEYS[3], stream)
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
-local key = cjson.decode(run).request_key
-local inf = redis.call('HGET', KEYS[4], key)
-if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
-  redis.call('HDEL', KEYS[4], key)
-end
-redis.call('HDEL', KEYS[3], stream)
+end_request(stream)
 redis.call('HDEL', KEYS[2], stream)
 return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
 "#,
