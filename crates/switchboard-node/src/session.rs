@@ -92,17 +92,26 @@ async fn ended_lost_requests(
             return Ok(false);
         }
     }
-    Ok(end_lost_requests(app, sid.as_str()).await? > 0)
+    Ok(end_lost_requests(app, sid.as_str(), holder.map(String::as_str)).await? > 0)
 }
 
 /// Ends every request of the session registered in flight on a node that has died: each gets
 /// [`lost_request_event`] as the final event of its stream (a request answered on the session's
 /// standalone stream, sent on the legacy HTTP+SSE transport or over a WebSocket, gets it there,
-/// the only stream its client reads: see `abort_running`), and its in-flight entry is removed. Returns how many entries of dead nodes it found (ended here,
-/// or meanwhile by another node). One store round trip to list them, one per distinct other
-/// node to ask its liveness, two per request ended.
-pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError> {
-    let mut dead: HashMap<String, bool> = HashMap::new();
+/// the only stream its client reads: see `abort_running`), and its in-flight entry is removed.
+/// `known_dead` is a node the caller has just found dead (not asked again). Returns how many
+/// entries of dead nodes it found (ended here, or meanwhile by another node). One store round
+/// trip to list them, one per distinct other node to ask its liveness, one per request ended
+/// (two when another node ended it first).
+pub async fn end_lost_requests(
+    app: &App,
+    sid: &str,
+    known_dead: Option<&str>,
+) -> Result<usize, HttpError> {
+    let mut dead: HashMap<String, bool> = known_dead
+        .map(|n| (n.to_owned(), true))
+        .into_iter()
+        .collect();
     let mut ended = 0;
     for entry in app.store.in_flight(sid).await? {
         if entry.node == app.node_id() {
@@ -126,7 +135,7 @@ pub async fn end_lost_requests(app: &App, sid: &str) -> Result<usize, HttpError>
 
 /// [`end_lost_requests`] from a stream's periodic work: failures are logged, not returned.
 pub async fn end_lost_requests_logged(app: &App, sid: &str) {
-    if let Err(e) = end_lost_requests(app, sid).await {
+    if let Err(e) = end_lost_requests(app, sid, None).await {
         tracing::warn!(error = %e, session = %sid, "could not look for requests lost with a dead node");
     }
 }
