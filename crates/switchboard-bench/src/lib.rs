@@ -6,7 +6,8 @@
 //! and errors, printed and optionally written as JSON.
 //!
 //! Modules:
-//! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`).
+//! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`,
+//!   `serve-forward`).
 //! - [`compare`]: the one-command side-by-side comparison (baselines vs Switchboard, ratios).
 //! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
 //! - [`events`]: streaming exchanges on a chosen node (SSE answers event by event, GET streams,

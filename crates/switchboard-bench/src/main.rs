@@ -22,6 +22,14 @@ enum Command {
     ServeAxum(ServeArgs),
     /// Baseline: an rmcp stateful Streamable HTTP server on /mcp with one `echo` tool.
     ServeRmcp(ServeArgs),
+    /// Reference: the smallest Rust proxy hop (axum + reqwest, no session work) to --upstream.
+    ServeForward {
+        #[command(flatten)]
+        serve: ServeArgs,
+        /// The URL every request is sent on to.
+        #[arg(long)]
+        upstream: String,
+    },
     /// Baselines vs Switchboard side by side (A B A B, medians, ratios), one table.
     Compare(CompareArgs),
     /// V clients, each opening a session and looping `tools/call` for D seconds.
@@ -104,6 +112,9 @@ async fn main_inner(cli: Cli) -> Result<(), String> {
     match cli.command {
         Command::ServeAxum(args) => baseline::serve(Baseline::Axum, args).await,
         Command::ServeRmcp(args) => baseline::serve(Baseline::Rmcp, args).await,
+        Command::ServeForward { serve, upstream } => {
+            baseline::serve(Baseline::Forward(upstream), serve).await
+        }
         Command::Compare(args) => compare(args).await,
         Command::OpenStreams(args) => args.main().await,
         Command::ResumeStorm(args) => args.main().await,

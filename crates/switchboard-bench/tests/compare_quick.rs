@@ -1,19 +1,21 @@
 //! `switchboard-bench compare --quick` against the debug `switchboard` binary: every scenario
 //! row is there, with throughput and without errors, and the Markdown and JSON are written. The
-//! HAProxy reference row is there exactly when `haproxy` is installed.
+//! HAProxy reference row is there exactly when `haproxy` is installed; the axum + reqwest hop
+//! row always is.
 
 use std::process::Command;
 
 use switchboard_tests::peers::{available_or_skip, on_path};
 use switchboard_tests::temp::TempDir;
 
-const LABELS: [&str; 6] = [
+const LABELS: [&str; 7] = [
     "rmcp 3.11 direct (baseline)",
     "axum fixed JSON (HTTP ceiling)",
     "switchboard 1 node, memory store",
     "switchboard 1 node, Redis",
     "switchboard 3 nodes, Redis",
     "rmcp behind 1 node, Redis (proxy)",
+    "rmcp behind axum + reqwest (stateless hop, reference)",
 ];
 
 #[test]
@@ -65,7 +67,7 @@ fn compare_quick_has_every_scenario_without_errors() {
         serde_json::from_str(&std::fs::read_to_string(&json).expect("--report written"))
             .expect("report is JSON");
     let rows = r["rows"].as_array().expect("rows");
-    let scenarios = if haproxy { 7 } else { 6 };
+    let scenarios = if haproxy { 8 } else { 7 };
     assert_eq!(rows.len(), 2 * scenarios, "{r:#}");
     for row in rows {
         assert!(row["rps"].as_f64().unwrap() > 0.0, "{row}");

@@ -3,12 +3,15 @@
 //! - [`axum_fixed`]: a plain axum handler answering every POST with a fixed small JSON-RPC
 //!   result (the HTTP ceiling of the machine);
 //! - [`rmcp_echo`]: an `rmcp` stateful Streamable HTTP server with one `echo` tool and its
-//!   sessions in memory (what a user would run without Switchboard).
+//!   sessions in memory (what a user would run without Switchboard);
+//! - [`forward`]: the smallest proxy hop in the HTTP stack a node uses (axum + reqwest, no
+//!   state), in front of another server.
 //!
-//! Both set `TCP_NODELAY` on every accepted socket (without it, small SSE replies wait for
+//! All set `TCP_NODELAY` on every accepted socket (without it, small SSE replies wait for
 //! Nagle's algorithm).
 
 pub mod axum_fixed;
+pub mod forward;
 pub mod rmcp_echo;
 
 use axum::serve::ListenerExt;
@@ -50,12 +53,14 @@ pub struct ServeArgs {
 }
 
 /// Which baseline to serve.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Baseline {
     /// [`axum_fixed`].
     Axum,
     /// [`rmcp_echo`].
     Rmcp,
+    /// [`forward`] to this upstream URL.
+    Forward(String),
 }
 
 /// Serves `which` on `args.listen` until Ctrl-C (or the process is killed). Prints
@@ -66,6 +71,7 @@ pub async fn serve(which: Baseline, args: ServeArgs) -> Result<(), String> {
     let app = match which {
         Baseline::Axum => axum_fixed::router(),
         Baseline::Rmcp => rmcp_echo::router(cancel.child_token()),
+        Baseline::Forward(upstream) => forward::router(upstream)?,
     };
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     println!("listening on {addr}");

@@ -30,17 +30,21 @@ pub enum Scenario {
     /// The rmcp server behind HAProxy (HTTP mode, no state): what one proxy hop costs on this
     /// machine before any session work. Only when `haproxy` can be run.
     Haproxy,
+    /// The rmcp server behind `serve-forward` (axum server + reqwest client, the HTTP stack a
+    /// node uses, no state): what one hop costs in that stack before any session work.
+    Forward,
 }
 
 impl Scenario {
     /// The candidates, in the order each round runs them (each after an rmcp run).
-    pub const CANDIDATES: [Scenario; 6] = [
+    pub const CANDIDATES: [Scenario; 7] = [
         Scenario::Axum,
         Scenario::Memory,
         Scenario::Redis1,
         Scenario::Redis3,
         Scenario::Proxy,
         Scenario::Haproxy,
+        Scenario::Forward,
     ];
 
     /// Its name in the table.
@@ -53,6 +57,7 @@ impl Scenario {
             Scenario::Redis3 => "switchboard 3 nodes, Redis",
             Scenario::Proxy => "rmcp behind 1 node, Redis (proxy)",
             Scenario::Haproxy => "rmcp behind HAProxy (stateless hop, reference)",
+            Scenario::Forward => "rmcp behind axum + reqwest (stateless hop, reference)",
         }
     }
 
@@ -66,6 +71,7 @@ impl Scenario {
             Scenario::Redis3 => s.redis3.clone(),
             Scenario::Proxy => vec![s.proxy.clone()],
             Scenario::Haproxy => s.haproxy.iter().cloned().collect(),
+            Scenario::Forward => vec![s.forward.clone()],
         }
     }
 }

@@ -25,6 +25,8 @@ pub struct Servers {
     pub haproxy: Option<String>,
     /// Why there is no HAProxy (it cannot be run, or it did not start).
     pub haproxy_skipped: Option<String>,
+    /// `serve-forward` in front of the `serve-rmcp` server.
+    pub forward: String,
     /// The private Redis.
     pub redis: SocketAddr,
 }
@@ -78,10 +80,17 @@ fn mcp_url(addr: SocketAddr) -> String {
     format!("http://{addr}/mcp")
 }
 
-/// Starts one baseline (`serve-axum` or `serve-rmcp`) and waits until it accepts connections.
-fn start_baseline(procs: &mut Procs, bench: &Path, mode: &str) -> Result<SocketAddr, String> {
+/// Starts one of this binary's servers (`serve-axum`, `serve-rmcp`, `serve-forward`) with
+/// `extra` arguments and waits until it accepts connections.
+fn start_baseline(
+    procs: &mut Procs,
+    bench: &Path,
+    mode: &str,
+    extra: &[String],
+) -> Result<SocketAddr, String> {
     let addr = loopback(free_port()?);
-    let args = vec![mode.to_owned(), "--listen".into(), addr.to_string()];
+    let mut args = vec![mode.to_owned(), "--listen".into(), addr.to_string()];
+    args.extend_from_slice(extra);
     let i = procs.spawn(mode, bench, &args)?;
     procs.wait_ready(i, || accepts(addr))?;
     Ok(addr)
@@ -188,12 +197,14 @@ fn retry<T>(mut start: impl FnMut(usize) -> Result<T, String>) -> Result<T, Stri
 }
 
 /// Starts every server of a comparison: the baselines, a Redis, a memory-store node, a Redis
-/// node, three more Redis nodes, a Redis node proxying to the rmcp baseline, and HAProxy in
-/// front of it (when there is a `haproxy`).
+/// node, three more Redis nodes, a Redis node proxying to the rmcp baseline, `serve-forward` in
+/// front of it, and HAProxy in front of it (when there is a `haproxy`).
 pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, String> {
     let bench = &programs.bench;
-    let axum = retry(|_| start_baseline(procs, bench, "serve-axum"))?;
-    let rmcp = retry(|_| start_baseline(procs, bench, "serve-rmcp"))?;
+    let axum = retry(|_| start_baseline(procs, bench, "serve-axum", &[]))?;
+    let rmcp = retry(|_| start_baseline(procs, bench, "serve-rmcp", &[]))?;
+    let upstream = ["--upstream".to_owned(), mcp_url(rmcp)];
+    let forward = retry(|_| start_baseline(procs, bench, "serve-forward", &upstream))?;
     let redis = retry(|_| start_redis(procs, &programs.redis_server))?;
     let sb = &programs.switchboard;
     let config = proxy_config(procs.dir(), &mcp_url(rmcp))?;
@@ -231,6 +242,7 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         proxy,
         haproxy,
         haproxy_skipped,
+        forward: mcp_url(forward),
         redis,
     })
 }
