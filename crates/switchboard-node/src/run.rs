@@ -36,11 +36,16 @@ pub struct Job {
 }
 
 /// Starts the request in its own task.
-pub fn spawn(job: Job) {
+pub fn spawn(mut job: Job) {
     let key = job.id.key();
     let cancel = job.cancel.clone();
     tokio::spawn(async move {
-        let outcome = until_cancelled(execute(&job, cancel.clone()), &cancel).await;
+        // The params move out of the request (it is not read again) instead of being copied.
+        let params = match job.raw.get_mut("params") {
+            Some(p) => p.take(),
+            None => json!({}),
+        };
+        let outcome = until_cancelled(execute(&job, params, cancel.clone()), &cancel).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
@@ -71,10 +76,10 @@ where
     }
 }
 
-async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError> {
-    let params = job.raw.get("params").cloned().unwrap_or_else(|| json!({}));
+/// Runs `job`, whose `params` (taken out of `job.raw`) are `params`.
+async fn execute(job: &Job, params: Value, cancel: CancellationToken) -> Result<Value, RpcError> {
     let max_token = job.app.cfg.max_progress_token_bytes;
-    if let Some(token) = job.raw.pointer("/params/_meta/progressToken") {
+    if let Some(token) = params.pointer("/_meta/progressToken") {
         if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
             return Err(RpcError::invalid_params(format!(
                 "_meta.progressToken must be a string or number of at most {max_token} bytes"
@@ -105,22 +110,16 @@ async fn execute(job: &Job, cancel: CancellationToken) -> Result<Value, RpcError
                 .map_err(internal)?;
             // The level is the session's (filtered here for every upstream); upstreams that log
             // are told too, so they can skip producing what would be dropped.
-            if let Err(e) = job
-                .app
-                .upstream
-                .request(&job.method, params, context(job, cancel))
-                .await
-            {
+            let ctx = context(job, &params, cancel);
+            if let Err(e) = job.app.upstream.request(&job.method, params, ctx).await {
                 tracing::debug!(session = %sid, error = %e, "upstream did not take logging/setLevel");
             }
             Ok(json!({}))
         }
         "resources/subscribe" | "resources/unsubscribe" => subscription(job, params, cancel).await,
         _ => {
-            job.app
-                .upstream
-                .request(&job.method, params, context(job, cancel))
-                .await
+            let ctx = context(job, &params, cancel);
+            job.app.upstream.request(&job.method, params, ctx).await
         }
     }
 }
@@ -156,11 +155,8 @@ async fn subscription(
             )));
         }
     }
-    let result = job
-        .app
-        .upstream
-        .request(&job.method, params, context(job, cancel))
-        .await?;
+    let ctx = context(job, &params, cancel);
+    let result = job.app.upstream.request(&job.method, params, ctx).await?;
     let update = SessionUpdate::Subscription {
         uri,
         subscribed: subscribe,
@@ -173,7 +169,8 @@ async fn subscription(
     Ok(result)
 }
 
-fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
+/// The context of `job`'s upstream request, whose params are `params`.
+fn context(job: &Job, params: &Value, cancel: CancellationToken) -> RequestContext {
     let capabilities = job.session.client_capabilities().clone();
     let peer = NodePeer {
         app: job.app.clone(),
@@ -187,7 +184,7 @@ fn context(job: &Job, cancel: CancellationToken) -> RequestContext {
         session_id: job.session.id.clone(),
         revision: Revision::parse(&job.session.revision).unwrap_or(Revision::LATEST),
         client_capabilities: capabilities,
-        progress_token: job.raw.pointer("/params/_meta/progressToken").cloned(),
+        progress_token: params.pointer("/_meta/progressToken").cloned(),
         cancel,
         peer: Arc::new(peer),
         session: NodeSession::new(&job.session, &job.app),

@@ -44,7 +44,7 @@ pub async fn bind_loopback(addr: std::net::SocketAddr) -> Result<tokio::net::Tcp
         .map_err(|e| format!("bind {addr}: {e}"))
 }
 
-/// The options of `serve-axum` and `serve-rmcp`.
+/// The listening address of `serve-axum`, `serve-rmcp` and `serve-forward`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
     /// Loopback address to listen on, e.g. 127.0.0.1:9000.

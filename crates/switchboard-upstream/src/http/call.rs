@@ -61,9 +61,9 @@ enum Step {
 impl Call<'_> {
     /// Sends `message` (a request whose id is `id`) and returns the whole JSON-RPC response for
     /// `id`, with the `Mcp-Session-Id` the answer carried.
-    pub async fn run(
+    pub async fn run<M: serde::Serialize + ?Sized>(
         &self,
-        message: &Value,
+        message: &M,
         id: &Value,
     ) -> Result<(Value, Option<String>), WireError> {
         let posted = self.wire.post(message, self.session).await?;

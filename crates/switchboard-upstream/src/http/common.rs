@@ -112,16 +112,31 @@ pub(crate) fn aborted() -> RpcError {
     RpcError::new(codes::REQUEST_ABORTED, "request cancelled")
 }
 
-/// A JSON-RPC request (with `id`) or notification; `params` is left out when it is null.
-pub(crate) fn message(id: Option<&Value>, method: &str, params: &Value) -> Value {
-    let mut m = json!({"jsonrpc": "2.0", "method": method});
-    if let Some(id) = id {
-        m["id"] = id.clone();
+/// A JSON-RPC request (with `id`) or notification to send, borrowing its parts; `params` is
+/// left out when it is null. Serializes as `{"jsonrpc":"2.0","method":…,"id":…,"params":…}`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    method: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Value::is_null")]
+    params: &'a Value,
+}
+
+/// The message `id` (absent for a notification), `method`, `params`, borrowed: the params of a
+/// proxied call are serialized straight into its body, never copied.
+pub(crate) fn message<'a>(
+    id: Option<&'a Value>,
+    method: &'a str,
+    params: &'a Value,
+) -> Outgoing<'a> {
+    Outgoing {
+        jsonrpc: "2.0",
+        method,
+        id,
+        params,
     }
-    if !params.is_null() {
-        m["params"] = params.clone();
-    }
-    m
 }
 
 /// The `error` member of a JSON-RPC response as an [`RpcError`] (code -32603 when malformed).
@@ -141,10 +156,13 @@ pub(crate) fn rpc_error(error: &Value) -> RpcError {
 }
 
 /// The outcome carried by a JSON-RPC response: its `result`, or its `error`.
-pub(crate) fn outcome(response: &Value) -> Result<Value, RpcError> {
+pub(crate) fn outcome(mut response: Value) -> Result<Value, RpcError> {
     match response.get("error") {
         Some(error) => Err(rpc_error(error)),
-        None => Ok(response.get("result").cloned().unwrap_or(Value::Null)),
+        None => Ok(response
+            .get_mut("result")
+            .map(Value::take)
+            .unwrap_or(Value::Null)),
     }
 }
 

@@ -117,7 +117,7 @@ impl HttpUpstream {
             peer: None,
         };
         let (response, session_id) = call.run(&request, &id).await?;
-        let result = outcome(&response).map_err(WireError::Rpc)?;
+        let result = outcome(response).map_err(WireError::Rpc)?;
         let revision = result
             .get("protocolVersion")
             .and_then(Value::as_str)

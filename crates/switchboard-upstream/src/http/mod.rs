@@ -188,9 +188,7 @@ impl HttpUpstream {
             }
             other => other,
         };
-        response
-            .map_err(|e| self.error(e))
-            .and_then(|r| outcome(&r))
+        response.map_err(|e| self.error(e)).and_then(outcome)
     }
 
     /// POSTs one request in `session` and returns the whole JSON-RPC response. Until the answer

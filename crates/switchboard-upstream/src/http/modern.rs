@@ -269,7 +269,7 @@ impl ModernHttpUpstream {
                 }
                 (other, _) => other?,
             };
-            let result = outcome(&response)?;
+            let result = outcome(response)?;
             match result.get(meta::RESULT_TYPE).and_then(Value::as_str) {
                 Some("input_required") => {}
                 // `resultType` is of the stateless era: a session-era client never sees it (the
@@ -321,7 +321,7 @@ impl ModernHttpUpstream {
             let page = match self
                 .post("tools/list", &params, None)
                 .await
-                .and_then(|r| outcome(&r))
+                .and_then(outcome)
             {
                 Ok(page) => page,
                 Err(e) => {
@@ -346,7 +346,7 @@ impl ModernHttpUpstream {
             &json!({"name": "switchboard", "version": env!("CARGO_PKG_VERSION")}),
         );
         let response = self.post("server/discover", &params, None).await?;
-        let mut result = outcome(&response)?;
+        let mut result = outcome(response)?;
         if let Some(info) =
             result.pointer(&format!("/_meta/{}", meta::SERVER_INFO.replace('/', "~1")))
         {

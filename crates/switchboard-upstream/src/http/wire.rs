@@ -17,6 +17,10 @@ use super::events::EventReader;
 use super::session::UpstreamSession;
 use crate::upstream::RpcError;
 
+/// The `Accept` of every POST (MCP 2025-11-25, basic/transports, Sending Messages to the
+/// Server item 2: both JSON and an event stream).
+const ACCEPT_BOTH: &str = "application/json, text/event-stream";
+
 /// Headers we set ourselves; static headers from the configuration may not override them.
 const RESERVED: [&str; 7] = [
     "accept",
@@ -118,21 +122,14 @@ impl Wire {
     }
 
     /// POSTs one JSON-RPC message with `Accept: application/json, text/event-stream`.
-    pub async fn post(
+    pub async fn post<M: serde::Serialize + ?Sized>(
         &self,
-        message: &Value,
+        message: &M,
         session: Option<&UpstreamSession>,
     ) -> Result<Posted, WireError> {
         let request =
             self.request(Method::POST, session)
-                .header(
-                    ACCEPT,
-                    format!(
-                        "{}, {}",
-                        headers::APPLICATION_JSON,
-                        headers::TEXT_EVENT_STREAM
-                    ),
-                )
+                .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
                 .header(CONTENT_TYPE, headers::APPLICATION_JSON)
                 .body(serde_json::to_vec(message).map_err(|e| {
                     WireError::Failed(format!("cannot serialize the message: {e}"))

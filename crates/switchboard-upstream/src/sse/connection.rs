@@ -110,9 +110,9 @@ impl Connection {
 
     /// POSTs request `message` (id `id`) and waits for its response on the stream.
     /// Notifications and server-to-client requests meanwhile go to `peer`.
-    pub async fn request(
+    pub async fn request<M: serde::Serialize + ?Sized>(
         &self,
-        message: &Value,
+        message: &M,
         id: &Value,
         peer: Option<Arc<dyn ClientPeer>>,
         progress_token: Option<Value>,
@@ -141,7 +141,7 @@ impl Connection {
     }
 
     /// POSTs a notification or response.
-    pub async fn post(&self, message: &Value) -> Result<(), WireError> {
+    pub async fn post<M: serde::Serialize + ?Sized>(&self, message: &M) -> Result<(), WireError> {
         self.shared.post.post(message, None).await.map(|_| ())
     }
 }

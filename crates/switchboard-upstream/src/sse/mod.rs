@@ -149,7 +149,7 @@ impl SseUpstream {
             .await;
         guard.disarm();
         let response = answer.map_err(|e| self.error(e))?;
-        outcome(&response)
+        outcome(response)
     }
 
     /// The live connection of the request's client session, or a new one.
@@ -223,7 +223,7 @@ impl SseUpstream {
             .request(&request, &id, None, None)
             .await
             .map_err(|e| self.error(e))?;
-        let result = outcome(&response).map_err(|e| {
+        let result = outcome(response).map_err(|e| {
             unavailable(
                 &self.name,
                 format!("it refused initialize: {} ({})", e.message, e.code),
