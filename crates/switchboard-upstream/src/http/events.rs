@@ -62,23 +62,30 @@ impl SseParser {
             self.started = true;
             bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
         }
-        for &b in bytes {
-            if self.after_cr {
-                self.after_cr = false;
-                if b == b'\n' {
-                    continue;
-                }
+        while let Some(&first) = bytes.first() {
+            if std::mem::take(&mut self.after_cr) && first == b'\n' {
+                bytes = &bytes[1..];
+                continue;
             }
-            match b {
-                b'\n' | b'\r' => {
-                    self.after_cr = b == b'\r';
-                    let line = std::mem::take(&mut self.line);
-                    if let Some(event) = self.line_done(&line) {
-                        out.push(event);
-                    }
-                }
-                _ => self.line.push(b),
-            }
+            // Whole lines are handed on as slices of the chunk; only a line cut by the end of
+            // a chunk is copied (into `line`, whose buffer is kept for the next one).
+            let Some(end) = bytes.iter().position(|&b| b == b'\n' || b == b'\r') else {
+                self.line.extend_from_slice(bytes);
+                break;
+            };
+            self.after_cr = bytes[end] == b'\r';
+            let event = if self.line.is_empty() {
+                self.line_done(&bytes[..end])
+            } else {
+                let mut line = std::mem::take(&mut self.line);
+                line.extend_from_slice(&bytes[..end]);
+                let event = self.line_done(&line);
+                line.clear();
+                self.line = line;
+                event
+            };
+            out.extend(event);
+            bytes = &bytes[end + 1..];
         }
         if self.line.len() + self.pending.data.len() > MAX_BUFFER {
             return Err(format!("an SSE event exceeds {MAX_BUFFER} bytes"));
@@ -199,6 +206,15 @@ mod tests {
             let (a, b) = text.split_at(cut);
             assert_eq!(parse_all(&[a, b]), whole, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_line_cut_over_several_reads_is_whole_and_leaves_nothing_behind() {
+        let events = parse_all(&[b"data: ab", b"cd", b"ef\nid: 7\n", b"\ndata: x", b"\n\n"]);
+        let datas: Vec<_> = events.iter().map(|e| e.data.as_str()).collect();
+        assert_eq!(datas, ["abcdef", "x"]);
+        assert_eq!(events[0].id.as_deref(), Some("7"));
+        assert_eq!(events[1].id, None);
     }
 
     #[test]
