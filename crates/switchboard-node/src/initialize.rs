@@ -53,7 +53,7 @@ pub async fn create(
     let record = SessionRecord {
         id: sid.to_string(),
         revision: revision.to_string(),
-        initialize_params: params,
+        initialize_params: params.into(),
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),

@@ -131,7 +131,7 @@ fn new_record(sid: &SessionId) -> SessionRecord {
     SessionRecord {
         id: sid.to_string(),
         revision: LEGACY_REVISION.to_string(),
-        initialize_params: Value::Null,
+        initialize_params: Value::Null.into(),
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),

@@ -60,7 +60,7 @@ async fn session(app: &App) -> SessionRecord {
     let record = SessionRecord {
         id: switchboard_protocol::SessionId::generate().to_string(),
         revision: "2025-11-25".into(),
-        initialize_params: json!({"capabilities": {}}),
+        initialize_params: json!({"capabilities": {}}).into(),
         initialized: true,
         log_level: None,
         subscriptions: vec![],

@@ -1,6 +1,7 @@
 //! Records and messages kept in, and carried by, the store.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -15,8 +16,9 @@ pub struct SessionRecord {
     /// The negotiated revision, e.g. `"2025-11-25"`.
     pub revision: String,
     /// The `initialize` request's `params` as the client sent them (capabilities, clientInfo,
-    /// protocolVersion); kept so an upstream can be re-initialized on another node.
-    pub initialize_params: Value,
+    /// protocolVersion); kept so an upstream can be re-initialized on another node. Shared, not
+    /// copied, by every request's handle on the session.
+    pub initialize_params: Arc<Value>,
     /// Whether `notifications/initialized` has arrived.
     pub initialized: bool,
     /// Level set by `logging/setLevel` (RFC 5424 name), if any.

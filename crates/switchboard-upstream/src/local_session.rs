@@ -2,7 +2,7 @@
 //! tools that drive an upstream outside the cluster.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -12,25 +12,26 @@ use crate::upstream::SessionHandle;
 /// Session state kept in this process only.
 pub struct LocalSession {
     id: String,
-    initialize_params: Value,
+    initialize_params: Arc<Value>,
     upstream_sessions: Mutex<BTreeMap<String, String>>,
 }
 
 impl LocalSession {
-    /// A session with the given id and client `initialize` params.
-    pub fn new(id: impl Into<String>, initialize_params: Value) -> LocalSession {
+    /// A session with the given id and client `initialize` params (a `Value`, or an
+    /// `Arc<Value>` shared with its session record).
+    pub fn new(id: impl Into<String>, initialize_params: impl Into<Arc<Value>>) -> LocalSession {
         LocalSession::with_upstream_sessions(id, initialize_params, BTreeMap::new())
     }
 
     /// A session that already knows some upstreams' session ids (upstream name → id).
     pub fn with_upstream_sessions(
         id: impl Into<String>,
-        initialize_params: Value,
+        initialize_params: impl Into<Arc<Value>>,
         upstream_sessions: BTreeMap<String, String>,
     ) -> LocalSession {
         LocalSession {
             id: id.into(),
-            initialize_params,
+            initialize_params: initialize_params.into(),
             upstream_sessions: Mutex::new(upstream_sessions),
         }
     }

@@ -226,7 +226,7 @@ fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
         SessionUpdate::Initialized => record.initialized = true,
         SessionUpdate::Initialize { revision, params } => {
             record.revision = revision;
-            record.initialize_params = params;
+            record.initialize_params = std::sync::Arc::new(params);
         }
         SessionUpdate::LogLevel(level) => record.log_level = Some(level),
         SessionUpdate::Subscription {

@@ -154,7 +154,8 @@ mod tests {
         let record = SessionRecord {
             id: "abc".into(),
             revision: "2025-11-25".into(),
-            initialize_params: json!({"capabilities": {"roots": {}}, "clientInfo": {"name": "x"}}),
+            initialize_params: json!({"capabilities": {"roots": {}}, "clientInfo": {"name": "x"}})
+                .into(),
             initialized: true,
             log_level: Some("debug".into()),
             subscriptions: vec!["file:///a".into()],

@@ -66,7 +66,7 @@ mod tests {
         SessionRecord {
             id: id.to_owned(),
             revision: "2025-11-25".into(),
-            initialize_params: serde_json::json!({}),
+            initialize_params: serde_json::json!({}).into(),
             initialized: true,
             log_level: None,
             subscriptions: Vec::new(),

@@ -109,7 +109,8 @@ pub fn record(sid: &str) -> SessionRecord {
             "capabilities": {"sampling": {}, "roots": {"listChanged": true}},
             "clientInfo": {"name": "t/1", "version": "1.0"},
             "z": 1.5, "a": [1, "two", null]
-        }),
+        })
+        .into(),
         initialized: false,
         log_level: None,
         subscriptions: vec![],

@@ -166,7 +166,7 @@ pub async fn updates_change_the_record(kind: Kind) {
     .await;
     let mut want = record(&id);
     want.revision = "2024-11-05".into();
-    want.initialize_params = params;
+    want.initialize_params = params.into();
     want.initialized = true;
     want.log_level = Some("debug".into());
     want.subscriptions = vec!["file:///a".into(), "file:///c".into()];
