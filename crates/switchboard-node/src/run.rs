@@ -27,7 +27,7 @@ pub struct Job {
     pub id: RequestId,
     /// The method.
     pub method: String,
-    /// The whole request.
+    /// The whole request (its `params` are moved out when the request starts).
     pub raw: Value,
     /// Where the answer goes.
     pub response: Arc<ResponseStream>,

@@ -82,7 +82,8 @@ impl Keys {
     }
 }
 
-/// Keys of one session (all share the hash tag `{sid}`).
+/// Keys of one session (all share the hash tag `{sid}`). They are built for every request, by
+/// `concat` (one allocation of the right size), which costs a fraction of `format!`.
 #[derive(Clone, Debug)]
 pub(crate) struct SessionKeys {
     /// `p:{sid}:`, the common start of every key.
@@ -90,9 +91,6 @@ pub(crate) struct SessionKeys {
 }
 
 impl SessionKeys {
-    // Session keys are built for every request: `concat` (one allocation of the right size)
-    // costs a fraction of `format!`.
-
     /// The five fixed keys, in the order every session script expects them as `KEYS[1..5]`:
     /// record, stream registry, running, in-flight, pending.
     pub fn core(&self) -> [String; 5] {
