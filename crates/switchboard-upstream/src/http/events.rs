@@ -14,6 +14,9 @@ use futures::StreamExt;
 
 /// The largest line (or pending event) we buffer; a bigger one ends the stream with an error.
 const MAX_BUFFER: usize = 32 * 1024 * 1024;
+/// The largest line buffer kept for the next line cut by a chunk's end; after a longer line the
+/// buffer is freed, so a long-lived stream does not hold the memory of its longest line.
+const KEEP_LINE_BUFFER: usize = 64 * 1024;
 
 /// One dispatched event. Fields the event did not carry are `None`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -80,8 +83,10 @@ impl SseParser {
                 let mut line = std::mem::take(&mut self.line);
                 line.extend_from_slice(&bytes[..end]);
                 let event = self.line_done(&line);
-                line.clear();
-                self.line = line;
+                if line.capacity() <= KEEP_LINE_BUFFER {
+                    line.clear();
+                    self.line = line;
+                }
                 event
             };
             out.extend(event);
@@ -115,7 +120,8 @@ impl SseParser {
                 self.pending.data.push_str(value);
                 self.has_data = true;
             }
-            "event" => self.pending.event = Some(value.to_owned()),
+            // An empty type is the default one, `message` (WHATWG, dispatch step 5).
+            "event" => self.pending.event = (!value.is_empty()).then(|| value.to_owned()),
             "id" if !value.contains('\0') => self.pending.id = Some(value.to_owned()),
             "retry" if !value.is_empty() && value.bytes().all(|c| c.is_ascii_digit()) => {
                 self.pending.retry = value.parse().ok();
@@ -215,6 +221,31 @@ mod tests {
         assert_eq!(datas, ["abcdef", "x"]);
         assert_eq!(events[0].id.as_deref(), Some("7"));
         assert_eq!(events[1].id, None);
+    }
+
+    #[test]
+    fn a_long_cut_line_does_not_keep_its_buffer() {
+        let mut p = SseParser::default();
+        let long = vec![b'x'; 4 * KEEP_LINE_BUFFER];
+        p.push(b"data: ").unwrap();
+        p.push(&long).unwrap();
+        let events = p.push(b"\n\n").unwrap();
+        assert_eq!(events[0].data.len(), long.len());
+        assert_eq!(p.line.capacity(), 0, "the long line's buffer was kept");
+        p.push(b"data: ab").unwrap();
+        let events = p.push(b"c\n\n").unwrap();
+        assert_eq!(events[0].data, "abc");
+        assert!(
+            p.line.capacity() > 0,
+            "a short line's buffer is kept for the next one"
+        );
+    }
+
+    #[test]
+    fn an_empty_event_type_is_a_message() {
+        let events = parse_all(&[b"event: tick\nevent:\ndata: {\"a\":1}\n\n"]);
+        assert_eq!(events[0].event, None);
+        assert!(events[0].is_message());
     }
 
     #[test]
