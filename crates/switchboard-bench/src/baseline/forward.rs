@@ -32,11 +32,16 @@ const ANSWER_HEADERS: [&str; 2] = ["content-type", "mcp-session-id"];
 #[derive(Clone)]
 struct Hop {
     client: reqwest::Client,
-    upstream: String,
+    upstream: reqwest::Url,
 }
 
-/// The router: any method on `/mcp` → [`forward`] to `upstream` (an absolute URL).
+/// The router: any method on `/mcp` → [`forward`] to `upstream` (an absolute URL); an error
+/// when `upstream` is not one or the HTTP client cannot be built.
 pub fn router(upstream: String) -> Result<Router, String> {
+    let upstream = reqwest::Url::parse(&upstream)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .ok_or_else(|| format!("--upstream {upstream:?}: not an http:// or https:// URL"))?;
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
         .no_proxy()
@@ -55,7 +60,7 @@ async fn forward(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let mut out = hop.client.request(method, &hop.upstream).body(body);
+    let mut out = hop.client.request(method, hop.upstream.clone()).body(body);
     for name in REQUEST_HEADERS {
         if let Some(v) = headers.get(name) {
             out = out.header(name, v);
