@@ -17,6 +17,8 @@ const MAX_BUFFER: usize = 32 * 1024 * 1024;
 /// The largest line buffer kept for the next line cut by a chunk's end; after a longer line the
 /// buffer is freed, so a long-lived stream does not hold the memory of its longest line.
 const KEEP_LINE_BUFFER: usize = 64 * 1024;
+/// The UTF-8 byte-order mark, skipped once at the start of a stream.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// One dispatched event. Fields the event did not carry are `None`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -61,9 +63,22 @@ impl SseParser {
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
         let mut out = Vec::new();
         let mut bytes = chunk;
-        if !self.started && !bytes.is_empty() {
+        let held;
+        if !self.started {
+            // A byte-order mark may arrive cut over two reads: a piece of one waits (in `line`)
+            // for the rest; only then are the held bytes joined to the chunk.
+            if !self.line.is_empty() {
+                let mut head = std::mem::take(&mut self.line);
+                head.extend_from_slice(chunk);
+                held = head;
+                bytes = &held;
+            }
+            if bytes.len() < BOM.len() && BOM.starts_with(bytes) {
+                self.line = bytes.to_vec();
+                return Ok(out);
+            }
             self.started = true;
-            bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+            bytes = bytes.strip_prefix(BOM).unwrap_or(bytes);
         }
         while let Some(&first) = bytes.first() {
             if std::mem::take(&mut self.after_cr) && first == b'\n' {
@@ -239,6 +254,23 @@ mod tests {
             p.line.capacity() > 0,
             "a short line's buffer is kept for the next one"
         );
+    }
+
+    #[test]
+    fn a_byte_order_mark_cut_over_reads_is_skipped() {
+        let text: &[u8] = b"\xEF\xBB\xBFdata: x\n\n";
+        for cut in 1..3 {
+            let events = parse_all(&[&text[..cut], &text[cut..]]);
+            assert_eq!(events.len(), 1, "cut at {cut}: {events:?}");
+            assert_eq!(events[0].data, "x");
+        }
+        let events = parse_all(&[b"", b"\xEF", b"\xBB", b"\xBF", b"data: y\n\n"]);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert_eq!(events[0].data, "y");
+        // Not a mark after all: the held byte is the start of the first line, whose field is
+        // then not `data`.
+        let events = parse_all(&[b"\xEF", b"data: z\n\n"]);
+        assert!(events.iter().all(|e| e.data.is_empty()), "{events:?}");
     }
 
     #[test]
