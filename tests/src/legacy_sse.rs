@@ -28,6 +28,19 @@ pub async fn open(http: &reqwest::Client, base: &str) -> (SseStream, String) {
     (stream, path)
 }
 
+/// Opens the stream on `base` and initializes its session there (2024-11-05, no client
+/// capabilities): `initialize` answered with id 1 on the stream, then `notifications/initialized`
+/// (202). The stream and the POST path.
+pub async fn open_session(http: &reqwest::Client, base: &str) -> (SseStream, String) {
+    let (mut stream, path) = open(http, base).await;
+    let url = format!("{base}{path}");
+    let init = crate::msg::init("2024-11-05", serde_json::json!({}));
+    assert_eq!(exchange(http, &mut stream, &url, init).await["id"], 1);
+    let inited = crate::msg::inited().to_string();
+    assert_eq!(post(http, &url, &inited).await.0, 202, "initialized");
+    (stream, path)
+}
+
 /// POSTs `body` to `url` as JSON: the status and the body text.
 pub async fn post(http: &reqwest::Client, url: &str, body: &str) -> (u16, String) {
     let resp = http

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
-use switchboard_tests::legacy_sse::{exchange, next_message, open, post};
+use switchboard_tests::legacy_sse::{exchange, next_message, open, open_session, post};
 use switchboard_tests::msg;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -153,14 +153,9 @@ async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
         .set("keepalive_interval_ms", 300);
     let mut cluster = Cluster::start(2, options);
     let http = reqwest::Client::new();
-    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let (mut stream, path) = open_session(&http, &cluster.node(0).base_url()).await;
     let a = format!("{}{path}", cluster.node(0).base_url());
     let b = format!("{}{path}", cluster.node(1).base_url());
-    let init = msg::init("2024-11-05", json!({}));
-    let answer = exchange(&http, &mut stream, &a, init).await;
-    assert_eq!(answer["id"], 1);
-    let (status, _) = post(&http, &a, &msg::inited().to_string()).await;
-    assert_eq!(status, 202);
     let long = msg::call(7, "countdown", json!({"n": 100, "interval_ms": 200}));
     let (status, _) = post(&http, &b, &long.to_string()).await;
     assert_eq!(status, 202);
@@ -193,11 +188,8 @@ async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answ
         .set("keepalive_interval_ms", 100);
     let mut cluster = Cluster::start(3, options);
     let http = reqwest::Client::new();
-    let (mut stream, path) = open(&http, &cluster.node(0).base_url()).await;
+    let (mut stream, path) = open_session(&http, &cluster.node(0).base_url()).await;
     let [a, b, c] = [0, 1, 2].map(|i| format!("{}{path}", cluster.node(i).base_url()));
-    let init = msg::init("2024-11-05", json!({}));
-    assert_eq!(exchange(&http, &mut stream, &a, init).await["id"], 1);
-    assert_eq!(post(&http, &a, &msg::inited().to_string()).await.0, 202);
     let ids: Vec<u64> = (10..60).collect();
     for id in &ids {
         let long = msg::call(*id, "countdown", json!({"n": 100, "interval_ms": 200}));

@@ -68,24 +68,7 @@ async fn an_id_held_by_a_dead_node_can_be_used_again() {
     let first = running.until_method("notifications/progress", T).await;
     assert!(first.matched.is_some(), "no progress: {:?}", first.events);
     cluster.kill9(1);
-    let deadline = Instant::now() + T;
-    loop {
-        let again = client
-            .call_tool(&cluster.url(0), 9, "echo", json!({"text": "again"}))
-            .await
-            .answer(json!(9), T)
-            .await;
-        if msg::result_text(&again.response).contains("again") {
-            break;
-        }
-        expect::rpc_error(&again.response, expect::INVALID_REQUEST);
-        assert!(
-            Instant::now() < deadline,
-            "id 9 still refused long after its node died: {}",
-            again.response
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    echo_until_answered(&client, &cluster.url(0), 9, expect::INVALID_REQUEST).await;
 }
 
 /// Requests lost with their dead node do not keep their in-flight slots: a session that is at
@@ -94,24 +77,7 @@ async fn an_id_held_by_a_dead_node_can_be_used_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_slots_held_by_a_dead_node_come_back() {
     let (cluster, client, last_ids) = fill_with_requests_of_a_dead_node("2025-11-25").await;
-    let deadline = Instant::now() + T;
-    loop {
-        let third = client
-            .call_tool(&cluster.url(0), 3, "echo", json!({"text": "third"}))
-            .await
-            .answer(json!(3), T)
-            .await;
-        if msg::result_text(&third.response).contains("third") {
-            break;
-        }
-        expect::rpc_error(&third.response, -32003);
-        assert!(
-            Instant::now() < deadline,
-            "the dead node's requests still fill the session: {}",
-            third.response
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    echo_until_answered(&client, &cluster.url(0), 3, -32003).await;
     let resumed = client.get_stream(&cluster.url(0), Some(&last_ids[0])).await;
     assert_eq!(resumed.status.as_u16(), 200, "resuming the lost stream");
     let got = resumed.sse().until_response(&json!(1), T).await;
@@ -140,6 +106,31 @@ async fn in_flight_slots_held_by_a_dead_node_come_back_for_a_batch() {
         assert!(
             Instant::now() < deadline,
             "the dead node's requests still fill the session: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Calls `echo` with request id `id` on `url` every 200 ms until it is answered; until then each
+/// refusal must be the JSON-RPC error `refused` (the id or the slots still held by a dead node).
+/// Fails after [`T`].
+async fn echo_until_answered(client: &McpClient, url: &str, id: u64, refused: i64) {
+    let text = format!("echo {id}");
+    let deadline = Instant::now() + T;
+    loop {
+        let reply = client
+            .call_tool(url, id, "echo", json!({"text": text}))
+            .await
+            .answer(json!(id), T)
+            .await;
+        if msg::result_text(&reply.response).contains(&text) {
+            return;
+        }
+        expect::rpc_error(&reply.response, refused);
+        assert!(
+            Instant::now() < deadline,
+            "id {id} still refused long after the node holding it died: {}",
+            reply.response
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

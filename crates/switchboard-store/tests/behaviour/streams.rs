@@ -256,19 +256,15 @@ pub async fn abort_running_finishes_a_dead_nodes_request(kind: Kind) {
         .unwrap()
         .expect("aborted");
     assert_eq!(ap.holder.as_deref(), Some("b/1"));
-    match recv(&mut rb).await {
-        BusMessage::Event {
-            end,
-            data,
-            position,
-            ..
-        } => {
-            assert!(end);
-            assert_eq!(data, "{\"error\":1}");
-            assert_eq!(position, ap.position);
-        }
-        other => panic!("expected the final event, got {other:?}"),
-    }
+    let want = BusMessage::Event {
+        sid: id.clone(),
+        stream: s.clone(),
+        holder: "b/1".into(),
+        position: ap.position,
+        data: "{\"error\":1}".into(),
+        end: true,
+    };
+    assert_eq!(recv(&mut rb).await, want, "the final event");
     assert_eq!(c.running(&id, &s).await.unwrap(), None);
     assert!(!c.route_cancel(&id, "5", None).await.unwrap());
     assert_eq!(
@@ -303,15 +299,19 @@ pub async fn abort_running_of_a_standalone_answered_request_goes_to_the_standalo
         .unwrap()
         .expect("aborted");
     assert_eq!(ap.holder.as_deref(), Some("b/1"));
-    match recv(&mut rb).await {
-        BusMessage::Event {
-            end, data, stream, ..
-        } => {
-            assert!(!end, "the standalone stream goes on");
-            assert_eq!((stream.as_str(), data.as_str()), ("get", "{\"error\":1}"));
-        }
-        other => panic!("expected the event, got {other:?}"),
-    }
+    let want = BusMessage::Event {
+        sid: id.clone(),
+        stream: "get".into(),
+        holder: "b/1".into(),
+        position: ap.position,
+        data: "{\"error\":1}".into(),
+        end: false,
+    };
+    assert_eq!(
+        recv(&mut rb).await,
+        want,
+        "an event on the standalone stream, not final"
+    );
     assert_eq!(b.running(&id, &s).await.unwrap(), None);
     assert!(b.in_flight(&id).await.unwrap().is_empty());
     assert_eq!(
