@@ -100,7 +100,8 @@ pub struct StoreConfig {
     pub max_inflight_per_session: u64,
     /// Session records this node keeps to skip reading them whole on every request (default
     /// 4,096; 0 disables). A cached record is only used when Redis confirms its version in the
-    /// request's own admission script; when full, an arbitrary entry makes room. Redis backend only.
+    /// request's own admission (the same round trip); with a cached record that admission needs
+    /// no Lua script. When full, an arbitrary entry makes room. Redis backend only.
     pub record_cache_entries: usize,
 }
 

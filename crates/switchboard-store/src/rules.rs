@@ -55,6 +55,16 @@ pub(crate) fn max_events(config: &crate::StoreConfig) -> u64 {
     config.max_events_per_stream.max(1)
 }
 
+/// Whether a request's admission touches the session (extends every core key's expiry to the
+/// idle TTL): only once the record's remaining `pttl_ms` has fallen more than 1/64 of `ttl_ms`
+/// below it, so idle expiry is exact to that much and most requests skip seven `PEXPIRE`s. A
+/// record without expiry (`PTTL` -1) is always due. The `BEGIN` script's `touch_due` is the same
+/// rule in Lua.
+pub(crate) fn touch_due(pttl_ms: i64, ttl_ms: u64) -> bool {
+    let ttl = ttl_ms as i64;
+    pttl_ms < ttl - ttl / 64
+}
+
 /// Milliseconds of a duration, at least 1 (Redis rejects `PX 0`).
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     (d.as_millis() as u64).max(1)
@@ -79,6 +89,14 @@ mod tests {
         assert!(should_prune(64));
         assert!(!should_prune(65));
         assert!(should_prune(80));
+    }
+
+    #[test]
+    fn touch_is_due_below_one_64th_of_the_ttl() {
+        assert!(!touch_due(64_000, 64_000));
+        assert!(!touch_due(63_000, 64_000));
+        assert!(touch_due(62_999, 64_000));
+        assert!(touch_due(-1, 64_000));
     }
 
     #[test]

@@ -2,6 +2,8 @@
 //!
 //! Commands go through one auto-reconnecting [`ConnectionManager`]; every operation that reads and
 //! writes is one Lua script (EVALSHA, loaded on demand), so it is atomic and one round trip. The
+//! hot path's admission of a request whose session record is cached only reads, and runs as a
+//! `MULTI`/`EXEC` of plain commands instead (as atomic, one round trip, without the Lua cost). The
 //! inbox is a separate pub/sub connection that resubscribes after a drop.
 //!
 //! Modules:

@@ -3,7 +3,8 @@
 //! `begin` sends the version of the record it holds (the `ver` field every record write bumps,
 //! see `scripts::PRELUDE`'s `changed`); Redis answers with the whole record only when that
 //! version is not current. A cached record is therefore never used stale: the check is part of
-//! the same atomic script that admits the request. What the cache saves is the record's transfer
+//! the same atomic script (or, for a request that registers nothing, the same `MULTI`/`EXEC`)
+//! that admits the request. What the cache saves is the record's transfer
 //! and decoding on every request (`HGETALL` was ~6 µs of the ~13 µs the admission script cost
 //! Redis, and decoding ~5% of a node's CPU; BENCHMARKS.md).
 

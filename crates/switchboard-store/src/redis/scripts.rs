@@ -28,6 +28,7 @@ local function touch_core()
 end
 -- The hot path's touch: skipped while the record's expiry is still within 1/64 of the idle TTL
 -- from now (so idle expiry is exact to that much), which spares seven PEXPIREs per request.
+-- `rules::touch_due` is the same rule for the admission that runs without a script.
 local function touch_due()
   if redis.call('PTTL', KEYS[1]) < ttl - math.floor(ttl / 64) then touch_core() end
 end

@@ -75,6 +75,31 @@ pub async fn activity_keeps_a_session_alive(kind: Kind) {
     assert_eq!(reaped, vec![id]);
 }
 
+/// Requests admitted by `check` (the hot path, answered from a cached record after the first)
+/// touch the session: used every 100 ms, it outlives its 400 ms idle TTL three times over, and
+/// expires once they stop.
+pub async fn checked_requests_keep_a_session_alive(kind: Kind) {
+    let env = Env::new(kind, short(400));
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
+    let mut n = 0;
+    while tokio::time::Instant::now() < deadline {
+        match a.check(&id, &n.to_string()).await.unwrap() {
+            BeginOutcome::Ready(r) => assert_eq!(r.id, id),
+            other => panic!("request {n}: expected Ready, got {other:?}"),
+        }
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        a.touch(&id).await.unwrap(),
+        "alive after {n} checked requests"
+    );
+    wait_missing(&a, &id).await;
+    assert_eq!(a.check(&id, "last").await.unwrap(), BeginOutcome::Missing);
+}
+
 pub async fn finish_restarts_the_idle_clock(kind: Kind) {
     let env = Env::new(kind, short(600));
     let a = env.node("a").await;

@@ -81,6 +81,7 @@ both_backends! {
     expiry: [
         idle_sessions_expire_and_are_reaped,
         activity_keeps_a_session_alive,
+        checked_requests_keep_a_session_alive,
         finish_restarts_the_idle_clock,
         reaping_a_thousand_sessions_takes_a_few_passes,
         reaping_respects_the_limit,
