@@ -76,11 +76,18 @@ async fn settled(cluster: &Cluster) -> (u64, Vec<String>) {
 }
 
 fn quiet_cluster() -> Cluster {
+    quiet_cluster_with(1_800_000, 300_000)
+}
+
+/// Background work slowed to minutes (the touch of busy sessions to `touch_ms`, which must stay
+/// under `idle_ttl_ms`).
+fn quiet_cluster_with(idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
     let options = ClusterOptions::new()
         .set("heartbeat_interval_ms", 300_000)
         .set("node_ttl_ms", 600_000)
         .set("reaper_interval_ms", 300_000)
-        .set("session_touch_interval_ms", 300_000)
+        .set("idle_ttl_ms", idle_ttl_ms)
+        .set("session_touch_interval_ms", touch_ms)
         // Every answer as plain JSON, even on a loaded machine.
         .set("sse_after_ms", 30_000);
     Cluster::start(1, options)
@@ -122,6 +129,44 @@ async fn a_json_answered_call_costs_one_round_trip() {
     assert_eq!(calls_of(&cluster, "evalsha"), 0, "scripts on the hot path");
     // The record is cached on the node and only its version is checked: never read whole.
     assert_eq!(calls_of(&cluster, "hgetall"), 0, "records read whole");
+    assert!(
+        direct.is_empty(),
+        "commands sent outside scripts: {direct:?}"
+    );
+}
+
+/// A session used less often than once per 1/64 of its idle TTL is due a touch at every call:
+/// the admission then runs as the script, which touches in the same round trip (not the
+/// transaction plus a separate touch).
+#[tokio::test]
+async fn a_sparsely_used_session_costs_one_round_trip_per_call() {
+    // Idle TTL 6.4 s: a touch falls due 100 ms after the last one; calls come every 250 ms.
+    let cluster = quiet_cluster_with(6_400, 6_000);
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    client
+        .call_tool(&url, 1, "echo", json!({"text": "warm"}))
+        .await
+        .json()
+        .await;
+    settled(&cluster).await;
+    cluster
+        .redis()
+        .query(&["CONFIG", "RESETSTAT"])
+        .expect("CONFIG RESETSTAT");
+    let n = 8u64;
+    for i in 0..n {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let reply = client
+            .call_tool(&url, i + 100, "echo", json!({"text": "x"}))
+            .await;
+        let body = reply.json().await;
+        assert_eq!(body["result"]["content"][0]["text"], "x");
+    }
+    let (trips, direct) = settled(&cluster).await;
+    assert_eq!(trips, n, "round trips for {n} sparse echo calls");
+    assert!(calls_of(&cluster, "pexpire") >= 7 * n, "every call touched");
     assert!(
         direct.is_empty(),
         "commands sent outside scripts: {direct:?}"

@@ -61,8 +61,25 @@ pub(crate) fn max_events(config: &crate::StoreConfig) -> u64 {
 /// record without expiry (`PTTL` -1) is always due. The `BEGIN` script's `touch_due` is the same
 /// rule in Lua.
 pub(crate) fn touch_due(pttl_ms: i64, ttl_ms: u64) -> bool {
+    pttl_ms < touch_floor(ttl_ms)
+}
+
+/// How long until a touch falls due for a record with `pttl_ms` left (zero when it is due or
+/// about to be).
+pub(crate) fn until_touch_due(pttl_ms: i64, ttl_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis((pttl_ms - touch_floor(ttl_ms)).max(0) as u64)
+}
+
+/// The longest a touch can be from due right after an admission (which touched it if it was
+/// due): 1/64 of the idle TTL.
+pub(crate) fn touch_window(ttl_ms: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(ttl_ms / 64)
+}
+
+/// The remaining time below which a touch is due.
+fn touch_floor(ttl_ms: u64) -> i64 {
     let ttl = ttl_ms as i64;
-    pttl_ms < ttl - ttl / 64
+    ttl - ttl / 64
 }
 
 /// Milliseconds of a duration, at least 1 (Redis rejects `PX 0`).
@@ -97,6 +114,11 @@ mod tests {
         assert!(!touch_due(63_000, 64_000));
         assert!(touch_due(62_999, 64_000));
         assert!(touch_due(-1, 64_000));
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(until_touch_due(64_000, 64_000), ms(1_000));
+        assert_eq!(until_touch_due(63_500, 64_000), ms(500));
+        assert_eq!(until_touch_due(62_000, 64_000), ms(0));
+        assert_eq!(touch_window(64_000), ms(1_000));
     }
 
     #[test]

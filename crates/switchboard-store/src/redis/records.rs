@@ -10,14 +10,25 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 
 use crate::model::SessionRecord;
 
-/// At most `cap` records, keyed by session id, each with the version it was read at. When full, an
-/// arbitrary entry makes room (the next request of that session reads its record whole again).
+/// A cached record: the version it was read at, and when this node expects the session's next
+/// touch to fall due (see `RedisStore::begin`: before then an admission that registers nothing
+/// needs no script; from then on it runs the script, which touches in the same round trip).
+#[derive(Clone)]
+pub(crate) struct Cached {
+    pub version: String,
+    pub record: SessionRecord,
+    pub touch_due_at: Instant,
+}
+
+/// At most `cap` records, keyed by session id. When full, an arbitrary entry makes room (the next
+/// request of that session reads its record whole again).
 pub(crate) struct RecordCache {
     cap: usize,
-    map: Mutex<HashMap<String, (String, SessionRecord)>>,
+    map: Mutex<HashMap<String, Cached>>,
 }
 
 impl RecordCache {
@@ -29,14 +40,20 @@ impl RecordCache {
         }
     }
 
-    /// The cached version and record of `sid`.
-    pub(crate) fn get(&self, sid: &str) -> Option<(String, SessionRecord)> {
+    /// The cached entry of `sid`.
+    pub(crate) fn get(&self, sid: &str) -> Option<Cached> {
         self.lock().get(sid).cloned()
     }
 
-    /// Remembers `record` at `version` (an empty version is never cached: records written before
-    /// versions existed carry none).
-    pub(crate) fn put(&self, sid: &str, version: &str, record: &SessionRecord) {
+    /// Remembers `record` at `version`, its touch expected at `touch_due_at` (an empty version is
+    /// never cached: records written before versions existed carry none).
+    pub(crate) fn put(
+        &self,
+        sid: &str,
+        version: &str,
+        record: &SessionRecord,
+        touch_due_at: Instant,
+    ) {
         if self.cap == 0 || version.is_empty() {
             return;
         }
@@ -46,15 +63,27 @@ impl RecordCache {
                 map.remove(&victim);
             }
         }
-        map.insert(sid.to_owned(), (version.to_owned(), record.clone()));
+        let entry = Cached {
+            version: version.to_owned(),
+            record: record.clone(),
+            touch_due_at,
+        };
+        map.insert(sid.to_owned(), entry);
     }
 
-    /// Forgets `sid` (the session is gone).
+    /// Moves the expected touch of `sid`'s cached record (if cached) to `at`.
+    pub(crate) fn expect_touch(&self, sid: &str, at: Instant) {
+        if let Some(entry) = self.lock().get_mut(sid) {
+            entry.touch_due_at = at;
+        }
+    }
+
+    /// Forgets `sid` (the session is gone, or this node changed its record).
     pub(crate) fn forget(&self, sid: &str) {
         self.lock().remove(sid);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (String, SessionRecord)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Cached>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -80,21 +109,34 @@ mod tests {
 
     #[test]
     fn holds_at_most_cap_records_and_skips_unversioned_ones() {
+        let now = Instant::now();
         let cache = RecordCache::new(2);
-        cache.put("a", "1", &record("a"));
-        cache.put("b", "1", &record("b"));
-        cache.put("c", "3", &record("c"));
+        cache.put("a", "1", &record("a"), now);
+        cache.put("b", "1", &record("b"), now);
+        cache.put("c", "3", &record("c"), now);
         assert_eq!(cache.lock().len(), 2);
         assert_eq!(
-            cache.get("c").map(|(v, r)| (v, r.id)),
+            cache.get("c").map(|c| (c.version, c.record.id)),
             Some(("3".into(), "c".into()))
         );
-        cache.put("d", "", &record("d"));
+        cache.put("d", "", &record("d"), now);
         assert!(cache.get("d").is_none());
         cache.forget("c");
         assert!(cache.get("c").is_none());
         let off = RecordCache::new(0);
-        off.put("a", "1", &record("a"));
+        off.put("a", "1", &record("a"), now);
         assert!(off.get("a").is_none());
+    }
+
+    #[test]
+    fn the_expected_touch_moves_only_for_cached_records() {
+        let now = Instant::now();
+        let later = now + std::time::Duration::from_secs(5);
+        let cache = RecordCache::new(4);
+        cache.put("a", "1", &record("a"), now);
+        cache.expect_touch("a", later);
+        cache.expect_touch("b", later);
+        assert_eq!(cache.get("a").map(|c| c.touch_due_at), Some(later));
+        assert!(cache.get("b").is_none());
     }
 }

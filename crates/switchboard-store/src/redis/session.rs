@@ -1,5 +1,7 @@
 //! [`SessionStore`] over Redis.
 
+use std::time::Instant;
+
 use ::redis::{cmd, pipe, ScriptInvocation, Value};
 use async_trait::async_trait;
 
@@ -55,17 +57,26 @@ impl SessionStore for RedisStore {
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome> {
         let sk = self.session_keys(sid);
-        let cached = self.records.get(sid);
         let registers = inflight.is_some_and(|req| !req.stream.is_empty());
-        if let (Some((version, _)), false) = (&cached, registers) {
-            let request_key = inflight.map(|req| req.request_key.as_str());
-            if let Some(admission) = self.admit_cached(&sk, version, request_key).await? {
-                let (_, record) = cached.expect("matched above");
-                return Ok(admission.with(record));
+        let now = Instant::now();
+        // Without a touch due, a cached record is admitted by `admit_cached` (no script); with
+        // one due (by this node's last look at the record's expiry, e.g. for a session used less
+        // often than once per 1/64 of the idle TTL) the script does it in the same round trip.
+        let cached = match self.records.get(sid) {
+            Some(cached) if !registers && now < cached.touch_due_at => {
+                let request_key = inflight.map(|req| req.request_key.as_str());
+                match self
+                    .admit_cached(sid, &sk, &cached.version, request_key)
+                    .await?
+                {
+                    Some(admission) => return Ok(admission.with(cached.record)),
+                    None => Some(cached),
+                }
             }
-        }
+            other => other,
+        };
         let mut inv = self.session_call(&BEGIN, &sk, None);
-        inv.arg(cached.as_ref().map_or("", |(v, _)| v.as_str()));
+        inv.arg(cached.as_ref().map_or("", |c| c.version.as_str()));
         if let Some(req) = inflight {
             inv.arg(&req.request_key)
                 .arg(&req.stream)
@@ -80,11 +91,18 @@ impl SessionStore for RedisStore {
                 return Ok(BeginOutcome::Missing);
             }
             [status, running, record, version] => {
+                // The script touched the session if it was due, so the next touch falls due
+                // within 1/64 of the idle TTL.
+                let touch_due_at = now + rules::touch_window(self.idle_ms());
                 let record = match (codec::array(record)?.is_empty(), cached) {
-                    (true, Some((_, cached))) => cached,
+                    (true, Some(cached)) => {
+                        self.records.expect_touch(sid, touch_due_at);
+                        cached.record
+                    }
                     _ => {
                         let record = codec::record_from_hash(sid, record)?;
-                        self.records.put(sid, &codec::string(version)?, &record);
+                        let version = codec::string(version)?;
+                        self.records.put(sid, &version, &record, touch_due_at);
                         record
                     }
                 };
@@ -392,7 +410,9 @@ impl RedisStore {
     /// plain reads (the record's `ver` and `PTTL`, and for a request `HGET` of its key in the
     /// in-flight hash and that hash's `HLEN`) in place of the `BEGIN` script, whose Lua cost Redis
     /// ~10 µs per call for the same reads (BENCHMARKS.md §4). The same atomic snapshot and the
-    /// same one round trip; the touch, when due (`rules::touch_due`), is a second one.
+    /// same one round trip. `begin` only comes here while this node expects no touch to be due;
+    /// when one is due all the same (another node's look, clock drift), the touch is a second
+    /// round trip, and either way the record's remaining time sets the next expected touch.
     ///
     /// Returns `None` when the cached version is not current or the record is gone: the caller
     /// then runs the script, which reads the record whole or reports the session missing (a
@@ -400,6 +420,7 @@ impl RedisStore {
     /// its cached record when it changes the record itself, so its next `begin` is the script).
     async fn admit_cached(
         &self,
+        sid: &str,
         sk: &super::keys::SessionKeys,
         version: &str,
         request_key: Option<&str>,
@@ -430,11 +451,17 @@ impl RedisStore {
         if matches!(current, Value::Nil) || codec::string(current)? != version {
             return Ok(None);
         }
-        if rules::touch_due(codec::int(pttl)?, self.idle_ms()) {
+        let (pttl, ttl) = (codec::int(pttl)?, self.idle_ms());
+        if rules::touch_due(pttl, ttl) {
             let inv = self.session_call(&TOUCH, sk, None);
             if self.invoke::<i64>(&inv).await? == 0 {
                 return Ok(None);
             }
+            self.records
+                .expect_touch(sid, Instant::now() + rules::touch_window(ttl));
+        } else {
+            let due_in = rules::until_touch_due(pttl, ttl);
+            self.records.expect_touch(sid, Instant::now() + due_in);
         }
         Ok(Some(match running {
             Value::Nil if in_flight as u64 >= self.config.max_inflight_per_session => {
