@@ -93,23 +93,30 @@ fn quiet_cluster_with(idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
     Cluster::start(1, options)
 }
 
-#[tokio::test]
-async fn a_json_answered_call_costs_one_round_trip() {
-    let cluster = quiet_cluster();
+/// A client with a session on node 0 that has made one `echo` call, and Redis's statistics reset
+/// once that call's traffic has settled. The warm-up loads the scripts into Redis (NOSCRIPT,
+/// `SCRIPT LOAD`, retry) and the session's record into the node's cache.
+async fn warmed_up(cluster: &Cluster) -> (McpClient, String) {
     let url = cluster.url(0);
     let mut client = McpClient::new();
     client.initialize(&url, "2025-11-25").await;
-    // Warm up: the first use of each script loads it into Redis (NOSCRIPT, SCRIPT LOAD, retry).
     client
         .call_tool(&url, 1, "echo", json!({"text": "warm"}))
         .await
         .json()
         .await;
-    settled(&cluster).await;
+    settled(cluster).await;
     cluster
         .redis()
         .query(&["CONFIG", "RESETSTAT"])
         .expect("CONFIG RESETSTAT");
+    (client, url)
+}
+
+#[tokio::test]
+async fn a_json_answered_call_costs_one_round_trip() {
+    let cluster = quiet_cluster();
+    let (client, url) = warmed_up(&cluster).await;
     let n = 50u64;
     for i in 0..n {
         let reply = client
@@ -142,19 +149,7 @@ async fn a_json_answered_call_costs_one_round_trip() {
 async fn a_sparsely_used_session_costs_one_round_trip_per_call() {
     // Idle TTL 6.4 s: a touch falls due 100 ms after the last one; calls come every 250 ms.
     let cluster = quiet_cluster_with(6_400, 6_000);
-    let url = cluster.url(0);
-    let mut client = McpClient::new();
-    client.initialize(&url, "2025-11-25").await;
-    client
-        .call_tool(&url, 1, "echo", json!({"text": "warm"}))
-        .await
-        .json()
-        .await;
-    settled(&cluster).await;
-    cluster
-        .redis()
-        .query(&["CONFIG", "RESETSTAT"])
-        .expect("CONFIG RESETSTAT");
+    let (client, url) = warmed_up(&cluster).await;
     let n = 8u64;
     for i in 0..n {
         tokio::time::sleep(Duration::from_millis(250)).await;
