@@ -100,6 +100,21 @@ pub struct UpstreamConfig {
     /// stdio: one child for all sessions instead of one per session (default false).
     #[serde(default, skip_serializing_if = "is_false")]
     pub shared: bool,
+    /// stdio: after the second failed start in a row, how long the next start waits, in ms
+    /// (default 500, more than 0); each further failure doubles it, with jitter, up to
+    /// `restart_backoff_max_ms`. Meanwhile calls that need a new child fail at once with -32006
+    /// and `data.retry_after_ms` ([`crate::stdio`], restart back-off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_backoff_ms: Option<u64>,
+    /// stdio: the longest wait between two starts of a crash-looping child, in ms (default
+    /// 30000; at least `restart_backoff_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_backoff_max_ms: Option<u64>,
+    /// stdio: how long a child must run before its start counts as a success, in ms (default
+    /// 10000, more than 0). A child that exits on its own sooner is a failed start; one that ran
+    /// this long resets the back-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_stable_ms: Option<u64>,
     /// http/sse: the server's URL (`http://` or `https://`): the MCP endpoint (http) or the SSE
     /// endpoint (sse).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +177,9 @@ impl UpstreamConfig {
             env: BTreeMap::new(),
             cwd: None,
             shared: false,
+            restart_backoff_ms: None,
+            restart_backoff_max_ms: None,
+            restart_stable_ms: None,
             url: None,
             headers: BTreeMap::new(),
             revision: None,
@@ -175,7 +193,8 @@ impl UpstreamConfig {
     }
 
     /// Every problem of this table alone, each message starting `upstream `NAME``: the name,
-    /// the prefix's characters, `timeout_ms` > 0, the fields its kind needs (stdio: `command`;
+    /// the prefix's characters, `timeout_ms` > 0, the stdio restart settings, the fields its
+    /// kind needs (stdio: `command`;
     /// http, sse: an `http(s)://` `url`) and refuses (another kind's fields), header names and
     /// the `${VAR}` syntax of header values.
     pub fn problems(&self, separator: &str) -> Vec<String> {
@@ -201,6 +220,17 @@ impl UpstreamConfig {
             ("env", !self.env.is_empty(), stdio),
             ("cwd", self.cwd.is_some(), stdio),
             ("shared", self.shared, stdio),
+            (
+                "restart_backoff_ms",
+                self.restart_backoff_ms.is_some(),
+                stdio,
+            ),
+            (
+                "restart_backoff_max_ms",
+                self.restart_backoff_max_ms.is_some(),
+                stdio,
+            ),
+            ("restart_stable_ms", self.restart_stable_ms.is_some(), stdio),
             ("url", self.url.is_some(), web),
             ("headers", !self.headers.is_empty(), web),
             (
@@ -218,6 +248,9 @@ impl UpstreamConfig {
         }
         if stdio && self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
             out.push(format!("upstream `{name}`: kind `stdio` needs a `command`"));
+        }
+        if stdio {
+            out.extend(self.restart_problems());
         }
         if web {
             let url = self.url.as_deref().unwrap_or_default();
@@ -257,6 +290,41 @@ impl UpstreamConfig {
             if let Err(e) = expand(value, |_| Some(String::new())) {
                 out.push(format!("upstream `{name}`: header `{header}`: {e}"));
             }
+        }
+        out
+    }
+
+    /// The stdio restart settings with their defaults.
+    pub fn restart_policy(&self) -> crate::stdio::RestartPolicy {
+        let defaults = crate::stdio::RestartPolicy::default();
+        let ms = std::time::Duration::from_millis;
+        crate::stdio::RestartPolicy {
+            backoff: self.restart_backoff_ms.map_or(defaults.backoff, ms),
+            backoff_max: self.restart_backoff_max_ms.map_or(defaults.backoff_max, ms),
+            stable: self.restart_stable_ms.map_or(defaults.stable, ms),
+        }
+    }
+
+    /// `restart_backoff_ms` and `restart_stable_ms` > 0, `restart_backoff_max_ms` ≥
+    /// `restart_backoff_ms` (each with its default when unset).
+    fn restart_problems(&self) -> Vec<String> {
+        let name = &self.name;
+        let policy = self.restart_policy();
+        let mut out = Vec::new();
+        for (field, value) in [
+            ("restart_backoff_ms", policy.backoff),
+            ("restart_stable_ms", policy.stable),
+        ] {
+            if value.is_zero() {
+                out.push(format!("upstream `{name}`: {field} must be greater than 0"));
+            }
+        }
+        if policy.backoff_max < policy.backoff {
+            out.push(format!(
+                "upstream `{name}`: restart_backoff_max_ms ({}) must be at least restart_backoff_ms ({})",
+                policy.backoff_max.as_millis(),
+                policy.backoff.as_millis()
+            ));
         }
         out
     }

@@ -138,7 +138,9 @@ impl Upstream for Tracked {
     }
 
     /// The inner upstream's status (or a blank one) with the configured name and kind, this wrapper's
-    /// counters; the state and last error of the last call where the inner one knows none.
+    /// counters; the state and last error of the last call where the inner one knows no state
+    /// (an inner one that does, stdio, keeps its own last error: the child's failure, which its
+    /// refusals during back-off only repeat).
     fn statuses(&self) -> Vec<UpstreamStatus> {
         let mut status = self
             .inner
@@ -153,8 +155,10 @@ impl Upstream for Tracked {
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if status.state == State::Unknown {
             status.state = last.state;
+            status.last_error = latest(status.last_error.take(), last.error.clone());
+        } else if status.last_error.is_none() {
+            status.last_error = last.error.clone();
         }
-        status.last_error = latest(status.last_error.take(), last.error.clone());
         vec![status]
     }
 }

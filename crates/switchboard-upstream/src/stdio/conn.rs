@@ -63,6 +63,11 @@ pub(crate) struct Conn {
     pub(crate) pid: Option<u32>,
     /// When it was started.
     pub(crate) started_at: std::time::SystemTime,
+    /// When it was started, for measuring how long it ran.
+    pub(crate) started: Instant,
+    /// Set when we stopped it (session ended, shutdown, broken output), as opposed to it
+    /// exiting on its own.
+    pub(crate) stopped_by_us: AtomicBool,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,
     outbox: mpsc::Sender<Map<String, Value>>,
@@ -101,6 +106,8 @@ impl Conn {
             label,
             pid,
             started_at: std::time::SystemTime::now(),
+            started: Instant::now(),
+            stopped_by_us: AtomicBool::new(false),
             shared,
             outbox,
             state: Mutex::default(),

@@ -21,6 +21,14 @@
 //!   capabilities of the first session that needs it; it outlives sessions until
 //!   [`StdioUpstream::shutdown`]. Client notifications are not forwarded to it.
 //!
+//! ## Crashes and restarts (case C30)
+//! A child that dies mid-call fails its calls at once with its exit status; the next call
+//! starts a new one (the chosen behaviour: the client's session goes on, the old child's state
+//! is lost). Starts that fail (spawn, handshake, or an exit within `restart_stable_ms`) back off
+//! exponentially with jitter, per upstream in this process (`restarts`): during the wait a call
+//! that needs a new child fails at once with -32006, `data.retry_after_ms` and `data.upstream`.
+//! [`Upstream::statuses`] reports the children, restarts, last failure and back-off.
+//!
 //! ## Routing
 //! See `inbound` for the child's stdout: responses, progress (to the call that used the token),
 //! logging, `list_changed` (to the session's standalone stream, through the last
@@ -45,12 +53,14 @@
 //! calls [`Upstream::request`] there.
 //!
 //! Submodules: `framing` (lines), `conn` (ids and calls of one child), `inbound` (routing of
-//! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child).
+//! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child),
+//! `restarts` (failed starts and their back-off).
 
 mod conn;
 mod framing;
 mod inbound;
 mod process;
+mod restarts;
 mod start;
 mod stderr;
 
@@ -70,6 +80,11 @@ use tokio::time::Instant;
 
 use self::conn::{notification, Call, Conn};
 use self::process::{Limits, Spec};
+use self::restarts::Restarts;
+pub use self::restarts::{
+    RestartPolicy, DEFAULT_RESTART_BACKOFF_MAX_MS, DEFAULT_RESTART_BACKOFF_MS,
+    DEFAULT_RESTART_STABLE_MS,
+};
 use self::start::{Meta, Slot};
 use crate::config::{UpstreamConfig, UpstreamKind};
 use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
@@ -94,6 +109,8 @@ pub struct StdioUpstream {
     /// Shared mode: the one child slot.
     shared_slot: Arc<Slot>,
     dropped: Arc<AtomicU64>,
+    /// Failed starts and the back-off they impose (`restarts`).
+    restarts: Arc<Restarts>,
 }
 
 impl StdioUpstream {
@@ -111,6 +128,7 @@ impl StdioUpstream {
     ) -> StdioUpstream {
         let name: Arc<str> = Arc::from(name.into());
         StdioUpstream {
+            restarts: Arc::new(Restarts::new(name.clone(), RestartPolicy::default())),
             meta: Mutex::new(Meta::defaults(&name)),
             name,
             spec: Spec {
@@ -131,8 +149,8 @@ impl StdioUpstream {
         }
     }
 
-    /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared` and
-    /// `timeout_ms`. Errors naming the upstream when the kind is another or `command` is missing.
+    /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared`,
+    /// `timeout_ms` and the `restart_*` settings. Errors naming the upstream when the kind is another or `command` is missing.
     pub fn from_config(config: &UpstreamConfig) -> Result<StdioUpstream, String> {
         let name = &config.name;
         if config.kind != UpstreamKind::Stdio {
@@ -159,7 +177,15 @@ impl StdioUpstream {
             config.cwd.as_ref().map(PathBuf::from),
             config.shared,
             Duration::from_millis(config.timeout_ms),
-        ))
+        )
+        .with_restart_policy(config.restart_policy()))
+    }
+
+    /// Sets the restart back-off (default [`RestartPolicy::default`]: 500 ms, at most 30 s,
+    /// stable after 10 s).
+    pub fn with_restart_policy(mut self, policy: RestartPolicy) -> StdioUpstream {
+        self.restarts = Arc::new(Restarts::new(self.name.clone(), policy));
+        self
     }
 
     /// Sets the longest stdout line a child may write (default [`DEFAULT_MAX_LINE`]).
@@ -338,7 +364,8 @@ impl Upstream for StdioUpstream {
         self.stop_all().await
     }
 
-    /// Its children running in this process (see [`crate::status`] for the state).
+    /// Its children running in this process, with the state, last failure, restarts and next
+    /// start time of its restart back-off (see [`crate::status`]).
     fn statuses(&self) -> Vec<UpstreamStatus> {
         let mut status = UpstreamStatus::new(self.name.as_ref(), "stdio");
         status.children = self
@@ -351,6 +378,11 @@ impl Upstream for StdioUpstream {
                 started_at_ms: unix_ms(c.started_at),
             })
             .collect();
+        let (state, last_error, restarts, next) = self.restarts.report(status.children.len());
+        status.state = state;
+        status.last_error = last_error;
+        status.restarts = restarts;
+        status.next_start_at_ms = next;
         vec![status]
     }
 

@@ -186,6 +186,8 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
         Err(e) => format!("wait failed: {e}"),
     };
     let error = unavailable(format!("upstream `{}` exited ({status})", conn.upstream));
+    conn.stopped_by_us
+        .store(asked, std::sync::atomic::Ordering::Release);
     if asked {
         tracing::info!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, status, "stopped a stdio child");
     } else {
