@@ -115,6 +115,12 @@ pub struct UpstreamConfig {
     /// this long resets the back-off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_stable_ms: Option<u64>,
+    /// stdio with `shared = true`: the most client sessions attached to the shared child on one
+    /// node (default 10000, more than 0), which receive its list changes and log messages
+    /// outside calls; past it the least recently active session is detached (it gets no more
+    /// of them; logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attached_sessions: Option<u64>,
     /// http/sse: the server's URL (`http://` or `https://`): the MCP endpoint (http) or the SSE
     /// endpoint (sse).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,6 +186,7 @@ impl UpstreamConfig {
             restart_backoff_ms: None,
             restart_backoff_max_ms: None,
             restart_stable_ms: None,
+            max_attached_sessions: None,
             url: None,
             headers: BTreeMap::new(),
             revision: None,
@@ -231,6 +238,11 @@ impl UpstreamConfig {
                 stdio,
             ),
             ("restart_stable_ms", self.restart_stable_ms.is_some(), stdio),
+            (
+                "max_attached_sessions",
+                self.max_attached_sessions.is_some(),
+                stdio,
+            ),
             ("url", self.url.is_some(), web),
             ("headers", !self.headers.is_empty(), web),
             (
@@ -250,7 +262,7 @@ impl UpstreamConfig {
             out.push(format!("upstream `{name}`: kind `stdio` needs a `command`"));
         }
         if stdio {
-            out.extend(self.restart_problems());
+            out.extend(self.stdio_problems());
         }
         if web {
             let url = self.url.as_deref().unwrap_or_default();
@@ -305,12 +317,31 @@ impl UpstreamConfig {
         }
     }
 
+    /// stdio, shared: the most sessions attached to the shared child (default
+    /// [`crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS`]).
+    pub fn max_attached_sessions(&self) -> usize {
+        self.max_attached_sessions
+            .map_or(crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            })
+    }
+
     /// `restart_backoff_ms` and `restart_stable_ms` > 0, `restart_backoff_max_ms` ≥
-    /// `restart_backoff_ms` (each with its default when unset).
-    fn restart_problems(&self) -> Vec<String> {
+    /// `restart_backoff_ms` (each with its default when unset); `max_attached_sessions` > 0
+    /// and only with `shared = true`.
+    fn stdio_problems(&self) -> Vec<String> {
         let name = &self.name;
         let policy = self.restart_policy();
         let mut out = Vec::new();
+        match self.max_attached_sessions {
+            Some(0) => out.push(format!(
+                "upstream `{name}`: max_attached_sessions must be greater than 0"
+            )),
+            Some(_) if !self.shared => out.push(format!(
+                "upstream `{name}`: max_attached_sessions applies only with `shared = true`"
+            )),
+            _ => {}
+        }
         for (field, value) in [
             ("restart_backoff_ms", policy.backoff),
             ("restart_stable_ms", policy.stable),

@@ -85,6 +85,7 @@ fn the_worked_example_loads() {
         "restart_backoff_ms",
         "restart_backoff_max_ms",
         "restart_stable_ms",
+        "max_attached_sessions",
         "url",
         "headers",
     ] {

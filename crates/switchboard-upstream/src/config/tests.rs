@@ -289,3 +289,24 @@ fn stdio_restart_settings_have_defaults_and_are_checked() {
         "upstream `w`: `restart_backoff_ms` does not apply to kind `http`"
     );
 }
+
+#[test]
+fn max_attached_sessions_applies_to_shared_stdio_children_only() {
+    let stdio = "[[upstreams]]\nname = \"hub\"\nkind = \"stdio\"\ncommand = \"x\"\n";
+    let config = parse(stdio).unwrap();
+    assert_eq!(config.upstreams[0].max_attached_sessions(), 10_000);
+    let shared = format!("{stdio}shared = true\nmax_attached_sessions = 3\n");
+    let config = parse(&shared).unwrap();
+    assert_eq!(config.problems(), Vec::<String>::new());
+    assert_eq!(config.upstreams[0].max_attached_sessions(), 3);
+    assert_eq!(
+        problems(&format!("{stdio}max_attached_sessions = 3\n")),
+        "upstream `hub`: max_attached_sessions applies only with `shared = true`"
+    );
+    assert_eq!(
+        problems(&format!(
+            "{stdio}shared = true\nmax_attached_sessions = 0\n"
+        )),
+        "upstream `hub`: max_attached_sessions must be greater than 0"
+    );
+}

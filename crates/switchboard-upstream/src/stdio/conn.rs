@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::attached::Attached;
 use super::stderr::Tail;
 use crate::upstream::{ClientPeer, RpcError};
 
@@ -85,8 +86,8 @@ pub(crate) struct Conn {
     pub(crate) stdout_done: CancellationToken,
     /// The last client peer of the session (per-session mode), for standalone notifications.
     session_peer: Mutex<Option<Arc<dyn ClientPeer>>>,
-    /// Notifications dropped because no session could be told (shared mode).
-    pub(crate) dropped: Arc<AtomicU64>,
+    /// The sessions attached to the upstream's shared child (used in shared mode).
+    pub(crate) attached: Arc<Attached>,
     /// The child's last stderr lines.
     pub(crate) stderr_tail: Tail,
 }
@@ -98,7 +99,7 @@ impl Conn {
         label: String,
         pid: Option<u32>,
         shared: bool,
-        dropped: Arc<AtomicU64>,
+        attached: Arc<Attached>,
     ) -> (Arc<Conn>, mpsc::Receiver<Map<String, Value>>) {
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let conn = Conn {
@@ -118,7 +119,7 @@ impl Conn {
             close_stdin: CancellationToken::new(),
             stdout_done: CancellationToken::new(),
             session_peer: Mutex::new(None),
-            dropped,
+            attached,
             stderr_tail: Tail::default(),
         };
         (Arc::new(conn), rx)

@@ -13,9 +13,13 @@
 //!   SIGTERM and SIGKILL to its process group, [`DEFAULT_KILL_GRACE`] apart (case C31).
 //! - **Shared** (opt-in, `shared = true`): one child for every session of this process. Our
 //!   request ids (a per-child counter) and progress tokens are unique across sessions, so no
-//!   client sees another's answers or progress; notifications the child sends outside a call
-//!   (`list_changed`, log messages) cannot be attributed to a session and are dropped, counted
-//!   ([`StdioUpstream::dropped_notifications`]) and logged (case C03). Requests from the child
+//!   client sees another's answers or progress (case C03). The sessions whose requests used
+//!   the child here are attached to it (`attached`, at most `max_attached_sessions`, removed
+//!   when the session ends): `list_changed` notifications go to every attached session's
+//!   standalone stream, `resources/updated` only to the sessions that subscribed to its URI
+//!   through this child, log messages outside calls to every attached session (each at its own
+//!   log level); what cannot be attributed is dropped, counted
+//!   ([`StdioUpstream::dropped_notifications`]) and logged (`shared`, case C23). Requests from the child
 //!   (sampling, …) are carried only when the calls in flight all belong to one session. The
 //!   shared child is initialized with switchboard's `clientInfo` and the protocol version and
 //!   capabilities of the first session that needs it; it outlives sessions until
@@ -56,11 +60,13 @@
 //! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child),
 //! `restarts` (failed starts and their back-off).
 
+mod attached;
 mod conn;
 mod framing;
 mod inbound;
 mod process;
 mod restarts;
+mod shared;
 mod start;
 mod stderr;
 
@@ -69,7 +75,7 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,6 +84,8 @@ use serde_json::Value;
 use switchboard_protocol::codes;
 use tokio::time::Instant;
 
+use self::attached::Attached;
+pub use self::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
 use self::conn::{notification, Call, Conn};
 use self::process::{Limits, Spec};
 use self::restarts::Restarts;
@@ -108,7 +116,8 @@ pub struct StdioUpstream {
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
     /// Shared mode: the one child slot.
     shared_slot: Arc<Slot>,
-    dropped: Arc<AtomicU64>,
+    /// Shared mode: the sessions attached to the child here (`attached`).
+    attached: Arc<Attached>,
     /// Failed starts and the back-off they impose (`restarts`).
     restarts: Arc<Restarts>,
 }
@@ -145,7 +154,7 @@ impl StdioUpstream {
             },
             sessions: Mutex::default(),
             shared_slot: Arc::default(),
-            dropped: Arc::default(),
+            attached: Arc::new(Attached::new(DEFAULT_MAX_ATTACHED_SESSIONS)),
         }
     }
 
@@ -178,7 +187,15 @@ impl StdioUpstream {
             config.shared,
             Duration::from_millis(config.timeout_ms),
         )
-        .with_restart_policy(config.restart_policy()))
+        .with_restart_policy(config.restart_policy())
+        .with_max_attached_sessions(config.max_attached_sessions()))
+    }
+
+    /// Shared mode: sets the most sessions attached to the child here (default
+    /// [`DEFAULT_MAX_ATTACHED_SESSIONS`]; see `attached`).
+    pub fn with_max_attached_sessions(mut self, max: usize) -> StdioUpstream {
+        self.attached = Arc::new(Attached::new(max));
+        self
     }
 
     /// Sets the restart back-off (default [`RestartPolicy::default`]: 500 ms, at most 30 s,
@@ -222,9 +239,9 @@ impl StdioUpstream {
     }
 
     /// Shared mode: how many notifications of the child were dropped because no session could
-    /// be told which one they were for.
+    /// be told (see the module doc).
     pub fn dropped_notifications(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.attached.dropped.load(Ordering::Relaxed)
     }
 
     /// Stops every child (per session and shared) and waits until all are gone, for a node that
@@ -331,16 +348,25 @@ impl Upstream for StdioUpstream {
             .map_err(|e| self.name_timeout(e, "initialize"))?;
         if !self.shared {
             conn.set_session_peer(ctx.peer.clone());
+        } else if let Some(peer) = ctx.session.standalone_peer() {
+            self.attached.attach(&self.name, &ctx.session_id, peer);
         }
+        let subscription = self.shared.then(|| subscription(method, &params)).flatten();
         let call = Call {
             peer: ctx.peer.clone(),
             session: ctx.session_id.clone(),
             client_token: None,
             child_token: None,
         };
-        conn.request(method, params, Some(call), deadline, &ctx.cancel)
+        let outcome = conn
+            .request(method, params, Some(call), deadline, &ctx.cancel)
             .await
-            .map_err(|e| self.name_timeout(e, method))
+            .map_err(|e| self.name_timeout(e, method));
+        if let (Some((uri, subscribed)), Ok(_)) = (subscription, &outcome) {
+            self.attached
+                .subscription(&ctx.session_id, &uri, subscribed);
+        }
+        outcome
     }
 
     async fn prepare(&self) {
@@ -386,9 +412,10 @@ impl Upstream for StdioUpstream {
         vec![status]
     }
 
+    /// Per session: the sessions with a child here. Shared: the sessions attached to the child.
     fn held_sessions(&self) -> Vec<String> {
         if self.shared {
-            return Vec::new();
+            return self.attached.sessions();
         }
         self.sessions
             .lock()
@@ -400,6 +427,7 @@ impl Upstream for StdioUpstream {
 
     async fn session_ended(&self, session_id: &str) {
         if self.shared {
+            self.attached.detach(session_id);
             return;
         }
         let slot = self
@@ -427,4 +455,15 @@ impl StdioUpstream {
             error
         }
     }
+}
+
+/// `resources/subscribe` or `resources/unsubscribe`: its URI and whether it subscribes.
+fn subscription(method: &str, params: &Value) -> Option<(String, bool)> {
+    let subscribed = match method {
+        "resources/subscribe" => true,
+        "resources/unsubscribe" => false,
+        _ => return None,
+    };
+    let uri = params.get("uri")?.as_str()?;
+    Some((uri.to_owned(), subscribed))
 }

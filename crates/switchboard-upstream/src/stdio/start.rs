@@ -182,7 +182,7 @@ impl StdioUpstream {
             label,
             self.shared,
             self.limits,
-            self.dropped.clone(),
+            self.attached.clone(),
         )?;
         if !self.shared {
             conn.set_session_peer(ctx.peer.clone());
@@ -200,6 +200,7 @@ impl StdioUpstream {
     /// removed). Done under the sessions lock, so `session_ended` sees the child or none.
     fn install(&self, sid: &str, slot: &Arc<Slot>, conn: &Arc<Conn>) -> bool {
         if self.shared {
+            self.attached.forget_subscriptions();
             slot.set(conn.clone());
             return true;
         }
@@ -262,7 +263,7 @@ impl StdioUpstream {
             "probe".into(),
             false,
             self.limits,
-            self.dropped.clone(),
+            self.attached.clone(),
         ) {
             Ok(conn) => conn,
             Err(e) => {
