@@ -66,8 +66,9 @@ pub(crate) struct Conn {
     pub(crate) started_at: std::time::SystemTime,
     /// When it was started, for measuring how long it ran.
     pub(crate) started: Instant,
-    /// Set when we stopped it (session ended, shutdown, broken output), as opposed to it
-    /// exiting on its own.
+    /// Set when we stopped it for reasons of ours (session ended, shutdown), as opposed to it
+    /// exiting on its own or being stopped for a fault of its own (a stdout line over the
+    /// limit), which count as crashes.
     pub(crate) stopped_by_us: AtomicBool,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,

@@ -192,8 +192,10 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
         Err(e) => format!("wait failed: {e}"),
     };
     let error = unavailable(format!("upstream `{}` exited ({status})", conn.upstream));
+    // A child stopped for a fault of its own (a stdout line over the limit) was already failed.
+    let for_us = asked && conn.alive();
     conn.stopped_by_us
-        .store(asked, std::sync::atomic::Ordering::Release);
+        .store(for_us, std::sync::atomic::Ordering::Release);
     if asked {
         tracing::info!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, status, "stopped a stdio child");
     } else {
