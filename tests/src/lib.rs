@@ -12,7 +12,7 @@
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
 //! - [`sse`]: the SSE parser and incremental stream reader.
 //! - [`msg`]: the JSON-RPC messages the cases send.
-//! - [`metrics`]: a node's `/metrics` counters.
+//! - [`metrics`]: a node's `/metrics` counters and `/upstreamz` statuses.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).

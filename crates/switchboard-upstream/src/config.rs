@@ -34,6 +34,7 @@ use crate::aggregate::names::{check_prefix, Namespaces};
 use crate::aggregate::{Aggregate, Member, DEFAULT_SEPARATOR};
 use crate::demo::DemoUpstream;
 use crate::placement::NodeBound;
+use crate::tracked::Tracked;
 use crate::upstream::Upstream;
 
 /// Default per-upstream request timeout, in ms.
@@ -99,6 +100,27 @@ pub struct UpstreamConfig {
     /// stdio: one child for all sessions instead of one per session (default false).
     #[serde(default, skip_serializing_if = "is_false")]
     pub shared: bool,
+    /// stdio: after the second failed start in a row, how long the next start waits, in ms
+    /// (default 500, more than 0); each further failure doubles it, with jitter, up to
+    /// `restart_backoff_max_ms`. Meanwhile calls that need a new child fail at once with -32006
+    /// and `data.retry_after_ms` ([`crate::stdio`], restart back-off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_backoff_ms: Option<u64>,
+    /// stdio: the longest wait between two starts of a crash-looping child, in ms (default
+    /// 30000; at least `restart_backoff_ms`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_backoff_max_ms: Option<u64>,
+    /// stdio: how long a child must run before its start counts as a success, in ms (default
+    /// 10000, more than 0). A child that exits on its own sooner is a failed start; one that ran
+    /// this long resets the back-off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_stable_ms: Option<u64>,
+    /// stdio with `shared = true`: the most client sessions attached to the shared child on one
+    /// node (default 10000, more than 0), which receive its list changes and log messages
+    /// outside calls; past it the least recently active session is detached (it gets no more
+    /// of them; logged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attached_sessions: Option<u64>,
     /// http/sse: the server's URL (`http://` or `https://`): the MCP endpoint (http) or the SSE
     /// endpoint (sse).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +183,10 @@ impl UpstreamConfig {
             env: BTreeMap::new(),
             cwd: None,
             shared: false,
+            restart_backoff_ms: None,
+            restart_backoff_max_ms: None,
+            restart_stable_ms: None,
+            max_attached_sessions: None,
             url: None,
             headers: BTreeMap::new(),
             revision: None,
@@ -174,7 +200,8 @@ impl UpstreamConfig {
     }
 
     /// Every problem of this table alone, each message starting `upstream `NAME``: the name,
-    /// the prefix's characters, `timeout_ms` > 0, the fields its kind needs (stdio: `command`;
+    /// the prefix's characters, `timeout_ms` > 0, the stdio restart settings, the fields its
+    /// kind needs (stdio: `command`;
     /// http, sse: an `http(s)://` `url`) and refuses (another kind's fields), header names and
     /// the `${VAR}` syntax of header values.
     pub fn problems(&self, separator: &str) -> Vec<String> {
@@ -200,6 +227,22 @@ impl UpstreamConfig {
             ("env", !self.env.is_empty(), stdio),
             ("cwd", self.cwd.is_some(), stdio),
             ("shared", self.shared, stdio),
+            (
+                "restart_backoff_ms",
+                self.restart_backoff_ms.is_some(),
+                stdio,
+            ),
+            (
+                "restart_backoff_max_ms",
+                self.restart_backoff_max_ms.is_some(),
+                stdio,
+            ),
+            ("restart_stable_ms", self.restart_stable_ms.is_some(), stdio),
+            (
+                "max_attached_sessions",
+                self.max_attached_sessions.is_some(),
+                stdio,
+            ),
             ("url", self.url.is_some(), web),
             ("headers", !self.headers.is_empty(), web),
             (
@@ -217,6 +260,9 @@ impl UpstreamConfig {
         }
         if stdio && self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
             out.push(format!("upstream `{name}`: kind `stdio` needs a `command`"));
+        }
+        if stdio {
+            out.extend(self.stdio_problems());
         }
         if web {
             let url = self.url.as_deref().unwrap_or_default();
@@ -256,6 +302,60 @@ impl UpstreamConfig {
             if let Err(e) = expand(value, |_| Some(String::new())) {
                 out.push(format!("upstream `{name}`: header `{header}`: {e}"));
             }
+        }
+        out
+    }
+
+    /// The stdio restart settings with their defaults.
+    pub fn restart_policy(&self) -> crate::stdio::RestartPolicy {
+        let defaults = crate::stdio::RestartPolicy::default();
+        let ms = std::time::Duration::from_millis;
+        crate::stdio::RestartPolicy {
+            backoff: self.restart_backoff_ms.map_or(defaults.backoff, ms),
+            backoff_max: self.restart_backoff_max_ms.map_or(defaults.backoff_max, ms),
+            stable: self.restart_stable_ms.map_or(defaults.stable, ms),
+        }
+    }
+
+    /// stdio, shared: the most sessions attached to the shared child (default
+    /// [`crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS`]).
+    pub fn max_attached_sessions(&self) -> usize {
+        self.max_attached_sessions
+            .map_or(crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            })
+    }
+
+    /// `restart_backoff_ms` and `restart_stable_ms` > 0, `restart_backoff_max_ms` ≥
+    /// `restart_backoff_ms` (each with its default when unset); `max_attached_sessions` > 0
+    /// and only with `shared = true`.
+    fn stdio_problems(&self) -> Vec<String> {
+        let name = &self.name;
+        let policy = self.restart_policy();
+        let mut out = Vec::new();
+        match self.max_attached_sessions {
+            Some(0) => out.push(format!(
+                "upstream `{name}`: max_attached_sessions must be greater than 0"
+            )),
+            Some(_) if !self.shared => out.push(format!(
+                "upstream `{name}`: max_attached_sessions applies only with `shared = true`"
+            )),
+            _ => {}
+        }
+        for (field, value) in [
+            ("restart_backoff_ms", policy.backoff),
+            ("restart_stable_ms", policy.stable),
+        ] {
+            if value.is_zero() {
+                out.push(format!("upstream `{name}`: {field} must be greater than 0"));
+            }
+        }
+        if policy.backoff_max < policy.backoff {
+            out.push(format!(
+                "upstream `{name}`: restart_backoff_max_ms ({}) must be at least restart_backoff_ms ({})",
+                policy.backoff_max.as_millis(),
+                policy.backoff.as_millis()
+            ));
         }
         out
     }
@@ -344,7 +444,12 @@ impl UpstreamsConfig {
 /// an unset variable, or a table its kind's constructor refuses.
 pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
     if config.upstreams.is_empty() {
-        return Ok(Arc::new(DemoUpstream::new()));
+        let demo = Arc::new(DemoUpstream::new());
+        return Ok(Arc::new(Tracked::new(
+            "demo",
+            UpstreamKind::Demo.as_str(),
+            demo,
+        )));
     }
     let problems = config.problems();
     if !problems.is_empty() {
@@ -364,23 +469,34 @@ pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
     Ok(Arc::new(Aggregate::new(members, &config.separator)?))
 }
 
-/// One upstream, its header values expanded from the process environment.
+/// One upstream, its header values expanded from the process environment, inside the
+/// [`Tracked`] wrapper that counts its calls.
 pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     let config = config.expanded(|var| std::env::var(var).ok())?;
+    let inner = build_kind(&config)?;
+    Ok(Arc::new(Tracked::new(
+        &config.name,
+        config.kind.as_str(),
+        inner,
+    )))
+}
+
+/// The upstream of one (expanded) table, by kind.
+fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     match config.kind {
         UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
         UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
-            crate::http::modern::ModernHttpUpstream::from_config(&config)?,
+            crate::http::modern::ModernHttpUpstream::from_config(config)?,
         )),
-        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(&config)?)),
+        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(config)?)),
         // A legacy SSE connection and a per-session stdio child live in one process: their
         // requests run on the node that owns them (see `placement`).
         UpstreamKind::Sse => {
-            let sse = crate::sse::SseUpstream::from_config(&config)?;
+            let sse = crate::sse::SseUpstream::from_config(config)?;
             Ok(Arc::new(NodeBound::new(Arc::new(sse))))
         }
         UpstreamKind::Stdio => {
-            let stdio = crate::stdio::StdioUpstream::from_config(&config)?;
+            let stdio = crate::stdio::StdioUpstream::from_config(config)?;
             if stdio.is_shared() {
                 // One child for every session: each node simply uses its own.
                 Ok(Arc::new(stdio))

@@ -82,6 +82,10 @@ fn the_worked_example_loads() {
         "env",
         "cwd",
         "shared",
+        "restart_backoff_ms",
+        "restart_backoff_max_ms",
+        "restart_stable_ms",
+        "max_attached_sessions",
         "url",
         "headers",
     ] {

@@ -247,3 +247,66 @@ fn revision_names_a_stateless_server_of_kind_http_only() {
         problems(stdio)
     );
 }
+
+#[test]
+fn stdio_restart_settings_have_defaults_and_are_checked() {
+    let stdio = "[[upstreams]]\nname = \"kid\"\nkind = \"stdio\"\ncommand = \"x\"\n";
+    let config = parse(stdio).unwrap();
+    let policy = config.upstreams[0].restart_policy();
+    assert_eq!(policy, crate::stdio::RestartPolicy::default());
+    assert_eq!(policy.backoff.as_millis(), 500);
+    assert_eq!(policy.backoff_max.as_millis(), 30_000);
+    assert_eq!(policy.stable.as_millis(), 10_000);
+    let set = format!(
+        "{stdio}restart_backoff_ms = 100\nrestart_backoff_max_ms = 800\nrestart_stable_ms = 50\n"
+    );
+    let config = parse(&set).unwrap();
+    assert_eq!(config.problems(), Vec::<String>::new());
+    let policy = config.upstreams[0].restart_policy();
+    assert_eq!(
+        (
+            policy.backoff.as_millis(),
+            policy.backoff_max.as_millis(),
+            policy.stable.as_millis()
+        ),
+        (100, 800, 50)
+    );
+    let again: UpstreamsConfig = toml::from_str(&toml::to_string(&config).unwrap()).unwrap();
+    assert_eq!(again, config, "printed and read back");
+    for (extra, expected) in [
+        ("restart_backoff_ms = 0", "upstream `kid`: restart_backoff_ms must be greater than 0"),
+        ("restart_stable_ms = 0", "upstream `kid`: restart_stable_ms must be greater than 0"),
+        (
+            "restart_backoff_max_ms = 400",
+            "upstream `kid`: restart_backoff_max_ms (400) must be at least restart_backoff_ms (500)",
+        ),
+    ] {
+        assert_eq!(problems(&format!("{stdio}{extra}\n")), expected, "{extra}");
+    }
+    let http = "[[upstreams]]\nname = \"w\"\nkind = \"http\"\nurl = \"http://127.0.0.1:1/\"\nrestart_backoff_ms = 5\n";
+    assert_eq!(
+        problems(http),
+        "upstream `w`: `restart_backoff_ms` does not apply to kind `http`"
+    );
+}
+
+#[test]
+fn max_attached_sessions_applies_to_shared_stdio_children_only() {
+    let stdio = "[[upstreams]]\nname = \"hub\"\nkind = \"stdio\"\ncommand = \"x\"\n";
+    let config = parse(stdio).unwrap();
+    assert_eq!(config.upstreams[0].max_attached_sessions(), 10_000);
+    let shared = format!("{stdio}shared = true\nmax_attached_sessions = 3\n");
+    let config = parse(&shared).unwrap();
+    assert_eq!(config.problems(), Vec::<String>::new());
+    assert_eq!(config.upstreams[0].max_attached_sessions(), 3);
+    assert_eq!(
+        problems(&format!("{stdio}max_attached_sessions = 3\n")),
+        "upstream `hub`: max_attached_sessions applies only with `shared = true`"
+    );
+    assert_eq!(
+        problems(&format!(
+            "{stdio}shared = true\nmax_attached_sessions = 0\n"
+        )),
+        "upstream `hub`: max_attached_sessions must be greater than 0"
+    );
+}

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::attached::Attached;
 use super::stderr::Tail;
 use crate::upstream::{ClientPeer, RpcError};
 
@@ -61,6 +62,14 @@ pub(crate) struct Conn {
     pub(crate) label: String,
     /// The child's process id.
     pub(crate) pid: Option<u32>,
+    /// When it was started.
+    pub(crate) started_at: std::time::SystemTime,
+    /// When it was started, for measuring how long it ran.
+    pub(crate) started: Instant,
+    /// Set when we stopped it for reasons of ours (session ended, shutdown), as opposed to it
+    /// exiting on its own or being stopped for a fault of its own (a stdout line over the
+    /// limit), which count as crashes.
+    pub(crate) stopped_by_us: AtomicBool,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,
     outbox: mpsc::Sender<Map<String, Value>>,
@@ -78,8 +87,8 @@ pub(crate) struct Conn {
     pub(crate) stdout_done: CancellationToken,
     /// The last client peer of the session (per-session mode), for standalone notifications.
     session_peer: Mutex<Option<Arc<dyn ClientPeer>>>,
-    /// Notifications dropped because no session could be told (shared mode).
-    pub(crate) dropped: Arc<AtomicU64>,
+    /// The sessions attached to the upstream's shared child (used in shared mode).
+    pub(crate) attached: Arc<Attached>,
     /// The child's last stderr lines.
     pub(crate) stderr_tail: Tail,
 }
@@ -91,13 +100,16 @@ impl Conn {
         label: String,
         pid: Option<u32>,
         shared: bool,
-        dropped: Arc<AtomicU64>,
+        attached: Arc<Attached>,
     ) -> (Arc<Conn>, mpsc::Receiver<Map<String, Value>>) {
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let conn = Conn {
             upstream,
             label,
             pid,
+            started_at: std::time::SystemTime::now(),
+            started: Instant::now(),
+            stopped_by_us: AtomicBool::new(false),
             shared,
             outbox,
             state: Mutex::default(),
@@ -108,7 +120,7 @@ impl Conn {
             close_stdin: CancellationToken::new(),
             stdout_done: CancellationToken::new(),
             session_peer: Mutex::new(None),
-            dropped,
+            attached,
             stderr_tail: Tail::default(),
         };
         (Arc::new(conn), rx)

@@ -7,8 +7,8 @@
 //!   is exactly one (a stdio child cannot say which request a log line belongs to), else to the
 //!   session's standalone stream.
 //! - Any other notification (`list_changed`, `resources/updated`, …) goes, per session, to the
-//!   standalone stream through the last client peer seen for the session. In shared mode nobody
-//!   can tell which session it is for, so it is dropped, counted and logged (case C03).
+//!   standalone stream through the last client peer seen for the session. In shared mode,
+//!   logging and these go where `shared` says (case C23).
 //! - `notifications/cancelled` cancels the child's own request being answered by a client.
 //! - A request from the child: before the handshake is finished only `ping` is answered, anything
 //!   else gets -32600 (case C21, step 6: only pings and logging are expected before
@@ -18,7 +18,6 @@
 //!   with the child's original id.
 //! - A line that is not JSON-RPC is logged (cut to 200 bytes) and skipped (case C28).
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -147,10 +146,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
                 conn.cancel_server_request(&key);
             }
         }
-        _ if conn.shared => {
-            let dropped = conn.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            tracing::info!(upstream = %conn.upstream, method, dropped, "shared child sent a notification that belongs to no session; dropped");
-        }
+        _ if conn.shared => super::shared::route(conn, method, raw).await,
         "notifications/message" => {
             let calls = conn.calls();
             match calls.as_slice() {
@@ -172,7 +168,12 @@ async fn standalone(conn: &Conn, raw: Value) {
     }
 }
 
-async fn deliver(conn: &Conn, peer: &Arc<dyn ClientPeer>, message: Value, standalone: bool) {
+pub(super) async fn deliver(
+    conn: &Conn,
+    peer: &Arc<dyn ClientPeer>,
+    message: Value,
+    standalone: bool,
+) {
     let sent = if standalone {
         peer.notify_standalone(message).await
     } else {

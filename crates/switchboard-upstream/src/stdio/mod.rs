@@ -13,13 +13,25 @@
 //!   SIGTERM and SIGKILL to its process group, [`DEFAULT_KILL_GRACE`] apart (case C31).
 //! - **Shared** (opt-in, `shared = true`): one child for every session of this process. Our
 //!   request ids (a per-child counter) and progress tokens are unique across sessions, so no
-//!   client sees another's answers or progress; notifications the child sends outside a call
-//!   (`list_changed`, log messages) cannot be attributed to a session and are dropped, counted
-//!   ([`StdioUpstream::dropped_notifications`]) and logged (case C03). Requests from the child
+//!   client sees another's answers or progress (case C03). The sessions whose requests used
+//!   the child here are attached to it (`attached`, at most `max_attached_sessions`, removed
+//!   when the session ends): `list_changed` notifications go to every attached session's
+//!   standalone stream, `resources/updated` only to the sessions that subscribed to its URI
+//!   through this child, log messages outside calls to every attached session (each at its own
+//!   log level); what cannot be attributed is dropped, counted
+//!   ([`StdioUpstream::dropped_notifications`]) and logged (`shared`, case C23). Requests from the child
 //!   (sampling, …) are carried only when the calls in flight all belong to one session. The
 //!   shared child is initialized with switchboard's `clientInfo` and the protocol version and
 //!   capabilities of the first session that needs it; it outlives sessions until
 //!   [`StdioUpstream::shutdown`]. Client notifications are not forwarded to it.
+//!
+//! ## Crashes and restarts (case C30)
+//! A child that dies mid-call fails its calls at once with its exit status; the next call
+//! starts a new one (the chosen behaviour: the client's session goes on, the old child's state
+//! is lost). Starts that fail (spawn, handshake, or an exit within `restart_stable_ms`) back off
+//! exponentially with jitter, per upstream in this process (`restarts`): during the wait a call
+//! that needs a new child fails at once with -32006, `data.retry_after_ms` and `data.upstream`.
+//! [`Upstream::statuses`] reports the children, restarts, last failure and back-off.
 //!
 //! ## Routing
 //! See `inbound` for the child's stdout: responses, progress (to the call that used the token),
@@ -45,12 +57,16 @@
 //! calls [`Upstream::request`] there.
 //!
 //! Submodules: `framing` (lines), `conn` (ids and calls of one child), `inbound` (routing of
-//! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child).
+//! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child),
+//! `restarts` (failed starts and their back-off).
 
+mod attached;
 mod conn;
 mod framing;
 mod inbound;
 mod process;
+mod restarts;
+mod shared;
 mod start;
 mod stderr;
 
@@ -59,7 +75,7 @@ mod tests;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -68,10 +84,18 @@ use serde_json::Value;
 use switchboard_protocol::codes;
 use tokio::time::Instant;
 
+use self::attached::Attached;
+pub use self::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
 use self::conn::{notification, Call, Conn};
 use self::process::{Limits, Spec};
+use self::restarts::Restarts;
+pub use self::restarts::{
+    RestartPolicy, DEFAULT_RESTART_BACKOFF_MAX_MS, DEFAULT_RESTART_BACKOFF_MS,
+    DEFAULT_RESTART_STABLE_MS,
+};
 use self::start::{Meta, Slot};
 use crate::config::{UpstreamConfig, UpstreamKind};
+use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 /// Longest stdout line a child may write, in bytes (16 MiB).
@@ -92,7 +116,10 @@ pub struct StdioUpstream {
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
     /// Shared mode: the one child slot.
     shared_slot: Arc<Slot>,
-    dropped: Arc<AtomicU64>,
+    /// Shared mode: the sessions attached to the child here (`attached`).
+    attached: Arc<Attached>,
+    /// Failed starts and the back-off they impose (`restarts`).
+    restarts: Arc<Restarts>,
 }
 
 impl StdioUpstream {
@@ -110,6 +137,7 @@ impl StdioUpstream {
     ) -> StdioUpstream {
         let name: Arc<str> = Arc::from(name.into());
         StdioUpstream {
+            restarts: Arc::new(Restarts::new(name.clone(), RestartPolicy::default())),
             meta: Mutex::new(Meta::defaults(&name)),
             name,
             spec: Spec {
@@ -126,12 +154,12 @@ impl StdioUpstream {
             },
             sessions: Mutex::default(),
             shared_slot: Arc::default(),
-            dropped: Arc::default(),
+            attached: Arc::new(Attached::new(DEFAULT_MAX_ATTACHED_SESSIONS)),
         }
     }
 
-    /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared` and
-    /// `timeout_ms`. Errors naming the upstream when the kind is another or `command` is missing.
+    /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared`,
+    /// `timeout_ms` and the `restart_*` settings. Errors naming the upstream when the kind is another or `command` is missing.
     pub fn from_config(config: &UpstreamConfig) -> Result<StdioUpstream, String> {
         let name = &config.name;
         if config.kind != UpstreamKind::Stdio {
@@ -158,7 +186,23 @@ impl StdioUpstream {
             config.cwd.as_ref().map(PathBuf::from),
             config.shared,
             Duration::from_millis(config.timeout_ms),
-        ))
+        )
+        .with_restart_policy(config.restart_policy())
+        .with_max_attached_sessions(config.max_attached_sessions()))
+    }
+
+    /// Shared mode: sets the most sessions attached to the child here (default
+    /// [`DEFAULT_MAX_ATTACHED_SESSIONS`]; see `attached`).
+    pub fn with_max_attached_sessions(mut self, max: usize) -> StdioUpstream {
+        self.attached = Arc::new(Attached::new(max));
+        self
+    }
+
+    /// Sets the restart back-off (default [`RestartPolicy::default`]: 500 ms, at most 30 s,
+    /// stable after 10 s).
+    pub fn with_restart_policy(mut self, policy: RestartPolicy) -> StdioUpstream {
+        self.restarts = Arc::new(Restarts::new(self.name.clone(), policy));
+        self
     }
 
     /// Sets the longest stdout line a child may write (default [`DEFAULT_MAX_LINE`]).
@@ -195,9 +239,9 @@ impl StdioUpstream {
     }
 
     /// Shared mode: how many notifications of the child were dropped because no session could
-    /// be told which one they were for.
+    /// be told (see the module doc).
     pub fn dropped_notifications(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.attached.dropped.load(Ordering::Relaxed)
     }
 
     /// Stops every child (per session and shared) and waits until all are gone, for a node that
@@ -304,16 +348,25 @@ impl Upstream for StdioUpstream {
             .map_err(|e| self.name_timeout(e, "initialize"))?;
         if !self.shared {
             conn.set_session_peer(ctx.peer.clone());
+        } else if let Some(peer) = ctx.session.standalone_peer() {
+            self.attached.attach(&self.name, &ctx.session_id, peer);
         }
+        let subscription = self.shared.then(|| subscription(method, &params)).flatten();
         let call = Call {
             peer: ctx.peer.clone(),
             session: ctx.session_id.clone(),
             client_token: None,
             child_token: None,
         };
-        conn.request(method, params, Some(call), deadline, &ctx.cancel)
+        let outcome = conn
+            .request(method, params, Some(call), deadline, &ctx.cancel)
             .await
-            .map_err(|e| self.name_timeout(e, method))
+            .map_err(|e| self.name_timeout(e, method));
+        if let (Some((uri, subscribed)), Ok(_)) = (subscription, &outcome) {
+            self.attached
+                .subscription(&ctx.session_id, &uri, subscribed);
+        }
+        outcome
     }
 
     async fn prepare(&self) {
@@ -337,9 +390,32 @@ impl Upstream for StdioUpstream {
         self.stop_all().await
     }
 
+    /// Its children running in this process, with the state, last failure, restarts and next
+    /// start time of its restart back-off (see [`crate::status`]).
+    fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut status = UpstreamStatus::new(self.name.as_ref(), "stdio");
+        status.children = self
+            .all_conns()
+            .iter()
+            .filter(|c| c.alive())
+            .map(|c| ChildStatus {
+                session: c.label.clone(),
+                pid: c.pid,
+                started_at_ms: unix_ms(c.started_at),
+            })
+            .collect();
+        let (state, last_error, restarts, next) = self.restarts.report(status.children.len());
+        status.state = state;
+        status.last_error = last_error;
+        status.restarts = restarts;
+        status.next_start_at_ms = next;
+        vec![status]
+    }
+
+    /// Per session: the sessions with a child here. Shared: the sessions attached to the child.
     fn held_sessions(&self) -> Vec<String> {
         if self.shared {
-            return Vec::new();
+            return self.attached.sessions();
         }
         self.sessions
             .lock()
@@ -351,6 +427,7 @@ impl Upstream for StdioUpstream {
 
     async fn session_ended(&self, session_id: &str) {
         if self.shared {
+            self.attached.detach(session_id);
             return;
         }
         let slot = self
@@ -378,4 +455,15 @@ impl StdioUpstream {
             error
         }
     }
+}
+
+/// `resources/subscribe` or `resources/unsubscribe`: its URI and whether it subscribes.
+fn subscription(method: &str, params: &Value) -> Option<(String, bool)> {
+    let subscribed = match method {
+        "resources/subscribe" => true,
+        "resources/unsubscribe" => false,
+        _ => return None,
+    };
+    let uri = params.get("uri")?.as_str()?;
+    Some((uri.to_owned(), subscribed))
 }

@@ -13,7 +13,6 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::attached::Attached;
 use super::conn::{unavailable, Conn};
 use super::framing::encode;
 use super::{inbound, stderr};
@@ -74,7 +74,7 @@ pub(crate) fn spawn(
     label: String,
     shared: bool,
     limits: Limits,
-    dropped: Arc<AtomicU64>,
+    attached: Arc<Attached>,
 ) -> Result<Arc<Conn>, RpcError> {
     let mut child = command(spec).spawn().map_err(|e| {
         unavailable(format!(
@@ -89,7 +89,13 @@ pub(crate) fn spawn(
             "upstream `{upstream}`: the child's pipes are missing"
         )));
     };
-    let (conn, outbox) = Conn::new(upstream.clone(), label.clone(), child.id(), shared, dropped);
+    let (conn, outbox) = Conn::new(
+        upstream.clone(),
+        label.clone(),
+        child.id(),
+        shared,
+        attached,
+    );
     tracing::info!(upstream = %upstream, session = %label, pid = ?child.id(), command = %spec.command, "started a stdio child");
     tokio::spawn(write(stdin, outbox, conn.close_stdin.clone()));
     tokio::spawn(inbound::run(conn.clone(), stdout, limits.max_line));
@@ -186,6 +192,10 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
         Err(e) => format!("wait failed: {e}"),
     };
     let error = unavailable(format!("upstream `{}` exited ({status})", conn.upstream));
+    // A child stopped for a fault of its own (a stdout line over the limit) was already failed.
+    let for_us = asked && conn.alive();
+    conn.stopped_by_us
+        .store(for_us, std::sync::atomic::Ordering::Release);
     if asked {
         tracing::info!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, status, "stopped a stdio child");
     } else {

@@ -1,6 +1,7 @@
 //! Finding or starting the child of a session, and the `initialize` handshake
 //! (MCP 2025-11-25, basic/lifecycle: `initialize` → result → `notifications/initialized`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
@@ -9,6 +10,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::conn::{unavailable, Conn};
+use super::restarts::Restarts;
 use super::{process, StdioUpstream};
 use crate::upstream::{RequestContext, RpcError};
 
@@ -16,6 +18,8 @@ use crate::upstream::{RequestContext, RpcError};
 #[derive(Default)]
 pub(super) struct Slot {
     conn: Mutex<Option<Arc<Conn>>>,
+    /// Set by the first start tried here: later starts are restarts.
+    attempted: AtomicBool,
     /// Held while a child is being started, so that concurrent first requests start one.
     starting: tokio::sync::Mutex<()>,
 }
@@ -107,7 +111,8 @@ fn shared_params(stored: &Value) -> Value {
 
 impl StdioUpstream {
     /// The running child of the request's session (or the shared child), started and
-    /// initialized first when there is none. Concurrent first requests start one child.
+    /// initialized first when there is none. Concurrent first requests start one child. A start
+    /// needs the restart back-off's leave (`restarts`): during a back-off this fails at once.
     pub(super) async fn conn_for(
         &self,
         ctx: &RequestContext,
@@ -126,9 +131,40 @@ impl StdioUpstream {
         if let Some(conn) = slot.live() {
             return Ok(conn);
         }
+        let _admission = self.restarts.admit(&ctx.cancel, deadline).await?;
         if let Some(old) = slot.current() {
             tracing::warn!(upstream = %self.name, session = %old.label, "the stdio child of this session is gone; starting a new one and replaying the client's initialize (state inside the old child is lost)");
         }
+        let restart = slot.attempted.swap(true, Ordering::Relaxed);
+        self.restarts.starting(restart);
+        let (conn, result) = match self.start_child(ctx, deadline).await {
+            Ok(started) => started,
+            Err(e) if e.code == codes::REQUEST_ABORTED => return Err(e),
+            Err(e) => {
+                let e = self.name_timeout(e, "initialize");
+                self.restarts.failed(&e);
+                return Err(e);
+            }
+        };
+        if !self.install(sid, &slot, &conn) {
+            conn.stop.cancel();
+            return Err(unavailable(format!(
+                "upstream `{}`: the session ended",
+                self.name
+            )));
+        }
+        self.record_meta(&result, false);
+        watch(self.restarts.clone(), conn.clone());
+        Ok(conn)
+    }
+
+    /// Spawns and initializes a child for the request's session (or the shared child); stops it
+    /// again when the handshake fails. Returns it with its `initialize` result.
+    async fn start_child(
+        &self,
+        ctx: &RequestContext,
+        deadline: Instant,
+    ) -> Result<(Arc<Conn>, Value), RpcError> {
         let (label, params) = if self.shared {
             (
                 "shared".to_owned(),
@@ -136,7 +172,7 @@ impl StdioUpstream {
             )
         } else {
             (
-                sid.to_owned(),
+                ctx.session_id.clone(),
                 client_params(ctx.session.initialize_params()),
             )
         };
@@ -146,24 +182,13 @@ impl StdioUpstream {
             label,
             self.shared,
             self.limits,
-            self.dropped.clone(),
+            self.attached.clone(),
         )?;
         if !self.shared {
             conn.set_session_peer(ctx.peer.clone());
         }
-        let result = self.handshake(&conn, params, deadline, &ctx.cancel).await;
-        match result {
-            Ok(result) if self.install(sid, &slot, &conn) => {
-                self.record_meta(&result, false);
-                Ok(conn)
-            }
-            Ok(_) => {
-                conn.stop.cancel();
-                Err(unavailable(format!(
-                    "upstream `{}`: the session ended",
-                    self.name
-                )))
-            }
+        match self.handshake(&conn, params, deadline, &ctx.cancel).await {
+            Ok(result) => Ok((conn, result)),
             Err(e) => {
                 conn.stop.cancel();
                 Err(e)
@@ -175,6 +200,7 @@ impl StdioUpstream {
     /// removed). Done under the sessions lock, so `session_ended` sees the child or none.
     fn install(&self, sid: &str, slot: &Arc<Slot>, conn: &Arc<Conn>) -> bool {
         if self.shared {
+            self.attached.forget_subscriptions();
             slot.set(conn.clone());
             return true;
         }
@@ -230,17 +256,19 @@ impl StdioUpstream {
     /// Starts a probe child with a neutral identity, records what it says about itself, and
     /// stops it. A command that fails is logged; the defaults stay.
     pub(super) async fn probe(&self) {
+        self.restarts.starting(false);
         let conn = match process::spawn(
             &self.spec,
             self.name.clone(),
             "probe".into(),
             false,
             self.limits,
-            self.dropped.clone(),
+            self.attached.clone(),
         ) {
             Ok(conn) => conn,
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e.message, "stdio upstream probe failed; advertising no capabilities until a child answers");
+                self.restarts.failed(&e);
                 return;
             }
         };
@@ -252,7 +280,9 @@ impl StdioUpstream {
         {
             Ok(result) => self.record_meta(&result, true),
             Err(e) => {
-                tracing::warn!(upstream = %self.name, error = %e.message, "stdio upstream probe failed; advertising no capabilities until a child answers")
+                let e = self.name_timeout(e, "initialize");
+                tracing::warn!(upstream = %self.name, error = %e.message, "stdio upstream probe failed; advertising no capabilities until a child answers");
+                self.restarts.failed(&e);
             }
         }
         conn.stop.cancel();
@@ -267,4 +297,29 @@ impl StdioUpstream {
             meta.record(result);
         }
     }
+}
+
+/// Follows a started child: once it has run for the stable time the back-off is reset; when it
+/// exits on its own, that is a failed start if it ran shorter, else only remembered.
+fn watch(restarts: Arc<Restarts>, conn: Arc<Conn>) {
+    tokio::spawn(async move {
+        let stable = restarts.policy().stable;
+        let left = stable.saturating_sub(conn.started.elapsed());
+        let ran_stably = tokio::time::timeout(left, conn.gone.cancelled())
+            .await
+            .is_err();
+        if ran_stably {
+            restarts.ran_stably();
+            conn.gone.cancelled().await;
+        }
+        if conn.stopped_by_us.load(Ordering::Acquire) {
+            return;
+        }
+        let error = conn.failure();
+        if ran_stably {
+            restarts.crashed(&error);
+        } else {
+            restarts.failed(&error);
+        }
+    });
 }

@@ -287,3 +287,71 @@ async fn rounds_of_start_call_end_leave_no_process_behind() {
     }
     assert_eq!(up.running_children(), 0);
 }
+
+/// C30: a command that crashes on start is retried once at once, then refused with the back-off
+/// error (no spawn) until the wait is over; its status says down with the restarts; once it
+/// starts again it is used and the status says degraded until it has run stably.
+#[tokio::test]
+async fn a_child_crashing_on_start_is_refused_during_the_back_off() {
+    use crate::status::State;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let flag = std::env::temp_dir().join(format!("sb-crash-{}-{nanos}", std::process::id()));
+    std::fs::write(&flag, "").unwrap();
+    let policy = crate::stdio::RestartPolicy {
+        backoff: Duration::from_millis(400),
+        backoff_max: Duration::from_millis(400),
+        stable: Duration::from_secs(30),
+    };
+    let up = upstream(&["--crash-while", flag.to_str().unwrap()]).with_restart_policy(policy);
+    for _ in 0..2 {
+        let e = call(&up, ctx("s", &Peer::new()), "echo", json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, codes::UPSTREAM_UNAVAILABLE);
+        assert!(
+            e.message.contains("exited (exit status 1)"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.data, None, "a tried start, not a refusal");
+    }
+    let refused = call(&up, ctx("s", &Peer::new()), "echo", json!({}))
+        .await
+        .unwrap_err();
+    let data = refused.data.clone().expect("back-off data");
+    assert_eq!(data["upstream"], "fx");
+    let wait = data["retry_after_ms"].as_u64().unwrap();
+    assert!((1..=400).contains(&wait), "{wait}");
+    assert!(
+        refused.message.contains("exit status 1"),
+        "{}",
+        refused.message
+    );
+    let status = &up.statuses()[0];
+    assert_eq!((status.state, status.restarts), (State::Down, 1));
+    assert!(status.next_start_at_ms.is_some() && status.children.is_empty());
+
+    std::fs::remove_file(&flag).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let result = loop {
+        match call(&up, ctx("s", &Peer::new()), "echo", json!({"s": "back"})).await {
+            Ok(r) => break r,
+            Err(e) => assert!(
+                e.data.is_some(),
+                "only refusals until the wait is over: {e:?}"
+            ),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "started again");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(text(&result), "back");
+    let status = &up.statuses()[0];
+    assert_eq!(
+        (status.state, status.restarts, status.children.len()),
+        (State::Degraded, 2, 1)
+    );
+    up.shutdown().await;
+}

@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
-use serde_json::json;
+use async_trait::async_trait;
+use serde_json::{json, Value};
 
 use super::*;
+use crate::upstream::SessionHandle;
 
 fn shared() -> StdioUpstream {
     build(&[], true, Duration::from_secs(20))
@@ -71,15 +73,164 @@ async fn equal_progress_tokens_of_two_sessions_stay_apart() {
     up.shutdown().await;
 }
 
+/// A session whose standalone stream is `standalone`, as the node's sessions have.
+struct Attaching {
+    local: LocalSession,
+    standalone: Arc<Peer>,
+}
+
+#[async_trait]
+impl SessionHandle for Attaching {
+    fn session_id(&self) -> &str {
+        self.local.session_id()
+    }
+    fn initialize_params(&self) -> &Value {
+        self.local.initialize_params()
+    }
+    fn upstream_session(&self, upstream: &str) -> Option<String> {
+        self.local.upstream_session(upstream)
+    }
+    fn standalone_peer(&self) -> Option<Arc<dyn ClientPeer>> {
+        Some(self.standalone.clone())
+    }
+    async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String> {
+        self.local.set_upstream_session(upstream, id).await
+    }
+}
+
+/// A request of session `sid` on `peer` whose standalone stream is `standalone`.
+fn attaching(sid: &str, peer: &Arc<Peer>, standalone: &Arc<Peer>) -> RequestContext {
+    let mut ctx = ctx(sid, peer);
+    ctx.session = Arc::new(Attaching {
+        local: LocalSession::new(sid, client_init()),
+        standalone: standalone.clone(),
+    });
+    ctx
+}
+
+/// The methods `peer` received on its standalone route.
+fn standalone_methods(peer: &Peer) -> Vec<String> {
+    let sent = peer.sent();
+    sent.iter()
+        .filter(|s| s.route == "standalone")
+        .map(|s| s.message["method"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// C23: list changes reach every session attached to the shared child, `resources/updated`
+/// only its subscribers, log messages the one caller (in a call) or everyone (outside calls);
+/// what belongs to nobody is dropped and counted; an ended session is detached.
 #[tokio::test]
-async fn unattributable_notifications_are_dropped_and_counted() {
+async fn notifications_of_the_shared_child_reach_the_sessions_they_belong_to() {
     let up = shared();
-    let peer = Peer::new();
-    call(&up, ctx("A", &peer), "notify", json!({}))
+    let (ra, rb) = (Peer::new(), Peer::new());
+    let (sa, sb) = (Peer::new(), Peer::new());
+    let a = || attaching("A", &ra, &sa);
+    let b = || attaching("B", &rb, &sb);
+    call(&up, a(), "echo", json!({})).await.unwrap();
+    call(&up, b(), "echo", json!({})).await.unwrap();
+    let subscribe = json!({"uri": "fx://a"});
+    up.request("resources/subscribe", subscribe, a())
         .await
         .unwrap();
-    assert!(peer.sent().is_empty());
-    assert_eq!(up.dropped_notifications(), 1);
+
+    call(&up, a(), "notify", json!({})).await.unwrap();
+    let changed = "notifications/tools/list_changed";
+    assert_eq!(standalone_methods(&sa), [changed]);
+    assert_eq!(standalone_methods(&sb), [changed]);
+
+    let updated = json!({"method": "notifications/resources/updated", "params": {"uri": "fx://a"}});
+    call(&up, b(), "notify", updated.clone()).await.unwrap();
+    assert_eq!(
+        standalone_methods(&sa),
+        [changed, "notifications/resources/updated"]
+    );
+    assert_eq!(standalone_methods(&sb), [changed], "B did not subscribe");
+    up.request("resources/unsubscribe", json!({"uri": "fx://a"}), a())
+        .await
+        .unwrap();
+    call(&up, b(), "notify", updated).await.unwrap();
+    assert_eq!(standalone_methods(&sa).len(), 2, "unsubscribed");
+    assert_eq!(
+        up.dropped_notifications(),
+        1,
+        "an update nobody subscribed to"
+    );
+
+    let log = json!({"method": "notifications/message", "params": {"level": "info", "data": "in"}});
+    call(&up, b(), "notify", log).await.unwrap();
+    let in_call: Vec<Sent> = rb
+        .sent()
+        .into_iter()
+        .filter(|s| s.route == "request")
+        .collect();
+    assert_eq!(in_call.len(), 1, "on the one caller's stream: {in_call:?}");
+    assert_eq!(
+        standalone_methods(&sa).len(),
+        2,
+        "A saw nothing of B's call"
+    );
+
+    let later = json!({"seconds": 0.05, "method": "notifications/message",
+        "params": {"level": "info", "data": "out"}});
+    call(&up, a(), "notify_later", later).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while standalone_methods(&sb).len() < 2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let message = "notifications/message";
+    assert_eq!(
+        standalone_methods(&sa)[2..],
+        [message],
+        "outside calls: everyone"
+    );
+    assert_eq!(standalone_methods(&sb)[1..], [message]);
+
+    up.session_ended("B").await;
+    assert_eq!(up.held_sessions(), ["A"]);
+    call(&up, a(), "notify", json!({})).await.unwrap();
+    assert_eq!(standalone_methods(&sb).len(), 2, "B is detached");
+    assert_eq!(standalone_methods(&sa).len(), 4);
+    let custom = json!({"method": "notifications/custom"});
+    call(&up, a(), "notify", custom).await.unwrap();
+    assert_eq!(
+        up.dropped_notifications(),
+        2,
+        "a notification of no known kind"
+    );
+    up.shutdown().await;
+}
+
+#[tokio::test]
+async fn attached_sessions_are_capped_least_recently_active_first() {
+    let up = shared().with_max_attached_sessions(2);
+    let peers: Vec<(Arc<Peer>, Arc<Peer>)> = (0..3).map(|_| (Peer::new(), Peer::new())).collect();
+    for (sid, (request, standalone)) in ["A", "B", "C"].iter().zip(&peers) {
+        call(&up, attaching(sid, request, standalone), "echo", json!({}))
+            .await
+            .unwrap();
+    }
+    let mut held = up.held_sessions();
+    held.sort();
+    assert_eq!(
+        held,
+        ["B", "C"],
+        "A, the least recently active, was detached"
+    );
+    let (request, standalone) = &peers[2];
+    call(
+        &up,
+        attaching("C", request, standalone),
+        "notify",
+        json!({}),
+    )
+    .await
+    .unwrap();
+    let told: Vec<usize> = peers
+        .iter()
+        .map(|(_, s)| standalone_methods(s).len())
+        .collect();
+    assert_eq!(told, [0, 1, 1]);
     up.shutdown().await;
 }
 
