@@ -169,8 +169,9 @@ pub(crate) fn outcome(mut response: Value) -> Result<Value, RpcError> {
 /// Asks the client to answer a server-to-client request the upstream sent
 /// (`sampling/createMessage`, `elicitation/create`, `roots/list`, `ping`) and builds the JSON-RPC
 /// response to POST back, carrying the UPSTREAM's original id (MCP 2025-11-25, basic/transports,
-/// Sending Messages item 4). When the client cannot answer (missing capability → -32601, timeout
-/// or delivery failure → -32603, cancelled → -32004) the response is a JSON-RPC error.
+/// Sending Messages item 4). When the client cannot answer (missing capability, or no stream to
+/// ask it on → -32601, timeout or delivery failure → -32603, cancelled → -32004) the response is
+/// a JSON-RPC error.
 pub(crate) async fn answer_server_request(peer: &dyn ClientPeer, request: &Value) -> Value {
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
@@ -184,7 +185,9 @@ pub(crate) async fn answer_server_request(peer: &dyn ClientPeer, request: &Value
                 json!({"jsonrpc": "2.0", "id": id, "result": result})
             }
         },
-        Err(e @ PeerError::MissingCapability(_)) => error(codes::METHOD_NOT_FOUND, e.to_string()),
+        Err(e @ (PeerError::MissingCapability(_) | PeerError::Unreachable(_))) => {
+            error(codes::METHOD_NOT_FOUND, e.to_string())
+        }
         Err(PeerError::Cancelled) => error(codes::REQUEST_ABORTED, "request cancelled".into()),
         Err(e) => error(codes::INTERNAL_ERROR, e.to_string()),
     }

@@ -272,7 +272,9 @@ fn client_answer(whole: Value) -> Result<Value, Value> {
 /// The JSON-RPC error written to the child when the client could not answer.
 fn peer_error(e: &PeerError) -> Value {
     match e {
-        PeerError::MissingCapability(_) => error_object(codes::METHOD_NOT_FOUND, e.to_string()),
+        PeerError::MissingCapability(_) | PeerError::Unreachable(_) => {
+            error_object(codes::METHOD_NOT_FOUND, e.to_string())
+        }
         _ => error_object(codes::INTERNAL_ERROR, e.to_string()),
     }
 }
