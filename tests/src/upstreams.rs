@@ -20,6 +20,8 @@ pub struct Upstream {
 enum Field {
     Text(String),
     List(Vec<String>),
+    Table(Vec<(String, String)>),
+    Raw(String),
 }
 
 impl Upstream {
@@ -45,6 +47,22 @@ impl Upstream {
     /// (`"2026-07-28"`: stateless requests).
     pub fn revision(self, revision: &str) -> Upstream {
         self.with("revision", Field::Text(revision.to_owned()))
+    }
+
+    /// A header sent with every request to an `http` or `sse` upstream (`headers` table).
+    pub fn header(mut self, name: &str, value: &str) -> Upstream {
+        let mut pairs = match self.fields.iter().find(|(k, _)| *k == "headers") {
+            Some((_, Field::Table(pairs))) => pairs.clone(),
+            _ => Vec::new(),
+        };
+        pairs.push((name.to_owned(), value.to_owned()));
+        self = self.with("headers", Field::Table(pairs));
+        self
+    }
+
+    /// A field of the table as a TOML value, written as given (`max_line_bytes`, `1024`).
+    pub fn field(self, key: &'static str, toml_value: &str) -> Upstream {
+        self.with(key, Field::Raw(toml_value.to_owned()))
     }
 
     /// The tool/prompt name prefix (`""`: names unchanged; default: the upstream's name).
@@ -74,6 +92,14 @@ impl Upstream {
                     let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
                     format!("[{}]", items.join(", "))
                 }
+                Field::Table(pairs) => {
+                    let pairs: Vec<String> = pairs
+                        .iter()
+                        .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+                        .collect();
+                    format!("{{ {} }}", pairs.join(", "))
+                }
+                Field::Raw(value) => value.clone(),
             };
             out.push(format!("{key} = {value}"));
         }

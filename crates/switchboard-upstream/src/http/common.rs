@@ -72,13 +72,14 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
     }
 }
 
-/// -32004 `request cancelled`: what a call ends with when the client cancels it.
 /// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
-/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data.
+/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data;
+/// a refusal of the credentials is [`credentials_refused`].
 pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
     use crate::http::wire::WireError;
     match e {
         WireError::Gone => unavailable(name, "it ended the session"),
+        WireError::Refused(refusal) => credentials_refused(name, refusal),
         WireError::Rpc(e) => RpcError {
             code: codes::UPSTREAM_UNAVAILABLE,
             message: format!("upstream `{name}` refused the request: {}", e.message),
@@ -87,6 +88,35 @@ pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> Rpc
             ),
         },
         WireError::Failed(why) => unavailable(name, why),
+    }
+}
+
+/// -32006 for a 401 or 403 of upstream `name` (case C33), the one place this error is built:
+/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized): …``
+/// with `data.upstream`, `data.status`, `data.www_authenticate` (every value as sent, or null)
+/// and, when the body was a JSON-RPC error, `data.error`. The client's own credentials are never
+/// sent upstream, so the fix is the upstream's configured `headers`, which the message says.
+pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusal) -> RpcError {
+    let status = refusal.status;
+    let mut message =
+        format!("upstream `{name}` refused the credentials switchboard sent it (HTTP {status})");
+    if let Some(e) = &refusal.error {
+        message.push_str(": ");
+        message.push_str(&e.message);
+    }
+    message.push_str("; check the `headers` configured for it");
+    let mut data = json!({
+        "upstream": name,
+        "status": status.as_u16(),
+        "www_authenticate": refusal.www_authenticate,
+    });
+    if let Some(e) = refusal.error {
+        data["error"] = json!({"code": e.code, "message": e.message, "data": e.data});
+    }
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message,
+        data: Some(data),
     }
 }
 
@@ -108,6 +138,7 @@ where
     }
 }
 
+/// -32004 `request cancelled`: what a call ends with when the client cancels it.
 pub(crate) fn aborted() -> RpcError {
     RpcError::new(codes::REQUEST_ABORTED, "request cancelled")
 }

@@ -112,6 +112,17 @@ impl Listener {
                     break End::NotAllowed;
                 }
                 Err(WireError::Gone) => break End::Gone,
+                Err(WireError::Refused(refusal)) => {
+                    // No client request waits on this stream: the refusal can only be logged
+                    // (warned once per run, the same text a request would get).
+                    failures += 1;
+                    let error = super::common::credentials_refused(&self.name, refusal);
+                    if failures == 1 {
+                        tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
+                    } else {
+                        tracing::debug!(upstream = %self.name, session = sid, error = %error.message, "could not open the upstream's GET stream");
+                    }
+                }
                 Err(e) => {
                     failures += 1;
                     tracing::info!(upstream = %self.name, session = sid, error = ?e, "could not open the upstream's GET stream");

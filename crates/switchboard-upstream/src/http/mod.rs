@@ -66,9 +66,10 @@ use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstr
 /// upstream's `retry`, at most 5 s).
 ///
 /// **Errors:** no answer within the configured timeout → -32005 naming the upstream; an
-/// unreachable or failing upstream → -32006 `upstream `NAME` is unavailable: <reason>`. When the
-/// client cancels (or the timeout passes) the upstream is sent `notifications/cancelled` with our
-/// request id and the call ends with -32004 at once.
+/// unreachable or failing upstream → -32006 `upstream `NAME` is unavailable: <reason>`; a 401 or
+/// 403 → -32006 naming the refused credentials, with the status and `WWW-Authenticate` in its
+/// data (case C33). When the client cancels (or the timeout passes) the upstream is sent
+/// `notifications/cancelled` with our request id and the call ends with -32004 at once.
 ///
 /// **Headers:** the configured static headers go on every request; the client's own
 /// `Authorization` header never reaches this type, so it is never forwarded (no token

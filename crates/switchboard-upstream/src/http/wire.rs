@@ -4,10 +4,16 @@
 //!
 //! Every request carries the configured static headers. A request in an upstream session also
 //! carries `Mcp-Session-Id` (when the upstream minted one) and `MCP-Protocol-Version` with the
-//! revision the UPSTREAM negotiated (not the client's: case C20 step 4). The client's own
-//! `Authorization` header never gets here (no token passthrough).
+//! revision the UPSTREAM negotiated (not the client's: case C20 step 4). No header of the
+//! client's request gets here, its `Authorization` and `Cookie` included (no token passthrough:
+//! MCP 2025-06-18, basic/security_best_practices, Token Passthrough); an upstream that needs
+//! credentials gets the static ones configured for it.
+//!
+//! A 401 or 403 from the upstream, to any exchange, is [`WireError::Refused`]: its credentials
+//! were refused, with the status, every `WWW-Authenticate` value and the JSON-RPC error of the
+//! body kept for the client (case C33).
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
 use switchboard_protocol::headers;
@@ -71,6 +77,8 @@ pub(crate) enum WireError {
     Gone,
     /// An HTTP error status whose body was a JSON-RPC error: passed on as is.
     Rpc(RpcError),
+    /// 401 or 403: the upstream refused the credentials it was sent.
+    Refused(Refusal),
     /// Anything else: unreachable, unexpected status or body. The text says what.
     Failed(String),
 }
@@ -80,11 +88,25 @@ impl WireError {
     fn mentions_session(&self) -> bool {
         let text = match self {
             WireError::Gone => return true,
+            WireError::Refused(_) => return false,
             WireError::Rpc(e) => e.message.to_ascii_lowercase(),
             WireError::Failed(why) => why.to_ascii_lowercase(),
         };
         text.contains("session")
     }
+}
+
+/// What a 401 or 403 said (RFC 9110 §15.5.2 and §15.5.4; MCP 2025-06-18,
+/// basic/authorization, Error Handling).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    /// 401 or 403.
+    pub status: StatusCode,
+    /// Every `WWW-Authenticate` value as sent, joined with `, ` when there were several (RFC
+    /// 9110 §5.3); `None` when there was none.
+    pub www_authenticate: Option<String>,
+    /// The JSON-RPC error of the body, when it held one.
+    pub error: Option<RpcError>,
 }
 
 /// The HTTP side of one upstream.
@@ -350,15 +372,24 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.trim_start().starts_with(headers::TEXT_EVENT_STREAM))
 }
 
-/// An error status: a JSON-RPC error from its body when there is one, otherwise the status
-/// and the start of the body.
+/// An error status: [`WireError::Refused`] for 401 and 403; else a JSON-RPC error from its body
+/// when there is one, otherwise the status and the start of the body.
 async fn failure(response: Response) -> WireError {
     let status = response.status();
+    let www_authenticate = www_authenticate(response.headers());
     let body = response.bytes().await.unwrap_or_default();
-    if let Ok(value) = serde_json::from_slice::<Value>(&body) {
-        if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-            return WireError::Rpc(rpc_error(error));
-        }
+    let error = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|value| value.get("error").filter(|e| e.is_object()).map(rpc_error));
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        return WireError::Refused(Refusal {
+            status,
+            www_authenticate,
+            error,
+        });
+    }
+    if let Some(error) = error {
+        return WireError::Rpc(error);
     }
     let text = String::from_utf8_lossy(&body);
     let text = text.trim();
@@ -368,6 +399,17 @@ async fn failure(response: Response) -> WireError {
         let quoted: String = text.chars().take(QUOTED_BODY).collect();
         WireError::Failed(format!("HTTP {status}: {quoted}"))
     }
+}
+
+/// Every `WWW-Authenticate` value, joined with `, ` (text that is not visible ASCII kept as
+/// UTF-8, lossily).
+fn www_authenticate(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<String> = headers
+        .get_all(WWW_AUTHENTICATE)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
 }
 
 /// A reqwest error with its causes ("error sending request … : connection refused").
