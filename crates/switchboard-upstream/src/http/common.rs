@@ -74,12 +74,16 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
 
 /// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
 /// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data;
-/// a refusal of the credentials is [`credentials_refused`].
+/// a refusal of the credentials is [`credentials_refused`], a message over the size limit
+/// [`too_large`].
 pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
     use crate::http::wire::WireError;
     match e {
         WireError::Gone => unavailable(name, "it ended the session"),
         WireError::Refused(refusal) => credentials_refused(name, refusal),
+        WireError::TooLarge(limit) => {
+            too_large(name, "max_message_bytes", limit, "the request failed")
+        }
         WireError::Rpc(e) => RpcError {
             code: codes::UPSTREAM_UNAVAILABLE,
             message: format!("upstream `{name}` refused the request: {}", e.message),
@@ -116,6 +120,22 @@ pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusa
     RpcError {
         code: codes::UPSTREAM_UNAVAILABLE,
         message,
+        data: Some(data),
+    }
+}
+
+/// -32006 for a message of upstream `name` over its size limit (case C32), the one place this
+/// error is built for every kind: ``upstream `NAME` sent a message larger than SETTING (N bytes);
+/// CONSEQUENCE`` with `data.upstream` and `data.<setting>` = the limit. Nothing of the message is
+/// passed on (no truncation).
+pub(crate) fn too_large(name: &str, setting: &str, limit: usize, consequence: &str) -> RpcError {
+    let mut data = json!({"upstream": name});
+    data[setting] = json!(limit);
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message: format!(
+            "upstream `{name}` sent a message larger than {setting} ({limit} bytes); {consequence}"
+        ),
         data: Some(data),
     }
 }

@@ -167,7 +167,20 @@ impl Listener {
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    tracing::debug!(upstream = %self.name, error = e, "the upstream's GET stream failed");
+                    match reader.over_limit() {
+                        Some(limit) => {
+                            let error = super::common::too_large(
+                                &self.name,
+                                "max_message_bytes",
+                                limit,
+                                "the GET stream was closed",
+                            );
+                            tracing::warn!(upstream = %self.name, error = %error.message, "the upstream's GET stream failed");
+                        }
+                        None => {
+                            tracing::debug!(upstream = %self.name, error = e, "the upstream's GET stream failed")
+                        }
+                    }
                     return got;
                 }
                 None => return got,

@@ -129,8 +129,8 @@ impl HttpUpstream {
         })
     }
 
-    /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`
-    /// and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
+    /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`,
+    /// `max_message_bytes` and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
     /// expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
     /// missing or invalid URL, or an invalid header.
     pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<HttpUpstream, String> {
@@ -151,6 +151,14 @@ impl HttpUpstream {
             &config.headers,
             Duration::from_millis(config.timeout_ms),
         )
+        .map(|u| u.with_max_message_bytes(config.message_limit()))
+    }
+
+    /// Sets the largest message read from the server, in bytes (default
+    /// [`crate::config::DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> HttpUpstream {
+        self.wire = Arc::new(self.wire.with_max_message(bytes));
+        self
     }
 
     /// The upstream's URL.
