@@ -148,7 +148,9 @@ async fn request(
     let response = Arc::new(response);
     // A client that takes only SSE gets a stream even for an answer ready at once: decided
     // before the request runs, so its answer cannot come out as JSON first.
-    let streaming = answers == Answers::SseOnly && response.switch_to_stream();
+    if answers == Answers::SseOnly {
+        response.switch_to_stream();
+    }
     run::spawn(Job {
         app: app.clone(),
         session: record,
@@ -158,13 +160,7 @@ async fn request(
         response: response.clone(),
         cancel,
     });
-    let decided = if streaming {
-        response.register().await;
-        Some(First::Stream)
-    } else {
-        decide(&app, &response, &mut first, answers).await
-    };
-    match decided {
+    match decide(&app, &response, &mut first, answers).await {
         Some(First::Json(v)) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
             Ok(json_ok(v))
@@ -190,15 +186,20 @@ async fn request(
     }
 }
 
-/// How a request that may answer as JSON is answered: JSON when its answer is ready within
-/// `sse_after`, else SSE; a JSON-only request past `sse_after` is registered in flight (so it can
-/// be cancelled from any node and counts against the session's cap) and its JSON awaited.
+/// How the request is answered: SSE-only always as a stream (switched before it ran); else JSON
+/// when its answer is ready within `sse_after`, else SSE; a JSON-only request past `sse_after` is
+/// registered in flight (so it can be cancelled from any node and counts against the session's
+/// cap) and its JSON awaited.
 async fn decide(
     app: &App,
     response: &ResponseStream,
     first: &mut tokio::sync::oneshot::Receiver<First>,
     answers: Answers,
 ) -> Option<First> {
+    if answers == Answers::SseOnly {
+        response.register().await;
+        return Some(First::Stream);
+    }
     tokio::select! {
         f = &mut *first => f.ok(),
         _ = tokio::time::sleep(app.cfg.sse_after) => {

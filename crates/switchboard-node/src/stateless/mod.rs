@@ -50,6 +50,10 @@ use crate::{sse, telemetry};
 use peer::Item;
 use refusal::Refusal;
 
+/// The 406 of `subscriptions/listen` from a client that accepts only JSON.
+const LISTEN_NEEDS_SSE: &str =
+    "subscriptions/listen is answered with a stream: Accept must allow text/event-stream";
+
 /// Whether `sid`, a session name of [`crate::calls::Calls`] or an upstream's held sessions,
 /// names something of this node alone (a 2026-07-28 request's ephemeral session, a task's call)
 /// rather than a session of the store: the keep-alive and held-session sweeps, which end what
@@ -128,13 +132,10 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message, answers: Answers
         return answer(answers, jsonrpc::result_response(&id, result));
     }
     if method == "subscriptions/listen" {
-        if answers == Answers::JsonOnly {
-            return HttpError::NotAcceptable(
-                "subscriptions/listen is answered with a stream: Accept must allow text/event-stream",
-            )
-            .into_response();
-        }
-        return listen::open(app, id, params);
+        return match answers {
+            Answers::JsonOnly => HttpError::NotAcceptable(LISTEN_NEEDS_SSE).into_response(),
+            _ => listen::open(app, id, params),
+        };
     }
     if tasks::METHODS.contains(&method.as_str()) {
         return answer(
@@ -162,7 +163,7 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message, answers: Answers
         None
     };
     // Dropping the guard (the client went away before the answer) cancels the request.
-    let (mut rx, guard): (_, Box<dyn Send>) = match retry {
+    let (rx, guard): (_, Box<dyn Send>) = match retry {
         Some(mrtr::Retry::Resume(r)) if r.node == app.node_id() => {
             let (rx, guard) = park::resume_here(app, id, &r.park, &principal, r.answers);
             (rx, Box::new(guard))
@@ -183,6 +184,17 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message, answers: Answers
             }
         }
     };
+    answer_run(app, answers, rx, guard).await
+}
+
+/// The answer of a running request, in a form `answers` allows: SSE-only always a stream,
+/// JSON-only always one body, else JSON when the response comes first within `sse_after`.
+async fn answer_run(
+    app: &App,
+    answers: Answers,
+    mut rx: tokio::sync::mpsc::Receiver<Item>,
+    guard: Box<dyn Send>,
+) -> Response {
     match answers {
         Answers::SseOnly => stream_answer(None, rx, guard),
         Answers::JsonOnly => json_only_answer(rx, guard).await,
