@@ -5,6 +5,8 @@
 //! go through [`eventually::eventually`], never a bare sleep.
 //!
 //! Modules:
+//! - [`auth_upstream`]: a small HTTP upstream in the test process that refuses (401/403) or
+//!   checks credentials, recording every request's headers.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
 //! - [`resp`]: the RESP reply parser behind it.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
@@ -21,6 +23,7 @@
 //! - [`ws`]: a WebSocket client for the WebSocket transport.
 //! - [`temp`]: temporary directories.
 
+pub mod auth_upstream;
 pub mod balancer;
 pub mod client;
 pub mod cluster;

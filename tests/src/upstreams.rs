@@ -20,6 +20,8 @@ pub struct Upstream {
 enum Field {
     Text(String),
     List(Vec<String>),
+    /// An inline table of strings (`headers`).
+    Table(Vec<(String, String)>),
     /// A TOML value written as is (a number, a boolean).
     Raw(String),
 }
@@ -54,6 +56,17 @@ impl Upstream {
         self.with("revision", Field::Text(revision.to_owned()))
     }
 
+    /// A header sent with every request to an `http` or `sse` upstream (`headers` table).
+    pub fn header(mut self, name: &str, value: &str) -> Upstream {
+        let mut pairs = match self.fields.iter().find(|(k, _)| *k == "headers") {
+            Some((_, Field::Table(pairs))) => pairs.clone(),
+            _ => Vec::new(),
+        };
+        pairs.push((name.to_owned(), value.to_owned()));
+        self = self.with("headers", Field::Table(pairs));
+        self
+    }
+
     /// The tool/prompt name prefix (`""`: names unchanged; default: the upstream's name).
     pub fn prefix(self, prefix: &str) -> Upstream {
         self.with("prefix", Field::Text(prefix.to_owned()))
@@ -86,6 +99,13 @@ impl Upstream {
                 Field::List(items) => {
                     let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
                     format!("[{}]", items.join(", "))
+                }
+                Field::Table(pairs) => {
+                    let pairs: Vec<String> = pairs
+                        .iter()
+                        .map(|(k, v)| format!("{} = {}", quote(k), quote(v)))
+                        .collect();
+                    format!("{{ {} }}", pairs.join(", "))
                 }
             };
             out.push(format!("{key} = {value}"));

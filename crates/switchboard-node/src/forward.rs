@@ -207,7 +207,7 @@ pub struct Incoming {
     pub upstream: String,
     /// `{"method", "params"}` JSON text.
     pub request: String,
-    /// `{"revision", "capabilities", "progress_token"}` JSON text.
+    /// `{"revision", "capabilities", "progress_token", "no_requests"}` JSON text.
     pub context: String,
 }
 
@@ -270,6 +270,10 @@ async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
             call: inc.call.clone(),
         },
         cancel: cancel.clone(),
+        no_requests: context
+            .get("no_requests")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     };
     let ctx = RequestContext {
         session_id: inc.sid.clone(),

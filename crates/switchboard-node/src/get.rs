@@ -30,7 +30,7 @@ pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
 
 async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
     crate::stateless::refuse_get_or_delete(&headers)?;
-    guard::check_get_accept(&headers)?;
+    crate::accept::check_get(&headers)?;
     let sid = session::session_id(&headers)?;
     guard::protocol_version(&headers)?;
     let last = match headers.get(headers::LAST_EVENT_ID) {

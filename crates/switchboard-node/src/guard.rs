@@ -1,9 +1,8 @@
-//! Header checks that run before any session is touched: `Origin`, `Host`, `Accept`,
-//! `Content-Type` and the format of `MCP-Protocol-Version`.
+//! Header checks that run before any session is touched: `Origin`, `Host`, `Content-Type` and
+//! the format of `MCP-Protocol-Version` (`Accept` is [`crate::accept`]'s).
 //!
 //! Sources: MCP 2025-11-25, basic/transports (Security Warning: validate `Origin`, 403 when
-//! invalid; Sending Messages: the client's `Accept` lists `application/json` and
-//! `text/event-stream`; Protocol Version Header: 400 for an invalid or unsupported value).
+//! invalid; Protocol Version Header: 400 for an invalid or unsupported value).
 //! `Host` allow-listing is not spec text: it is the DNS-rebinding protection the SDKs offer.
 
 use http::{header, HeaderMap};
@@ -71,53 +70,6 @@ fn is_loopback_name(name: &str) -> bool {
     name == "localhost"
         || name == "[::1]"
         || name.starts_with("127.") && name.parse::<std::net::Ipv4Addr>().is_ok()
-}
-
-/// Whether `Accept` allows `media` (exactly, by `type/*`, or by `*/*`). A missing `Accept` allows
-/// anything (RFC 9110 §12.5.1).
-pub fn accepts(h: &HeaderMap, media: &str) -> bool {
-    let values: Vec<&str> = h
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .collect();
-    if values.is_empty() {
-        return true;
-    }
-    let main = media.split('/').next().unwrap_or("");
-    values.iter().flat_map(|v| v.split(',')).any(|item| {
-        let mut parts = item.split(';');
-        let range = parts.next().unwrap_or("").trim().to_ascii_lowercase();
-        let refused = parts.any(|p| {
-            matches!(
-                p.trim().replace(' ', "").as_str(),
-                "q=0" | "q=0.0" | "q=0.00" | "q=0.000"
-            )
-        });
-        !refused && (range == media || range == "*/*" || range == format!("{main}/*"))
-    })
-}
-
-/// A POST must accept both JSON and SSE answers (we choose per request), else 406.
-pub fn check_post_accept(h: &HeaderMap) -> Result<(), HttpError> {
-    if accepts(h, headers::APPLICATION_JSON) && accepts(h, headers::TEXT_EVENT_STREAM) {
-        Ok(())
-    } else {
-        Err(HttpError::NotAcceptable(
-            "Accept must allow both application/json and text/event-stream",
-        ))
-    }
-}
-
-/// A GET must accept `text/event-stream`, else 406.
-pub fn check_get_accept(h: &HeaderMap) -> Result<(), HttpError> {
-    if accepts(h, headers::TEXT_EVENT_STREAM) {
-        Ok(())
-    } else {
-        Err(HttpError::NotAcceptable(
-            "Accept must allow text/event-stream",
-        ))
-    }
 }
 
 /// A POST body must be `application/json` (parameters such as `charset` allowed), else 415.
@@ -203,20 +155,6 @@ mod tests {
         };
         assert!(check_origin_and_host(&listed, &hm(&[("host", "gw.example:443")])).is_ok());
         assert!(check_origin_and_host(&listed, &hm(&[("host", "other.example")])).is_err());
-    }
-
-    #[test]
-    fn accept_rules() {
-        assert!(
-            check_post_accept(&hm(&[("accept", "application/json, text/event-stream")])).is_ok()
-        );
-        assert!(check_post_accept(&hm(&[("accept", "*/*")])).is_ok());
-        assert!(check_post_accept(&hm(&[("accept", "application/json")])).is_err());
-        assert!(check_post_accept(&hm(&[("accept", "text/html")])).is_err());
-        assert!(check_get_accept(&hm(&[("accept", "text/event-stream")])).is_ok());
-        assert!(check_get_accept(&hm(&[("accept", "application/json")])).is_err());
-        assert!(check_get_accept(&hm(&[("accept", "text/event-stream;q=0, */*")])).is_ok());
-        assert!(check_get_accept(&hm(&[("accept", "text/event-stream;q=0")])).is_err());
     }
 
     #[test]

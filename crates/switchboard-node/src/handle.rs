@@ -69,6 +69,7 @@ impl SessionHandle for NodeSession {
             route: Route::Standalone { sid: sid.clone() },
             // Ends with the session on this node (the dispatcher ends its calls).
             cancel: self.app.calls.session_token(&sid),
+            no_requests: None,
         };
         Some(Arc::new(peer))
     }

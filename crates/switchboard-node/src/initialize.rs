@@ -7,21 +7,27 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::{HeaderValue, StatusCode};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
 use switchboard_store::{CreateOutcome, SessionRecord};
 
+use crate::accept::Answers;
 use crate::error::HttpError;
 use crate::state::App;
 use crate::telemetry;
 
-/// Handles an `initialize` request on POST: the answer as JSON, with `Mcp-Session-Id` when a
-/// session was made.
-pub async fn handle(app: &App, id: &RequestId, raw: &Value) -> Result<Response, HttpError> {
+/// Handles an `initialize` request on POST: the answer as JSON (as one SSE event for a client
+/// that accepts only SSE, see [`crate::accept`]), with `Mcp-Session-Id` when a session was made.
+pub async fn handle(
+    app: &App,
+    id: &RequestId,
+    raw: &Value,
+    answers: Answers,
+) -> Result<Response, HttpError> {
     let (body, sid) = create(app, id, raw).await?;
-    let mut resp = (StatusCode::OK, axum::Json(body)).into_response();
+    let mut resp = answers.ready(StatusCode::OK, body);
     if let Some(sid) = sid {
         let value =
             HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;

@@ -87,7 +87,7 @@ pub async fn open(State(app): State<App>, headers: HeaderMap) -> Response {
 
 async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
     // Step 3: the client must take an event stream.
-    guard::check_get_accept(&headers)?;
+    crate::accept::check_get(&headers)?;
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
     let sid = SessionId::generate();
     let record = new_record(&sid);

@@ -10,11 +10,12 @@
 //!
 //! Modules:
 //! - [`app`]: the router; the request path in one file.
+//! - [`accept`]: the `Accept` policy (which answer forms a client takes: JSON, SSE or both).
 //! - [`auth`]: the optional OAuth 2.1 resource-server layer (bearer JWTs, RFC 9728 metadata,
 //!   sessions bound to their principal).
 //! - [`config`]: [`NodeConfig`], every limit of the HTTP front.
 //! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
-//! - [`guard`]: Origin, Host, Accept, Content-Type and protocol-version header checks.
+//! - [`guard`]: Origin, Host, Content-Type and protocol-version header checks.
 //! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
 //! - [`stateless`]: the MCP 2026-07-28 era on the same endpoint (no session, `_meta` and
 //!   `Mcp-Method`/`Mcp-Name` checks, `server/discover`, stream close as cancellation).
@@ -39,6 +40,7 @@
 //! - [`telemetry`]: domain events, logged and counted in one place.
 //! - [`state`]: what handlers share.
 
+pub mod accept;
 pub mod app;
 pub mod auth;
 pub mod background;

@@ -100,6 +100,9 @@ pub struct NodePeer {
     pub(crate) log_level: Option<String>,
     pub(crate) route: Route,
     pub(crate) cancel: CancellationToken,
+    /// Why server-to-client requests cannot reach the client during this call (it accepts only
+    /// JSON, or the call is part of a batch); `None` when they can.
+    pub(crate) no_requests: Option<String>,
 }
 
 impl NodePeer {
@@ -153,11 +156,19 @@ impl ClientPeer for NodePeer {
             .map_err(|e| PeerError::Delivery(e.to_string()))
     }
 
+    fn refuses_requests(&self) -> Option<String> {
+        self.no_requests.clone()
+    }
+
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
         if let Some(cap) = required_capability(method) {
             if self.capabilities.get(cap).is_none() {
                 return Err(PeerError::MissingCapability(cap));
             }
+        }
+        // Refused before anything is registered or sent: nobody could answer (case C18).
+        if let Some(why) = &self.no_requests {
+            return Err(PeerError::Unreachable(why.clone()));
         }
         let id = new_server_request_id();
         let key = id.key();

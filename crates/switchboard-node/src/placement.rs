@@ -119,7 +119,13 @@ impl Placement for NodePlacement {
             sid: ctx.session_id.clone(),
             upstream: upstream.to_owned(),
             request: json!({"method": method, "params": params}).to_string(),
-            context: json!({"revision": ctx.revision.as_str(), "capabilities": ctx.client_capabilities, "progress_token": ctx.progress_token}).to_string(),
+            context: json!({
+                "revision": ctx.revision.as_str(),
+                "capabilities": ctx.client_capabilities,
+                "progress_token": ctx.progress_token,
+                "no_requests": ctx.peer.refuses_requests(),
+            })
+            .to_string(),
         };
         let outcome = self
             .await_outcome(node, upstream, &call, msg, done, ctx)

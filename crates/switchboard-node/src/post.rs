@@ -1,6 +1,7 @@
 //! POST on the MCP endpoint: one JSON-RPC message (or, under 2025-03-26, a batch).
 //!
-//! Order of checks: Content-Type (415) → Accept (406) → body size (413) → JSON-RPC parse (400) →
+//! Order of checks: Content-Type (415) → Accept (406; which answer forms it allows, see
+//! [`crate::accept`]) → body size (413) → JSON-RPC parse (400) →
 //! era: no `Mcp-Session-Id` and modern `_meta` → the stateless path ([`crate::stateless`]) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
 //! session load and admission, one store round trip → duplicate id running here (C22) → run. A
@@ -18,6 +19,7 @@ use serde_json::Value;
 use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId, SessionId, StreamId};
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
 
+use crate::accept::Answers;
 use crate::error::HttpError;
 use crate::handle::NodeSession;
 use crate::pump::{self, OpenStream};
@@ -50,11 +52,11 @@ pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpErr
 
 async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, HttpError> {
     guard::check_content_type(&headers)?;
-    guard::check_post_accept(&headers)?;
+    let answers = Answers::of_post(&headers)?;
     let parsed = read_body(&app, body).await?;
     if crate::stateless::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
-            return Ok(crate::stateless::handle(&app, &headers, message).await);
+            return Ok(crate::stateless::handle(&app, &headers, message, answers).await);
         }
     }
     let sessionless = !headers.contains_key(switchboard_protocol::headers::MCP_SESSION_ID);
@@ -68,7 +70,7 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
-            return crate::initialize::handle(&app, id, raw).await;
+            return crate::initialize::handle(&app, id, raw, answers).await;
         }
     }
     if parsed
@@ -84,40 +86,49 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     guard::protocol_version(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
-            request(app, sid, id, method, raw).await
+            request(app, sid, Call { id, method, raw }, answers).await
         }
         Body::Single(m) => accept_only(app, sid, vec![m], false).await,
         Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
             accept_only(app, sid, msgs, true).await
         }
-        Body::Batch(msgs) => batch(app, sid, msgs).await,
+        Body::Batch(msgs) => batch(app, sid, msgs, answers).await,
     }
 }
 
-/// A single request: admitted (one store round trip), run in its own task, answered as JSON or
-/// SSE. It is registered in flight only when its answer streams (see [`ResponseStream`]).
-async fn request(
-    app: App,
-    sid: SessionId,
+/// One client request as parsed.
+struct Call {
     id: RequestId,
     method: String,
     raw: Value,
+}
+
+/// A single request: admitted (one store round trip), run in its own task, answered as JSON or
+/// SSE as `answers` allows. It is registered in flight only when its answer streams or takes
+/// longer than `sse_after` (see [`ResponseStream`]).
+async fn request(
+    app: App,
+    sid: SessionId,
+    call: Call,
+    answers: Answers,
 ) -> Result<Response, HttpError> {
+    let Call { id, method, raw } = call;
     let key = id.key();
     let record = match session::admit(&app, &sid, &key).await? {
         Ok(r) => r,
-        Err((_, why)) => return Ok(json_ok(refusal(&id, why))),
+        Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&id, why))),
     };
     // A session opened by the legacy SSE GET has no `initialize` yet: only `ping` may come
     // first (MCP 2024-11-05, basic/lifecycle), on this endpoint as on its own.
     if record.initialize_params.is_null() && method != "ping" {
         let message = "send initialize first (on the legacy messages endpoint)";
         let answer = jsonrpc::error_response(Some(&id), codes::INVALID_REQUEST, message, None);
-        return Ok(json_ok(answer));
+        return Ok(answers.ready(StatusCode::OK, answer));
     }
     // Only after the session (and its principal, C34) checked out, so a stranger learns nothing.
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        return Ok(json_ok(refusal(&id, session::Refusal::DuplicateId)));
+        let answer = refusal(&id, session::Refusal::DuplicateId);
+        return Ok(answers.ready(StatusCode::OK, answer));
     };
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
@@ -129,8 +140,17 @@ async fn request(
         node: app.node_id().to_owned(),
         holder: holder.clone(),
     };
-    let (response, mut first) = ResponseStream::new(app.clone(), sid.as_str(), inflight);
+    let (response, mut first) = if answers == Answers::JsonOnly {
+        ResponseStream::new_json_only(app.clone(), sid.as_str(), inflight)
+    } else {
+        ResponseStream::new(app.clone(), sid.as_str(), inflight)
+    };
     let response = Arc::new(response);
+    // A client that takes only SSE gets a stream even for an answer ready at once: decided
+    // before the request runs, so its answer cannot come out as JSON first.
+    if answers == Answers::SseOnly {
+        response.switch_to_stream();
+    }
     run::spawn(Job {
         app: app.clone(),
         session: record,
@@ -140,16 +160,7 @@ async fn request(
         response: response.clone(),
         cancel,
     });
-    let decided = tokio::select! {
-        f = &mut first => f.ok(),
-        _ = tokio::time::sleep(app.cfg.sse_after) => if response.switch_to_stream() {
-            response.register().await;
-            Some(First::Stream)
-        } else {
-            (&mut first).await.ok()
-        },
-    };
-    match decided {
+    match decide(&app, &response, &mut first, answers).await {
         Some(First::Json(v)) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
             Ok(json_ok(v))
@@ -175,6 +186,36 @@ async fn request(
     }
 }
 
+/// How the request is answered: SSE-only always as a stream (switched before it ran); else JSON
+/// when its answer is ready within `sse_after`, else SSE; a JSON-only request past `sse_after` is
+/// registered in flight (so it can be cancelled from any node and counts against the session's
+/// cap) and its JSON awaited.
+async fn decide(
+    app: &App,
+    response: &ResponseStream,
+    first: &mut tokio::sync::oneshot::Receiver<First>,
+    answers: Answers,
+) -> Option<First> {
+    if answers == Answers::SseOnly {
+        response.register().await;
+        return Some(First::Stream);
+    }
+    tokio::select! {
+        f = &mut *first => f.ok(),
+        _ = tokio::time::sleep(app.cfg.sse_after) => {
+            if answers == Answers::JsonOnly {
+                response.register().await;
+                (&mut *first).await.ok()
+            } else if response.switch_to_stream() {
+                response.register().await;
+                Some(First::Stream)
+            } else {
+                (&mut *first).await.ok()
+            }
+        }
+    }
+}
+
 /// Notifications and responses only: 202 with no body (MCP 2025-11-25, Sending Messages item 4).
 async fn accept_only(
     app: App,
@@ -192,8 +233,14 @@ async fn accept_only(
     Ok(StatusCode::ACCEPTED.into_response())
 }
 
-/// A 2025-03-26 batch holding requests: answered with a JSON array of the responses.
-async fn batch(app: App, sid: SessionId, msgs: Vec<Message>) -> Result<Response, HttpError> {
+/// A 2025-03-26 batch holding requests: answered with a JSON array of the responses (as one SSE
+/// event when the client accepts only SSE).
+async fn batch(
+    app: App,
+    sid: SessionId,
+    msgs: Vec<Message>,
+    form: Answers,
+) -> Result<Response, HttpError> {
     let record = session::load(&app, &sid, None)
         .await?
         .unwrap_or_else(|(r, _)| r);
@@ -218,7 +265,7 @@ async fn batch(app: App, sid: SessionId, msgs: Vec<Message>) -> Result<Response,
             }
         }
     }
-    Ok(json_ok(Value::Array(out)))
+    Ok(form.ready(StatusCode::OK, Value::Array(out)))
 }
 
 enum BatchAnswer {

@@ -7,6 +7,11 @@
 //! drops can resume on any node with `Last-Event-ID`. The request keeps running after a
 //! disconnect (a disconnect is not a cancellation, item 6).
 //!
+//! A client whose `Accept` lacks `text/event-stream` (see [`crate::accept`]) and a request of a
+//! JSON-RPC batch are answered as one JSON body whatever the timing
+//! ([`ResponseStream::new_json_only`], [`ResponseStream::for_batch`]): their notifications go to
+//! the session's standalone stream, and server-to-client requests are refused.
+//!
 //! A transport with one stream per session (the WebSocket, [`crate::websocket`]) answers on the
 //! session's standalone stream instead ([`ResponseStream::for_standalone`]): every message of the
 //! request, its response included, is appended to that log and reaches whichever connection holds
@@ -22,6 +27,7 @@ use tokio::sync::{oneshot, OnceCell};
 
 use crate::hub::StreamEvent;
 use crate::state::App;
+use crate::telemetry;
 
 /// How the HTTP side answers, decided by the first thing the request produces.
 #[derive(Debug)]
@@ -50,8 +56,20 @@ pub struct ResponseStream {
     inflight: InflightRequest,
     /// Set once the registration ran: whether it took (the session still existed).
     registered: OnceCell<bool>,
+    /// Whether a lazy registration may still start (see [`Gate`]).
+    gate: Mutex<Gate>,
     sink: Sink,
     mode: Mutex<Mode>,
+}
+
+/// A lazy registration's state: a JSON answer that finishes first closes it, so a registration
+/// started by the HTTP side's timer either runs before the answer's bookkeeping (which then
+/// undoes it) or not at all.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Gate {
+    Open,
+    Started,
+    Closed,
 }
 
 /// Where a channel's messages go.
@@ -59,6 +77,8 @@ pub struct ResponseStream {
 enum Sink {
     /// The POST's own answer: JSON, or an SSE stream with its own log.
     Post,
+    /// The POST's own answer, always one JSON body (the client accepts only JSON).
+    JsonOnly,
     /// One answer inside a batch's JSON array.
     Batch,
     /// The session's standalone stream (its log is the only record; nothing is answered inline).
@@ -76,10 +96,23 @@ impl ResponseStream {
         Self::build(app, sid, inflight, OnceCell::new(), Sink::Post)
     }
 
+    /// Like [`ResponseStream::new`] for a client that accepts only `application/json`: the
+    /// answer is always [`First::Json`]; notifications go to the session's standalone stream and
+    /// server-to-client requests are refused ([`crate::accept::JSON_ONLY_REQUESTS`]). Registered
+    /// lazily like any request (the HTTP side calls [`ResponseStream::register`] once the answer
+    /// takes longer than `sse_after`).
+    pub fn new_json_only(
+        app: App,
+        sid: &str,
+        inflight: InflightRequest,
+    ) -> (ResponseStream, oneshot::Receiver<First>) {
+        Self::build(app, sid, inflight, OnceCell::new(), Sink::JsonOnly)
+    }
+
     /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26), registered in flight up
-    /// front: the answer is always JSON, notifications the request sends are dropped (progress
-    /// and logging are optional), and server-to-client requests fail, since a batch answer has no
-    /// stream to carry them.
+    /// front: the answer is always JSON, notifications the request sends go to the session's
+    /// standalone stream, and server-to-client requests fail, since a batch answer has no stream
+    /// to carry them.
     pub fn for_batch(
         app: App,
         sid: &str,
@@ -123,6 +156,7 @@ impl ResponseStream {
             sid: sid.to_owned(),
             inflight,
             registered,
+            gate: Mutex::new(Gate::Open),
             sink,
             mode: Mutex::new(Mode::Pending(Some(tx))),
         };
@@ -135,6 +169,14 @@ impl ResponseStream {
     /// holding it. Every event is appended only after this, so none can miss its holder. `false`
     /// when the session is gone or the store failed (logged; the appends that follow fail too).
     pub async fn register(&self) -> bool {
+        {
+            let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            match *gate {
+                Gate::Closed => return false,
+                Gate::Open => *gate = Gate::Started,
+                Gate::Started => {}
+            }
+        }
         *self
             .registered
             .get_or_init(|| async {
@@ -162,13 +204,13 @@ impl ResponseStream {
 
     /// Sends a request or notification on this stream (switching to SSE if still pending).
     pub async fn send(&self, message: &Value) -> Result<(), PeerError> {
-        if self.sink == Sink::Batch {
-            return match message.get("id") {
-                Some(_) => Err(PeerError::Delivery(
-                    "server-to-client requests are not available inside a batch".into(),
-                )),
-                None => Ok(()),
-            };
+        if let Some(why) = self.refuses_requests() {
+            if message.get("id").is_some() {
+                return Err(PeerError::Unreachable(why.to_owned()));
+            }
+            let method = message.get("method").and_then(Value::as_str);
+            telemetry::notification_rerouted(&self.sid, method.unwrap_or("?"));
+            return self.append_standalone(message.to_string()).await;
         }
         {
             let mut mode = self.lock();
@@ -185,6 +227,19 @@ impl ResponseStream {
         }
         self.register().await;
         self.append(message.to_string(), false).await
+    }
+
+    /// Why no server-to-client request can be sent on this channel, if none can: it answers
+    /// with one JSON body, which has no room for one.
+    pub fn refuses_requests(&self) -> Option<&'static str> {
+        match self.sink {
+            Sink::JsonOnly => Some(crate::accept::JSON_ONLY_REQUESTS),
+            Sink::Batch => Some(
+                "this call is part of a JSON-RPC batch, whose answer has no stream on which a \
+                 request could be sent to the client",
+            ),
+            Sink::Post | Sink::Standalone => None,
+        }
     }
 
     /// Sends the final response: as the JSON answer when still pending, else as the stream's last
@@ -206,8 +261,10 @@ impl ResponseStream {
         match json {
             // Answered at once and never registered: nothing to undo in the store (the session
             // was touched when the request was admitted).
-            Some(_) if self.registered.get().is_none() => {}
+            Some(_) if !self.close_registration() => {}
             Some(_) => {
+                // A registration under way is waited for, so its entry is the one removed.
+                self.register().await;
                 if let Err(e) = store
                     .finish(&self.sid, key, Some(&self.inflight.stream))
                     .await
@@ -228,6 +285,19 @@ impl ResponseStream {
                 }
             }
         }
+    }
+
+    /// Closes a lazy registration that has not started; `true` when the request is (or is being)
+    /// registered, so that its end must be recorded.
+    fn close_registration(&self) -> bool {
+        let started = {
+            let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            if *gate == Gate::Open {
+                *gate = Gate::Closed;
+            }
+            *gate == Gate::Started
+        };
+        started || self.registered.get().is_some()
     }
 
     /// The final response must reach the log, or the client's stream would wait forever: retry
@@ -255,14 +325,7 @@ impl ResponseStream {
 
     async fn append(&self, data: String, end: bool) -> Result<(), PeerError> {
         if self.sink == Sink::Standalone {
-            // The standalone stream never ends, and the store itself delivers its events to the
-            // holder (local or not) through the bus, one ordered path for every writer.
-            self.app
-                .store
-                .append(&self.sid, StreamId::STANDALONE, &data, false)
-                .await
-                .map_err(|e| PeerError::Delivery(e.to_string()))?;
-            return Ok(());
+            return self.append_standalone(data).await;
         }
         let appended = self
             .app
@@ -283,6 +346,18 @@ impl ResponseStream {
             }
         }
         Ok(())
+    }
+
+    /// Appends to the session's standalone stream. It never ends, and the store itself delivers
+    /// its events to the holder (local or not) through the bus, one ordered path for every
+    /// writer.
+    async fn append_standalone(&self, data: String) -> Result<(), PeerError> {
+        self.app
+            .store
+            .append(&self.sid, StreamId::STANDALONE, &data, false)
+            .await
+            .map(|_| ())
+            .map_err(|e| PeerError::Delivery(e.to_string()))
     }
 
     /// The holder token of the POST connection that started this stream.

@@ -179,6 +179,7 @@ fn context(job: &Job, params: &Value, cancel: CancellationToken) -> RequestConte
         log_level: job.session.log_level.clone(),
         route: Route::Local(job.response.clone()),
         cancel: cancel.clone(),
+        no_requests: job.response.refuses_requests().map(str::to_owned),
     };
     RequestContext {
         session_id: job.session.id.clone(),

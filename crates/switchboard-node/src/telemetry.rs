@@ -43,6 +43,8 @@ counters! {
     REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
     LISTEN_LAGGED => "switchboard_listen_lagged_total", "subscriptions/listen streams ended because their queue was full (slow reader).";
     LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at max_listeners.";
+    NOTIFICATIONS_REROUTED => "switchboard_notifications_rerouted_total", "Notifications of requests answered as one JSON body (Accept without text/event-stream, or a batch) put on the session's standalone stream instead.";
+    NOTIFICATIONS_DROPPED => "switchboard_notifications_dropped_total", "Notifications of 2026-07-28 requests answered as one JSON body (Accept without text/event-stream), which have no stream to carry them.";
 }
 
 /// Open `subscriptions/listen` streams on this node (a gauge).
@@ -126,6 +128,27 @@ pub fn stateless_cancelled(method: &str) {
     tracing::info!(
         method,
         "stateless request cancelled: its response stream closed"
+    );
+}
+
+/// A notification of a request answered as one JSON body went to the session's standalone
+/// stream instead of the request's own (see [`crate::accept`]).
+pub fn notification_rerouted(sid: &str, method: &str) {
+    inc(&counter::NOTIFICATIONS_REROUTED);
+    tracing::debug!(
+        session = sid,
+        method,
+        "a JSON-only request's notification went to the standalone stream"
+    );
+}
+
+/// A notification of a 2026-07-28 request answered as one JSON body was dropped: that revision
+/// has no stream to carry it (see [`crate::accept`]).
+pub fn notification_dropped(method: &str) {
+    inc(&counter::NOTIFICATIONS_DROPPED);
+    tracing::debug!(
+        method,
+        "a JSON-only 2026-07-28 request's notification was dropped"
     );
 }
 

@@ -40,6 +40,12 @@ use crate::upstream::Upstream;
 /// Default per-upstream request timeout, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
 
+/// Default `max_line_bytes` of a stdio upstream: 16 MiB.
+pub const DEFAULT_MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Default `max_message_bytes` of an http or sse upstream: 32 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
+
 /// What an upstream is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -121,6 +127,12 @@ pub struct UpstreamConfig {
     /// of them; logged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attached_sessions: Option<u64>,
+    /// stdio: the longest line the child may write on stdout, in bytes, its newline not counted
+    /// (default [`DEFAULT_MAX_LINE_BYTES`], 16 MiB; at least 1). A longer line fails the calls in
+    /// flight with -32006 naming the upstream and this limit, and stops the child (the stream
+    /// cannot be resynchronised); the session's next request starts a new one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_line_bytes: Option<u64>,
     /// http/sse: the server's URL (`http://` or `https://`): the MCP endpoint (http) or the SSE
     /// endpoint (sse).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -129,12 +141,24 @@ pub struct UpstreamConfig {
     /// `${VAR}`, expanded when the node starts ([`UpstreamConfig::expanded`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub headers: BTreeMap<String, String>,
+    /// http/sse: the largest message the server may send, in bytes (default
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`], 32 MiB; at least 1): a JSON answer body, one SSE event (its
+    /// lines included), an error body. A larger one is not read further: the call fails with
+    /// -32006 naming the upstream and this limit (a broken response stream is not resumed, since
+    /// the same event would come again), and a legacy SSE connection is closed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_message_bytes: Option<u64>,
     /// http: the protocol revision the server speaks when it is not a session-era server:
     /// `"2026-07-28"` makes every request a self-contained stateless one
     /// ([`crate::http::modern::ModernHttpUpstream`]). Absent (default): the session era
     /// (`initialize`, `Mcp-Session-Id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+}
+
+/// A byte count as `usize` (saturating on a platform whose `usize` is narrower).
+fn to_usize(bytes: u64) -> usize {
+    usize::try_from(bytes).unwrap_or(usize::MAX)
 }
 
 fn default_timeout_ms() -> u64 {
@@ -187,10 +211,22 @@ impl UpstreamConfig {
             restart_backoff_max_ms: None,
             restart_stable_ms: None,
             max_attached_sessions: None,
+            max_line_bytes: None,
             url: None,
             headers: BTreeMap::new(),
+            max_message_bytes: None,
             revision: None,
         }
+    }
+
+    /// The effective `max_line_bytes` (stdio).
+    pub fn line_limit(&self) -> usize {
+        to_usize(self.max_line_bytes.unwrap_or(DEFAULT_MAX_LINE_BYTES))
+    }
+
+    /// The effective `max_message_bytes` (http, sse).
+    pub fn message_limit(&self) -> usize {
+        to_usize(self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES))
     }
 
     /// The effective prefix: the configured one, else the name; `None` for `""`.
@@ -200,8 +236,8 @@ impl UpstreamConfig {
     }
 
     /// Every problem of this table alone, each message starting `upstream `NAME``: the name,
-    /// the prefix's characters, `timeout_ms` > 0, the stdio restart settings, the fields its
-    /// kind needs (stdio: `command`;
+    /// the prefix's characters, `timeout_ms`, `max_line_bytes` and `max_message_bytes` > 0, the
+    /// stdio restart settings, the fields its kind needs (stdio: `command`;
     /// http, sse: an `http(s)://` `url`) and refuses (another kind's fields), header names and
     /// the `${VAR}` syntax of header values.
     pub fn problems(&self, separator: &str) -> Vec<String> {
@@ -213,10 +249,14 @@ impl UpstreamConfig {
         if let Some(prefix) = self.effective_prefix() {
             out.extend(check_prefix(name, prefix, separator).err());
         }
-        if self.timeout_ms == 0 {
-            out.push(format!(
-                "upstream `{name}`: timeout_ms must be greater than 0"
-            ));
+        for (key, value) in [
+            ("timeout_ms", Some(self.timeout_ms)),
+            ("max_line_bytes", self.max_line_bytes),
+            ("max_message_bytes", self.max_message_bytes),
+        ] {
+            if value == Some(0) {
+                out.push(format!("upstream `{name}`: {key} must be greater than 0"));
+            }
         }
         let kind = self.kind.as_str();
         let stdio = self.kind == UpstreamKind::Stdio;
@@ -243,8 +283,10 @@ impl UpstreamConfig {
                 self.max_attached_sessions.is_some(),
                 stdio,
             ),
+            ("max_line_bytes", self.max_line_bytes.is_some(), stdio),
             ("url", self.url.is_some(), web),
             ("headers", !self.headers.is_empty(), web),
+            ("max_message_bytes", self.max_message_bytes.is_some(), web),
             (
                 "revision",
                 self.revision.is_some(),

@@ -58,6 +58,12 @@ pub enum PeerError {
     /// The store or bus failed.
     #[error("delivery failed: {0}")]
     Delivery(String),
+    /// The client cannot be sent a request during this call, whatever it declared: the way it
+    /// is connected has no stream for it (it accepts only `application/json`, or the call is
+    /// part of a JSON-RPC batch). The text says why; the upstream gets it with -32601, as for a
+    /// missing capability.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// The way back to the client during one request. Implemented by the node.
@@ -86,6 +92,13 @@ pub trait ClientPeer: Send + Sync {
     /// [`PeerError::Timeout`] when no answer arrives in time; with [`PeerError::Cancelled`] when
     /// the request is cancelled or the session ends while waiting.
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError>;
+
+    /// Why no server-to-client request can be sent through this peer during the current call,
+    /// whatever the client declared ([`PeerError::Unreachable`]); `None` when requests can go.
+    /// A call forwarded to another node carries it along, so the peer there refuses the same.
+    fn refuses_requests(&self) -> Option<String> {
+        None
+    }
 
     /// Puts a message produced on another node (a forwarded call's notification or
     /// server-to-client request, already filtered and with its final id) on the request's stream

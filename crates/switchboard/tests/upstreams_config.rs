@@ -121,6 +121,8 @@ fn the_printed_config_reads_back_the_same() {
     );
 }
 
+/// Among them case C32's: a size limit of 0 (`max_line_bytes`, `max_message_bytes`) is refused
+/// at load, naming the key.
 #[test]
 fn bad_tables_are_refused_naming_the_upstream_and_the_file() {
     let cases = [
@@ -133,6 +135,14 @@ fn bad_tables_are_refused_naming_the_upstream_and_the_file() {
             "`a` is used twice",
         ),
         ("tool_separator = \"/\"\n", "tool separator `/`"),
+        (
+            "[[upstreams]]\nname = \"s\"\nkind = \"stdio\"\ncommand = \"x\"\nmax_line_bytes = 0\n",
+            "upstream `s`: max_line_bytes must be greater than 0",
+        ),
+        (
+            "[[upstreams]]\nname = \"w\"\nkind = \"sse\"\nurl = \"http://127.0.0.1:9/sse\"\nmax_message_bytes = 0\n",
+            "upstream `w`: max_message_bytes must be greater than 0",
+        ),
     ];
     for (text, needle) in cases {
         let message = problems(text);

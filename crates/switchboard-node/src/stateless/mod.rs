@@ -43,10 +43,16 @@ use switchboard_protocol::{codes, headers, jsonrpc, meta, Body, Message, Revisio
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
-use crate::sse;
+use crate::accept::Answers;
+use crate::error::HttpError;
 use crate::state::App;
+use crate::{sse, telemetry};
 use peer::Item;
 use refusal::Refusal;
+
+/// The 406 of `subscriptions/listen` from a client that accepts only JSON.
+const LISTEN_NEEDS_SSE: &str =
+    "subscriptions/listen is answered with a stream: Accept must allow text/event-stream";
 
 /// Whether `sid`, a session name of [`crate::calls::Calls`] or an upstream's held sessions,
 /// names something of this node alone (a 2026-07-28 request's ephemeral session, a task's call)
@@ -93,8 +99,8 @@ pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), crate::error::HttpError
     Ok(())
 }
 
-/// Answers one modern POST message.
-pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
+/// Answers one modern POST message in a form `answers` allows ([`crate::accept`]).
+pub async fn handle(app: &App, h: &HeaderMap, message: Message, answers: Answers) -> Response {
     let (id, method, raw) = match message {
         // No client notifications are defined over 2026-07-28 Streamable HTTP; accepted.
         Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),
@@ -123,16 +129,22 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
     }
     if method == "server/discover" {
         let result = run::complete("server/discover", discover(app));
-        return json_answer(jsonrpc::result_response(&id, result));
+        return answer(answers, jsonrpc::result_response(&id, result));
     }
     if method == "subscriptions/listen" {
-        return listen::open(app, id, params);
+        return match answers {
+            Answers::JsonOnly => HttpError::NotAcceptable(LISTEN_NEEDS_SSE).into_response(),
+            _ => listen::open(app, id, params),
+        };
     }
     if tasks::METHODS.contains(&method.as_str()) {
-        return json_answer(tasks::methods::answer(app, &id, &method, params).await);
+        return answer(
+            answers,
+            tasks::methods::answer(app, &id, &method, params).await,
+        );
     }
     if tasks::wanted(&method, &checked) && params.get("requestState").is_none() {
-        return tasks::create::call(app, id, method, raw, checked).await;
+        return tasks::create::call(app, id, method, raw, checked, answers).await;
     }
     let principal = crate::auth::current_principal();
     // Upstreams with per-session state park a request that asks the client something; the
@@ -144,14 +156,14 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
             Err(e) => {
                 let response =
                     jsonrpc::error_response(Some(&id), codes::INVALID_PARAMS, e.to_string(), None);
-                return json_answer(response);
+                return answer(answers, response);
             }
         }
     } else {
         None
     };
     // Dropping the guard (the client went away before the answer) cancels the request.
-    let (mut rx, guard): (_, Box<dyn Send>) = match retry {
+    let (rx, guard): (_, Box<dyn Send>) = match retry {
         Some(mrtr::Retry::Resume(r)) if r.node == app.node_id() => {
             let (rx, guard) = park::resume_here(app, id, &r.park, &principal, r.answers);
             (rx, Box::new(guard))
@@ -172,14 +184,52 @@ pub async fn handle(app: &App, h: &HeaderMap, message: Message) -> Response {
             }
         }
     };
-    let first = tokio::select! {
-        item = rx.recv() => item,
-        _ = tokio::time::sleep(app.cfg.sse_after) => None,
-    };
-    match first {
-        Some(Item::Final(v)) => json_answer(v),
-        first => stream_answer(first, rx, guard),
+    answer_run(app, answers, rx, guard).await
+}
+
+/// The answer of a running request, in a form `answers` allows: SSE-only always a stream,
+/// JSON-only always one body, else JSON when the response comes first within `sse_after`.
+async fn answer_run(
+    app: &App,
+    answers: Answers,
+    mut rx: tokio::sync::mpsc::Receiver<Item>,
+    guard: Box<dyn Send>,
+) -> Response {
+    match answers {
+        Answers::SseOnly => stream_answer(None, rx, guard),
+        Answers::JsonOnly => json_only_answer(rx, guard).await,
+        Answers::Either => {
+            let first = tokio::select! {
+                item = rx.recv() => item,
+                _ = tokio::time::sleep(app.cfg.sse_after) => None,
+            };
+            match first {
+                Some(Item::Final(v)) => answer(answers, v),
+                first => stream_answer(first, rx, guard),
+            }
+        }
     }
+}
+
+/// The one JSON answer of a client that accepts only JSON: the notifications before it have no
+/// stream to ride (2026-07-28 has no standalone stream), so they are dropped and counted. The
+/// guard is held until then: a client that hangs up still cancels the request.
+async fn json_only_answer(
+    mut rx: tokio::sync::mpsc::Receiver<Item>,
+    guard: Box<dyn Send>,
+) -> Response {
+    let _held = guard;
+    while let Some(item) = rx.recv().await {
+        match item {
+            Item::Note(v) => telemetry::notification_dropped(v["method"].as_str().unwrap_or("?")),
+            Item::Final(v) => return answer(Answers::JsonOnly, v),
+        }
+    }
+    let message = "the request ended without an answer";
+    answer(
+        Answers::JsonOnly,
+        jsonrpc::error_response(None, codes::INTERNAL_ERROR, message, None),
+    )
 }
 
 /// `server/discover` (MCP 2026-07-28, server/discover): the versions served, the upstream's
@@ -202,14 +252,15 @@ pub fn discover(app: &App) -> Value {
     result
 }
 
-/// A JSON answer; an error the spec ties to a status gets it (404 for -32601, 400 for -32021).
-fn json_answer(v: Value) -> Response {
+/// An answer ready now, in a form `answers` allows; an error the spec ties to a status gets it
+/// (404 for -32601, 400 for -32021) and stays JSON.
+pub(crate) fn answer(answers: Answers, v: Value) -> Response {
     let status = match v.pointer("/error/code").and_then(Value::as_i64) {
         Some(codes::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         Some(codes::MISSING_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,
         _ => StatusCode::OK,
     };
-    (status, axum::Json(v)).into_response()
+    answers.ready(status, v)
 }
 
 /// An SSE answer: `first` (if any), then the rest, ending after the response. The body holds

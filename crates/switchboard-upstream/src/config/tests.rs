@@ -59,6 +59,16 @@ fn a_full_config_parses_with_defaults_filled_in() {
     assert!(files.shared);
     assert_eq!(files.timeout_ms, 5000);
     assert_eq!(demo.effective_prefix(), Some("d"));
+    assert_eq!(
+        files.line_limit(),
+        16 * 1024 * 1024,
+        "default max_line_bytes"
+    );
+    assert_eq!(
+        weather.message_limit(),
+        32 * 1024 * 1024,
+        "default max_message_bytes"
+    );
     assert_eq!(config.problems(), Vec::<String>::new());
     // Serializes back to the same value (the binary prints its config as TOML).
     let again: UpstreamsConfig = toml::from_str(&toml::to_string(&config).unwrap()).unwrap();
@@ -88,6 +98,22 @@ fn bad_values_are_problems_naming_the_upstream() {
         (
             "name = \"a\"\nkind = \"demo\"\ntimeout_ms = 0",
             "upstream `a`: timeout_ms",
+        ),
+        (
+            "name = \"a\"\nkind = \"stdio\"\ncommand = \"x\"\nmax_line_bytes = 0",
+            "upstream `a`: max_line_bytes must be greater than 0",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"\nurl = \"http://h/\"\nmax_message_bytes = 0",
+            "upstream `a`: max_message_bytes must be greater than 0",
+        ),
+        (
+            "name = \"a\"\nkind = \"http\"\nurl = \"http://h/\"\nmax_line_bytes = 9",
+            "upstream `a`: `max_line_bytes` does not apply to kind `http`",
+        ),
+        (
+            "name = \"a\"\nkind = \"stdio\"\ncommand = \"x\"\nmax_message_bytes = 9",
+            "upstream `a`: `max_message_bytes` does not apply to kind `stdio`",
         ),
         (
             "name = \"a\"\nkind = \"stdio\"",

@@ -97,7 +97,8 @@ impl Call<'_> {
     }
 
     /// An event-stream answer, resumed up to [`MAX_RESUMES`] times in a row when it breaks
-    /// after events with ids, waiting the upstream's `retry` (at most [`MAX_RETRY`]).
+    /// after events with ids, waiting the upstream's `retry` (at most [`MAX_RETRY`]); never when
+    /// it broke on an event over `max_message_bytes`.
     async fn follow(&self, mut reader: EventReader, id: &Value) -> Result<Value, WireError> {
         let mut tasks = JoinSet::new();
         let mut place = Place::default();
@@ -106,6 +107,10 @@ impl Call<'_> {
                 Step::Done(response) => return Ok(response),
                 Step::Broken(why) => why,
             };
+            // Resuming would only bring the same oversized event again.
+            if let Some(limit) = reader.over_limit() {
+                return Err(WireError::TooLarge(limit));
+            }
             let (Some(session), Some(last)) = (self.session, place.last_event_id.as_deref()) else {
                 return Err(WireError::Failed(why));
             };

@@ -72,13 +72,18 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
     }
 }
 
-/// -32004 `request cancelled`: what a call ends with when the client cancels it.
 /// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
-/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data.
+/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data;
+/// a refusal of the credentials is [`credentials_refused`], a message over the size limit
+/// [`too_large`].
 pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
     use crate::http::wire::WireError;
     match e {
         WireError::Gone => unavailable(name, "it ended the session"),
+        WireError::Refused(refusal) => credentials_refused(name, refusal),
+        WireError::TooLarge(limit) => {
+            too_large(name, "max_message_bytes", limit, "the request failed")
+        }
         WireError::Rpc(e) => RpcError {
             code: codes::UPSTREAM_UNAVAILABLE,
             message: format!("upstream `{name}` refused the request: {}", e.message),
@@ -87,6 +92,51 @@ pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> Rpc
             ),
         },
         WireError::Failed(why) => unavailable(name, why),
+    }
+}
+
+/// -32006 for a 401 or 403 of upstream `name` (case C33), the one place this error is built:
+/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized): …``
+/// with `data.upstream`, `data.status`, `data.www_authenticate` (every value as sent, or null)
+/// and, when the body was a JSON-RPC error, `data.error`. The client's own credentials are never
+/// sent upstream, so the fix is the upstream's configured `headers`, which the message says.
+pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusal) -> RpcError {
+    let status = refusal.status;
+    let mut message =
+        format!("upstream `{name}` refused the credentials switchboard sent it (HTTP {status})");
+    if let Some(e) = &refusal.error {
+        message.push_str(": ");
+        message.push_str(&e.message);
+    }
+    message.push_str("; check the `headers` configured for it");
+    let mut data = json!({
+        "upstream": name,
+        "status": status.as_u16(),
+        "www_authenticate": refusal.www_authenticate,
+    });
+    if let Some(e) = refusal.error {
+        data["error"] = json!({"code": e.code, "message": e.message, "data": e.data});
+    }
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message,
+        data: Some(data),
+    }
+}
+
+/// -32006 for a message of upstream `name` over its size limit (case C32), the one place this
+/// error is built for every kind: ``upstream `NAME` sent a message larger than SETTING (N bytes);
+/// CONSEQUENCE`` with `data.upstream` and `data.<setting>` = the limit. Nothing of the message is
+/// passed on (no truncation).
+pub(crate) fn too_large(name: &str, setting: &str, limit: usize, consequence: &str) -> RpcError {
+    let mut data = json!({"upstream": name});
+    data[setting] = json!(limit);
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message: format!(
+            "upstream `{name}` sent a message larger than {setting} ({limit} bytes); {consequence}"
+        ),
+        data: Some(data),
     }
 }
 
@@ -108,6 +158,7 @@ where
     }
 }
 
+/// -32004 `request cancelled`: what a call ends with when the client cancels it.
 pub(crate) fn aborted() -> RpcError {
     RpcError::new(codes::REQUEST_ABORTED, "request cancelled")
 }
@@ -169,8 +220,9 @@ pub(crate) fn outcome(mut response: Value) -> Result<Value, RpcError> {
 /// Asks the client to answer a server-to-client request the upstream sent
 /// (`sampling/createMessage`, `elicitation/create`, `roots/list`, `ping`) and builds the JSON-RPC
 /// response to POST back, carrying the UPSTREAM's original id (MCP 2025-11-25, basic/transports,
-/// Sending Messages item 4). When the client cannot answer (missing capability → -32601, timeout
-/// or delivery failure → -32603, cancelled → -32004) the response is a JSON-RPC error.
+/// Sending Messages item 4). When the client cannot answer (missing capability, or no stream to
+/// ask it on → -32601, timeout or delivery failure → -32603, cancelled → -32004) the response is
+/// a JSON-RPC error.
 pub(crate) async fn answer_server_request(peer: &dyn ClientPeer, request: &Value) -> Value {
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let method = request.get("method").and_then(Value::as_str).unwrap_or("");
@@ -184,7 +236,9 @@ pub(crate) async fn answer_server_request(peer: &dyn ClientPeer, request: &Value
                 json!({"jsonrpc": "2.0", "id": id, "result": result})
             }
         },
-        Err(e @ PeerError::MissingCapability(_)) => error(codes::METHOD_NOT_FOUND, e.to_string()),
+        Err(e @ (PeerError::MissingCapability(_) | PeerError::Unreachable(_))) => {
+            error(codes::METHOD_NOT_FOUND, e.to_string())
+        }
         Err(PeerError::Cancelled) => error(codes::REQUEST_ABORTED, "request cancelled".into()),
         Err(e) => error(codes::INTERNAL_ERROR, e.to_string()),
     }

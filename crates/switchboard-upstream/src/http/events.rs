@@ -12,8 +12,6 @@
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
-/// The largest line (or pending event) we buffer; a bigger one ends the stream with an error.
-const MAX_BUFFER: usize = 32 * 1024 * 1024;
 /// The largest line buffer kept for the next line cut by a chunk's end; after a longer line the
 /// buffer is freed, so a long-lived stream does not hold the memory of its longest line.
 const KEEP_LINE_BUFFER: usize = 64 * 1024;
@@ -41,8 +39,11 @@ impl SseEvent {
 }
 
 /// Incremental parser: feed it chunks as they arrive, collect whole events.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseParser {
+    /// The largest line plus pending event data buffered, in bytes (`max_message_bytes`); a
+    /// bigger one ends the stream with an error.
+    max: usize,
     /// Bytes of the line being read.
     line: Vec<u8>,
     /// The previous chunk ended in CR: a leading LF of the next chunk belongs to it.
@@ -57,7 +58,28 @@ pub(crate) struct SseParser {
     started: bool,
 }
 
+impl Default for SseParser {
+    fn default() -> Self {
+        SseParser::new(
+            usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES).unwrap_or(usize::MAX),
+        )
+    }
+}
+
 impl SseParser {
+    /// A parser buffering at most `max` bytes of one event (its lines included).
+    pub fn new(max: usize) -> SseParser {
+        SseParser {
+            max,
+            line: Vec::new(),
+            after_cr: false,
+            pending: SseEvent::default(),
+            has_data: false,
+            has_fields: false,
+            started: false,
+        }
+    }
+
     /// Parses `chunk`, returning the events it completed. Errors when a line grows beyond the
     /// buffer limit.
     pub fn push(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
@@ -104,11 +126,19 @@ impl SseParser {
                 }
                 event
             };
+            // An event's data over the limit fails the stream, even when the whole event
+            // came in one chunk.
+            let data = event
+                .as_ref()
+                .map_or(self.pending.data.len(), |e| e.data.len());
+            if data > self.max {
+                return Err(format!("an SSE event exceeds {} bytes", self.max));
+            }
             out.extend(event);
             bytes = &bytes[end + 1..];
         }
-        if self.line.len() + self.pending.data.len() > MAX_BUFFER {
-            return Err(format!("an SSE event exceeds {MAX_BUFFER} bytes"));
+        if self.line.len() + self.pending.data.len() > self.max {
+            return Err(format!("an SSE event exceeds {} bytes", self.max));
         }
         Ok(out)
     }
@@ -161,16 +191,25 @@ pub(crate) struct EventReader {
     body: BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     parser: SseParser,
     ready: std::collections::VecDeque<SseEvent>,
+    /// Set when an event passed the limit (its value, in bytes): the stream ended there.
+    over_limit: Option<usize>,
 }
 
 impl EventReader {
-    /// Wraps a response whose body is an event stream.
-    pub fn new(response: reqwest::Response) -> EventReader {
+    /// Wraps a response whose body is an event stream, buffering events of at most `max` bytes.
+    pub fn new(response: reqwest::Response, max: usize) -> EventReader {
         EventReader {
             body: response.bytes_stream().boxed(),
-            parser: SseParser::default(),
+            parser: SseParser::new(max),
             ready: Default::default(),
+            over_limit: None,
         }
+    }
+
+    /// The limit, when the stream ended because an event passed it (a resumption would only
+    /// bring the same event again).
+    pub fn over_limit(&self) -> Option<usize> {
+        self.over_limit
     }
 
     /// The next event; `None` when the stream ended (an unfinished event at the end is dropped,
@@ -186,7 +225,10 @@ impl EventReader {
             };
             match self.parser.push(&chunk) {
                 Ok(events) => self.ready.extend(events),
-                Err(e) => return Some(Err(e)),
+                Err(e) => {
+                    self.over_limit = Some(self.parser.max);
+                    return Some(Err(e));
+                }
             }
         }
     }

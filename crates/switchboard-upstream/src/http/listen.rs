@@ -112,6 +112,17 @@ impl Listener {
                     break End::NotAllowed;
                 }
                 Err(WireError::Gone) => break End::Gone,
+                Err(WireError::Refused(refusal)) => {
+                    // No client request waits on this stream: the refusal can only be logged
+                    // (warned once per run, the same text a request would get).
+                    failures += 1;
+                    let error = super::common::credentials_refused(&self.name, refusal);
+                    if failures == 1 {
+                        tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
+                    } else {
+                        tracing::debug!(upstream = %self.name, session = sid, error = %error.message, "could not open the upstream's GET stream");
+                    }
+                }
                 Err(e) => {
                     failures += 1;
                     tracing::info!(upstream = %self.name, session = sid, error = ?e, "could not open the upstream's GET stream");
@@ -156,7 +167,20 @@ impl Listener {
             let event = match next {
                 Some(Ok(event)) => event,
                 Some(Err(e)) => {
-                    tracing::debug!(upstream = %self.name, error = e, "the upstream's GET stream failed");
+                    match reader.over_limit() {
+                        Some(limit) => {
+                            let error = super::common::too_large(
+                                &self.name,
+                                "max_message_bytes",
+                                limit,
+                                "the GET stream was closed",
+                            );
+                            tracing::warn!(upstream = %self.name, error = %error.message, "the upstream's GET stream failed");
+                        }
+                        None => {
+                            tracing::debug!(upstream = %self.name, error = e, "the upstream's GET stream failed")
+                        }
+                    }
                     return got;
                 }
                 None => return got,

@@ -66,9 +66,10 @@ use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstr
 /// upstream's `retry`, at most 5 s).
 ///
 /// **Errors:** no answer within the configured timeout → -32005 naming the upstream; an
-/// unreachable or failing upstream → -32006 `upstream `NAME` is unavailable: <reason>`. When the
-/// client cancels (or the timeout passes) the upstream is sent `notifications/cancelled` with our
-/// request id and the call ends with -32004 at once.
+/// unreachable or failing upstream → -32006 `upstream `NAME` is unavailable: <reason>`; a 401 or
+/// 403 → -32006 naming the refused credentials, with the status and `WWW-Authenticate` in its
+/// data (case C33). When the client cancels (or the timeout passes) the upstream is sent
+/// `notifications/cancelled` with our request id and the call ends with -32004 at once.
 ///
 /// **Headers:** the configured static headers go on every request; the client's own
 /// `Authorization` header never reaches this type, so it is never forwarded (no token
@@ -128,8 +129,8 @@ impl HttpUpstream {
         })
     }
 
-    /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`
-    /// and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
+    /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`,
+    /// `max_message_bytes` and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
     /// expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
     /// missing or invalid URL, or an invalid header.
     pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<HttpUpstream, String> {
@@ -150,6 +151,14 @@ impl HttpUpstream {
             &config.headers,
             Duration::from_millis(config.timeout_ms),
         )
+        .map(|u| u.with_max_message_bytes(config.message_limit()))
+    }
+
+    /// Sets the largest message read from the server, in bytes (default
+    /// [`crate::config::DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub fn with_max_message_bytes(mut self, bytes: usize) -> HttpUpstream {
+        self.wire = Arc::new(self.wire.with_max_message(bytes));
+        self
     }
 
     /// The upstream's URL.

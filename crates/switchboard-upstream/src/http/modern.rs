@@ -111,13 +111,15 @@ impl ModernHttpUpstream {
             .url
             .as_deref()
             .ok_or_else(|| format!("upstream `{name}`: kind `http` needs a `url`"))?;
-        ModernHttpUpstream::new(
+        let mut upstream = ModernHttpUpstream::new(
             name.clone(),
             url,
             &config.headers,
             Duration::from_millis(config.timeout_ms),
             revision,
-        )
+        )?;
+        upstream.wire = Arc::new(upstream.wire.with_max_message(config.message_limit()));
+        Ok(upstream)
     }
 
     /// `params` with the request `_meta` of this revision.

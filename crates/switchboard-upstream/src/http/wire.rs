@@ -4,10 +4,21 @@
 //!
 //! Every request carries the configured static headers. A request in an upstream session also
 //! carries `Mcp-Session-Id` (when the upstream minted one) and `MCP-Protocol-Version` with the
-//! revision the UPSTREAM negotiated (not the client's: case C20 step 4). The client's own
-//! `Authorization` header never gets here (no token passthrough).
+//! revision the UPSTREAM negotiated (not the client's: case C20 step 4). No header of the
+//! client's request gets here, its `Authorization` and `Cookie` included (no token passthrough:
+//! MCP 2025-06-18, basic/security_best_practices, Token Passthrough); an upstream that needs
+//! credentials gets the static ones configured for it.
+//!
+//! A 401 or 403 from the upstream, to any exchange, is [`WireError::Refused`]: its credentials
+//! were refused, with the status, every `WWW-Authenticate` value and the JSON-RPC error of the
+//! body kept for the client (case C33).
+//!
+//! Nothing the upstream sends is held whole beyond `max_message_bytes`
+//! ([`crate::config::DEFAULT_MAX_MESSAGE_BYTES`] unless configured): a JSON body (refused from its
+//! `Content-Length` when that is larger, else cut off as it arrives), one SSE event, an error body.
+//! Over it, the exchange fails with [`WireError::TooLarge`] (case C32).
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
 use switchboard_protocol::headers;
@@ -71,6 +82,10 @@ pub(crate) enum WireError {
     Gone,
     /// An HTTP error status whose body was a JSON-RPC error: passed on as is.
     Rpc(RpcError),
+    /// 401 or 403: the upstream refused the credentials it was sent.
+    Refused(Refusal),
+    /// A JSON body or an SSE event larger than the limit (`max_message_bytes`, in bytes).
+    TooLarge(usize),
     /// Anything else: unreachable, unexpected status or body. The text says what.
     Failed(String),
 }
@@ -80,6 +95,7 @@ impl WireError {
     fn mentions_session(&self) -> bool {
         let text = match self {
             WireError::Gone => return true,
+            WireError::Refused(_) | WireError::TooLarge(_) => return false,
             WireError::Rpc(e) => e.message.to_ascii_lowercase(),
             WireError::Failed(why) => why.to_ascii_lowercase(),
         };
@@ -87,11 +103,26 @@ impl WireError {
     }
 }
 
+/// What a 401 or 403 said (RFC 9110 §15.5.2 and §15.5.4; MCP 2025-06-18,
+/// basic/authorization, Error Handling).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Refusal {
+    /// 401 or 403.
+    pub status: StatusCode,
+    /// Every `WWW-Authenticate` value as sent, joined with `, ` when there were several (RFC
+    /// 9110 §5.3); `None` when there was none.
+    pub www_authenticate: Option<String>,
+    /// The JSON-RPC error of the body, when it held one.
+    pub error: Option<RpcError>,
+}
+
 /// The HTTP side of one upstream.
 pub(crate) struct Wire {
     url: Url,
     headers: HeaderMap,
     client: reqwest::Client,
+    /// The largest JSON body or SSE event read, in bytes.
+    max_message: usize,
 }
 
 impl Wire {
@@ -113,7 +144,26 @@ impl Wire {
             url,
             headers: header_map(static_headers)?,
             client: http_client()?,
+            max_message: usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES)
+                .unwrap_or(usize::MAX),
         })
+    }
+
+    /// The same wire reading messages of at most `bytes` (`max_message_bytes`).
+    pub fn with_max_message(&self, bytes: usize) -> Wire {
+        Wire {
+            max_message: bytes,
+            ..self.clone_parts()
+        }
+    }
+
+    fn clone_parts(&self) -> Wire {
+        Wire {
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+            client: self.client.clone(),
+            max_message: self.max_message,
+        }
     }
 
     /// The upstream's URL.
@@ -146,7 +196,7 @@ impl Wire {
             return Err(WireError::Gone);
         }
         if !status.is_success() {
-            let failed = failure(response).await;
+            let failed = failure(response, self.max_message).await;
             // Not spec (which says 404), but common: the TypeScript SDK's server answers an
             // unknown session id with 400 "Bad Request: No valid session ID provided". Treat a
             // 400 that talks about the session, to a request that carried one, as a lost session
@@ -160,12 +210,9 @@ impl Wire {
             // Legacy servers write a word ("Accepted") into their 202s; no message is in it.
             Reply::Accepted
         } else if is_event_stream(&response) {
-            Reply::Stream(EventReader::new(response))
+            Reply::Stream(EventReader::new(response, self.max_message))
         } else {
-            let body = response
-                .bytes()
-                .await
-                .map_err(|e| WireError::Failed(describe(&e)))?;
+            let body = read_body(response, self.max_message).await?;
             if body.iter().all(u8::is_ascii_whitespace) {
                 Reply::Accepted
             } else {
@@ -183,8 +230,7 @@ impl Wire {
     pub fn with_url(&self, url: Url) -> Wire {
         Wire {
             url,
-            headers: self.headers.clone(),
-            client: self.client.clone(),
+            ..self.clone_parts()
         }
     }
 
@@ -195,9 +241,8 @@ impl Wire {
         let mut headers = self.headers.clone();
         headers.extend(extra);
         Wire {
-            url: self.url.clone(),
             headers,
-            client: self.client.clone(),
+            ..self.clone_parts()
         }
     }
 
@@ -209,14 +254,14 @@ impl Wire {
             .header(ACCEPT, headers::TEXT_EVENT_STREAM);
         let response = send(request).await?;
         if !response.status().is_success() {
-            return Err(failure(response).await);
+            return Err(failure(response, self.max_message).await);
         }
         if !is_event_stream(&response) {
             return Err(WireError::Failed(
                 "the answer is not an event stream".into(),
             ));
         }
-        Ok(EventReader::new(response))
+        Ok(EventReader::new(response, self.max_message))
     }
 
     /// GETs the endpoint with `Last-Event-ID` to resume a response stream that broke (MCP
@@ -234,7 +279,7 @@ impl Wire {
         let response = send(request).await?;
         let status = response.status();
         if !status.is_success() {
-            return Err(match failure(response).await {
+            return Err(match failure(response, self.max_message).await {
                 WireError::Failed(why) => WireError::Failed(format!("resuming failed: {why}")),
                 other => other,
             });
@@ -244,7 +289,7 @@ impl Wire {
                 "resuming failed: the answer is not an event stream".into(),
             ));
         }
-        Ok(EventReader::new(response))
+        Ok(EventReader::new(response, self.max_message))
     }
 
     /// GETs the upstream's standalone stream in `session` (MCP 2025-11-25, basic/transports,
@@ -270,14 +315,14 @@ impl Wire {
             return Err(WireError::Gone);
         }
         if !status.is_success() {
-            return Err(failure(response).await);
+            return Err(failure(response, self.max_message).await);
         }
         if !is_event_stream(&response) {
             return Err(WireError::Failed(
                 "its GET answer is not an event stream".into(),
             ));
         }
-        Ok(Opened::Stream(EventReader::new(response)))
+        Ok(Opened::Stream(EventReader::new(response, self.max_message)))
     }
 
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
@@ -350,15 +395,46 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|v| v.trim_start().starts_with(headers::TEXT_EVENT_STREAM))
 }
 
-/// An error status: a JSON-RPC error from its body when there is one, otherwise the status
-/// and the start of the body.
-async fn failure(response: Response) -> WireError {
-    let status = response.status();
-    let body = response.bytes().await.unwrap_or_default();
-    if let Ok(value) = serde_json::from_slice::<Value>(&body) {
-        if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-            return WireError::Rpc(rpc_error(error));
+/// A whole body of at most `max` bytes: refused from its `Content-Length` when that is larger,
+/// else read until it passes `max` ([`WireError::TooLarge`]).
+async fn read_body(mut response: Response, max: usize) -> Result<bytes::Bytes, WireError> {
+    let too_large = |len: u64| usize::try_from(len).map_or(true, |len| len > max);
+    if response.content_length().is_some_and(too_large) {
+        return Err(WireError::TooLarge(max));
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| WireError::Failed(describe(&e)))?
+    {
+        if body.len() + chunk.len() > max {
+            return Err(WireError::TooLarge(max));
         }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
+/// An error status: [`WireError::Refused`] for 401 and 403; else a JSON-RPC error from its body
+/// when there is one, otherwise the status and the start of the body. A body over `max` bytes
+/// (or unreadable) counts as empty.
+async fn failure(response: Response, max: usize) -> WireError {
+    let status = response.status();
+    let www_authenticate = www_authenticate(response.headers());
+    let body = read_body(response, max).await.unwrap_or_default();
+    let error = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|value| value.get("error").filter(|e| e.is_object()).map(rpc_error));
+    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        return WireError::Refused(Refusal {
+            status,
+            www_authenticate,
+            error,
+        });
+    }
+    if let Some(error) = error {
+        return WireError::Rpc(error);
     }
     let text = String::from_utf8_lossy(&body);
     let text = text.trim();
@@ -368,6 +444,17 @@ async fn failure(response: Response) -> WireError {
         let quoted: String = text.chars().take(QUOTED_BODY).collect();
         WireError::Failed(format!("HTTP {status}: {quoted}"))
     }
+}
+
+/// Every `WWW-Authenticate` value, joined with `, ` (text that is not visible ASCII kept as
+/// UTF-8, lossily).
+fn www_authenticate(headers: &HeaderMap) -> Option<String> {
+    let values: Vec<String> = headers
+        .get_all(WWW_AUTHENTICATE)
+        .iter()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .collect();
+    (!values.is_empty()).then(|| values.join(", "))
 }
 
 /// A reqwest error with its causes ("error sending request … : connection refused").

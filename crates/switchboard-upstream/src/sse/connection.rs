@@ -37,6 +37,9 @@ struct Shared {
     /// The peer of the latest request: unrelated notifications go to its standalone stream.
     last_peer: Mutex<Option<Arc<dyn ClientPeer>>>,
     closed: CancellationToken,
+    /// Set when the stream ended on an event over `max_message_bytes` (the limit, in bytes):
+    /// the calls it fails say so.
+    over_limit: Mutex<Option<usize>>,
 }
 
 /// One open legacy connection.
@@ -64,6 +67,9 @@ impl Connection {
             match reader.next().await {
                 Some(Ok(e)) if e.event.as_deref() == Some("endpoint") => break e.data,
                 Some(Ok(_)) => continue,
+                Some(Err(_)) if reader.over_limit().is_some() => {
+                    return Err(WireError::TooLarge(reader.over_limit().unwrap_or_default()))
+                }
                 Some(Err(e)) => {
                     return Err(WireError::Failed(format!("its SSE stream failed: {e}")))
                 }
@@ -89,6 +95,7 @@ impl Connection {
             active: Mutex::default(),
             last_peer: Mutex::default(),
             closed: CancellationToken::new(),
+            over_limit: Mutex::default(),
         });
         let reader = tokio::spawn(read_loop(shared.clone(), reader));
         Ok(Connection {
@@ -135,8 +142,8 @@ impl Connection {
         };
         self.post(message).await?;
         tokio::select! {
-            answer = rx => answer.map_err(|_| closed()),
-            () = self.shared.closed.cancelled() => Err(closed()),
+            answer = rx => answer.map_err(|_| closed(&self.shared)),
+            () = self.shared.closed.cancelled() => Err(closed(&self.shared)),
         }
     }
 
@@ -146,8 +153,13 @@ impl Connection {
     }
 }
 
-fn closed() -> WireError {
-    WireError::Failed("its SSE connection closed before the answer".into())
+/// Why a call waiting on the connection got no answer: an event over the limit, or the end of
+/// the stream.
+fn closed(shared: &Shared) -> WireError {
+    match *lock(&shared.over_limit) {
+        Some(limit) => WireError::TooLarge(limit),
+        None => WireError::Failed("its SSE connection closed before the answer".into()),
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -177,6 +189,7 @@ async fn read_loop(shared: Arc<Shared>, mut reader: EventReader) {
                     error = e,
                     "the legacy SSE stream failed"
                 );
+                *lock(&shared.over_limit) = reader.over_limit();
                 break;
             }
         };

@@ -103,12 +103,14 @@ impl SseUpstream {
             .url
             .as_deref()
             .ok_or_else(|| format!("upstream `{name}`: kind `sse` needs a `url`"))?;
-        SseUpstream::new(
+        let mut upstream = SseUpstream::new(
             name.clone(),
             url,
             &config.headers,
             Duration::from_millis(config.timeout_ms),
-        )
+        )?;
+        upstream.wire = upstream.wire.with_max_message(config.message_limit());
+        Ok(upstream)
     }
 
     /// How many connections this process holds open.

@@ -352,3 +352,53 @@ fn from_config_needs_kind_sse_and_a_url() {
     cfg.kind = UpstreamKind::Http;
     assert!(SseUpstream::from_config(&cfg).is_err());
 }
+
+/// C32: with `max_message_bytes = 2048` (from its config table), an answer event under it
+/// arrives intact; one over it closes the connection and fails the call with -32006 naming the
+/// upstream and the limit (not "closed before the answer"); the next call opens a new one.
+#[tokio::test]
+async fn an_event_over_max_message_bytes_fails_the_call_and_the_connection() {
+    let stop = CancellationToken::new();
+    let (legacy, url) = start(&stop).await;
+    let mut cfg = UpstreamConfig::new("old", UpstreamKind::Sse);
+    cfg.url = Some(url);
+    cfg.max_message_bytes = Some(2048);
+    let up = SseUpstream::from_config(&cfg).unwrap();
+    let s = session("l-big");
+    let peer = FakePeer::quiet();
+    let small = "s".repeat(1500);
+    let r = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": small})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), small);
+    let args = json!({"text": "b".repeat(5000)});
+    let e = up
+        .request("tools/call", call("echo", args), ctx(&s, &peer))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, codes::UPSTREAM_UNAVAILABLE);
+    assert_eq!(
+        e.message,
+        "upstream `old` sent a message larger than max_message_bytes (2048 bytes); the request failed"
+    );
+    assert_eq!(
+        e.data,
+        Some(json!({"upstream": "old", "max_message_bytes": 2048}))
+    );
+    let r = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "ok"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "ok");
+    assert_eq!(legacy.received("initialize").len(), 2, "a new connection");
+    stop.cancel();
+}

@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, BufReader};
 
 use super::conn::{error_object, response, unavailable, Conn};
 use super::framing::{decode, truncate, Decoded, FrameError, LineReader};
+use crate::http::common::too_large;
 use crate::upstream::{ClientPeer, PeerError, RpcError};
 
 /// How much of a skipped line is logged.
@@ -42,10 +43,12 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
             Ok(None) => break,
             Err(FrameError::TooLong(max)) => {
                 tracing::warn!(upstream = %conn.upstream, session = %conn.label, max, "child wrote a stdout line longer than the limit; stopping it");
-                conn.fail_calls(unavailable(format!(
-                    "upstream `{}` wrote a message longer than {max} bytes; its process was stopped",
-                    conn.upstream
-                )));
+                conn.fail_calls(too_large(
+                    &conn.upstream,
+                    "max_line_bytes",
+                    max,
+                    "its process was stopped",
+                ));
                 conn.stop.cancel();
                 break;
             }
@@ -273,7 +276,9 @@ fn client_answer(whole: Value) -> Result<Value, Value> {
 /// The JSON-RPC error written to the child when the client could not answer.
 fn peer_error(e: &PeerError) -> Value {
     match e {
-        PeerError::MissingCapability(_) => error_object(codes::METHOD_NOT_FOUND, e.to_string()),
+        PeerError::MissingCapability(_) | PeerError::Unreachable(_) => {
+            error_object(codes::METHOD_NOT_FOUND, e.to_string())
+        }
         _ => error_object(codes::INTERNAL_ERROR, e.to_string()),
     }
 }

@@ -49,7 +49,8 @@
 //! The child gets exactly the configured environment plus `PATH` and `HOME` inherited from the
 //! node (nothing else of the node's environment, credentials included, leaks into it), and the
 //! configured working directory. stderr is always drained into `tracing` (case C29). A stdout
-//! line longer than [`DEFAULT_MAX_LINE`] fails the calls in flight and stops the child.
+//! line longer than `max_line_bytes` ([`DEFAULT_MAX_LINE`] unless configured) fails the calls in
+//! flight with -32006 naming the upstream and the limit, and stops the child (case C32).
 //!
 //! ## Cluster
 //! Children live in this process only. [`StdioUpstream::holds`] tells whether a session's child
@@ -98,8 +99,9 @@ use crate::config::{UpstreamConfig, UpstreamKind};
 use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
-/// Longest stdout line a child may write, in bytes (16 MiB).
-pub const DEFAULT_MAX_LINE: usize = 16 * 1024 * 1024;
+/// Longest stdout line a child may write unless `max_line_bytes` says otherwise, in bytes
+/// (16 MiB, [`crate::config::DEFAULT_MAX_LINE_BYTES`]).
+pub const DEFAULT_MAX_LINE: usize = crate::config::DEFAULT_MAX_LINE_BYTES as usize;
 
 /// How long each step of stopping a child waits (stdin closed → SIGTERM → SIGKILL).
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -159,7 +161,8 @@ impl StdioUpstream {
     }
 
     /// The upstream of a `kind = "stdio"` table: `command`, `args`, `env`, `cwd`, `shared`,
-    /// `timeout_ms` and the `restart_*` settings. Errors naming the upstream when the kind is another or `command` is missing.
+    /// `max_line_bytes`, `timeout_ms` and the `restart_*` settings. Errors naming the upstream
+    /// when the kind is another or `command` is missing.
     pub fn from_config(config: &UpstreamConfig) -> Result<StdioUpstream, String> {
         let name = &config.name;
         if config.kind != UpstreamKind::Stdio {
@@ -188,7 +191,8 @@ impl StdioUpstream {
             Duration::from_millis(config.timeout_ms),
         )
         .with_restart_policy(config.restart_policy())
-        .with_max_attached_sessions(config.max_attached_sessions()))
+        .with_max_attached_sessions(config.max_attached_sessions())
+        .with_max_line(config.line_limit()))
     }
 
     /// Shared mode: sets the most sessions attached to the child here (default

@@ -29,8 +29,9 @@ use tokio_util::sync::CancellationToken;
 use super::super::checks::Checked;
 use super::super::mrtr::Inputs;
 use super::super::peer::Item;
-use super::super::{json_answer, run};
+use super::super::{answer, run};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
+use crate::accept::Answers;
 use crate::state::App;
 use crate::{sse, telemetry};
 
@@ -51,6 +52,7 @@ pub async fn call(
     method: String,
     raw: Value,
     checked: Checked,
+    answers: Answers,
 ) -> Response {
     // The principal is a task-local of the request; the spawned task needs it passed on.
     let principal = crate::auth::current_principal();
@@ -78,8 +80,8 @@ pub async fn call(
             item = rx.recv() => match item {
                 Some(Item::Note(v)) if notes.len() < app.cfg.connection_queue => notes.push(v),
                 Some(Item::Note(_)) => {}
-                Some(Item::Final(v)) => return finished_in_time(notes, v),
-                None => return internal(&id, "the request ended without an answer"),
+                Some(Item::Final(v)) => return finished_in_time(answers, notes, v),
+                None => return internal(answers, &id, "the request ended without an answer"),
             },
             _ = &mut deadline => break,
         }
@@ -88,8 +90,11 @@ pub async fn call(
     // while the record is written neither cancels the call nor leaves the record `working`.
     let run_token = guard.disarm();
     match tokio::spawn(start_task(app.clone(), principal, rx, run_token, inputs)).await {
-        Ok(Some(record)) => json_answer(jsonrpc::result_response(&id, wire(&record, RESULT_TASK))),
-        _ => internal(&id, "the task could not be stored"),
+        Ok(Some(record)) => answer(
+            answers,
+            jsonrpc::result_response(&id, wire(&record, RESULT_TASK)),
+        ),
+        _ => internal(answers, &id, "the task could not be stored"),
     }
 }
 
@@ -144,10 +149,18 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 /// The answer of a call that finished before becoming a task: JSON, or SSE with the
-/// notifications it sent first (at most `connection_queue` of them are kept).
-fn finished_in_time(notes: Vec<Value>, last: Value) -> Response {
+/// notifications it sent first (at most `connection_queue` of them are kept); always JSON for a
+/// client that accepts only JSON (the notifications dropped and counted), always SSE for one
+/// that accepts only SSE.
+fn finished_in_time(answers: Answers, notes: Vec<Value>, last: Value) -> Response {
+    if answers == Answers::JsonOnly {
+        for note in &notes {
+            telemetry::notification_dropped(note["method"].as_str().unwrap_or("?"));
+        }
+        return answer(answers, last);
+    }
     if notes.is_empty() {
-        return json_answer(last);
+        return answer(answers, last);
     }
     let frames = notes
         .into_iter()
@@ -156,13 +169,11 @@ fn finished_in_time(notes: Vec<Value>, last: Value) -> Response {
     sse::body_response(HttpBody::from_stream(tokio_stream::iter(frames)), &[])
 }
 
-fn internal(id: &RequestId, message: &str) -> Response {
-    json_answer(jsonrpc::error_response(
-        Some(id),
-        codes::INTERNAL_ERROR,
-        message,
-        None,
-    ))
+fn internal(answers: Answers, id: &RequestId, message: &str) -> Response {
+    answer(
+        answers,
+        jsonrpc::error_response(Some(id), codes::INTERNAL_ERROR, message, None),
+    )
 }
 
 /// Drives a task's call to its end and stores the outcome. `stop` fires on `tasks/cancel`

@@ -379,3 +379,44 @@ fn from_config_reads_name_url_headers_and_timeout() {
     let stdio = UpstreamConfig::new("x", UpstreamKind::Stdio);
     assert!(HttpUpstream::from_config(&stdio).is_err());
 }
+
+/// C32: with `max_message_bytes` = 2048, a JSON answer and an SSE event under it arrive intact;
+/// over it the call fails with -32006 naming the upstream and the limit (nothing truncated), and
+/// a response stream that broke on the oversized event is not resumed (it would bring the same
+/// event again) although its priming event gave an id to resume from.
+#[tokio::test]
+async fn messages_over_max_message_bytes_fail_the_call_naming_the_limit() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let up = upstream(&url, Duration::from_secs(10)).with_max_message_bytes(2048);
+    let s = session("c32");
+    let peer = FakePeer::quiet();
+    for tool in ["echo", "sse_echo"] {
+        let small = "s".repeat(1500);
+        let args = json!({"text": small});
+        let r = up
+            .request("tools/call", call(tool, args), ctx(&s, &peer))
+            .await
+            .unwrap();
+        assert_eq!(text(&r), small, "{tool} under the limit");
+        let args = json!({"text": "b".repeat(5000)});
+        let e = up
+            .request("tools/call", call(tool, args), ctx(&s, &peer))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, codes::UPSTREAM_UNAVAILABLE, "{tool}");
+        assert_eq!(
+            e.message,
+            "upstream `edge` sent a message larger than max_message_bytes (2048 bytes); \
+             the request failed",
+            "{tool}"
+        );
+        assert_eq!(
+            e.data,
+            Some(json!({"upstream": "edge", "max_message_bytes": 2048}))
+        );
+    }
+    let gets = edge.seen().into_iter().filter(|s| s.http == "GET").count();
+    assert_eq!(gets, 0, "no resumption of the broken stream");
+    stop.cancel();
+}

@@ -87,9 +87,14 @@ async fn an_over_long_line_kills_the_child_with_a_clear_error() {
         .unwrap_err();
     assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
     assert!(
-        err.message.contains("longer than 65536 bytes"),
+        err.message
+            .contains("sent a message larger than max_line_bytes (65536 bytes)"),
         "{}",
         err.message
+    );
+    assert_eq!(
+        err.data,
+        Some(json!({"upstream": "fx", "max_line_bytes": 65536}))
     );
     assert!(gone_within(pid, Duration::from_secs(5)).await);
     // A fresh child serves the next request.

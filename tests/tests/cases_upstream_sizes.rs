@@ -1,0 +1,104 @@
+//! Case C32 on the upstream side: what an upstream sends is bounded by a per-upstream setting
+//! (`max_line_bytes` for stdio, `max_message_bytes` for http and sse). Under it a message
+//! arrives intact; over it the client gets a clear JSON-RPC error naming the upstream and the
+//! limit, never a truncated message, and the next call works.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchboard_tests::auth_upstream::{AuthUpstream, Policy};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::msg;
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
+
+const T: Duration = Duration::from_secs(20);
+
+async fn call(client: &McpClient, url: &str, id: i64, tool: &str, args: Value) -> Value {
+    client
+        .call_tool(url, id, tool, args)
+        .await
+        .answer(json!(id), T)
+        .await
+        .response
+}
+
+/// C32 step 2 with a small limit: a stdio child configured with `max_line_bytes = 65536`
+/// returns a 60,000-byte result intact; a 100,000-byte line fails that call with -32006 naming
+/// the upstream and the limit (its process stopped: the stream cannot be resynchronised); the
+/// next call is served by a new child. Before, the limit was a fixed 16 MiB and the message did
+/// not name a setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c32_stdio_line_over_max_line_bytes_is_a_clear_error_and_the_next_call_works() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let upstream = Upstream::stdio("fixture", &python, &[stdio_fixture().as_str()])
+        .prefix("")
+        .set("max_line_bytes", 65536);
+    let configured = start_cluster(2, &[upstream], ClusterOptions::new());
+    let urls = configured.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let info = call(&client, &urls[0], 1, "info", json!({})).await;
+    let first_pid = info["result"]["info"]["pid"].clone();
+    assert!(first_pid.is_u64(), "{info}");
+
+    let under = call(&client, &urls[1], 2, "huge", json!({"bytes": 60_000})).await;
+    assert_eq!(
+        msg::result_text(&under),
+        "h".repeat(60_000),
+        "arrives intact"
+    );
+
+    let over = call(&client, &urls[1], 3, "huge", json!({"bytes": 100_000})).await;
+    let expected = json!({
+        "code": -32006,
+        "message": "upstream `fixture` sent a message larger than max_line_bytes (65536 bytes); \
+                    its process was stopped",
+        "data": {"upstream": "fixture", "max_line_bytes": 65536},
+    });
+    assert_eq!(over["error"], expected, "{over}");
+
+    let echoed = call(&client, &urls[0], 4, "echo", json!({"s": "again"})).await;
+    assert!(msg::result_text(&echoed).contains("again"), "{echoed}");
+    let info = call(&client, &urls[1], 5, "info", json!({})).await;
+    assert_ne!(
+        info["result"]["info"]["pid"], first_pid,
+        "a new child: {info}"
+    );
+}
+
+/// C32 for a Streamable HTTP upstream with `max_message_bytes = 1024`: a JSON answer under it
+/// arrives intact, one over it fails the call with -32006 naming the upstream and the limit (the
+/// body is not read further, so a runaway upstream cannot make the node hold it), and the next
+/// call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c32_http_answer_over_max_message_bytes_is_a_clear_error() {
+    let fixture = AuthUpstream::start(Policy::Require("Bearer k".into())).await;
+    let upstream = Upstream::http("web", &fixture.url("/mcp"))
+        .header("Authorization", "Bearer k")
+        .set("max_message_bytes", 1024);
+    let configured = start_cluster(1, &[upstream], ClusterOptions::new());
+    let url = configured.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let small = "s".repeat(800);
+    let under = call(&client, &url, 1, "web__echo", json!({"text": small})).await;
+    assert_eq!(msg::result_text(&under), small, "{under}");
+    let over = call(
+        &client,
+        &url,
+        2,
+        "web__echo",
+        json!({"text": "b".repeat(2000)}),
+    )
+    .await;
+    let expected = json!({
+        "code": -32006,
+        "message": "upstream `web` sent a message larger than max_message_bytes (1024 bytes); \
+                    the request failed",
+        "data": {"upstream": "web", "max_message_bytes": 1024},
+    });
+    assert_eq!(over["error"], expected, "{over}");
+    let again = call(&client, &url, 3, "web__echo", json!({"text": "ok"})).await;
+    assert_eq!(msg::result_text(&again), "ok", "{again}");
+}
