@@ -31,6 +31,11 @@ impl Upstream {
             .with("args", Field::List(args))
     }
 
+    /// The built-in demo server.
+    pub fn demo(name: &str) -> Upstream {
+        Upstream::new(name, "demo")
+    }
+
     /// A Streamable HTTP upstream at `url`.
     pub fn http(name: &str, url: &str) -> Upstream {
         Upstream::new(name, "http").with("url", Field::Text(url.to_owned()))

@@ -1,14 +1,16 @@
 //! The node's [`Placement`] service: who owns a session's node-bound upstream resource, and
 //! running a request on that owner.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use switchboard_protocol::codes;
 use switchboard_store::{BusMessage, OwnerClaim};
-use switchboard_upstream::placement::{Owner, Placement};
+use switchboard_upstream::placement::{Forwarded, Owner, Placement};
 use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
 
-use crate::forward::{decode_outcome, Awaited};
+use crate::forward::{decode_forwarded, Awaited};
 use crate::state::App;
 
 /// Placement backed by the store (owner records, liveness) and the bus.
@@ -103,14 +105,24 @@ impl Placement for NodePlacement {
         true
     }
 
+    async fn take_over(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        from: &str,
+    ) -> Result<Owner, RpcError> {
+        self.claim(session.session_id(), upstream, Some(from)).await
+    }
+
     async fn forward(
         &self,
         node: &str,
         upstream: &str,
         method: &str,
-        params: Value,
+        params: &Value,
         ctx: &RequestContext,
-    ) -> Result<Value, RpcError> {
+        wait: Duration,
+    ) -> Forwarded {
         let app = &self.app;
         let (call, done) = app.forwards.start(ctx.peer.clone());
         let msg = BusMessage::Forward {
@@ -121,34 +133,28 @@ impl Placement for NodePlacement {
             request: json!({"method": method, "params": params}).to_string(),
             context: json!({"revision": ctx.revision.as_str(), "capabilities": ctx.client_capabilities, "progress_token": ctx.progress_token}).to_string(),
         };
-        let outcome = self
-            .await_outcome(node, upstream, &call, msg, done, ctx)
-            .await;
+        let deadline = tokio::time::Instant::now() + wait;
+        let awaited =
+            crate::forward::await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline))
+                .await;
         app.forwards.finish(&call);
-        outcome
-    }
-}
-
-impl NodePlacement {
-    async fn await_outcome(
-        &self,
-        node: &str,
-        upstream: &str,
-        call: &str,
-        msg: BusMessage,
-        done: tokio::sync::oneshot::Receiver<String>,
-        ctx: &RequestContext,
-    ) -> Result<Value, RpcError> {
         let unavailable = |why: String| {
             RpcError::new(
                 codes::UPSTREAM_UNAVAILABLE,
                 format!("upstream `{upstream}` is unavailable: {why}"),
             )
         };
-        match crate::forward::await_outcome(&self.app, node, call, msg, done, &ctx.cancel).await {
-            Awaited::Done(text) => decode_outcome(&text),
-            Awaited::Cancelled => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
-            Awaited::Unavailable(why) => Err(unavailable(why)),
+        match awaited {
+            Awaited::Done(text) => decode_forwarded(&text),
+            Awaited::Cancelled => Forwarded::Answered(Err(RpcError::new(
+                codes::REQUEST_ABORTED,
+                "request cancelled",
+            ))),
+            Awaited::NotSent(why) => Forwarded::Answered(Err(unavailable(why))),
+            Awaited::OwnerStopped(why) => Forwarded::Lost(unavailable(format!(
+                "{why} while this request was running there; the next request starts it again on a live node"
+            ))),
+            Awaited::TimedOut => Forwarded::TimedOut,
         }
     }
 }

@@ -367,6 +367,7 @@ pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
 /// One upstream, its header values expanded from the process environment.
 pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     let config = config.expanded(|var| std::env::var(var).ok())?;
+    let timeout = std::time::Duration::from_millis(config.timeout_ms);
     match config.kind {
         UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
         UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
@@ -377,7 +378,7 @@ pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
         // requests run on the node that owns them (see `placement`).
         UpstreamKind::Sse => {
             let sse = crate::sse::SseUpstream::from_config(&config)?;
-            Ok(Arc::new(NodeBound::new(Arc::new(sse))))
+            Ok(Arc::new(NodeBound::new(Arc::new(sse), timeout)))
         }
         UpstreamKind::Stdio => {
             let stdio = crate::stdio::StdioUpstream::from_config(&config)?;
@@ -385,7 +386,7 @@ pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
                 // One child for every session: each node simply uses its own.
                 Ok(Arc::new(stdio))
             } else {
-                Ok(Arc::new(NodeBound::new(Arc::new(stdio))))
+                Ok(Arc::new(NodeBound::new(Arc::new(stdio), timeout)))
             }
         }
     }
