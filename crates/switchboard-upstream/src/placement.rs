@@ -39,10 +39,6 @@ use tokio::time::Instant;
 
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
-/// Most owners one request is forwarded to before it fails (each hop means an owner said it is
-/// stopping, or died; a rolling restart moves a resource once per stopped node).
-pub const MAX_HOPS: usize = 4;
-
 /// Where a node-bound upstream's resource of one session lives.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Owner {
@@ -159,7 +155,9 @@ impl NodeBound {
         )
     }
 
-    /// Runs the request on the owner, following it when it moves (at most [`MAX_HOPS`]).
+    /// Runs the request on the owner, following it when it moves. Each move is a node that
+    /// claimed the resource from one that stopped, so the chain is as long as the nodes stopping
+    /// meanwhile; the timeout bounds it.
     async fn placed(
         &self,
         placement: &dyn Placement,
@@ -170,12 +168,15 @@ impl NodeBound {
         let name = self.inner.name();
         let deadline = Instant::now() + self.timeout;
         let mut owner = placement.owner(&*ctx.session, name).await?;
-        for _ in 0..MAX_HOPS {
+        loop {
             let node = match owner {
                 Owner::Here => return self.inner.request(method, params, ctx).await,
                 Owner::Node(node) => node,
             };
             let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                return Err(self.timed_out(method));
+            }
             match placement
                 .forward(&node, name, method, &params, &ctx, wait)
                 .await
@@ -192,10 +193,6 @@ impl NodeBound {
             }
             owner = placement.take_over(&*ctx.session, name, &node).await?;
         }
-        Err(RpcError::new(
-            codes::UPSTREAM_UNAVAILABLE,
-            format!("upstream `{name}` is unavailable: its owner node changed {MAX_HOPS} times during one request"),
-        ))
     }
 }
 
