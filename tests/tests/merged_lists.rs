@@ -121,8 +121,9 @@ async fn list_loop(
 
 /// C08: rolling SIGTERM restarts, each time of the node owning the session's stdio child (then of
 /// the one not restarted yet), under a `tools/list` every 50 ms: every answer lists every tool of
-/// both upstreams, exactly, and none fails. Before, about every third list for ~11 s after each
-/// restart left out all of `fx`'s tools.
+/// both upstreams, exactly, and none fails. A call running on the stopping node finishes there;
+/// meanwhile the lists forwarded to it are handed back and move the child to a live node. Before,
+/// lists after a restart left out all of `fx`'s tools (4 of 50 here; 38 of 104 in the case).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rolling_sigterm_restarts_never_shorten_a_list() {
     let mut started = start_cluster(3, &fixture_and_demo(), ClusterOptions::new());
@@ -162,7 +163,7 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
     };
     eventually("the first lists", T, || answered(5)).await;
     let mut restarted = [false; 3];
-    for _round in 0..3 {
+    for round in 0..3 {
         let current = owner(&started.cluster, &sid).expect("an owner");
         let owning = index_of(&started.cluster, &current);
         let victim = if restarted[owning] {
@@ -171,6 +172,17 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
             owning
         };
         rotation.lock().unwrap()[victim] = false;
+        // A call running on the victim when it gets SIGTERM: it finishes there during the drain
+        // (its child lives until then), while lists elsewhere move the child to a live node.
+        let tag = format!("round {round}");
+        let id = 500 + round as u64;
+        let slow = msg::call(id, "fx__slow", json!({"seconds": 1.0, "tag": tag}));
+        let running = client.post(&urls[victim], &slow).await;
+        assert!(
+            running.is_sse(),
+            "the slow call is running (SSE after sse_after_ms)"
+        );
+        let running = tokio::spawn(running.answer(json!(id), T));
         let cluster = &mut started.cluster;
         cluster.node(victim).terminate();
         let code = tokio::task::block_in_place(|| {
@@ -179,6 +191,12 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
             code
         });
         assert_eq!(code, Some(0), "node {victim} drained and exited");
+        let finished = running.await.expect("the slow call's reader").response;
+        assert_eq!(
+            msg::result_text(&finished),
+            tag,
+            "finished during the drain: {finished}"
+        );
         rotation.lock().unwrap()[victim] = true;
         restarted[victim] = true;
         let count = seen.lock().unwrap().len();
@@ -210,8 +228,19 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
     let per_node: Vec<usize> = (0..3)
         .map(|n| seen.iter().filter(|l| l.node == n).count())
         .collect();
+    let handed_back: usize = (0..3)
+        .map(|i| {
+            let log = started.cluster.node(i).log_tail(10_000);
+            log.matches("its owner node is stopping").count()
+        })
+        .sum();
+    assert!(
+        handed_back >= 2,
+        "a stopping owner handed lists back at least once per move: {handed_back}"
+    );
     eprintln!(
-        "{} lists (per node {per_node:?}), all complete ({} tools); owners of the child in turn: {owners:?}",
+        "{} lists (per node {per_node:?}), all complete ({} tools); owners of the child in turn: \
+         {owners:?}; requests handed back by a stopping owner: {handed_back}",
         seen.len(),
         expected.len()
     );

@@ -3,8 +3,10 @@
 //!
 //! Origin side (the node holding the client's POST): [`Forwards::start`] registers the call's
 //! peer; the owner's [`BusMessage::ForwardMessage`]s are put on the client's stream through it in
-//! arrival order, and [`BusMessage::ForwardDone`] ends the call. Owner side: [`execute`] runs the
-//! request on the local member upstream with a peer that routes back to the origin.
+//! arrival order, and [`BusMessage::ForwardDone`] ends the call; [`await_outcome`] gives up when
+//! the owner's heartbeat lapses or the caller's deadline passes. Owner side: [`execute`] runs the
+//! request on the local member upstream with a peer that routes back to the origin, or, while
+//! this node is stopping, answers "moved" without running it ([`encode_moved`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -81,7 +81,9 @@ pub struct UpstreamConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// How long one request may take, in ms (default 60000); then the client gets -32005 naming
-    /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse).
+    /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse); for
+    /// per-session stdio and sse it bounds the whole request wherever it runs (forwarded to the
+    /// owner node, and run again on a live node after the owner stopped; see `placement`).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// stdio: the program to run (looked up in `PATH` when it has no `/`).
