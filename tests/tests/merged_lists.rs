@@ -87,36 +87,128 @@ fn child_pid(response: &Value) -> u64 {
         .unwrap_or_else(|| panic!("no pid in {response}"))
 }
 
-/// Sends `tools/list` every 50 ms, round robin over the nodes marked in `rotation` (a balancer
-/// with readiness checks), recording every outcome, until `stop` is set.
-async fn list_loop(
-    client: McpClient,
-    urls: Vec<String>,
+/// A `tools/list` every 50 ms, round robin over the nodes in the rotation (a balancer with
+/// readiness checks), every outcome recorded.
+struct Lister {
     rotation: Arc<Mutex<Vec<bool>>>,
     stop: Arc<AtomicBool>,
     seen: Arc<Mutex<Vec<Listed>>>,
-) {
-    let mut tick = tokio::time::interval(Duration::from_millis(50));
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut next = 0usize;
-    let mut id = 1000u64;
-    while !stop.load(Ordering::SeqCst) {
-        tick.tick().await;
-        let node = {
-            let ready = rotation.lock().unwrap();
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Lister {
+    /// Starts listing through every node of `urls`.
+    fn start(client: McpClient, urls: Vec<String>) -> Lister {
+        let rotation = Arc::new(Mutex::new(vec![true; urls.len()]));
+        let stop = Arc::new(AtomicBool::new(false));
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let task = tokio::spawn(Lister::run(
+            client,
+            urls,
+            rotation.clone(),
+            stop.clone(),
+            seen.clone(),
+        ));
+        Lister {
+            rotation,
+            stop,
+            seen,
+            task,
+        }
+    }
+
+    async fn run(
+        client: McpClient,
+        urls: Vec<String>,
+        rotation: Arc<Mutex<Vec<bool>>>,
+        stop: Arc<AtomicBool>,
+        seen: Arc<Mutex<Vec<Listed>>>,
+    ) {
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut next, mut id) = (0usize, 1000u64);
+        while !stop.load(Ordering::SeqCst) {
+            tick.tick().await;
+            let ready = rotation.lock().unwrap().clone();
             let Some(node) = (0..urls.len())
                 .map(|k| (next + k) % urls.len())
                 .find(|&n| ready[n])
             else {
                 continue;
             };
-            node
-        };
-        next = node + 1;
-        id += 1;
-        let outcome = list(&client, &urls[node], id).await;
-        seen.lock().unwrap().push(Listed { node, outcome });
+            next = node + 1;
+            id += 1;
+            let outcome = list(&client, &urls[node], id).await;
+            seen.lock().unwrap().push(Listed { node, outcome });
+        }
     }
+
+    /// Takes node `i` out of the rotation, or puts it back.
+    fn set_ready(&self, i: usize, ready: bool) {
+        self.rotation.lock().unwrap()[i] = ready;
+    }
+
+    /// Waits until `more` further lists were answered.
+    async fn wait_for(&self, more: usize) {
+        let target = self.seen.lock().unwrap().len() + more;
+        eventually("more lists answered", T, || async {
+            (self.seen.lock().unwrap().len() >= target).then_some(())
+        })
+        .await;
+    }
+
+    /// Stops listing; every outcome.
+    async fn finish(self) -> Vec<Listed> {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.expect("the list loop");
+        std::mem::take(&mut *self.seen.lock().unwrap())
+    }
+}
+
+/// One rolling-restart step: node `victim` leaves the rotation, gets SIGTERM while a 1 s
+/// `fx__slow` call runs on it (that call finishes there, during the drain: its child lives until
+/// then), exits 0, starts again on its port and rejoins the rotation.
+async fn restart_with_a_call_running(
+    cluster: &mut Cluster,
+    client: &McpClient,
+    lister: &Lister,
+    victim: usize,
+    round: u64,
+) {
+    lister.set_ready(victim, false);
+    let tag = format!("round {round}");
+    let id = 500 + round;
+    let slow = msg::call(id, "fx__slow", json!({"seconds": 1.0, "tag": tag}));
+    let running = client.post(&cluster.url(victim), &slow).await;
+    assert!(
+        running.is_sse(),
+        "the slow call runs (SSE after sse_after_ms)"
+    );
+    let running = tokio::spawn(running.answer(json!(id), T));
+    cluster.node(victim).terminate();
+    let code = tokio::task::block_in_place(|| {
+        let code = cluster.node_mut(victim).wait_exit(T);
+        cluster.restart(victim);
+        code
+    });
+    assert_eq!(code, Some(0), "node {victim} drained and exited");
+    let finished = running.await.expect("the slow call's reader").response;
+    assert_eq!(
+        msg::result_text(&finished),
+        tag,
+        "finished during the drain: {finished}"
+    );
+    lister.set_ready(victim, true);
+}
+
+/// How many requests the nodes ran elsewhere because the owner said it was stopping (their logs).
+fn handed_back(cluster: &Cluster) -> usize {
+    (0..cluster.len())
+        .map(|i| {
+            let log = cluster.node(i).log_tail(100_000);
+            log.matches("its owner node is stopping").count()
+        })
+        .sum()
 }
 
 /// C08: rolling SIGTERM restarts, each time of the node owning the session's stdio child (then of
@@ -133,10 +225,9 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
     let sid = client.session_id.clone().expect("session id");
     let first = client
         .call_tool(&urls[0], 1, "fx__echo", json!({"s": "x"}))
-        .await
-        .answer(json!(1), T)
         .await;
-    assert!(first.response.get("result").is_some(), "{}", first.response);
+    let first = first.answer(json!(1), T).await.response;
+    assert!(first.get("result").is_some(), "{first}");
     let expected = list(&client, &urls[1], 2).await.expect("a first list");
     let fx = expected.iter().filter(|n| n.starts_with("fx__")).count();
     let demo = expected.iter().filter(|n| n.starts_with("demo__")).count();
@@ -147,102 +238,51 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
     let mut owners = vec![owner(&started.cluster, &sid).expect("an owner")];
     assert!(owners[0].starts_with("a."), "first used on a: {owners:?}");
 
-    let rotation = Arc::new(Mutex::new(vec![true; 3]));
-    let stop = Arc::new(AtomicBool::new(false));
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let lister = tokio::spawn(list_loop(
-        client.clone(),
-        urls.clone(),
-        rotation.clone(),
-        stop.clone(),
-        seen.clone(),
-    ));
-    let answered = |n: usize| {
-        let seen = seen.clone();
-        async move { (seen.lock().unwrap().len() >= n).then_some(()) }
-    };
-    eventually("the first lists", T, || answered(5)).await;
+    let lister = Lister::start(client.clone(), urls.clone());
+    lister.wait_for(5).await;
     let mut restarted = [false; 3];
     for round in 0..3 {
         let current = owner(&started.cluster, &sid).expect("an owner");
         let owning = index_of(&started.cluster, &current);
-        let victim = if restarted[owning] {
-            (0..3).find(|&i| !restarted[i]).expect("a node left")
-        } else {
-            owning
+        let victim = match restarted[owning] {
+            true => (0..3).find(|&i| !restarted[i]).expect("a node left"),
+            false => owning,
         };
-        rotation.lock().unwrap()[victim] = false;
-        // A call running on the victim when it gets SIGTERM: it finishes there during the drain
-        // (its child lives until then), while lists elsewhere move the child to a live node.
-        let tag = format!("round {round}");
-        let id = 500 + round as u64;
-        let slow = msg::call(id, "fx__slow", json!({"seconds": 1.0, "tag": tag}));
-        let running = client.post(&urls[victim], &slow).await;
-        assert!(
-            running.is_sse(),
-            "the slow call is running (SSE after sse_after_ms)"
-        );
-        let running = tokio::spawn(running.answer(json!(id), T));
-        let cluster = &mut started.cluster;
-        cluster.node(victim).terminate();
-        let code = tokio::task::block_in_place(|| {
-            let code = cluster.node_mut(victim).wait_exit(T);
-            cluster.restart(victim);
-            code
-        });
-        assert_eq!(code, Some(0), "node {victim} drained and exited");
-        let finished = running.await.expect("the slow call's reader").response;
-        assert_eq!(
-            msg::result_text(&finished),
-            tag,
-            "finished during the drain: {finished}"
-        );
-        rotation.lock().unwrap()[victim] = true;
+        restart_with_a_call_running(&mut started.cluster, &client, &lister, victim, round).await;
         restarted[victim] = true;
-        let count = seen.lock().unwrap().len();
-        eventually("lists after the restart", T, || answered(count + 10)).await;
+        lister.wait_for(10).await;
         let now = owner(&started.cluster, &sid).expect("an owner");
         if owners.last() != Some(&now) {
             owners.push(now);
         }
     }
-    stop.store(true, Ordering::SeqCst);
-    lister.await.expect("the list loop");
+    let seen = lister.finish().await;
 
-    let seen = seen.lock().unwrap();
     let bad: Vec<&Listed> = seen
         .iter()
         .filter(|l| l.outcome.as_ref() != Ok(&expected))
         .collect();
+    let (total, tools) = (seen.len(), expected.len());
     assert!(
         bad.is_empty(),
-        "{} of {} lists were not the {} tools: {bad:?}",
-        bad.len(),
-        seen.len(),
-        expected.len()
+        "{} of {total} lists were not the {tools} tools: {bad:?}",
+        bad.len()
     );
     assert!(
         owners.len() >= 3,
-        "the child moved with at least two restarts: {owners:?}"
+        "the child moved with two restarts or more: {owners:?}"
+    );
+    let handed_back = handed_back(&started.cluster);
+    assert!(
+        handed_back >= 2,
+        "a stopping owner handed requests back on each move: {handed_back}"
     );
     let per_node: Vec<usize> = (0..3)
         .map(|n| seen.iter().filter(|l| l.node == n).count())
         .collect();
-    let handed_back: usize = (0..3)
-        .map(|i| {
-            let log = started.cluster.node(i).log_tail(10_000);
-            log.matches("its owner node is stopping").count()
-        })
-        .sum();
-    assert!(
-        handed_back >= 2,
-        "a stopping owner handed lists back at least once per move: {handed_back}"
-    );
     eprintln!(
-        "{} lists (per node {per_node:?}), all complete ({} tools); owners of the child in turn: \
-         {owners:?}; requests handed back by a stopping owner: {handed_back}",
-        seen.len(),
-        expected.len()
+        "{total} lists (per node {per_node:?}), all complete ({tools} tools); owners of the \
+         child in turn: {owners:?}; requests handed back by a stopping owner: {handed_back}"
     );
 }
 

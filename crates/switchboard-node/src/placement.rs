@@ -47,8 +47,8 @@ impl NodePlacement {
             .map_err(Self::store_error)?
         {
             OwnerClaim::Claimed => {
-                if let Some(dead) = expected {
-                    tracing::warn!(session = sid, upstream, dead_node = dead, "taking over a node-bound upstream from a stopped node: state inside the old one is lost");
+                if let Some(from) = expected {
+                    tracing::warn!(session = sid, upstream, from_node = from, "taking over a node-bound upstream from a node that stopped or is stopping: state inside the old one is lost");
                 }
                 Ok(Owner::Here)
             }
