@@ -59,7 +59,8 @@ impl ClusterOptions {
 pub struct Cluster {
     nodes: Vec<Node>,
     redis: RedisServer,
-    _logs: TempDir,
+    options: ClusterOptions,
+    logs: TempDir,
 }
 
 impl Cluster {
@@ -97,8 +98,33 @@ impl Cluster {
         Cluster {
             nodes,
             redis,
-            _logs: logs,
+            options,
+            logs,
         }
+    }
+
+    /// Starts node `i` again, after it exited (or was stopped with [`Cluster::kill9`]): same id,
+    /// port, settings and config file, its log appended to the same file; waits until it answers
+    /// `GET /healthz` with 200. A new process, so it runs under a new `<id>.<suffix>` node id.
+    /// Panics when the old process still runs or the new one never becomes ready.
+    pub fn restart(&mut self, i: usize) {
+        let node = &mut self.nodes[i];
+        assert!(node.pid().is_none(), "node {} still runs", node.id());
+        let mut fresh = Node::spawn_on(
+            node.port(),
+            node.id(),
+            Some(&self.redis.url()),
+            &self.options.settings,
+            self.logs.path(),
+            self.options.config.as_deref(),
+        );
+        assert!(
+            fresh.wait_ready(),
+            "node {} never became ready again:\n{}",
+            fresh.id(),
+            fresh.log_tail(40)
+        );
+        *node = fresh;
     }
 
     /// Node `i` (0 = `a`).

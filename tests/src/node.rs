@@ -87,7 +87,20 @@ impl Node {
         log_dir: &Path,
         config: Option<&Path>,
     ) -> Node {
-        let port = free_port();
+        Node::spawn_on(free_port(), id, redis_url, settings, log_dir, config)
+    }
+
+    /// [`Node::spawn_with_config`] listening on `port` (e.g. the port of a node that exited, to
+    /// start it again where its clients and balancer expect it). Its log goes on in the same file
+    /// (`<log_dir>/node-<id>.log`).
+    pub fn spawn_on(
+        port: u16,
+        id: &str,
+        redis_url: Option<&str>,
+        settings: &[(String, String)],
+        log_dir: &Path,
+        config: Option<&Path>,
+    ) -> Node {
         let log = log_dir.join(format!("node-{id}.log"));
         let out = File::options()
             .create(true)

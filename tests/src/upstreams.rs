@@ -35,7 +35,7 @@ impl Upstream {
             .with("args", Field::List(args))
     }
 
-    /// A built-in demo server.
+    /// The built-in demo server.
     pub fn demo(name: &str) -> Upstream {
         Upstream::new(name, "demo")
     }

@@ -3,8 +3,10 @@
 //!
 //! Origin side (the node holding the client's POST): [`Forwards::start`] registers the call's
 //! peer; the owner's [`BusMessage::ForwardMessage`]s are put on the client's stream through it in
-//! arrival order, and [`BusMessage::ForwardDone`] ends the call. Owner side: [`execute`] runs the
-//! request on the local member upstream with a peer that routes back to the origin.
+//! arrival order, and [`BusMessage::ForwardDone`] ends the call; [`await_outcome`] gives up when
+//! the owner's heartbeat lapses or the caller's deadline passes. Owner side: [`execute`] runs the
+//! request on the local member upstream with a peer that routes back to the origin, or, while
+//! this node is stopping, answers "moved" without running it ([`encode_moved`]).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, Revision};
 use switchboard_store::{BeginOutcome, BusMessage};
+use switchboard_upstream::placement::Forwarded;
 use switchboard_upstream::{ClientPeer, RequestContext, RpcError, Upstream};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
@@ -40,13 +43,18 @@ pub enum Awaited {
     Done(String),
     /// `cancel` fired; the owner was sent `ForwardCancel`.
     Cancelled,
-    /// The message could not be sent, or the owner stopped; the text says why.
-    Unavailable(String),
+    /// The message could not be sent (the text says why): the owner never got it.
+    NotSent(String),
+    /// The owner stopped heartbeating before it answered; the text says why. It may have acted
+    /// on the message.
+    OwnerStopped(String),
+    /// The deadline passed first; the owner was sent `ForwardCancel`.
+    TimedOut,
 }
 
 /// Origin: sends `msg` (which names `call`) to `node` and waits for its `ForwardDone`
-/// (`done`), telling `node` to cancel when `cancel` fires, and giving up when `node` stops
-/// heartbeating (checked every `liveness_check_interval`).
+/// (`done`), telling `node` to cancel when `cancel` fires or `deadline` passes, and giving up
+/// when `node` stops heartbeating (checked every `liveness_check_interval`).
 pub async fn await_outcome(
     app: &App,
     node: &str,
@@ -54,10 +62,22 @@ pub async fn await_outcome(
     msg: BusMessage,
     mut done: oneshot::Receiver<String>,
     cancel: &CancellationToken,
+    deadline: Option<tokio::time::Instant>,
 ) -> Awaited {
     if let Err(e) = app.store.send_to(node, &msg).await {
-        return Awaited::Unavailable(e.to_string());
+        return Awaited::NotSent(e.to_string());
     }
+    let stop = BusMessage::ForwardCancel {
+        call: call.to_owned(),
+        origin: app.node_id().to_owned(),
+    };
+    let expiry = async {
+        match deadline {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    let mut expiry = std::pin::pin!(expiry);
     let mut liveness = tokio::time::interval(app.cfg.liveness_check_interval);
     liveness.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     liveness.tick().await;
@@ -66,17 +86,24 @@ pub async fn await_outcome(
             outcome = &mut done => {
                 return match outcome {
                     Ok(text) => Awaited::Done(text),
-                    Err(_) => Awaited::Unavailable("the forwarded call vanished".into()),
+                    Err(_) => Awaited::NotSent("the forwarded call vanished".into()),
                 };
             }
             _ = cancel.cancelled() => {
-                let stop = BusMessage::ForwardCancel { call: call.to_owned(), origin: app.node_id().to_owned() };
                 let _ = app.store.send_to(node, &stop).await;
                 return Awaited::Cancelled;
             }
+            () = &mut expiry => {
+                let _ = app.store.send_to(node, &stop).await;
+                return Awaited::TimedOut;
+            }
             _ = liveness.tick() => {
                 if let Ok(false) = app.store.is_alive(node).await {
-                    return Awaited::Unavailable(format!("node {node} that ran it for this session stopped; the next request starts it again on a live node"));
+                    // An outcome sent just before the node stopped may already be here.
+                    if let Ok(text) = done.try_recv() {
+                        return Awaited::Done(text);
+                    }
+                    return Awaited::OwnerStopped(format!("node {node} that ran it for this session stopped"));
                 }
             }
         }
@@ -155,10 +182,35 @@ pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> String {
     .to_string()
 }
 
+/// The outcome text of a forward this node declined because it is stopping: `{"moved": <node>}`
+/// (the origin runs the request elsewhere).
+pub fn encode_moved(node: &str) -> String {
+    json!({ "moved": node }).to_string()
+}
+
+/// The inverse of [`encode_outcome`] and [`encode_moved`].
+pub fn decode_forwarded(text: &str) -> Forwarded {
+    let v: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let error = RpcError::new(codes::INTERNAL_ERROR, format!("bad forwarded outcome: {e}"));
+            return Forwarded::Answered(Err(error));
+        }
+    };
+    if v.get("moved").is_some() {
+        return Forwarded::Moved;
+    }
+    Forwarded::Answered(decode_value(&v))
+}
+
 /// The inverse of [`encode_outcome`].
 pub fn decode_outcome(text: &str) -> Result<Value, RpcError> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("bad forwarded outcome: {e}")))?;
+    decode_value(&v)
+}
+
+fn decode_value(v: &Value) -> Result<Value, RpcError> {
     if let Some(r) = v.get("result") {
         return Ok(r.clone());
     }
@@ -211,19 +263,34 @@ pub struct Incoming {
     pub context: String,
 }
 
-/// Owner: runs a forwarded request here and sends its outcome to the origin.
+/// Owner: runs a forwarded request here and sends its outcome to the origin. While this node is
+/// stopping (draining, or retired) it runs none: the origin is answered "moved" at once
+/// ([`encode_moved`]) and runs the request on a live node, so no request waits for this node's
+/// heartbeat to lapse (case C08). The call is registered before that check, so a drain that
+/// began after it waits for it.
 pub async fn execute(app: App, inc: Incoming) {
-    let outcome = run(&app, &inc).await;
+    let key = format!("fwd:{}:{}", inc.origin, inc.call);
+    let cancel = app.calls.start(&inc.sid, &key);
+    let outcome = if app.shutdown.is_cancelled() {
+        tracing::debug!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
+        encode_moved(app.node_id())
+    } else {
+        lock(&app.forwards.running).insert((inc.origin.clone(), inc.call.clone()), cancel.clone());
+        let outcome = run(&app, &inc, cancel).await;
+        lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
+        encode_outcome(&outcome)
+    };
+    app.calls.end(&inc.sid, &key);
     let msg = BusMessage::ForwardDone {
         call: inc.call.clone(),
-        outcome: encode_outcome(&outcome),
+        outcome,
     };
     if let Err(e) = app.store.send_to(&inc.origin, &msg).await {
         tracing::warn!(error = %e, origin = %inc.origin, "could not return a forwarded call's outcome");
     }
 }
 
-async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
+async fn run(app: &App, inc: &Incoming, cancel: CancellationToken) -> Result<Value, RpcError> {
     let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
     let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
     let record = match app.store.begin(&inc.sid, None).await {
@@ -253,9 +320,6 @@ async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
             ),
         )
     })?;
-    let key = format!("fwd:{}:{}", inc.origin, inc.call);
-    let cancel = app.calls.start(&inc.sid, &key);
-    lock(&app.forwards.running).insert((inc.origin.clone(), inc.call.clone()), cancel.clone());
     let capabilities = context
         .get("capabilities")
         .cloned()
@@ -296,8 +360,5 @@ async fn run(app: &App, inc: &Incoming) -> Result<Value, RpcError> {
         .and_then(Value::as_str)
         .unwrap_or_default();
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    let outcome = crate::run::until_cancelled(member.request(method, params, ctx), &cancel).await;
-    app.calls.end(&inc.sid, &key);
-    lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
-    outcome
+    crate::run::until_cancelled(member.request(method, params, ctx), &cancel).await
 }

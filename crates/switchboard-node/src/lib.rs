@@ -82,8 +82,10 @@ use switchboard_upstream::Upstream;
 const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
-/// closes standalone streams (clients reopen them on other nodes) and lets running requests finish
-/// for at most `drain_timeout`.
+/// closes standalone streams (clients reopen them on other nodes), declines requests other nodes
+/// forward here for node-bound upstreams (they run them themselves, see [`forward::execute`]),
+/// and lets running requests finish for at most `drain_timeout`; then it marks this node stopped
+/// in the store and only then stops what upstreams hold here (stdio children).
 ///
 /// `store` holds all shared state (its node id names this node); `upstream` answers tool,
 /// resource and prompt requests. Errors when the listener fails or the store's inbox cannot be
@@ -159,6 +161,14 @@ pub async fn serve(
             "drain deadline reached: abandoning running requests"
         );
     }
+    // Tell the cluster this node is gone before stopping what upstreams hold here, so the
+    // sessions it owned resources of move on at once (no waiting for node_ttl) and no request is
+    // sent here for a child about to be stopped; forwards that still arrive are answered "moved"
+    // (`forward::execute`), and in-flight work elsewhere stops waiting for this node.
+    app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Err(e) = app.store.retire().await {
+        tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");
+    }
     // Stop what upstreams hold in this process (stdio children and their process groups),
     // bounded like the drain.
     let stop = app.upstream.shutdown();
@@ -167,12 +177,6 @@ pub async fn serve(
         .is_err()
     {
         tracing::warn!("upstreams did not stop within 10 s");
-    }
-    // Tell the cluster this node is gone, so the sessions it owned resources of move on at once
-    // (no waiting for node_ttl), and in-flight work elsewhere stops waiting for it.
-    app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
-    if let Err(e) = app.store.retire().await {
-        tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");
     }
     match served {
         Ok(Ok(())) => Ok(()),

@@ -1,14 +1,19 @@
-//! The node's [`Placement`] service: who owns a session's node-bound upstream resource, and
-//! running a request on that owner.
+//! The node's [`Placement`] service: who owns a session's node-bound upstream resource (a
+//! compare-and-set in the session record, [`switchboard_store::SessionStore::claim_owner`]),
+//! taking it over from a node that stopped, and running a request on the owner over the bus
+//! ([`crate::forward`]): the owner's outcome, "moved" when it is stopping, or lost when its
+//! heartbeat lapsed first (see [`switchboard_upstream::placement`] for what the caller does).
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{json, Value};
 use switchboard_protocol::codes;
 use switchboard_store::{BusMessage, OwnerClaim};
-use switchboard_upstream::placement::{Owner, Placement};
+use switchboard_upstream::placement::{Forwarded, Owner, Placement};
 use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
 
-use crate::forward::{decode_outcome, Awaited};
+use crate::forward::{decode_forwarded, Awaited};
 use crate::state::App;
 
 /// Placement backed by the store (owner records, liveness) and the bus.
@@ -42,8 +47,8 @@ impl NodePlacement {
             .map_err(Self::store_error)?
         {
             OwnerClaim::Claimed => {
-                if let Some(dead) = expected {
-                    tracing::warn!(session = sid, upstream, dead_node = dead, "taking over a node-bound upstream from a stopped node: state inside the old one is lost");
+                if let Some(from) = expected {
+                    tracing::warn!(session = sid, upstream, from_node = from, "taking over a node-bound upstream from a node that stopped or is stopping: state inside the old one is lost");
                 }
                 Ok(Owner::Here)
             }
@@ -103,14 +108,24 @@ impl Placement for NodePlacement {
         true
     }
 
+    async fn take_over(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        from: &str,
+    ) -> Result<Owner, RpcError> {
+        self.claim(session.session_id(), upstream, Some(from)).await
+    }
+
     async fn forward(
         &self,
         node: &str,
         upstream: &str,
         method: &str,
-        params: Value,
+        params: &Value,
         ctx: &RequestContext,
-    ) -> Result<Value, RpcError> {
+        wait: Duration,
+    ) -> Forwarded {
         let app = &self.app;
         let (call, done) = app.forwards.start(ctx.peer.clone());
         let msg = BusMessage::Forward {
@@ -127,34 +142,28 @@ impl Placement for NodePlacement {
             })
             .to_string(),
         };
-        let outcome = self
-            .await_outcome(node, upstream, &call, msg, done, ctx)
-            .await;
+        let deadline = tokio::time::Instant::now() + wait;
+        let awaited =
+            crate::forward::await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline))
+                .await;
         app.forwards.finish(&call);
-        outcome
-    }
-}
-
-impl NodePlacement {
-    async fn await_outcome(
-        &self,
-        node: &str,
-        upstream: &str,
-        call: &str,
-        msg: BusMessage,
-        done: tokio::sync::oneshot::Receiver<String>,
-        ctx: &RequestContext,
-    ) -> Result<Value, RpcError> {
         let unavailable = |why: String| {
             RpcError::new(
                 codes::UPSTREAM_UNAVAILABLE,
                 format!("upstream `{upstream}` is unavailable: {why}"),
             )
         };
-        match crate::forward::await_outcome(&self.app, node, call, msg, done, &ctx.cancel).await {
-            Awaited::Done(text) => decode_outcome(&text),
-            Awaited::Cancelled => Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled")),
-            Awaited::Unavailable(why) => Err(unavailable(why)),
+        match awaited {
+            Awaited::Done(text) => decode_forwarded(&text),
+            Awaited::Cancelled => Forwarded::Answered(Err(RpcError::new(
+                codes::REQUEST_ABORTED,
+                "request cancelled",
+            ))),
+            Awaited::NotSent(why) => Forwarded::Answered(Err(unavailable(why))),
+            Awaited::OwnerStopped(why) => Forwarded::Lost(unavailable(format!(
+                "{why} while this request was running there; the next request starts it again on a live node"
+            ))),
+            Awaited::TimedOut => Forwarded::TimedOut,
         }
     }
 }

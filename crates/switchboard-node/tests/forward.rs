@@ -1,7 +1,9 @@
 //! Node-bound upstreams across nodes, in process: two nodes over one memory store, each with its
 //! bus inbox running. A request of a session whose resource is owned by node A, made on node B,
 //! runs on A; its progress notifications come back to B's peer in order; cancelling on B cancels
-//! on A; when A stops, B takes over.
+//! on A; when A stops, B takes over: within the request when A is stopping (any request) or dies
+//! while the request is out (requests safe to run again), and the wait is bounded by the
+//! upstream's timeout (case C08).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,6 +41,9 @@ impl ClientPeer for Recorder {
     }
 }
 
+/// The node-bound upstreams' `timeout_ms`.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
 fn config() -> NodeConfig {
     NodeConfig {
         liveness_check_interval: Duration::from_millis(50),
@@ -47,7 +52,8 @@ fn config() -> NodeConfig {
 }
 
 async fn node(store: Arc<MemoryStore>) -> App {
-    let upstream: Arc<dyn Upstream> = Arc::new(NodeBound::new(Arc::new(DemoUpstream::new())));
+    let upstream: Arc<dyn Upstream> =
+        Arc::new(NodeBound::new(Arc::new(DemoUpstream::new()), TIMEOUT));
     let store: Arc<dyn Store> = store;
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
@@ -261,8 +267,10 @@ impl Upstream for Noted {
 
 async fn noted_node(store: Arc<MemoryStore>) -> (App, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let upstream: Arc<dyn Upstream> =
-        Arc::new(NodeBound::new(Arc::new(Noted { seen: seen.clone() })));
+    let upstream: Arc<dyn Upstream> = Arc::new(NodeBound::new(
+        Arc::new(Noted { seen: seen.clone() }),
+        TIMEOUT,
+    ));
     let store: Arc<dyn Store> = store;
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
@@ -307,4 +315,156 @@ async fn client_notifications_reach_the_owner_node() {
         seen_b.lock().unwrap().is_empty(),
         "not on the node that received it"
     );
+}
+
+/// Answers every request with the node it ran on.
+struct Where {
+    node: String,
+}
+
+#[async_trait]
+impl Upstream for Where {
+    fn name(&self) -> &str {
+        "where"
+    }
+    fn capabilities(&self) -> Value {
+        json!({"tools": {}})
+    }
+    fn server_info(&self) -> Value {
+        json!({"name": "where"})
+    }
+    async fn request(
+        &self,
+        method: &str,
+        _: Value,
+        _: RequestContext,
+    ) -> Result<Value, switchboard_upstream::RpcError> {
+        Ok(json!({"ran_on": self.node, "method": method}))
+    }
+}
+
+/// A node of `store` serving [`Where`] node-bound with `timeout`; its bus inbox runs only when
+/// `inbox` (a node without one takes no forwarded request, like a process that hangs or died).
+async fn where_node(store: Arc<MemoryStore>, timeout: Duration, inbox: bool) -> App {
+    let node = store.config().node_id.clone();
+    let upstream: Arc<dyn Upstream> = Arc::new(NodeBound::new(Arc::new(Where { node }), timeout));
+    let store: Arc<dyn Store> = store;
+    let messages = store.subscribe().await.unwrap();
+    store.heartbeat().await.unwrap();
+    let app = AppState::new(config(), store, upstream);
+    if inbox {
+        tokio::spawn(dispatch::run(app.clone(), messages));
+    }
+    app
+}
+
+/// A session whose `where` resource node `owner` holds.
+async fn owned_by(owner: &App) -> SessionRecord {
+    let record = session(owner).await;
+    let handle = NodeSession::new(&record, owner);
+    let placement = handle.placement().unwrap();
+    assert_eq!(
+        placement.owner(&*handle, "where").await.unwrap(),
+        Owner::Here
+    );
+    record
+}
+
+/// Sends `method` of `where` through node `via` for the session.
+async fn ask_where(
+    via: &App,
+    record: &SessionRecord,
+    method: &str,
+) -> Result<Value, switchboard_upstream::RpcError> {
+    let record = reload(via, &record.id).await;
+    let ctx = ctx(
+        via,
+        &record,
+        Arc::new(Recorder::default()),
+        None,
+        CancellationToken::new(),
+    );
+    via.upstream.request(method, json!({}), ctx).await
+}
+
+/// C08: an owner that is stopping (draining) runs no forwarded request: it answers "moved" at
+/// once and the origin claims the resource and runs the request itself, `tools/call` included
+/// (the owner never ran it); later requests go to the new owner.
+#[tokio::test]
+async fn a_stopping_owner_hands_a_request_back_to_the_origin_which_runs_it() {
+    let shared = MemoryStore::new(StoreConfig::default_for("a"));
+    let a = where_node(shared.clone(), TIMEOUT, true).await;
+    let b = where_node(shared.for_node("b"), TIMEOUT, true).await;
+    let record = owned_by(&a).await;
+    assert_eq!(
+        ask_where(&b, &record, "tools/call").await.unwrap()["ran_on"],
+        "a",
+        "a live owner runs it"
+    );
+    a.shutdown.cancel(); // A drains.
+    let began = std::time::Instant::now();
+    let out = ask_where(&b, &record, "tools/call").await.unwrap();
+    assert_eq!(out["ran_on"], "b", "run by the origin: {out}");
+    assert!(
+        began.elapsed() < Duration::from_millis(500),
+        "no waiting for A's heartbeat: {:?}",
+        began.elapsed()
+    );
+    let owners = reload(&b, &record.id).await.owners;
+    assert_eq!(owners.get("where").map(String::as_str), Some("b"));
+    assert_eq!(a.calls.running_count(), 0);
+}
+
+/// C08: an owner that dies (no answer, then its heartbeat lapses) while a request is out: a
+/// `tools/list` runs again on the origin within the same request; a `tools/call`, which may have
+/// run, fails with -32006 naming the upstream and the node, and the next request runs on a live
+/// node.
+#[tokio::test]
+async fn a_dead_owner_is_replaced_within_a_list_but_not_within_a_call() {
+    let shared = MemoryStore::new(StoreConfig {
+        node_ttl: Duration::from_millis(300),
+        ..StoreConfig::default_for("a")
+    });
+    let a = where_node(shared.clone(), TIMEOUT, false).await;
+    let b = where_node(shared.for_node("b"), TIMEOUT, true).await;
+    let (listed, called) = (owned_by(&a).await, owned_by(&a).await);
+    let (list, call) = tokio::join!(
+        ask_where(&b, &listed, "tools/list"),
+        ask_where(&b, &called, "tools/call")
+    );
+    assert_eq!(list.unwrap()["ran_on"], "b", "the list ran again on b");
+    let err = call.unwrap_err();
+    assert_eq!(err.code, switchboard_protocol::codes::UPSTREAM_UNAVAILABLE);
+    assert!(
+        err.message
+            .starts_with("upstream `where` is unavailable: node a "),
+        "{}",
+        err.message
+    );
+    let next = ask_where(&b, &called, "tools/call").await.unwrap();
+    assert_eq!(next["ran_on"], "b", "the next request runs on a live node");
+    drop(a);
+}
+
+/// C08: the wait for an owner that is alive but never answers is bounded by the upstream's
+/// timeout: -32005 naming the upstream.
+#[tokio::test]
+async fn the_wait_for_a_silent_owner_is_bounded_by_the_upstream_timeout() {
+    let shared = MemoryStore::new(StoreConfig::default_for("a"));
+    let a = where_node(shared.clone(), TIMEOUT, false).await;
+    let b = where_node(shared.for_node("b"), Duration::from_millis(300), true).await;
+    let record = owned_by(&a).await;
+    let began = std::time::Instant::now();
+    let err = ask_where(&b, &record, "tools/list").await.unwrap_err();
+    assert_eq!(err.code, switchboard_protocol::codes::UPSTREAM_TIMEOUT);
+    assert_eq!(
+        err.message,
+        "upstream `where` did not answer tools/list within 300 ms"
+    );
+    let took = began.elapsed();
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(2),
+        "{took:?}"
+    );
+    drop(a);
 }

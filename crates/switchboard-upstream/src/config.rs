@@ -88,7 +88,9 @@ pub struct UpstreamConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
     /// How long one request may take, in ms (default 60000); then the client gets -32005 naming
-    /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse).
+    /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse); for
+    /// per-session stdio and sse it bounds the whole request wherever it runs (forwarded to the
+    /// owner node, and run again on a live node after the owner stopped; see `placement`).
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// stdio: the program to run (looked up in `PATH` when it has no `/`).
@@ -525,6 +527,7 @@ pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
 
 /// The upstream of one (expanded) table, by kind.
 fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
+    let timeout = std::time::Duration::from_millis(config.timeout_ms);
     match config.kind {
         UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
         UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
@@ -535,7 +538,7 @@ fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
         // requests run on the node that owns them (see `placement`).
         UpstreamKind::Sse => {
             let sse = crate::sse::SseUpstream::from_config(config)?;
-            Ok(Arc::new(NodeBound::new(Arc::new(sse))))
+            Ok(Arc::new(NodeBound::new(Arc::new(sse), timeout)))
         }
         UpstreamKind::Stdio => {
             let stdio = crate::stdio::StdioUpstream::from_config(config)?;
@@ -543,7 +546,7 @@ fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
                 // One child for every session: each node simply uses its own.
                 Ok(Arc::new(stdio))
             } else {
-                Ok(Arc::new(NodeBound::new(Arc::new(stdio))))
+                Ok(Arc::new(NodeBound::new(Arc::new(stdio), timeout)))
             }
         }
     }

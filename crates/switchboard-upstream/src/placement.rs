@@ -1,16 +1,41 @@
 //! Node-bound upstreams in a cluster.
 //!
-//! Some upstreams hold per-session state inside one process (a stdio child per client session).
-//! The node that holds it is the session's *owner* of that upstream, recorded in the session
-//! record. A request that lands on another node is forwarded to the owner over the bus; its
-//! notifications and server-to-client requests come back to the client's stream on the node
-//! where the client's POST is. When the owner dies, the next request claims ownership and starts
-//! the resource afresh (state inside the old one is lost).
+//! Some upstreams hold per-session state inside one process (a stdio child per client session,
+//! a legacy SSE connection). The node that holds it is the session's *owner* of that upstream,
+//! recorded in the session record. A request that lands on another node is forwarded to the
+//! owner over the bus; its notifications and server-to-client requests come back to the client's
+//! stream on the node where the client's POST is.
+//!
+//! ## Failover within the request (case C08)
+//! When the owner cannot run a request, the node that has it claims ownership and runs it here
+//! (starting the resource afresh: a stdio child gets the session's stored `initialize`), within
+//! the same client request, so a rolling restart fails no request and shortens no list:
+//! - the owner is **stopping** (draining after SIGTERM) or stopped: it answers the forward at once
+//!   with [`Forwarded::Moved`] without running it, so any request, `tools/call` included, runs
+//!   here;
+//! - the owner **died** while the forward was out (its heartbeat lapsed, `node_ttl_ms`):
+//!   [`Forwarded::Lost`]. It may have run the request, so only requests that are safe to run
+//!   twice ([`runs_again_safely`]: lists, reads, `prompts/get`, completions, `ping`, …) run
+//!   again here; any other (`tools/call`) fails with -32006 naming the upstream, and the next
+//!   request runs here.
+//!
+//! The whole request, hops included, is bounded by the upstream's `timeout_ms`: past it the
+//! client gets -32005 naming the upstream (a forward still out is cancelled on its owner).
+//!
+//! ## What a move loses
+//! The new resource starts from the stored `initialize` only: whatever the old child (or SSE
+//! connection) kept in memory is gone, and so are resource subscriptions and a logging level the
+//! client set on it, until the client sends them again. Requests already running on a stopping
+//! owner finish there (its child lives until its drain ends); a request still running when an
+//! owner dies fails with -32004 (`the request was lost`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use switchboard_protocol::codes;
+use tokio::time::Instant;
 
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
@@ -23,6 +48,42 @@ pub enum Owner {
     Node(String),
 }
 
+/// How a request sent to its owner node ended ([`Placement::forward`]).
+#[derive(Debug)]
+pub enum Forwarded {
+    /// The owner ran it (or it was cancelled): its outcome.
+    Answered(Result<Value, RpcError>),
+    /// The wait ran out first; the request was cancelled on the owner.
+    TimedOut,
+    /// The owner did not run it, and will not: it is stopping or has stopped, and said so. The
+    /// request may run on another node.
+    Moved,
+    /// The owner stopped heartbeating before it answered: it may have run the request in part
+    /// or in full. The error (-32006) names the upstream and the node.
+    Lost(RpcError),
+}
+
+/// Whether a request may run again on another node after its owner died while running it: it
+/// reads, or sets something to a value (MCP 2025-11-25: lists, `resources/read`, `prompts/get`,
+/// `completion/complete`, `ping`, `logging/setLevel`, `resources/subscribe`/`unsubscribe`). Not
+/// `tools/call`, whose effects may have happened.
+pub fn runs_again_safely(method: &str) -> bool {
+    matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "prompts/get"
+            | "completion/complete"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+    )
+}
+
 /// The cluster service node-bound upstreams use. Implemented by the node.
 #[async_trait]
 pub trait Placement: Send + Sync {
@@ -30,17 +91,29 @@ pub trait Placement: Send + Sync {
     /// resource for this session.
     async fn owner(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError>;
 
-    /// Runs `method` of member `upstream` on `node` and returns its result. Notifications and
-    /// server-to-client requests it produces reach the client through `ctx.peer`; cancelling
-    /// `ctx.cancel` cancels it there. Errors when the owner dies meanwhile.
+    /// Claims the owner of `upstream`'s resource for this session from node `from`, which
+    /// answered [`Forwarded::Moved`] or [`Forwarded::Lost`]: [`Owner::Here`] when this node now
+    /// owns it, or the node that took it over from `from` first.
+    async fn take_over(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        from: &str,
+    ) -> Result<Owner, RpcError>;
+
+    /// Runs `method` of member `upstream` on `node`, waiting at most `wait` for its outcome (then
+    /// it is cancelled there: [`Forwarded::TimedOut`]). Notifications and server-to-client
+    /// requests it produces reach the client through `ctx.peer`; cancelling `ctx.cancel` cancels
+    /// it there.
     async fn forward(
         &self,
         node: &str,
         upstream: &str,
         method: &str,
-        params: Value,
+        params: &Value,
         ctx: &RequestContext,
-    ) -> Result<Value, RpcError>;
+        wait: Duration,
+    ) -> Forwarded;
 
     /// Sends a client notification for member `upstream` to the node that owns the session's
     /// resource of it. `false` when that is this node (or nobody yet): the caller delivers it here.
@@ -57,15 +130,69 @@ pub trait Placement: Send + Sync {
 }
 
 /// Wraps an upstream whose per-session resources live in one process, so that every request of
-/// a session runs on the node that owns them.
+/// a session runs on the node that owns them (see the module doc for failover).
 pub struct NodeBound {
     inner: Arc<dyn Upstream>,
+    timeout: Duration,
 }
 
 impl NodeBound {
-    /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn Upstream>) -> NodeBound {
-        NodeBound { inner }
+    /// Wraps `inner`, whose requests may take `timeout` (its `timeout_ms`), forwarding and
+    /// failover included.
+    pub fn new(inner: Arc<dyn Upstream>, timeout: Duration) -> NodeBound {
+        NodeBound { inner, timeout }
+    }
+
+    /// -32005 naming the upstream and its timeout.
+    fn timed_out(&self, method: &str) -> RpcError {
+        RpcError::new(
+            codes::UPSTREAM_TIMEOUT,
+            format!(
+                "upstream `{}` did not answer {method} within {} ms",
+                self.inner.name(),
+                self.timeout.as_millis()
+            ),
+        )
+    }
+
+    /// Runs the request on the owner, following it when it moves. Each move is a node that
+    /// claimed the resource from one that stopped, so the chain is as long as the nodes stopping
+    /// meanwhile; the timeout bounds it.
+    async fn placed(
+        &self,
+        placement: &dyn Placement,
+        method: &str,
+        params: Value,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        let name = self.inner.name();
+        let deadline = Instant::now() + self.timeout;
+        let mut owner = placement.owner(&*ctx.session, name).await?;
+        loop {
+            let node = match owner {
+                Owner::Here => return self.inner.request(method, params, ctx).await,
+                Owner::Node(node) => node,
+            };
+            let wait = deadline.saturating_duration_since(Instant::now());
+            if wait.is_zero() {
+                return Err(self.timed_out(method));
+            }
+            match placement
+                .forward(&node, name, method, &params, &ctx, wait)
+                .await
+            {
+                Forwarded::Answered(outcome) => return outcome,
+                Forwarded::TimedOut => return Err(self.timed_out(method)),
+                Forwarded::Moved => {
+                    tracing::info!(upstream = name, method, node = %node, session = %ctx.session_id, "its owner node is stopping: running the request on another node");
+                }
+                Forwarded::Lost(_) if runs_again_safely(method) => {
+                    tracing::warn!(upstream = name, method, node = %node, session = %ctx.session_id, "its owner node died while running the request: running it again on another node");
+                }
+                Forwarded::Lost(e) => return Err(e),
+            }
+            owner = placement.take_over(&*ctx.session, name, &node).await?;
+        }
     }
 }
 
@@ -101,16 +228,9 @@ impl Upstream for NodeBound {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        let Some(placement) = ctx.session.placement() else {
-            return self.inner.request(method, params, ctx).await;
-        };
-        match placement.owner(&*ctx.session, self.inner.name()).await? {
-            Owner::Here => self.inner.request(method, params, ctx).await,
-            Owner::Node(node) => {
-                placement
-                    .forward(&node, self.inner.name(), method, params, &ctx)
-                    .await
-            }
+        match ctx.session.placement() {
+            Some(placement) => self.placed(&*placement, method, params, ctx).await,
+            None => self.inner.request(method, params, ctx).await,
         }
     }
 

@@ -255,7 +255,8 @@ pub fn resume_from(
     };
     let (app, node, token) = (app.clone(), node.to_owned(), cancel.clone());
     tokio::spawn(async move {
-        let outcome = crate::forward::await_outcome(&app, &node, &call, msg, done, &token).await;
+        let outcome =
+            crate::forward::await_outcome(&app, &node, &call, msg, done, &token, None).await;
         app.forwards.finish(&call);
         let response = match outcome {
             Awaited::Done(text) => match serde_json::from_str::<Value>(&text) {
@@ -271,7 +272,7 @@ pub fn resume_from(
                 ),
             },
             Awaited::Cancelled => return,
-            Awaited::Unavailable(_) => gone(&id),
+            Awaited::NotSent(_) | Awaited::OwnerStopped(_) | Awaited::TimedOut => gone(&id),
         };
         let _ = tx.send(Item::Final(response)).await;
     });

@@ -7,6 +7,12 @@
 //! resumes at that member's next page. A walk without cursors asks every member at once; a walk
 //! that resumes asks the cursor's member first and the ones after it only when it is done, so a
 //! member with many pages does not make the others answer once per page.
+//!
+//! A list never silently shrinks (case C08): a client takes a list as the whole truth (a tool
+//! missing from it is gone), so when a member that is asked cannot answer its page (any error but
+//! -32601, "method not found", which means it has no such list) the answer is an error naming it
+//! ([`incomplete`]), not the other members' entries. Members are asked when they declare the
+//! list's capability, or when their capabilities are not known yet.
 
 use serde_json::{json, Map, Value};
 use switchboard_protocol::codes;
@@ -95,8 +101,14 @@ pub(super) async fn merged(
     let rest_from = match resume {
         Some(at) => {
             let page = page(agg, kind, &params, &at, ctx.clone()).await;
-            if let Some(next) = take(agg, kind, at.member, page, &mut entries) {
-                return Ok(answer(kind, entries, Some(next)));
+            match usable(agg, kind, at.member, page) {
+                Err(e) => return Err(incomplete(agg, kind, vec![(at.member, e)])),
+                Ok(Some(page)) => {
+                    if let Some(next) = take(agg, kind, at.member, &page, &mut entries) {
+                        return Ok(answer(kind, entries, Some(next)));
+                    }
+                }
+                Ok(None) => {}
             }
             at.member + 1
         }
@@ -104,14 +116,6 @@ pub(super) async fn merged(
     };
     let rest: Vec<usize> = (rest_from..agg.members.len())
         .filter(|&i| agg.declares(i, kind.capability()))
-        .filter(|&i| {
-            let cooling = agg.cooling(i);
-            if cooling {
-                let name = &agg.members[i].name;
-                tracing::debug!(upstream = %name, method = kind.method(), "left out of the merged list: it failed one moments ago");
-            }
-            !cooling
-        })
         .collect();
     let pages = rest.iter().map(|&member| {
         let first = Position {
@@ -123,12 +127,111 @@ pub(super) async fn merged(
         async move { page(agg, kind, params, &first, ctx).await }
     });
     let pages = futures::future::join_all(pages).await;
+    // The members whose entries this answer holds: up to the first that has more pages. A member
+    // after it is asked again when the client resumes, so its failure does not count here.
+    let mut failed = Vec::new();
+    let mut answered = Vec::new();
     for (member, page) in rest.into_iter().zip(pages) {
-        if let Some(next) = take(agg, kind, member, page, &mut entries) {
+        match usable(agg, kind, member, page) {
+            Err(e) => failed.push((member, e)),
+            Ok(None) => {}
+            Ok(Some(page)) => {
+                let more = next_cursor(&page).is_some();
+                answered.push((member, page));
+                if more {
+                    break;
+                }
+            }
+        }
+    }
+    if !failed.is_empty() {
+        return Err(incomplete(agg, kind, failed));
+    }
+    for (member, page) in answered {
+        if let Some(next) = take(agg, kind, member, &page, &mut entries) {
             return Ok(answer(kind, entries, Some(next)));
         }
     }
     Ok(answer(kind, entries, None))
+}
+
+/// A member's page, `None` when the member has no such list (-32601), or its error (a page
+/// without the list's array, e.g. no `tools`, is one: -32603 naming the member).
+fn usable(
+    agg: &Aggregate,
+    kind: ListKind,
+    member: usize,
+    page: Result<Value, RpcError>,
+) -> Result<Option<Value>, RpcError> {
+    match page {
+        Ok(page) if page.get(kind.key()).is_some_and(Value::is_array) => Ok(Some(page)),
+        Ok(_) => Err(RpcError::new(
+            codes::INTERNAL_ERROR,
+            format!(
+                "upstream `{}` answered {} without `{}`",
+                agg.members[member].name,
+                kind.method(),
+                kind.key()
+            ),
+        )),
+        Err(e) if e.code == codes::METHOD_NOT_FOUND => {
+            let name = &agg.members[member].name;
+            tracing::debug!(upstream = %name, method = kind.method(), "upstream has no such list");
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The error of a merged list that some members could not answer (`failed`, in member order,
+/// at least one): `request cancelled` (-32004) as it is when the client cancelled; else the
+/// failures' code when they all share one (-32006 unavailable, -32005 too slow, or the member's
+/// own), -32006 when they differ. The message names every failed member and its cause
+/// (``tools/list cannot be answered in full: upstream `a` is unavailable: …; upstream `b` …``);
+/// `data.upstream` is the first failed member (as in every upstream error), `data.upstreams`
+/// all of them, and `data.errors` each one's `{upstream, code, message, data?}`.
+pub(super) fn incomplete(
+    agg: &Aggregate,
+    kind: ListKind,
+    failed: Vec<(usize, RpcError)>,
+) -> RpcError {
+    if let Some((_, cancelled)) = failed
+        .iter()
+        .find(|(_, e)| e.code == codes::REQUEST_ABORTED)
+    {
+        return cancelled.clone();
+    }
+    let code = match failed.first() {
+        Some((_, first)) if failed.iter().all(|(_, e)| e.code == first.code) => first.code,
+        _ => codes::UPSTREAM_UNAVAILABLE,
+    };
+    let mut causes = Vec::new();
+    let mut names = Vec::new();
+    let mut errors = Vec::new();
+    for (member, e) in &failed {
+        let name = agg.members[*member].name.as_str();
+        tracing::warn!(upstream = %name, method = kind.method(), error = %e, "merged list failed: an upstream could not answer its page");
+        causes.push(if e.message.contains(&format!("`{name}`")) {
+            e.message.clone()
+        } else {
+            format!("upstream `{name}`: {}", e.message)
+        });
+        let mut entry = json!({"upstream": name, "code": e.code, "message": e.message});
+        if let Some(data) = &e.data {
+            entry["data"] = data.clone();
+        }
+        names.push(name);
+        errors.push(entry);
+    }
+    RpcError {
+        code,
+        message: format!(
+            "{} cannot be answered in full: {}",
+            kind.method(),
+            causes.join("; ")
+        ),
+        data: Some(json!({"upstream": names[0], "upstreams": names, "errors": errors})),
+    }
 }
 
 /// Every entry member `member` lists (all pages, at most [`MAX_LOOKUP_PAGES`]), names as the
@@ -179,55 +282,35 @@ async fn page(
         .await
 }
 
-/// Adds the entries of member `member`'s page to `entries` (names prefixed where `kind` is
-/// namespaced); a failed page is logged and skipped. Returns the merged cursor when the member
-/// has more pages.
+/// Adds the entries of member `member`'s page (as [`usable`] let it through) to `entries`
+/// (names prefixed where `kind` is namespaced). Returns the merged cursor when the member has more pages.
 fn take(
     agg: &Aggregate,
     kind: ListKind,
     member: usize,
-    page: Result<Value, RpcError>,
+    page: &Value,
     entries: &mut Vec<Value>,
 ) -> Option<String> {
     let name = &agg.members[member].name;
-    let page = match page {
-        Ok(page) => page,
-        Err(e) if e.code == codes::METHOD_NOT_FOUND => {
-            tracing::debug!(upstream = %name, method = kind.method(), "upstream has no such list");
-            return None;
-        }
-        Err(e) => {
-            tracing::warn!(upstream = %name, method = kind.method(), error = %e, "upstream left out of the merged list");
-            let unreachable = matches!(
-                e.code,
-                codes::UPSTREAM_TIMEOUT | codes::UPSTREAM_UNAVAILABLE
-            );
-            agg.list_outcome(member, unreachable);
-            return None;
-        }
-    };
-    agg.list_outcome(member, false);
-    match page.get(kind.key()).and_then(Value::as_array) {
-        Some(list) => {
-            for entry in list.iter().map(|e| qualify(agg, kind, member, e)) {
-                // Two unprefixed members may list the same name; calls go to the first, so the
-                // later one is not published (it could never be called).
-                let shadowed = kind.namespaced()
-                    && entry
-                        .get("name")
-                        .is_some_and(|n| entries.iter().any(|e| e.get("name") == Some(n)));
-                if shadowed {
-                    tracing::warn!(upstream = %name, method = kind.method(), entry = %entry["name"], "name already listed by an earlier upstream; left out");
-                } else {
-                    entries.push(entry);
-                }
-            }
-        }
-        None => {
-            tracing::warn!(upstream = %name, method = kind.method(), "upstream answered without `{}`", kind.key());
+    let list = page.get(kind.key()).and_then(Value::as_array);
+    for entry in list
+        .into_iter()
+        .flatten()
+        .map(|e| qualify(agg, kind, member, e))
+    {
+        // Two unprefixed members may list the same name; calls go to the first, so the later
+        // one is not published (it could never be called).
+        let shadowed = kind.namespaced()
+            && entry
+                .get("name")
+                .is_some_and(|n| entries.iter().any(|e| e.get("name") == Some(n)));
+        if shadowed {
+            tracing::warn!(upstream = %name, method = kind.method(), entry = %entry["name"], "name already listed by an earlier upstream; left out");
+        } else {
+            entries.push(entry);
         }
     }
-    let next = next_cursor(&page)?;
+    let next = next_cursor(page)?;
     Some(cursor::encode(
         &Position {
             member,

@@ -7,7 +7,8 @@
 //!   `<prefix><separator><name>` (default separator `__`), everything else verbatim (JSON Schemas
 //!   and unknown fields pass through). `resources/list`, `resources/templates/list`: merged the
 //!   same way, URIs unchanged. Pagination walks every member's pages behind one opaque cursor
-//!   (`cursor`); a member that fails is left out of the list with a warning naming it.
+//!   (`cursor`). A list never silently shrinks: when a member that is asked fails its page
+//!   (anything but -32601), the list fails with an error naming every such member (`lists`).
 //! - `tools/call`, `prompts/get`: routed by prefix, which is stripped before forwarding; a name in
 //!   no member's namespace goes to the unprefixed member that lists it (`routing`).
 //! - `resources/read`, `resources/subscribe`, `resources/unsubscribe`: routed by URI (`resources`).
@@ -16,7 +17,10 @@
 //! - any other method: forwarded when there is exactly one member, else -32601.
 //!
 //! Errors of a member that is down or too slow (-32006, -32005) name it: `upstream `weather` is
-//! unavailable: …`, with `data.upstream`; the other members keep working. Notifications and
+//! unavailable: …`, with `data.upstream`; requests for the other members keep working. There is
+//! no cool-down: every request asks the members it needs again, so a member that is back is
+//! used at once (one that refuses connections fails fast by itself, and a slow one is bounded by
+//! its own `timeout_ms`). Notifications and
 //! server-to-client requests of members reach the client through `ctx.peer` unchanged.
 //!
 //! Submodules: `names` (prefix rules), `cursor` (pagination cursors), `lists` (merged lists),
@@ -68,13 +72,7 @@ pub struct Aggregate {
     tools: NameCache,
     prompts: NameCache,
     uris: UriCache,
-    /// When each member last failed a merged-list page by timeout or unavailability.
-    failed_lists: std::sync::Mutex<Vec<Option<tokio::time::Instant>>>,
 }
-
-/// After a member failed a merged-list page (-32005 or -32006), merged lists leave it out for this
-/// long instead of waiting for it again on every list (calls to it are still tried).
-pub const LIST_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Aggregate {
     /// Checks and builds an aggregate. Errors (naming the member) when there is no member, two
@@ -96,14 +94,12 @@ impl Aggregate {
             .map(|m| (m.name.as_str(), m.prefix.as_deref()))
             .collect();
         let names = Namespaces::new(&spec, separator)?;
-        let failed_lists = std::sync::Mutex::new(vec![None; members.len()]);
         Ok(Aggregate {
             members,
             names,
             tools: NameCache::default(),
             prompts: NameCache::default(),
             uris: UriCache::default(),
-            failed_lists,
         })
     }
 
@@ -131,24 +127,6 @@ impl Aggregate {
 
     /// Whether member `i` may serve `capability` (`tools`, `prompts`, `resources`, …): it declares
     /// it, or its capabilities are not known yet (not an object, or empty).
-    /// Whether member `i` failed a merged list within [`LIST_COOLDOWN`].
-    fn cooling(&self, i: usize) -> bool {
-        let failed = self.failed_lists.lock().unwrap_or_else(|p| p.into_inner());
-        failed
-            .get(i)
-            .copied()
-            .flatten()
-            .is_some_and(|t| t.elapsed() < LIST_COOLDOWN)
-    }
-
-    /// Records how member `i` did on a merged-list page.
-    fn list_outcome(&self, i: usize, failed: bool) {
-        let mut all = self.failed_lists.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(slot) = all.get_mut(i) {
-            *slot = failed.then(tokio::time::Instant::now);
-        }
-    }
-
     fn declares(&self, i: usize, capability: &str) -> bool {
         match self.members[i].upstream.capabilities() {
             Value::Object(caps) => caps.is_empty() || caps.contains_key(capability),

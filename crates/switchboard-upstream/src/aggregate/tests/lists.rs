@@ -5,6 +5,7 @@ use switchboard_protocol::codes;
 
 use super::{aggregate, ask, names, Fake};
 use crate::aggregate::Aggregate;
+use crate::upstream::RpcError;
 
 /// Follows `nextCursor` from the first page to the last; every page, in order.
 async fn walk(agg: &Aggregate, method: &str) -> Vec<Value> {
@@ -131,39 +132,98 @@ async fn prompts_are_prefixed() {
     assert_eq!(names(&list, "prompts", "name"), ["a__greet", "greet"]);
 }
 
+/// The error of a list that `down` (each failing with the fakes' "connection refused") could not
+/// answer.
+fn refused(method: &str, down: &[&str]) -> RpcError {
+    let causes: Vec<String> = down
+        .iter()
+        .map(|n| format!("upstream `{n}` is unavailable: connection refused"))
+        .collect();
+    let errors: Vec<Value> = down
+        .iter()
+        .zip(&causes)
+        .map(|(n, c)| json!({"upstream": n, "code": -32006, "message": c, "data": {"upstream": n}}))
+        .collect();
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message: format!("{method} cannot be answered in full: {}", causes.join("; ")),
+        data: Some(json!({"upstream": down[0], "upstreams": down, "errors": errors})),
+    }
+}
+
+/// C08: a member that is down fails the list with an error naming it, never a shorter list; once
+/// it is back the next list has it (no cool-down); a member that goes down in the middle of a
+/// walk fails the page it was due on, instead of being skipped from there on.
 #[tokio::test]
-async fn a_down_member_is_left_out_and_the_others_answer() {
+async fn a_down_member_fails_the_list_naming_it() {
     let (agg, fakes) = aggregate(vec![
         ("a", Some("a"), Fake::new("a").tools(&["x"])),
         ("b", Some("b"), Fake::new("b").tools(&["y", "z"]).page(1)),
         ("c", Some("c"), Fake::new("c").tools(&["w"])),
     ]);
     fakes[0].set_down(true);
-    let pages = walk(&agg, "tools/list").await;
-    assert_eq!(all_names(&pages, "tools", "name"), ["b__y", "b__z", "c__w"]);
-    // Back up: merged lists leave it out for LIST_COOLDOWN (no waiting on it again at every
-    // list), then include it.
+    let err = ask(&agg, "tools/list", json!({})).await.unwrap_err();
+    assert_eq!(err, refused("tools/list", &["a"]));
+    // Back up: the next list asks it again and has its tools.
     fakes[0].set_down(false);
-    let asked = fakes[0].count("tools/list");
-    let cooling = ask(&agg, "tools/list", json!({})).await.unwrap();
-    assert_eq!(names(&cooling, "tools", "name"), ["b__y"]);
-    assert_eq!(
-        fakes[0].count("tools/list"),
-        asked,
-        "not asked while cooling down"
-    );
-    tokio::time::pause();
-    tokio::time::advance(crate::aggregate::LIST_COOLDOWN).await;
-    tokio::time::resume();
-    // A member that goes down in the middle of a walk is skipped from there on.
     let first = ask(&agg, "tools/list", json!({})).await.unwrap();
-    fakes[1].set_down(true);
-    let rest = ask(&agg, "tools/list", json!({"cursor": first["nextCursor"]}))
-        .await
-        .unwrap();
     assert_eq!(names(&first, "tools", "name"), ["a__x", "b__y"]);
-    assert_eq!(names(&rest, "tools", "name"), ["c__w"]);
+    // b goes down in the middle of the walk: the page it is due on fails, naming it.
+    fakes[1].set_down(true);
+    let resume = json!({"cursor": first["nextCursor"]});
+    let err = ask(&agg, "tools/list", resume.clone()).await.unwrap_err();
+    assert_eq!(err, refused("tools/list", &["b"]));
+    // b back, c down: b's last page is followed by c's, which fails.
+    fakes[1].set_down(false);
+    fakes[2].set_down(true);
+    let err = ask(&agg, "tools/list", resume.clone()).await.unwrap_err();
+    assert_eq!(err, refused("tools/list", &["c"]));
+    fakes[2].set_down(false);
+    let rest = ask(&agg, "tools/list", resume).await.unwrap();
+    assert_eq!(names(&rest, "tools", "name"), ["b__z", "c__w"]);
     assert!(rest.get("nextCursor").is_none());
+}
+
+/// C08: every member that failed the page is named, each with its cause, whatever the list; a
+/// member after the one whose page ends the answer does not count (it is asked again when the
+/// client resumes).
+#[tokio::test]
+async fn every_failed_member_of_a_page_is_named() {
+    let (agg, fakes) = aggregate(vec![
+        (
+            "a",
+            Some("a"),
+            Fake::new("a")
+                .tools(&["x"])
+                .prompts(&["p"])
+                .resources(&["r://a"]),
+        ),
+        ("b", Some("b"), Fake::new("b").tools(&["t1", "t2"]).page(1)),
+        (
+            "c",
+            Some("c"),
+            Fake::new("c").tools(&["w"]).templates(&["c://{x}"], &[]),
+        ),
+    ]);
+    fakes[0].set_down(true);
+    fakes[2].set_down(true);
+    for method in ["prompts/list", "resources/list", "resources/templates/list"] {
+        let err = ask(&agg, method, json!({})).await.unwrap_err();
+        assert_eq!(err, refused(method, &["a", "c"]), "{method}");
+    }
+    // b's first tools page ends the answer (it has more), so c is not in it.
+    let err = ask(&agg, "tools/list", json!({})).await.unwrap_err();
+    assert_eq!(err, refused("tools/list", &["a"]));
+    // a up: the first page answers; resuming reaches b's last page and then c, still down.
+    fakes[0].set_down(false);
+    let first = ask(&agg, "tools/list", json!({})).await.unwrap();
+    assert_eq!(names(&first, "tools", "name"), ["a__x", "b__t1"]);
+    let resume = json!({"cursor": first["nextCursor"]});
+    let err = ask(&agg, "tools/list", resume.clone()).await.unwrap_err();
+    assert_eq!(err, refused("tools/list", &["c"]));
+    fakes[2].set_down(false);
+    let second = ask(&agg, "tools/list", resume).await.unwrap();
+    assert_eq!(names(&second, "tools", "name"), ["b__t2", "c__w"]);
 }
 
 #[tokio::test]

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::get_server::{self, GetServer};
 use super::{call, client_params, eventually, FakePeer};
-use crate::placement::{Owner, Placement};
+use crate::placement::{Forwarded, Owner, Placement};
 use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstream};
 use crate::{HttpUpstream, LocalSession};
 
@@ -60,14 +60,24 @@ impl Placement for FixedPlacement {
         Ok(self.owner.clone())
     }
 
+    async fn take_over(
+        &self,
+        _session: &dyn SessionHandle,
+        _: &str,
+        _: &str,
+    ) -> Result<Owner, RpcError> {
+        unreachable!("an HTTP upstream forwards nothing")
+    }
+
     async fn forward(
         &self,
         _: &str,
         _: &str,
         _: &str,
-        _: Value,
+        _: &Value,
         _: &RequestContext,
-    ) -> Result<Value, RpcError> {
+        _: std::time::Duration,
+    ) -> Forwarded {
         unreachable!("an HTTP upstream forwards nothing")
     }
 }
