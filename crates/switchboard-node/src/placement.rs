@@ -81,6 +81,31 @@ impl Placement for NodePlacement {
         }
     }
 
+    async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
+        let sid = session.session_id();
+        let me = self.app.node_id();
+        let expected = session.owner(upstream);
+        if expected.as_deref() == Some(me) {
+            return Ok(Owner::Here);
+        }
+        let claim = self
+            .app
+            .store
+            .claim_owner(sid, upstream, expected.as_deref())
+            .await
+            .map_err(Self::store_error)?;
+        match claim {
+            OwnerClaim::Claimed => Ok(Owner::Here),
+            OwnerClaim::Held(n) if n == me => Ok(Owner::Here),
+            OwnerClaim::Held(n) if n.is_empty() => self.claim(sid, upstream, None).await,
+            OwnerClaim::Held(n) => Ok(Owner::Node(n)),
+            OwnerClaim::Missing => Err(RpcError::new(
+                codes::INVALID_REQUEST,
+                "the session has ended",
+            )),
+        }
+    }
+
     async fn forward_notify(
         &self,
         session: &dyn SessionHandle,

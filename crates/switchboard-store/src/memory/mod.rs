@@ -253,6 +253,14 @@ fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
         } => {
             record.upstream_sessions.remove(&upstream);
         }
+        SessionUpdate::UpstreamSessions(entries) => {
+            for (upstream, id) in entries {
+                match id {
+                    Some(id) => record.upstream_sessions.insert(upstream, id),
+                    None => record.upstream_sessions.remove(&upstream),
+                };
+            }
+        }
     }
 }
 

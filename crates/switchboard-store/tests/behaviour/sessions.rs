@@ -180,6 +180,37 @@ pub async fn updates_change_the_record(kind: Kind) {
         })
         .await;
     }
+    // Several entries in one update, applied in order (a name set then removed is gone).
+    let many = |pairs: &[(&str, Option<&str>)]| {
+        SessionUpdate::UpstreamSessions(
+            pairs
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.map(str::to_owned)))
+                .collect(),
+        )
+    };
+    up(many(&[
+        ("one", Some("u-2")),
+        (
+            "one#pin",
+            Some(r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#),
+        ),
+        ("gone", Some("x")),
+        ("gone", None),
+    ]))
+    .await;
+    let got = begin_ok(&b, &id, None).await;
+    assert_eq!(
+        got.upstream_sessions,
+        BTreeMap::from([
+            ("one".to_owned(), "u-2".to_owned()),
+            (
+                "one#pin".to_owned(),
+                r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#.to_owned()
+            ),
+        ])
+    );
+    up(many(&[("one#pin", None)])).await;
     up(upstream("one", None)).await;
     let got = begin_ok(&b, &id, None).await;
     assert!(
