@@ -7,12 +7,18 @@
 //! revision the UPSTREAM negotiated (not the client's: case C20 step 4). The client's own
 //! `Authorization` header never gets here (no token passthrough).
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, COOKIE, SET_COOKIE,
+};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
 use switchboard_protocol::headers;
 
 use super::common::{http_client, rpc_error};
+use super::endpoints::{Endpoints, Resolution};
 use super::events::EventReader;
 use super::session::UpstreamSession;
 use crate::upstream::RpcError;
@@ -22,11 +28,12 @@ use crate::upstream::RpcError;
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 /// Headers we set ourselves; static headers from the configuration may not override them.
-const RESERVED: [&str; 7] = [
+const RESERVED: [&str; 8] = [
     "accept",
     "content-type",
     "content-length",
     "host",
+    "cookie",
     headers::MCP_SESSION_ID,
     headers::MCP_PROTOCOL_VERSION,
     headers::LAST_EVENT_ID,
@@ -61,17 +68,60 @@ pub(crate) struct Posted {
     pub reply: Reply,
     /// The session id the upstream assigned (only meaningful on `initialize`).
     pub session_id: Option<String>,
+    /// Where the answer came from.
+    pub at: At,
+    /// The `Set-Cookie` values of the answer.
+    pub set_cookies: Vec<String>,
+}
+
+/// Which exchange an error comes from: the message (`initialize`, a method, `GET`, `DELETE`)
+/// and the endpoint that answered (the address connected to, as `reqwest` reports it, else the
+/// pinned address, else the URL's `host:port`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct At {
+    /// The message, e.g. `tools/call` or `GET`.
+    pub what: String,
+    /// The endpoint, e.g. `127.0.0.2:8080`.
+    pub endpoint: String,
+}
+
+impl std::fmt::Display for At {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` at {}", self.what, self.endpoint)
+    }
 }
 
 /// Why an exchange failed.
 #[derive(Debug)]
 pub(crate) enum WireError {
-    /// 404 to a request that carried our `Mcp-Session-Id`: the upstream ended or forgot the
-    /// session (MCP 2025-11-25, basic/transports, Session Management items 3–4).
-    Gone,
-    /// An HTTP error status whose body was a JSON-RPC error: passed on as is.
-    Rpc(RpcError),
-    /// Anything else: unreachable, unexpected status or body. The text says what.
+    /// 404 to a request that carried our `Mcp-Session-Id` (or the 400 rule of [`Wire::post`]):
+    /// the upstream ended or forgot the session (MCP 2025-11-25, basic/transports, Session
+    /// Management items 3–4). The request was not run.
+    Gone {
+        /// The exchange.
+        at: At,
+        /// 404, or 400.
+        status: StatusCode,
+    },
+    /// An HTTP error status whose body was a JSON-RPC error.
+    Rpc {
+        /// The exchange.
+        at: At,
+        /// The status.
+        status: StatusCode,
+        /// The upstream's error.
+        error: RpcError,
+    },
+    /// No connection could be made to the endpoint (refused, unreachable, connect timeout).
+    Unreachable {
+        /// The exchange.
+        at: At,
+        /// The pinned endpoint, when the session has one.
+        pinned: Option<SocketAddr>,
+        /// What the connection attempt said.
+        why: String,
+    },
+    /// Anything else: unexpected status or body, a broken stream. The text says what and where.
     Failed(String),
 }
 
@@ -79,11 +129,34 @@ impl WireError {
     /// Whether the error's text is about a session (see the 400 rule in [`Wire::post`]).
     fn mentions_session(&self) -> bool {
         let text = match self {
-            WireError::Gone => return true,
-            WireError::Rpc(e) => e.message.to_ascii_lowercase(),
+            WireError::Gone { .. } => return true,
+            WireError::Rpc { error, .. } => error.message.to_ascii_lowercase(),
             WireError::Failed(why) => why.to_ascii_lowercase(),
+            WireError::Unreachable { .. } => return false,
         };
         text.contains("session")
+    }
+
+    /// What the error says, naming the exchange.
+    pub fn describe(&self) -> String {
+        match self {
+            WireError::Gone { at, status } => format!(
+                "{} answered HTTP {} to the upstream session id",
+                at,
+                status.as_u16()
+            ),
+            WireError::Rpc { at, status, error } => format!(
+                "{} answered HTTP {}: {} ({})",
+                at,
+                status.as_u16(),
+                error.message,
+                error.code
+            ),
+            WireError::Unreachable { at, why, .. } => {
+                format!("cannot connect to {} for `{}`: {why}", at.endpoint, at.what)
+            }
+            WireError::Failed(why) => why.clone(),
+        }
     }
 }
 
@@ -92,6 +165,15 @@ pub(crate) struct Wire {
     url: Url,
     headers: HeaderMap,
     client: reqwest::Client,
+    /// The endpoints of a URL that names a host (see [`Endpoints`]); `None`: the URL as it is.
+    endpoints: Option<Arc<Endpoints>>,
+}
+
+/// Where one request goes.
+struct Route {
+    client: reqwest::Client,
+    endpoint: String,
+    pinned: Option<SocketAddr>,
 }
 
 impl Wire {
@@ -113,7 +195,15 @@ impl Wire {
             url,
             headers: header_map(static_headers)?,
             client: http_client()?,
+            endpoints: None,
         })
+    }
+
+    /// The same wire reaching the endpoints of the URL's host one by one (see [`Endpoints`]);
+    /// unchanged when the host is an IP address.
+    pub fn with_endpoints(mut self, resolution: Resolution) -> Result<Wire, String> {
+        self.endpoints = Endpoints::for_url(&self.url, resolution)?.map(Arc::new);
+        Ok(self)
     }
 
     /// The upstream's URL.
@@ -121,38 +211,102 @@ impl Wire {
         &self.url
     }
 
-    /// POSTs one JSON-RPC message with `Accept: application/json, text/event-stream`.
+    /// The endpoints, when the URL names a host.
+    pub fn endpoints(&self) -> Option<&Arc<Endpoints>> {
+        self.endpoints.as_ref()
+    }
+
+    /// The endpoint a new upstream session is pinned to: one of the current endpoints (round
+    /// robin), `None` when the URL is an IP address.
+    pub async fn pick(&self) -> Result<Option<SocketAddr>, WireError> {
+        let Some(endpoints) = &self.endpoints else {
+            return Ok(None);
+        };
+        endpoints.pick().await.map(Some).map_err(WireError::Failed)
+    }
+
+    /// Whether the pinned endpoint `addr` is gone: after resolving again now, the name no longer
+    /// includes it. Always `false` without endpoints (an IP address).
+    pub async fn endpoint_gone(&self, addr: SocketAddr) -> bool {
+        match &self.endpoints {
+            Some(endpoints) => !endpoints.still_resolves(addr).await,
+            None => false,
+        }
+    }
+
+    /// The client and endpoint for a request in `session`: its pinned endpoint, else any
+    /// current endpoint (a stateless upstream, spread freely), else the URL as it is.
+    async fn route(&self, session: Option<&UpstreamSession>) -> Result<Route, WireError> {
+        let pinned = session.and_then(|s| s.endpoint);
+        let Some(endpoints) = &self.endpoints else {
+            return Ok(Route {
+                client: self.client.clone(),
+                endpoint: self.authority(),
+                pinned: None,
+            });
+        };
+        let addr = match pinned {
+            Some(addr) => addr,
+            None => endpoints.pick().await.map_err(WireError::Failed)?,
+        };
+        let client = endpoints.client(addr).map_err(WireError::Failed)?;
+        Ok(Route {
+            client,
+            endpoint: addr.to_string(),
+            pinned,
+        })
+    }
+
+    /// The URL's `host:port`.
+    fn authority(&self) -> String {
+        let host = self.url.host_str().unwrap_or("");
+        match self.url.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        }
+    }
+
+    /// POSTs one JSON-RPC message (`what`: its method, or `response`) with `Accept:
+    /// application/json, text/event-stream`.
     pub async fn post<M: serde::Serialize + ?Sized>(
         &self,
+        what: &str,
         message: &M,
         session: Option<&UpstreamSession>,
     ) -> Result<Posted, WireError> {
-        let request =
-            self.request(Method::POST, session)
-                .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
-                .header(CONTENT_TYPE, headers::APPLICATION_JSON)
-                .body(serde_json::to_vec(message).map_err(|e| {
-                    WireError::Failed(format!("cannot serialize the message: {e}"))
-                })?);
-        let response = send(request).await?;
+        let body = serde_json::to_vec(message)
+            .map_err(|e| WireError::Failed(format!("cannot serialize `{what}`: {e}")))?;
+        let route = self.route(session).await?;
+        let request = self
+            .request(&route, Method::POST, session)
+            .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
+            .header(CONTENT_TYPE, headers::APPLICATION_JSON)
+            .body(body);
+        let (response, at) = send(request, what, &route).await?;
         let status = response.status();
         let session_id = response
             .headers()
             .get(headers::MCP_SESSION_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let set_cookies = response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
         let had_session = session.is_some_and(|s| s.id.is_some());
         if status == StatusCode::NOT_FOUND && had_session {
-            return Err(WireError::Gone);
+            return Err(WireError::Gone { at, status });
         }
         if !status.is_success() {
-            let failed = failure(response).await;
+            let failed = failure(response, &at).await;
             // Not spec (which says 404), but common: the TypeScript SDK's server answers an
             // unknown session id with 400 "Bad Request: No valid session ID provided". Treat a
             // 400 that talks about the session, to a request that carried one, as a lost session
             // (re-initialized and retried once, like 404).
             if status == StatusCode::BAD_REQUEST && had_session && failed.mentions_session() {
-                return Err(WireError::Gone);
+                return Err(WireError::Gone { at, status });
             }
             return Err(failed);
         }
@@ -165,17 +319,24 @@ impl Wire {
             let body = response
                 .bytes()
                 .await
-                .map_err(|e| WireError::Failed(describe(&e)))?;
+                .map_err(|e| WireError::Failed(format!("{at}: {}", describe(&e))))?;
             if body.iter().all(u8::is_ascii_whitespace) {
                 Reply::Accepted
             } else {
                 let value = serde_json::from_slice(&body).map_err(|e| {
-                    WireError::Failed(format!("HTTP {status} with a body that is not JSON: {e}"))
+                    WireError::Failed(format!(
+                        "{at} answered HTTP {status} with a body that is not JSON: {e}"
+                    ))
                 })?;
                 Reply::Json(value)
             }
         };
-        Ok(Posted { reply, session_id })
+        Ok(Posted {
+            reply,
+            session_id,
+            at,
+            set_cookies,
+        })
     }
 
     /// The same headers and client towards another URL (the POST endpoint a legacy SSE server
@@ -185,6 +346,7 @@ impl Wire {
             url,
             headers: self.headers.clone(),
             client: self.client.clone(),
+            endpoints: None,
         }
     }
 
@@ -198,23 +360,25 @@ impl Wire {
             url: self.url.clone(),
             headers,
             client: self.client.clone(),
+            endpoints: self.endpoints.clone(),
         }
     }
 
     /// GETs the URL as an event stream (the legacy HTTP+SSE transport's SSE endpoint: MCP
     /// 2024-11-05, basic/transports, HTTP with SSE).
     pub async fn listen(&self) -> Result<EventReader, WireError> {
+        let route = self.route(None).await?;
         let request = self
-            .request(Method::GET, None)
+            .request(&route, Method::GET, None)
             .header(ACCEPT, headers::TEXT_EVENT_STREAM);
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         if !response.status().is_success() {
-            return Err(failure(response).await);
+            return Err(failure(response, &at).await);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "the answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "{at}: the answer is not an event stream"
+            )));
         }
         Ok(EventReader::new(response))
     }
@@ -227,55 +391,65 @@ impl Wire {
         session: &UpstreamSession,
         last_event_id: &str,
     ) -> Result<EventReader, WireError> {
+        let route = self.route(Some(session)).await?;
         let request = self
-            .request(Method::GET, Some(session))
+            .request(&route, Method::GET, Some(session))
             .header(ACCEPT, headers::TEXT_EVENT_STREAM)
             .header(headers::LAST_EVENT_ID, last_event_id);
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         let status = response.status();
         if !status.is_success() {
-            return Err(match failure(response).await {
+            return Err(match failure(response, &at).await {
                 WireError::Failed(why) => WireError::Failed(format!("resuming failed: {why}")),
                 other => other,
             });
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "resuming failed: the answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "resuming failed: {at}: the answer is not an event stream"
+            )));
         }
         Ok(EventReader::new(response))
     }
 
     /// GETs the upstream's standalone stream in `session` (MCP 2025-11-25, basic/transports,
     /// Listening for Messages from the Server), resuming after `last_event_id` when given
-    /// (Resumability and Redelivery). 404 is [`WireError::Gone`] when the session has an id.
+    /// (Resumability and Redelivery). 404, and the 400 rule of [`Wire::post`], are
+    /// [`WireError::Gone`] when the session has an id.
     pub async fn open_stream(
         &self,
         session: &UpstreamSession,
         last_event_id: Option<&str>,
     ) -> Result<Opened, WireError> {
+        let route = self.route(Some(session)).await?;
         let mut request = self
-            .request(Method::GET, Some(session))
+            .request(&route, Method::GET, Some(session))
             .header(ACCEPT, headers::TEXT_EVENT_STREAM);
         if let Some(id) = last_event_id {
             request = request.header(headers::LAST_EVENT_ID, id);
         }
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Opened::NotAllowed);
         }
         if status == StatusCode::NOT_FOUND && session.id.is_some() {
-            return Err(WireError::Gone);
+            return Err(WireError::Gone { at, status });
         }
         if !status.is_success() {
-            return Err(failure(response).await);
+            let failed = failure(response, &at).await;
+            if status == StatusCode::BAD_REQUEST
+                && session.id.is_some()
+                && failed.mentions_session()
+            {
+                return Err(WireError::Gone { at, status });
+            }
+            return Err(failed);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "its GET answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "{at}: its GET answer is not an event stream"
+            )));
         }
         Ok(Opened::Stream(EventReader::new(response)))
     }
@@ -283,21 +457,26 @@ impl Wire {
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
     /// item 5). A 405 (the server does not let clients end sessions) counts as done.
     pub async fn delete(&self, session: &UpstreamSession) -> Result<(), String> {
-        let response = self
-            .request(Method::DELETE, Some(session))
-            .send()
+        let route = self.route(Some(session)).await.map_err(|e| e.describe())?;
+        let request = self.request(&route, Method::DELETE, Some(session));
+        let (response, at) = send(request, "DELETE", &route)
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| e.describe())?;
         let status = response.status();
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
             Ok(())
         } else {
-            Err(format!("HTTP {status}"))
+            Err(format!("{at} answered HTTP {status}"))
         }
     }
 
-    fn request(&self, method: Method, session: Option<&UpstreamSession>) -> RequestBuilder {
-        let mut builder = self
+    fn request(
+        &self,
+        route: &Route,
+        method: Method,
+        session: Option<&UpstreamSession>,
+    ) -> RequestBuilder {
+        let mut builder = route
             .client
             .request(method, self.url.clone())
             .headers(self.headers.clone());
@@ -305,7 +484,13 @@ impl Wire {
             if let Some(id) = &s.id {
                 builder = builder.header(headers::MCP_SESSION_ID, id);
             }
-            builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
+            // Empty before `initialize` negotiated one (see `UpstreamSession::before_initialize`).
+            if !s.revision.is_empty() {
+                builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
+            }
+            if let Some(cookies) = &s.cookies {
+                builder = builder.header(COOKIE, cookies);
+            }
         }
         builder
     }
@@ -335,11 +520,30 @@ where
     Ok(map)
 }
 
-async fn send(request: RequestBuilder) -> Result<Response, WireError> {
-    request
-        .send()
-        .await
-        .map_err(|e| WireError::Failed(describe(&e)))
+/// Sends `request` (the message `what`) along `route`; the answer and where it came from.
+async fn send(
+    request: RequestBuilder,
+    what: &str,
+    route: &Route,
+) -> Result<(Response, At), WireError> {
+    let mut at = At {
+        what: what.to_owned(),
+        endpoint: route.endpoint.clone(),
+    };
+    match request.send().await {
+        Ok(response) => {
+            if let Some(addr) = response.remote_addr() {
+                at.endpoint = addr.to_string();
+            }
+            Ok((response, at))
+        }
+        Err(e) if e.is_connect() => Err(WireError::Unreachable {
+            why: describe(&e),
+            pinned: route.pinned,
+            at,
+        }),
+        Err(e) => Err(WireError::Failed(format!("{at}: {}", describe(&e)))),
+    }
 }
 
 fn is_event_stream(response: &Response) -> bool {
@@ -351,22 +555,26 @@ fn is_event_stream(response: &Response) -> bool {
 }
 
 /// An error status: a JSON-RPC error from its body when there is one, otherwise the status
-/// and the start of the body.
-async fn failure(response: Response) -> WireError {
+/// and the start of the body, naming the exchange.
+async fn failure(response: Response, at: &At) -> WireError {
     let status = response.status();
     let body = response.bytes().await.unwrap_or_default();
     if let Ok(value) = serde_json::from_slice::<Value>(&body) {
         if let Some(error) = value.get("error").filter(|e| e.is_object()) {
-            return WireError::Rpc(rpc_error(error));
+            return WireError::Rpc {
+                at: at.clone(),
+                status,
+                error: rpc_error(error),
+            };
         }
     }
     let text = String::from_utf8_lossy(&body);
     let text = text.trim();
     if text.is_empty() {
-        WireError::Failed(format!("HTTP {status}"))
+        WireError::Failed(format!("{at} answered HTTP {status}"))
     } else {
         let quoted: String = text.chars().take(QUOTED_BODY).collect();
-        WireError::Failed(format!("HTTP {status}: {quoted}"))
+        WireError::Failed(format!("{at} answered HTTP {status}: {quoted}"))
     }
 }
 
