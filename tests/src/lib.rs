@@ -5,6 +5,8 @@
 //! go through [`eventually::eventually`], never a bare sleep.
 //!
 //! Modules:
+//! - [`counter`]: a stateful HTTP MCP server (replicas on loopback addresses, stoppable).
+//! - [`dns`]: a private `dnsmasq` answering from a hosts file the test writes.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
 //! - [`resp`]: the RESP reply parser behind it.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
@@ -24,6 +26,8 @@
 pub mod balancer;
 pub mod client;
 pub mod cluster;
+pub mod counter;
+pub mod dns;
 pub mod eventually;
 pub mod expect;
 pub mod legacy_sse;

@@ -20,6 +20,7 @@ pub struct Upstream {
 enum Field {
     Text(String),
     List(Vec<String>),
+    Raw(String),
 }
 
 impl Upstream {
@@ -52,6 +53,12 @@ impl Upstream {
         self.with("prefix", Field::Text(prefix.to_owned()))
     }
 
+    /// Any other field, its value written as TOML (`setting("stateless", "true")`,
+    /// `setting("on_upstream_loss", "\"end_session\"")`).
+    pub fn setting(self, key: &'static str, toml_value: &str) -> Upstream {
+        self.with(key, Field::Raw(toml_value.to_owned()))
+    }
+
     fn new(name: &str, kind: &str) -> Upstream {
         Upstream {
             name: name.to_owned(),
@@ -70,6 +77,7 @@ impl Upstream {
         for (key, value) in &self.fields {
             let value = match value {
                 Field::Text(t) => quote(t),
+                Field::Raw(raw) => raw.clone(),
                 Field::List(items) => {
                     let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
                     format!("[{}]", items.join(", "))

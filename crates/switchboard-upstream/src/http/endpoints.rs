@@ -115,13 +115,20 @@ impl Endpoints {
         }))
     }
 
-    /// An endpoint for a new upstream session: the next of the current resolution (resolved
-    /// again first when it is older than the interval). Errors naming the host when it resolves
-    /// to nothing.
+    /// An endpoint for a request that is not pinned: the next of the current resolution
+    /// (resolved again first when it is older than the interval). Errors naming the host when
+    /// it resolves to nothing.
     pub async fn pick(&self) -> Result<SocketAddr, String> {
-        let addrs = self.resolved(false).await?;
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        Ok(addrs[n % addrs.len()])
+        Ok(self.candidates().await?[0])
+    }
+
+    /// Every current endpoint, starting with the next in turn (round robin): where a new
+    /// upstream session is initialized, the next one tried when one cannot be reached.
+    pub async fn candidates(&self) -> Result<Vec<SocketAddr>, String> {
+        let mut addrs = self.resolved(false).await?;
+        let n = self.next.fetch_add(1, Ordering::Relaxed) % addrs.len();
+        addrs.rotate_left(n);
+        Ok(addrs)
     }
 
     /// Whether `addr` is still an endpoint after resolving again now (cache cleared): `false`

@@ -112,19 +112,39 @@ impl HttpUpstream {
     }
 
     /// `initialize` with `params`, then `notifications/initialized`, both at one endpoint (a
-    /// stateful upstream's pin, picked here) and with the cookies the `initialize` answer set.
-    /// Returns the new session (the `Mcp-Session-Id` the answer carried, if any, the negotiated
-    /// revision and the binding) and the `InitializeResult`.
+    /// stateful upstream's pin: the next endpoint in turn, or the one after it when that one
+    /// cannot be reached) and with the cookies the `initialize` answer set. Returns the new
+    /// session (the `Mcp-Session-Id` the answer carried, if any, the negotiated revision and the
+    /// binding) and the `InitializeResult`.
     pub(super) async fn handshake(
         &self,
         params: &Value,
     ) -> Result<(UpstreamSession, Value), WireError> {
-        let stateful = !self.replication.stateless;
-        let endpoint = if stateful {
-            self.wire.pick().await?
+        let candidates = if self.replication.stateless {
+            vec![None]
         } else {
-            None
+            self.wire.candidates().await?
         };
+        let mut unreachable = None;
+        for endpoint in candidates {
+            match self.handshake_at(endpoint, params).await {
+                Err(e @ WireError::Unreachable { .. }) => {
+                    tracing::info!(upstream = %self.name, error = %e.describe(), "trying the next endpoint for a new upstream session");
+                    unreachable = Some(e);
+                }
+                done => return done,
+            }
+        }
+        Err(unreachable.unwrap_or_else(|| WireError::Failed("no endpoint to initialize at".into())))
+    }
+
+    /// [`HttpUpstream::handshake`] at one endpoint (`None`: the URL as it is).
+    async fn handshake_at(
+        &self,
+        endpoint: Option<std::net::SocketAddr>,
+        params: &Value,
+    ) -> Result<(UpstreamSession, Value), WireError> {
+        let stateful = !self.replication.stateless;
         let target = UpstreamSession::before_initialize(endpoint);
         let id = next_request_id();
         let request = message(Some(&id), "initialize", params);

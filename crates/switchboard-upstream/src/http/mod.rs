@@ -3,7 +3,8 @@
 //! `Mcp-Session-Id`).
 //!
 //! Submodules:
-//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers.
+//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers; `exchange`:
+//!   why one failed, naming the message and the endpoint.
 //! - `call`: one request's conversation (JSON or SSE answer, notifications, server-to-client
 //!   requests, resumption).
 //! - `lifecycle`: initializing an upstream session for a client session, re-initializing it on
@@ -23,6 +24,7 @@ pub(crate) mod common;
 pub(crate) mod cookies;
 pub mod endpoints;
 pub(crate) mod events;
+mod exchange;
 mod lease;
 mod lifecycle;
 mod listen;
