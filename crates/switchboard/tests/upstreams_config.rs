@@ -84,6 +84,12 @@ fn the_worked_example_loads() {
         "shared",
         "url",
         "headers",
+        "stateless",
+        "on_upstream_loss",
+        "resolve_interval_ms",
+        "nameservers",
+        "max_endpoints",
+        "max_cookie_bytes",
     ] {
         assert!(
             text.contains(&format!("{field} = ")),
