@@ -20,6 +20,7 @@ pub struct Upstream {
 enum Field {
     Text(String),
     List(Vec<String>),
+    /// A TOML value written as is (a number, a boolean).
     Raw(String),
 }
 
@@ -30,6 +31,11 @@ impl Upstream {
         Upstream::new(name, "stdio")
             .with("command", Field::Text(command.to_owned()))
             .with("args", Field::List(args))
+    }
+
+    /// A built-in demo server.
+    pub fn demo(name: &str) -> Upstream {
+        Upstream::new(name, "demo")
     }
 
     /// A Streamable HTTP upstream at `url`.
@@ -53,10 +59,9 @@ impl Upstream {
         self.with("prefix", Field::Text(prefix.to_owned()))
     }
 
-    /// Any other field, its value written as TOML (`setting("stateless", "true")`,
-    /// `setting("on_upstream_loss", "\"end_session\"")`).
-    pub fn setting(self, key: &'static str, toml_value: &str) -> Upstream {
-        self.with(key, Field::Raw(toml_value.to_owned()))
+    /// Sets field `key` to a TOML number or boolean (`restart_backoff_ms`, `shared`).
+    pub fn set(self, key: &'static str, value: impl std::fmt::Display) -> Upstream {
+        self.with(key, Field::Raw(value.to_string()))
     }
 
     fn new(name: &str, kind: &str) -> Upstream {
@@ -77,7 +82,7 @@ impl Upstream {
         for (key, value) in &self.fields {
             let value = match value {
                 Field::Text(t) => quote(t),
-                Field::Raw(raw) => raw.clone(),
+                Field::Raw(v) => v.clone(),
                 Field::List(items) => {
                     let items: Vec<String> = items.iter().map(|i| quote(i)).collect();
                     format!("[{}]", items.join(", "))
@@ -163,13 +168,13 @@ mod tests {
     fn writes_upstream_tables() {
         let ups = [
             Upstream::stdio("fixture", "node", &["a \"b\".mjs", "stdio"]).prefix(""),
-            Upstream::http("web", "http://127.0.0.1:1/mcp"),
+            Upstream::http("web", "http://127.0.0.1:1/mcp").set("timeout_ms", 500),
         ];
         assert_eq!(
             config_file_toml(&ups),
             "[[upstreams]]\nname = \"fixture\"\nkind = \"stdio\"\ncommand = \"node\"\n\
              args = [\"a \\\"b\\\".mjs\", \"stdio\"]\nprefix = \"\"\n\n\
-             [[upstreams]]\nname = \"web\"\nkind = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n"
+             [[upstreams]]\nname = \"web\"\nkind = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\ntimeout_ms = 500\n"
         );
     }
 }

@@ -18,7 +18,8 @@
 //! `/ws` (configurable; [`websocket`]) — the WebSocket transport: the same steps 2 and 3 on the
 //! upgrade request, then GET only (other methods → 405); its request path is in that module.
 //!
-//! `/healthz` (process up), `/readyz` (store reachable), `/metrics` (Prometheus text). With
+//! `/healthz` (process up), `/readyz` (store reachable; never about upstreams, see [`ready`]),
+//! `/metrics` (Prometheus text), `/upstreamz` (this node's view of each upstream, JSON). With
 //! authorization on, also the RFC 9728 metadata, no token needed, at
 //! `/.well-known/oauth-protected-resource<resource path>` and at the root
 //! `/.well-known/oauth-protected-resource` ([`auth::metadata::served_paths`]).
@@ -51,7 +52,8 @@ pub fn router(app: App) -> Router {
         .route(&app.cfg.endpoint_path, mcp)
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(ready))
-        .route("/metrics", get_route(|| async { telemetry::render() }));
+        .route("/metrics", get_route(metrics))
+        .route("/upstreamz", get_route(upstreamz));
     for (path, legacy) in legacy_sse::routes(&app) {
         router = router.route(&path, guarded(&app, legacy));
     }
@@ -106,6 +108,27 @@ async fn not_allowed() -> Response {
     HttpError::MethodNotAllowed.into_response()
 }
 
+/// The node's counters, then each upstream's series.
+async fn metrics(State(app): State<App>) -> String {
+    let mut text = telemetry::render();
+    text.push_str(&telemetry::render_upstreams(&app.upstream.statuses()));
+    text
+}
+
+/// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured
+/// upstream ([`switchboard_upstream::status`]), in config order.
+async fn upstreamz(State(app): State<App>) -> Response {
+    let body = serde_json::json!({
+        "node": app.node_id(),
+        "upstreams": app.upstream.statuses(),
+    });
+    axum::Json(body).into_response()
+}
+
+/// 200 when the store answers within 2 s, else 503. Upstreams play no part: one upstream's
+/// outage must not take every replica out of the Service (which would stop all other upstreams
+/// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
+/// and the `switchboard_upstream_*` metrics are where upstreams are watched.
 async fn ready(State(app): State<App>) -> Response {
     let probe = tokio::time::timeout(
         std::time::Duration::from_secs(2),

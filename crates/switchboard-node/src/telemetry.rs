@@ -1,8 +1,10 @@
 //! Domain events: each logs through `tracing` and counts in one place. `/metrics` renders the
-//! counters in the Prometheus text format.
+//! counters in the Prometheus text format, then each upstream's series ([`render_upstreams`]).
 
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use switchboard_upstream::status::{State, UpstreamStatus};
 
 macro_rules! counters {
     ($($name:ident => $metric:literal, $help:literal;)*) => {
@@ -56,6 +58,61 @@ pub fn render() -> String {
     );
     let _ = writeln!(out, "# TYPE switchboard_listeners_open gauge");
     let _ = writeln!(out, "switchboard_listeners_open {open}");
+    out
+}
+
+/// The `switchboard_upstream_*` series of each upstream in `statuses`, in the Prometheus text
+/// format: `switchboard_upstream_up` (1 when its state is `up`, else 0),
+/// `switchboard_upstream_state` (1 for its one state among `unknown`, `up`, `degraded`, `down`),
+/// `switchboard_upstream_children` (stdio children running here), and the counters
+/// `switchboard_upstream_calls_total`, `switchboard_upstream_call_errors_total` and
+/// `switchboard_upstream_restarts_total`; every series labelled `upstream="NAME"`.
+pub fn render_upstreams(statuses: &[UpstreamStatus]) -> String {
+    type Value = fn(&UpstreamStatus) -> u64;
+    let series: [(&str, &str, &str, Value); 5] = [
+        ("switchboard_upstream_up", "gauge", "1 when the upstream is up as this node sees it, else 0.", |s| u64::from(s.state == State::Up)),
+        ("switchboard_upstream_children", "gauge", "stdio children of the upstream running on this node.", |s| s.children.len() as u64),
+        ("switchboard_upstream_calls_total", "counter", "Calls of clients to the upstream through this node.", |s| s.calls),
+        ("switchboard_upstream_call_errors_total", "counter", "Calls to the upstream through this node answered with a JSON-RPC error (cancellations not counted).", |s| s.call_errors),
+        ("switchboard_upstream_restarts_total", "counter", "stdio children of the upstream started on this node to replace one that exited or failed to start.", |s| s.restarts),
+    ];
+    let mut out = String::new();
+    for (metric, kind, help, value) in series {
+        let _ = writeln!(out, "# HELP {metric} {help}");
+        let _ = writeln!(out, "# TYPE {metric} {kind}");
+        for s in statuses {
+            let name = label_value(&s.name);
+            let _ = writeln!(out, "{metric}{{upstream=\"{name}\"}} {}", value(s));
+        }
+    }
+    let metric = "switchboard_upstream_state";
+    let _ = writeln!(out, "# HELP {metric} 1 for the upstream's state as this node sees it (unknown, up, degraded, down), 0 for the others.");
+    let _ = writeln!(out, "# TYPE {metric} gauge");
+    for s in statuses {
+        let name = label_value(&s.name);
+        for state in State::ALL {
+            let on = u64::from(s.state == state);
+            let _ = writeln!(
+                out,
+                "{metric}{{upstream=\"{name}\",state=\"{}\"}} {on}",
+                state.as_str()
+            );
+        }
+    }
+    out
+}
+
+/// A label value escaped as the Prometheus text format requires (`\\`, `\"`, `\n`).
+fn label_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
     out
 }
 
@@ -201,6 +258,52 @@ pub fn reply_unmatched(sid: &str, id: &str) {
 
 #[cfg(test)]
 mod tests {
+    use switchboard_upstream::status::{State, UpstreamStatus};
+
+    #[test]
+    fn renders_each_upstream_with_escaped_labels() {
+        let mut odd = UpstreamStatus::new("a\"b\\c\nd", "http");
+        odd.state = State::Degraded;
+        odd.calls = 3;
+        let mut files = UpstreamStatus::new("files", "stdio");
+        files.state = State::Up;
+        files.restarts = 2;
+        let text = super::render_upstreams(&[odd, files]);
+        assert!(
+            text.contains("switchboard_upstream_up{upstream=\"a\\\"b\\\\c\\nd\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_up{upstream=\"files\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_calls_total{upstream=\"a\\\"b\\\\c\\nd\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_restarts_total{upstream=\"files\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_state{upstream=\"files\",state=\"up\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_state{upstream=\"files\",state=\"down\"} 0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE switchboard_upstream_restarts_total counter\n"),
+            "{text}"
+        );
+        assert_eq!(
+            text.matches("# TYPE").count(),
+            6,
+            "one header per metric: {text}"
+        );
+    }
+
     #[test]
     fn renders_every_counter() {
         super::session_created("s", "2025-11-25");

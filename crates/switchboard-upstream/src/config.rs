@@ -34,6 +34,7 @@ use crate::aggregate::names::{check_prefix, Namespaces};
 use crate::aggregate::{Aggregate, Member, DEFAULT_SEPARATOR};
 use crate::demo::DemoUpstream;
 use crate::placement::NodeBound;
+use crate::tracked::Tracked;
 use crate::upstream::Upstream;
 
 /// Default per-upstream request timeout, in ms.
@@ -450,7 +451,12 @@ impl UpstreamsConfig {
 /// an unset variable, or a table its kind's constructor refuses.
 pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
     if config.upstreams.is_empty() {
-        return Ok(Arc::new(DemoUpstream::new()));
+        let demo = Arc::new(DemoUpstream::new());
+        return Ok(Arc::new(Tracked::new(
+            "demo",
+            UpstreamKind::Demo.as_str(),
+            demo,
+        )));
     }
     let problems = config.problems();
     if !problems.is_empty() {
@@ -470,23 +476,34 @@ pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
     Ok(Arc::new(Aggregate::new(members, &config.separator)?))
 }
 
-/// One upstream, its header values expanded from the process environment.
+/// One upstream, its header values expanded from the process environment, inside the
+/// [`Tracked`] wrapper that counts its calls.
 pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     let config = config.expanded(|var| std::env::var(var).ok())?;
+    let inner = build_kind(&config)?;
+    Ok(Arc::new(Tracked::new(
+        &config.name,
+        config.kind.as_str(),
+        inner,
+    )))
+}
+
+/// The upstream of one (expanded) table, by kind.
+fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     match config.kind {
         UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
         UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
-            crate::http::modern::ModernHttpUpstream::from_config(&config)?,
+            crate::http::modern::ModernHttpUpstream::from_config(config)?,
         )),
-        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(&config)?)),
+        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(config)?)),
         // A legacy SSE connection and a per-session stdio child live in one process: their
         // requests run on the node that owns them (see `placement`).
         UpstreamKind::Sse => {
-            let sse = crate::sse::SseUpstream::from_config(&config)?;
+            let sse = crate::sse::SseUpstream::from_config(config)?;
             Ok(Arc::new(NodeBound::new(Arc::new(sse))))
         }
         UpstreamKind::Stdio => {
-            let stdio = crate::stdio::StdioUpstream::from_config(&config)?;
+            let stdio = crate::stdio::StdioUpstream::from_config(config)?;
             if stdio.is_shared() {
                 // One child for every session: each node simply uses its own.
                 Ok(Arc::new(stdio))

@@ -10,6 +10,10 @@
 //!
 //! Modules:
 //! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
+//! - [`status`]: [`status::UpstreamStatus`], what a node knows of each upstream's health
+//!   (served on `/upstreamz` and as metrics).
+//! - [`tracked`]: [`tracked::Tracked`], the wrapper that counts every configured upstream's
+//!   calls and call errors in one place.
 //! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
 //!   [`placement::Placement`] service that runs their requests on the owning node.
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
@@ -34,7 +38,9 @@ pub mod http;
 pub mod local_session;
 pub mod placement;
 pub mod sse;
+pub mod status;
 pub mod stdio;
+pub mod tracked;
 pub mod upstream;
 
 pub use http::HttpUpstream;

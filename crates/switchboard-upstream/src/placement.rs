@@ -150,4 +150,9 @@ impl Upstream for NodeBound {
     fn held_sessions(&self) -> Vec<String> {
         self.inner.held_sessions()
     }
+
+    /// The inner upstream's (this node's children of it, when it is a stdio upstream).
+    fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
+        self.inner.statuses()
+    }
 }

@@ -246,4 +246,13 @@ pub trait Upstream: Send + Sync {
     /// The node is about to exit (after its drain): stop every process and connection this
     /// upstream holds, and wait until they are gone (no orphaned children, MCP stdio transport).
     async fn shutdown(&self) {}
+
+    /// What this node knows of the health of the configured upstreams behind this one
+    /// ([`crate::status`]): an aggregate returns its members', a wrapper its inner one's, a
+    /// stdio upstream its children, restarts and back-off. The default, none:
+    /// [`crate::tracked::Tracked`], which [`crate::config::build`] puts around every configured
+    /// upstream, makes one from its call counters.
+    fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
+        Vec::new()
+    }
 }

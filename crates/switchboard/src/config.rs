@@ -21,7 +21,7 @@ pub struct Config {
     /// restricts `Host` to loopback names unless `allowed_hosts` is set.
     pub listen: SocketAddr,
     /// Path of the MCP endpoint (default `/mcp`). Other paths get 404, except the node's own
-    /// `/healthz`, `/readyz` and `/metrics`, which it may not be.
+    /// `/healthz`, `/readyz`, `/metrics` and `/upstreamz`, which it may not be.
     pub endpoint_path: String,
     /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05), default `/sse`:
     /// a GET there opens a new session whose first event names where to POST. Empty turns the
@@ -511,7 +511,7 @@ fn ms(n: u64) -> Duration {
 }
 
 /// The node's router also serves these paths; the MCP endpoint must not shadow them.
-const RESERVED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+const RESERVED_PATHS: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/upstreamz"];
 
 /// The path becomes an axum route: no pattern characters (`{}`, `*`, `:`), no query or fragment.
 fn check_endpoint_path(path: &str) -> Option<String> {
@@ -734,7 +734,14 @@ mod tests {
     #[test]
     fn endpoint_path_cannot_shadow_or_pattern() {
         for bad in [
-            "/healthz", "/readyz", "/metrics", "/{x}", "/*rest", "/:id", "/a b",
+            "/healthz",
+            "/readyz",
+            "/metrics",
+            "/upstreamz",
+            "/{x}",
+            "/*rest",
+            "/:id",
+            "/a b",
         ] {
             let config = Config {
                 endpoint_path: bad.into(),

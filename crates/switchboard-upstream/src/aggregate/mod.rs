@@ -345,4 +345,12 @@ impl Upstream for Aggregate {
     async fn shutdown(&self) {
         futures::future::join_all(self.members.iter().map(|m| m.upstream.shutdown())).await;
     }
+
+    /// Every member's, in member order.
+    fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
+        self.members
+            .iter()
+            .flat_map(|m| m.upstream.statuses())
+            .collect()
+    }
 }

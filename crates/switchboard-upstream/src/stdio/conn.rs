@@ -61,6 +61,8 @@ pub(crate) struct Conn {
     pub(crate) label: String,
     /// The child's process id.
     pub(crate) pid: Option<u32>,
+    /// When it was started.
+    pub(crate) started_at: std::time::SystemTime,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,
     outbox: mpsc::Sender<Map<String, Value>>,
@@ -98,6 +100,7 @@ impl Conn {
             upstream,
             label,
             pid,
+            started_at: std::time::SystemTime::now(),
             shared,
             outbox,
             state: Mutex::default(),

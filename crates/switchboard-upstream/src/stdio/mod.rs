@@ -72,6 +72,7 @@ use self::conn::{notification, Call, Conn};
 use self::process::{Limits, Spec};
 use self::start::{Meta, Slot};
 use crate::config::{UpstreamConfig, UpstreamKind};
+use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 /// Longest stdout line a child may write, in bytes (16 MiB).
@@ -335,6 +336,22 @@ impl Upstream for StdioUpstream {
 
     async fn shutdown(&self) {
         self.stop_all().await
+    }
+
+    /// Its children running in this process (see [`crate::status`] for the state).
+    fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut status = UpstreamStatus::new(self.name.as_ref(), "stdio");
+        status.children = self
+            .all_conns()
+            .iter()
+            .filter(|c| c.alive())
+            .map(|c| ChildStatus {
+                session: c.label.clone(),
+                pid: c.pid,
+                started_at_ms: unix_ms(c.started_at),
+            })
+            .collect();
+        vec![status]
     }
 
     fn held_sessions(&self) -> Vec<String> {

@@ -1,0 +1,229 @@
+//! [`Tracked`]: the one place where calls to a configured upstream are counted, for every kind.
+//!
+//! [`crate::config::build`] puts it around each configured upstream (and around the demo server
+//! when none is configured), outside the node-bound wrapper, so a call counts once, on the node
+//! the client's request reached, however it is then carried out. Its status is the inner
+//! upstream's ([`Upstream::statuses`]; stdio reports its children, restarts and back-off) with
+//! the configured name and kind, the call counters, and, for kinds that report no state of their
+//! own, the state and last error of the last call (see [`crate::status`]).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use switchboard_protocol::codes;
+
+use crate::status::{LastError, State, UpstreamStatus};
+use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
+
+/// A configured upstream with its call counters.
+pub struct Tracked {
+    inner: Arc<dyn Upstream>,
+    name: String,
+    kind: &'static str,
+    calls: AtomicU64,
+    call_errors: AtomicU64,
+    last: Mutex<Last>,
+}
+
+/// What the last calls said.
+#[derive(Default)]
+struct Last {
+    /// From the last call that was not cancelled.
+    state: State,
+    /// The last call that failed as unavailable or timed out.
+    error: Option<LastError>,
+}
+
+impl Tracked {
+    /// Wraps `inner`, the upstream configured as `name` of `kind` (`demo`, `stdio`, `http`,
+    /// `sse`). `name` and `kind` are what its status says; [`Upstream::name`] stays the inner's.
+    pub fn new(name: &str, kind: &'static str, inner: Arc<dyn Upstream>) -> Tracked {
+        Tracked {
+            inner,
+            name: name.to_owned(),
+            kind,
+            calls: AtomicU64::new(0),
+            call_errors: AtomicU64::new(0),
+            last: Mutex::default(),
+        }
+    }
+
+    fn record(&self, outcome: &Result<Value, RpcError>) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let state = match outcome {
+            Ok(_) => State::Up,
+            Err(e) if e.code == codes::REQUEST_ABORTED => return,
+            Err(e) => {
+                self.call_errors.fetch_add(1, Ordering::Relaxed);
+                match e.code {
+                    codes::UPSTREAM_UNAVAILABLE => State::Down,
+                    codes::UPSTREAM_TIMEOUT => State::Degraded,
+                    _ => State::Up,
+                }
+            }
+        };
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        last.state = state;
+        if let (Err(e), State::Down | State::Degraded) = (outcome, state) {
+            last.error = Some(LastError::now(e.message.clone()));
+        }
+    }
+}
+
+/// The later of two errors.
+fn latest(a: Option<LastError>, b: Option<LastError>) -> Option<LastError> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b.at_ms > a.at_ms { b } else { a }),
+        (a, b) => a.or(b),
+    }
+}
+
+#[async_trait]
+impl Upstream for Tracked {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Value {
+        self.inner.capabilities()
+    }
+
+    fn server_info(&self) -> Value {
+        self.inner.server_info()
+    }
+
+    fn instructions(&self) -> Option<String> {
+        self.inner.instructions()
+    }
+
+    fn serves_stateless(&self) -> bool {
+        self.inner.serves_stateless()
+    }
+
+    async fn request(
+        &self,
+        method: &str,
+        params: Value,
+        ctx: RequestContext,
+    ) -> Result<Value, RpcError> {
+        let outcome = self.inner.request(method, params, ctx).await;
+        self.record(&outcome);
+        outcome
+    }
+
+    fn members(&self) -> Vec<Arc<dyn Upstream>> {
+        vec![self.inner.clone()]
+    }
+
+    async fn prepare(&self) {
+        self.inner.prepare().await
+    }
+
+    async fn notify(&self, method: &str, params: Value, session: Arc<dyn SessionHandle>) {
+        self.inner.notify(method, params, session).await
+    }
+
+    async fn session_ended(&self, session_id: &str) {
+        self.inner.session_ended(session_id).await
+    }
+
+    fn held_sessions(&self) -> Vec<String> {
+        self.inner.held_sessions()
+    }
+
+    async fn shutdown(&self) {
+        self.inner.shutdown().await
+    }
+
+    /// The inner upstream's status (or a blank one) with the configured name and kind, this wrapper's
+    /// counters; the state and last error of the last call where the inner one knows none.
+    fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut status = self
+            .inner
+            .statuses()
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| UpstreamStatus::new(&self.name, self.kind));
+        status.name.clone_from(&self.name);
+        status.kind = self.kind.to_owned();
+        status.calls = self.calls.load(Ordering::Relaxed);
+        status.call_errors = self.call_errors.load(Ordering::Relaxed);
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        if status.state == State::Unknown {
+            status.state = last.state;
+        }
+        status.last_error = latest(status.last_error.take(), last.error.clone());
+        vec![status]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::DemoUpstream;
+    use crate::local_session::LocalSession;
+    use crate::upstream::{ClientPeer, PeerError};
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    struct Silent;
+
+    #[async_trait]
+    impl ClientPeer for Silent {
+        async fn notify(&self, _m: Value) -> Result<(), PeerError> {
+            Ok(())
+        }
+        async fn notify_standalone(&self, _m: Value) -> Result<(), PeerError> {
+            Ok(())
+        }
+        async fn request(&self, _m: &str, _p: Value) -> Result<Value, PeerError> {
+            Err(PeerError::Cancelled)
+        }
+    }
+
+    fn ctx() -> RequestContext {
+        RequestContext {
+            session_id: "s".into(),
+            revision: switchboard_protocol::Revision::LATEST,
+            client_capabilities: json!({}),
+            progress_token: None,
+            cancel: CancellationToken::new(),
+            peer: Arc::new(Silent),
+            session: Arc::new(LocalSession::new("s", json!({}))),
+        }
+    }
+
+    #[tokio::test]
+    async fn counts_calls_and_errors_and_takes_the_state_of_the_last_call() {
+        let tracked = Tracked::new("a", "demo", Arc::new(DemoUpstream::new()));
+        assert_eq!(tracked.statuses()[0].state, State::Unknown);
+        let echo = json!({"name": "echo", "arguments": {"text": "x"}});
+        tracked.request("tools/call", echo, ctx()).await.unwrap();
+        let unknown = json!({"name": "nope", "arguments": {}});
+        let _ = tracked.request("tools/call", unknown, ctx()).await;
+        let status = &tracked.statuses()[0];
+        assert_eq!((status.calls, status.call_errors), (2, 1));
+        assert_eq!(status.state, State::Up, "the server answered both");
+        assert_eq!((status.name.as_str(), status.kind.as_str()), ("a", "demo"));
+        assert_eq!(
+            status.last_error, None,
+            "a refusal by the server is no failure"
+        );
+
+        tracked.record(&Err(RpcError::new(codes::UPSTREAM_UNAVAILABLE, "gone")));
+        let status = &tracked.statuses()[0];
+        assert_eq!(status.state, State::Down);
+        assert_eq!(
+            status.last_error.as_ref().map(|e| e.message.as_str()),
+            Some("gone")
+        );
+        tracked.record(&Err(RpcError::new(codes::REQUEST_ABORTED, "cancelled")));
+        let status = &tracked.statuses()[0];
+        assert_eq!(
+            (status.calls, status.call_errors, status.state),
+            (4, 2, State::Down)
+        );
+    }
+}

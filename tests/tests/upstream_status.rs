@@ -1,0 +1,157 @@
+//! Each node's view of its upstreams: `GET /upstreamz` (JSON) and the `switchboard_upstream_*`
+//! series of `/metrics`, for a demo, an unreachable Streamable HTTP server and a stdio child
+//! (case C30: health must say something about upstreams; readiness stays about the node).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::metrics::{counter, upstream_status, upstreamz};
+use switchboard_tests::ports::free_port;
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
+
+const T: Duration = Duration::from_secs(20);
+
+async fn call(client: &McpClient, url: &str, id: u64, tool: &str) -> Value {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"s": "x", "text": "x"}}});
+    client
+        .post(url, &body)
+        .await
+        .answer(json!(id), T)
+        .await
+        .response
+}
+
+/// C30: `/upstreamz` names the node and gives each upstream's kind, state, counters, last
+/// error and (stdio) children; `/metrics` has the same as labelled series; `/readyz` stays 200
+/// while an upstream is down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreamz_and_metrics_report_each_upstream_as_this_node_sees_it() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let upstreams = [
+        Upstream::demo("a"),
+        Upstream::http("web", &dead).set("timeout_ms", 2000),
+        Upstream::stdio("kid", &python, &[fixture.as_str()]),
+    ];
+    let started = start_cluster(1, &upstreams, ClusterOptions::new());
+    let node = started.cluster.node(0);
+    let (base, url) = (node.base_url(), node.url());
+
+    let doc = upstreamz(&base).await;
+    assert_eq!(
+        doc["node"].as_str().map(|n| n.starts_with("a.")),
+        Some(true),
+        "{doc}"
+    );
+    let names: Vec<&str> = doc["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "web", "kid"], "{doc}");
+    assert_eq!(
+        doc["upstreams"][0]["state"], "unknown",
+        "no call yet: {doc}"
+    );
+    assert_eq!(doc["upstreams"][1]["endpoints"], json!([]), "{doc}");
+
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    assert!(call(&client, &url, 1, "a__echo")
+        .await
+        .get("result")
+        .is_some());
+    let refused = call(&client, &url, 2, "web__echo").await;
+    assert_eq!(refused["error"]["code"], -32006, "{refused}");
+    let echoed = call(&client, &url, 3, "kid__echo").await;
+    let pid = echoed["result"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{echoed}"));
+
+    let a = upstream_status(&base, "a").await;
+    assert_eq!(
+        (
+            a["kind"].clone(),
+            a["state"].clone(),
+            a["calls"].clone(),
+            a["call_errors"].clone()
+        ),
+        (json!("demo"), json!("up"), json!(1), json!(0)),
+        "{a}"
+    );
+    let web = upstream_status(&base, "web").await;
+    assert_eq!(
+        (
+            web["kind"].clone(),
+            web["state"].clone(),
+            web["calls"].clone(),
+            web["call_errors"].clone()
+        ),
+        (json!("http"), json!("down"), json!(1), json!(1)),
+        "{web}"
+    );
+    let message = web["last_error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("`web`"), "names the upstream: {web}");
+    assert!(
+        web["last_error"]["at_ms"].as_u64().unwrap_or(0) > 1_700_000_000_000,
+        "{web}"
+    );
+    let kid = upstream_status(&base, "kid").await;
+    assert_eq!(kid["kind"], "stdio", "{kid}");
+    assert_eq!(kid["children"].as_array().map(Vec::len), Some(1), "{kid}");
+    assert_eq!(kid["children"][0]["pid"].as_u64(), Some(pid), "{kid}");
+    assert_eq!(
+        kid["children"][0]["session"].as_str(),
+        client.session_id.as_deref(),
+        "{kid}"
+    );
+    assert!(
+        kid["children"][0]["started_at_ms"].as_u64().unwrap_or(0) > 1_700_000_000_000,
+        "{kid}"
+    );
+
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="a"}"#).await,
+        1
+    );
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="web"}"#).await,
+        0
+    );
+    assert_eq!(
+        counter(
+            &base,
+            r#"switchboard_upstream_state{upstream="web",state="down"}"#
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_calls_total{upstream="web"}"#).await,
+        1
+    );
+    assert_eq!(
+        counter(
+            &base,
+            r#"switchboard_upstream_call_errors_total{upstream="web"}"#
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_children{upstream="kid"}"#).await,
+        1
+    );
+
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(
+        ready.status().as_u16(),
+        200,
+        "an upstream's outage leaves the node ready"
+    );
+}
