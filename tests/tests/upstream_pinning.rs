@@ -19,6 +19,7 @@ use switchboard_tests::counter::{replicas_on_one_port, Replica};
 use switchboard_tests::dns::{dnsmasq_binary, Dns};
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::expect::session_gone_everywhere;
+use switchboard_tests::metrics::upstreamz;
 use switchboard_tests::peers::available_or_skip;
 use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
 
@@ -67,9 +68,9 @@ fn three_endpoints(
     let port = replicas[0].addr().port();
     let mut upstream = Upstream::http("counter", &format!("http://{NAME}:{port}/mcp"))
         .prefix("")
-        .setting("nameservers", &format!("[\"{}\"]", dns.nameserver()));
+        .set("nameservers", format!("[\"{}\"]", dns.nameserver()));
     for (key, value) in extra {
-        upstream = upstream.setting(key, value);
+        upstream = upstream.set(key, value);
     }
     let cluster = start_cluster(3, &[upstream], ClusterOptions::new());
     Some((replicas, dns, cluster))
@@ -123,6 +124,30 @@ async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_sess
     let pinned = increments(&client, &urls, 10, 30, 0).await;
     let (count, served_by) = counted(&call(&client, &urls[1], 99, "get").await);
     assert_eq!((count, served_by.as_str()), (30, pinned.as_str()));
+    // Every node lists the three endpoints; the pinned one was reached and holds the session.
+    let pinned_addr = replicas
+        .iter()
+        .find(|r| r.label() == pinned)
+        .unwrap()
+        .addr();
+    for node in 0..3 {
+        let doc = upstreamz(&started.cluster.node(node).base_url()).await;
+        let endpoints = doc["upstreams"][0]["endpoints"].as_array().unwrap().clone();
+        let addresses: Vec<&str> = endpoints
+            .iter()
+            .map(|e| e["address"].as_str().unwrap())
+            .collect();
+        let mut want: Vec<String> = replicas.iter().map(|r| r.addr().to_string()).collect();
+        want.sort();
+        assert_eq!(addresses, want, "node {node}: {doc}");
+        let at_pin = endpoints
+            .iter()
+            .find(|e| e["address"] == pinned_addr.to_string())
+            .unwrap();
+        assert_eq!(at_pin["state"], "up", "node {node}: {doc}");
+        assert_eq!(at_pin["resolved"], true);
+        assert_eq!(at_pin["sessions"], 1, "node {node}: {doc}");
+    }
     for replica in &replicas {
         let sessions: Vec<String> = replica
             .state()

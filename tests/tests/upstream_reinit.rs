@@ -106,7 +106,7 @@ async fn a_stateless_upstream_is_reinitialized_and_the_request_retried_transpare
     let mut replica = replica();
     let upstream = Upstream::http("counter", &replica.url())
         .prefix("")
-        .setting("stateless", "true");
+        .set("stateless", true);
     let started = start_cluster(2, &[upstream], ClusterOptions::new());
     let urls = started.cluster.urls();
     let mut client = McpClient::new();

@@ -57,21 +57,15 @@ impl Default for Resolution {
     }
 }
 
-/// One endpoint as the status API shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EndpointStatus {
-    /// The address.
-    pub address: SocketAddr,
-    /// Whether the last resolution returned it.
-    pub resolved: bool,
-}
-
 /// What the last resolution found.
 #[derive(Default)]
 struct Current {
     addrs: Vec<SocketAddr>,
     at: Option<Instant>,
     clients: HashMap<SocketAddr, reqwest::Client>,
+    /// Whether the last request to each address connected (kept for the resolved addresses and
+    /// those requests went to since).
+    reached: HashMap<SocketAddr, bool>,
 }
 
 /// The endpoints of one upstream whose URL names a host.
@@ -154,16 +148,31 @@ impl Endpoints {
         Ok(client)
     }
 
-    /// The endpoints of the last resolution.
-    pub fn status(&self) -> Vec<EndpointStatus> {
-        self.lock()
+    /// Records whether a request to `addr` could connect.
+    pub fn reached(&self, addr: SocketAddr, connected: bool) {
+        let mut current = self.lock();
+        if current.reached.get(&addr) != Some(&connected) {
+            current.reached.insert(addr, connected);
+        }
+    }
+
+    /// The endpoints for the status API: the last resolution's addresses and any other address
+    /// a request went to since, each with whether it resolved and whether it was reached (`None`:
+    /// no request yet), sorted.
+    pub fn status(&self) -> Vec<(SocketAddr, bool, Option<bool>)> {
+        let current = self.lock();
+        let mut out: Vec<(SocketAddr, bool, Option<bool>)> = current
             .addrs
             .iter()
-            .map(|a| EndpointStatus {
-                address: *a,
-                resolved: true,
-            })
-            .collect()
+            .map(|a| (*a, true, current.reached.get(a).copied()))
+            .collect();
+        for (addr, connected) in &current.reached {
+            if !current.addrs.contains(addr) {
+                out.push((*addr, false, Some(*connected)));
+            }
+        }
+        out.sort();
+        out
     }
 
     /// The current addresses, resolving again when `now` or when older than the interval.
@@ -193,6 +202,7 @@ impl Endpoints {
             Ok(addrs) => {
                 let mut current = self.lock();
                 current.clients.retain(|a, _| addrs.contains(a));
+                current.reached.retain(|a, _| addrs.contains(a));
                 if current.addrs != addrs {
                     tracing::info!(host = %self.host, endpoints = ?addrs, "resolved the upstream's endpoints");
                 }

@@ -47,10 +47,11 @@ use self::common::{
     bounded, cancelled_notification, exchange_error, message, next_request_id, outcome,
     CancelGuard, Facts,
 };
-use self::endpoints::{EndpointStatus, Resolution};
+use self::endpoints::Resolution;
 use self::session::{binding_name, Known, UpstreamSession};
 use self::wire::{Wire, WireError};
 use crate::config::OnUpstreamLoss;
+use crate::status::{EndpointStatus, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 /// How a Streamable HTTP upstream's sessions relate to its replicas: the settings
@@ -199,13 +200,27 @@ impl HttpUpstream {
         })
     }
 
-    /// The endpoints of the last resolution of the URL's host (empty for an IP address, or
-    /// before the first session), for the status API.
+    /// The endpoints of the URL's host as this node knows them (empty for an IP address, and
+    /// before the first resolution), for the status API.
     pub fn endpoints(&self) -> Vec<EndpointStatus> {
-        self.wire
-            .endpoints()
-            .map(|e| e.status())
-            .unwrap_or_default()
+        let Some(endpoints) = self.wire.endpoints() else {
+            return Vec::new();
+        };
+        let pinned = self.known.pinned();
+        endpoints
+            .status()
+            .into_iter()
+            .map(|(addr, resolved, reached)| EndpointStatus {
+                address: addr.to_string(),
+                state: match reached {
+                    None => State::Unknown,
+                    Some(true) => State::Up,
+                    Some(false) => State::Down,
+                },
+                resolved,
+                sessions: pinned.get(&addr).copied().unwrap_or(0),
+            })
+            .collect()
     }
 
     /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`
@@ -420,6 +435,14 @@ impl Upstream for HttpUpstream {
 
     fn instructions(&self) -> Option<String> {
         self.facts.instructions()
+    }
+
+    /// Its endpoints ([`HttpUpstream::endpoints`]); the state and last error come from the
+    /// calls ([`crate::tracked::Tracked`]).
+    fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut status = UpstreamStatus::new(&self.name, "http");
+        status.endpoints = self.endpoints();
+        vec![status]
     }
 
     async fn request(

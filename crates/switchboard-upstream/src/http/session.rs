@@ -165,6 +165,16 @@ impl Known {
         map.remove(sid).and_then(|e| e.session)
     }
 
+    /// How many of the upstream sessions remembered here are pinned to each endpoint.
+    pub fn pinned(&self) -> HashMap<SocketAddr, u64> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = HashMap::new();
+        for endpoint in map.values().filter_map(|e| e.session.as_ref()?.endpoint) {
+            *out.entry(endpoint).or_insert(0) += 1;
+        }
+        out
+    }
+
     fn with_entry<T>(&self, sid: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if !map.contains_key(sid) && map.len() >= CAPACITY {

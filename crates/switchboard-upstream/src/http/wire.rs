@@ -86,6 +86,9 @@ struct Route {
     client: reqwest::Client,
     endpoint: String,
     pinned: Option<SocketAddr>,
+    /// The endpoint it connects to and the endpoints to record the outcome in, when the URL
+    /// names a host.
+    tracked: Option<(SocketAddr, Arc<Endpoints>)>,
 }
 
 impl Wire {
@@ -157,6 +160,7 @@ impl Wire {
                 client: self.client.clone(),
                 endpoint: self.authority(),
                 pinned: None,
+                tracked: None,
             });
         };
         let addr = match pinned {
@@ -168,6 +172,7 @@ impl Wire {
             client,
             endpoint: addr.to_string(),
             pinned,
+            tracked: Some((addr, endpoints.clone())),
         })
     }
 
@@ -444,7 +449,11 @@ async fn send(
         what: what.to_owned(),
         endpoint: route.endpoint.clone(),
     };
-    match request.send().await {
+    let sent = request.send().await;
+    if let Some((addr, endpoints)) = &route.tracked {
+        endpoints.reached(*addr, !matches!(&sent, Err(e) if e.is_connect()));
+    }
+    match sent {
         Ok(response) => {
             if let Some(addr) = response.remote_addr() {
                 at.endpoint = addr.to_string();
