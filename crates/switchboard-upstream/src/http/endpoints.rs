@@ -222,16 +222,23 @@ impl Endpoints {
         }
     }
 
+    /// The host's addresses: from the resolver, or (with the system's configuration, when the
+    /// resolver finds nothing) from the operating system's own lookup (`getaddrinfo`, which
+    /// also knows names from other sources than DNS and `/etc/hosts`).
     async fn lookup(&self) -> Result<Vec<SocketAddr>, String> {
-        let found = self
-            .resolver
-            .lookup_ip(self.host.as_str())
-            .await
-            .map_err(|e| format!("cannot resolve `{}`: {e}", self.host))?;
-        let mut addrs: Vec<SocketAddr> = found
-            .iter()
-            .map(|ip| SocketAddr::new(ip, self.port))
-            .collect();
+        let mut addrs: Vec<SocketAddr> = match self.resolver.lookup_ip(self.host.as_str()).await {
+            Ok(found) => found
+                .iter()
+                .map(|ip| SocketAddr::new(ip, self.port))
+                .collect(),
+            Err(e) if self.settings.nameservers.is_empty() => {
+                tokio::net::lookup_host((self.host.as_str(), self.port))
+                    .await
+                    .map_err(|os| format!("cannot resolve `{}`: {e}; {os}", self.host))?
+                    .collect()
+            }
+            Err(e) => return Err(format!("cannot resolve `{}`: {e}", self.host)),
+        };
         addrs.sort();
         addrs.dedup();
         addrs.truncate(self.settings.max_endpoints);

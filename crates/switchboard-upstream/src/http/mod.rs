@@ -157,8 +157,9 @@ pub struct HttpUpstream {
 impl HttpUpstream {
     /// An upstream called `name` at `url`, sending `headers` (name, value) on every request, with
     /// `timeout` for each call and the default [`Replication`]. Errors on an invalid URL or
-    /// header, or a header switchboard sets itself (`Accept`, `Content-Type`, `Cookie`,
-    /// `Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID`).
+    /// header, or a header switchboard sets itself (`Accept`, `Content-Type`, `Mcp-Session-Id`,
+    /// `MCP-Protocol-Version`, `Last-Event-ID`). A configured `Cookie` is sent with the
+    /// cookies the upstream set in the session after it.
     pub fn new<K, V>(
         name: impl Into<String>,
         url: &str,

@@ -28,13 +28,13 @@ use super::session::UpstreamSession;
 /// Server item 2: both JSON and an event stream).
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
-/// Headers we set ourselves; static headers from the configuration may not override them.
-const RESERVED: [&str; 8] = [
+/// Headers we set ourselves; static headers from the configuration may not override them. A
+/// configured `Cookie` is allowed: the cookies of an upstream session are added to it.
+const RESERVED: [&str; 7] = [
     "accept",
     "content-type",
     "content-length",
     "host",
-    "cookie",
     headers::MCP_SESSION_ID,
     headers::MCP_PROTOCOL_VERSION,
     headers::LAST_EVENT_ID,
@@ -395,10 +395,22 @@ impl Wire {
         method: Method,
         session: Option<&UpstreamSession>,
     ) -> RequestBuilder {
+        let mut headers = self.headers.clone();
+        if let Some(cookies) = session.and_then(|s| s.cookies.as_deref()) {
+            // One `Cookie` header (RFC 6265 §5.4): the configured one first, then the session's.
+            let value = match headers.get(COOKIE).and_then(|v| v.to_str().ok()) {
+                Some(configured) => format!("{configured}; {cookies}"),
+                None => cookies.to_owned(),
+            };
+            if let Ok(mut value) = HeaderValue::from_str(&value) {
+                value.set_sensitive(true);
+                headers.insert(COOKIE, value);
+            }
+        }
         let mut builder = route
             .client
             .request(method, self.url.clone())
-            .headers(self.headers.clone());
+            .headers(headers);
         if let Some(s) = session {
             if let Some(id) = &s.id {
                 builder = builder.header(headers::MCP_SESSION_ID, id);
@@ -406,9 +418,6 @@ impl Wire {
             // Empty before `initialize` negotiated one (see `UpstreamSession::before_initialize`).
             if !s.revision.is_empty() {
                 builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
-            }
-            if let Some(cookies) = &s.cookies {
-                builder = builder.header(COOKIE, cookies);
             }
         }
         builder

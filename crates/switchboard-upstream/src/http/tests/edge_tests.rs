@@ -510,3 +510,54 @@ async fn a_lost_session_ends_the_client_session_when_configured() {
     );
     stop.cancel();
 }
+
+/// The cookie the upstream set on `initialize` goes back on every later request of the upstream
+/// session (`notifications/initialized` first), after a configured `Cookie`, in one header; it
+/// is kept with the session's binding, so another node sends it too.
+#[tokio::test]
+async fn cookies_the_upstream_sets_go_back_on_every_request_of_its_session() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let timeout = Duration::from_secs(10);
+    let up = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
+    let s = session("c-cookie");
+    let peer = FakePeer::quiet();
+    up.request(
+        "tools/call",
+        call("echo", json!({"text": "1"})),
+        ctx(&s, &peer),
+    )
+    .await
+    .unwrap();
+    let seen = edge.seen();
+    assert_eq!(
+        seen[0].headers["cookie"], "team=blue",
+        "initialize: no session cookie yet"
+    );
+    for later in &seen[1..] {
+        assert_eq!(
+            later.headers["cookie"], "team=blue; SRV=e1",
+            "{}",
+            later.method
+        );
+    }
+    let binding = s
+        .upstream_session("edge#pin")
+        .expect("the binding is stored");
+    assert_eq!(binding, r#"{"session":"edge-0","cookies":"SRV=e1"}"#);
+    // Another node (a fresh upstream over the same record) sends it too.
+    let other = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
+    other
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        edge.seen().last().unwrap().headers["cookie"],
+        "team=blue; SRV=e1"
+    );
+    stop.cancel();
+}
