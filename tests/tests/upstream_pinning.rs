@@ -112,7 +112,8 @@ fn by_label<'a>(replicas: &'a mut [Replica], label: &str) -> &'a mut Replica {
 
 /// C02 step 2: one name with three endpoints, three nodes, thirty `increment` calls spread over
 /// the nodes, then `get`: 30. Every request of the upstream session (`initialize`,
-/// `notifications/initialized`, the calls) reached one replica; the others saw none of it.
+/// `notifications/initialized`, the calls, the upstream's GET stream, DELETE when the client
+/// ends its session) reached one replica; the others saw none of it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_session() {
     let Some((replicas, _dns, started)) = three_endpoints(&[]) else {
@@ -121,6 +122,8 @@ async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_sess
     let urls = started.cluster.urls();
     let mut client = McpClient::new();
     client.initialize(&urls[0], "2025-11-25").await;
+    // With a standalone stream open, the node holding the lease opens the upstream's GET stream.
+    let _stream = client.get_stream(&urls[2], None).await.sse();
     let pinned = increments(&client, &urls, 10, 30, 0).await;
     let (count, served_by) = counted(&call(&client, &urls[1], 99, "get").await);
     assert_eq!((count, served_by.as_str()), (30, pinned.as_str()));
