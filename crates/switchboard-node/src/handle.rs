@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use switchboard_store::{SessionRecord, SessionUpdate};
+use switchboard_store::{SessionRecord, SessionUpdate, UpstreamSwap};
 use switchboard_upstream::placement::Placement;
 use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
 
@@ -149,6 +149,39 @@ impl SessionHandle for NodeSession {
             }
             Ok(false) => Err("the client session has ended".into()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One store round trip; on a lost race this view takes the entries as stored.
+    async fn swap_upstream_sessions(
+        &self,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<bool, String> {
+        let sid = self.session_id();
+        let swap = self
+            .app
+            .store
+            .swap_upstream_sessions(sid, upstream, expected, entries.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        match swap {
+            UpstreamSwap::Swapped => {
+                for (name, id) in entries {
+                    self.local.set_upstream_session(&name, id).await?;
+                }
+                Ok(true)
+            }
+            UpstreamSwap::Changed(current) => {
+                let names = entries.into_iter().map(|(n, _)| n);
+                for name in names.chain(std::iter::once(upstream.to_owned())) {
+                    let value = current.get(&name).cloned();
+                    self.local.set_upstream_session(&name, value).await?;
+                }
+                Ok(false)
+            }
+            UpstreamSwap::Missing => Err("the client session has ended".into()),
         }
     }
 

@@ -143,6 +143,18 @@ pub enum OwnerClaim {
     Missing,
 }
 
+/// What `swap_upstream_sessions` did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpstreamSwap {
+    /// The entry was as expected: the new entries are stored.
+    Swapped,
+    /// The entry was not as expected (another node changed it first): nothing was stored; the
+    /// upstream-session map as it is.
+    Changed(std::collections::BTreeMap<String, String>),
+    /// The session is gone.
+    Missing,
+}
+
 /// What `create_session` did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CreateOutcome {

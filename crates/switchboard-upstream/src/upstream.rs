@@ -148,6 +148,24 @@ pub trait SessionHandle: Send + Sync {
         Ok(())
     }
 
+    /// Compare-and-set: when `upstream`'s entry is `expected` (`None`: absent), records
+    /// `entries` as [`SessionHandle::set_upstream_sessions`] does and answers `true`. Otherwise
+    /// records nothing, answers `false`, and this view now shows the entries as they are (another
+    /// node initialized the upstream session first: use its). Errors when the store fails or
+    /// the client session has ended. The default compares with this view.
+    async fn swap_upstream_sessions(
+        &self,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<bool, String> {
+        if self.upstream_session(upstream).as_deref() != expected {
+            return Ok(false);
+        }
+        self.set_upstream_sessions(entries).await?;
+        Ok(true)
+    }
+
     /// Ends the client session cluster-wide, as a DELETE from the client would: afterwards every
     /// node answers 404 for it, its streams close, its requests end and every upstream session
     /// is deleted. An upstream calls this when it lost the session's state and the configured

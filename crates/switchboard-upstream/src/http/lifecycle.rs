@@ -37,7 +37,8 @@ impl HttpUpstream {
         if let Some(known) = self.known.get(sid) {
             return Ok(known);
         }
-        self.start_session(ctx).await
+        let expected = ctx.session.upstream_session(&self.name);
+        self.start_session(ctx, expected).await
     }
 
     /// A new upstream session after `failed` was answered with 404, unless a concurrent request
@@ -53,7 +54,7 @@ impl HttpUpstream {
         if let Some(known) = self.known.get(sid).filter(|k| !k.same(failed)) {
             return Ok(known);
         }
-        self.start_session(ctx).await
+        self.start_session(ctx, Some(failed.encode())).await
     }
 
     /// This upstream's session as stored in the client's session record, with its binding.
@@ -69,8 +70,15 @@ impl HttpUpstream {
     }
 
     /// Initializes an upstream session with the client's stored `initialize` params and records
-    /// it in the session record and in this process.
-    async fn start_session(&self, ctx: &RequestContext) -> Result<UpstreamSession, RpcError> {
+    /// it in the session record (only while the record still holds `expected`: the value this
+    /// request found, `None` for none) and in this process. When another node recorded one
+    /// first, ours is deleted and theirs is used: one client session never has two upstream
+    /// sessions in use at once (which would split its state).
+    pub(super) async fn start_session(
+        &self,
+        ctx: &RequestContext,
+        expected: Option<String>,
+    ) -> Result<UpstreamSession, RpcError> {
         let sid = ctx.session.session_id();
         let params = client_initialize_params(ctx.session.initialize_params(), ctx.revision);
         let (session, result) = self.handshake(&params).await.map_err(|e| match e {
@@ -93,22 +101,49 @@ impl HttpUpstream {
             (self.name.clone(), Some(session.encode())),
             (binding_name(&self.name), session.encode_binding()),
         ];
-        if let Err(e) = ctx.session.set_upstream_sessions(entries).await {
-            if session.id.is_some() {
-                let _ = self.wire.delete(&session).await;
+        let recorded = ctx
+            .session
+            .swap_upstream_sessions(&self.name, expected.as_deref(), entries)
+            .await;
+        if !matches!(recorded, Ok(true)) && session.id.is_some() {
+            let _ = self.wire.delete(&session).await;
+        }
+        match recorded {
+            Ok(true) => {}
+            Ok(false) => return self.adopt(ctx),
+            Err(e) => {
+                return Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    format!(
+                        "could not record the session of upstream `{}`: {e}",
+                        self.name
+                    ),
+                ))
             }
-            return Err(RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!(
-                    "could not record the session of upstream `{}`: {e}",
-                    self.name
-                ),
-            ));
         }
         self.known.put(sid, session.clone());
         tracing::info!(upstream = %self.name, session = sid, upstream_session = session.id.as_deref().unwrap_or("(none)"),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(session)
+    }
+
+    /// The upstream session another node recorded while this one initialized its own.
+    fn adopt(&self, ctx: &RequestContext) -> Result<UpstreamSession, RpcError> {
+        let sid = ctx.session.session_id();
+        let Some(theirs) = self.stored(&*ctx.session) else {
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the session of upstream `{}` changed on another node at the same moment; \
+                     send the request again",
+                    self.name
+                ),
+            ));
+        };
+        tracing::info!(upstream = %self.name, session = sid, upstream_session = theirs.id.as_deref().unwrap_or("(none)"),
+            "another node initialized the upstream session first; using its (ours was deleted)");
+        self.known.put(sid, theirs.clone());
+        Ok(theirs)
     }
 
     /// `initialize` with `params`, then `notifications/initialized`, both at one endpoint (a

@@ -106,7 +106,7 @@ impl HttpUpstream {
                     )
                 }
                 Err(e) => {
-                    self.forget(&ctx.session).await;
+                    self.forget(&ctx.session, failed).await;
                     lost_error(
                         &self.name,
                         &lost,
@@ -132,7 +132,7 @@ impl HttpUpstream {
                         true,
                     ),
                     Err(e) => {
-                        self.forget(&ctx.session).await;
+                        self.forget(&ctx.session, failed).await;
                         lost_error(
                             &self.name,
                             &lost,
@@ -148,11 +148,15 @@ impl HttpUpstream {
         }
     }
 
-    /// Forgets the stored upstream session and its binding, so the next request initializes a
-    /// new one.
-    async fn forget(&self, session: &Arc<dyn SessionHandle>) {
+    /// Forgets the stored upstream session `failed` and its binding (unless another node has
+    /// replaced it already), so the next request initializes a new one.
+    async fn forget(&self, session: &Arc<dyn SessionHandle>, failed: &UpstreamSession) {
         let entries = vec![(self.name.clone(), None), (binding_name(&self.name), None)];
-        if let Err(e) = session.set_upstream_sessions(entries).await {
+        let expected = failed.encode();
+        if let Err(e) = session
+            .swap_upstream_sessions(&self.name, Some(&expected), entries)
+            .await
+        {
             tracing::warn!(upstream = %self.name, session = session.session_id(), error = e,
                 "could not forget the lost upstream session");
         }

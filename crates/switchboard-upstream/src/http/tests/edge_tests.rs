@@ -561,3 +561,56 @@ async fn cookies_the_upstream_sets_go_back_on_every_request_of_its_session() {
     );
     stop.cancel();
 }
+
+/// Two nodes initialize the upstream session of one client session at the same moment: the one
+/// that records second deletes its own upstream session and uses the first one's, so the client
+/// session never has two upstream sessions in use (its state would be split between them).
+#[tokio::test]
+async fn a_node_that_loses_the_race_to_initialize_uses_the_winners_session() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let (a, b) = (
+        upstream(&url, Duration::from_secs(10)),
+        upstream(&url, Duration::from_secs(10)),
+    );
+    let s = session("c-race");
+    let peer = FakePeer::quiet();
+    a.request(
+        "tools/call",
+        call("echo", json!({"text": "1"})),
+        ctx(&s, &peer),
+    )
+    .await
+    .unwrap();
+    // B's request found no upstream session when it started.
+    let used = b.start_session(&ctx(&s, &peer), None).await.unwrap();
+    assert_eq!(used.id.as_deref(), Some("edge-0"), "the winner's");
+    assert_eq!(
+        s.upstream_session("edge").as_deref(),
+        Some("edge-0|2025-06-18")
+    );
+    let deleted: Vec<_> = edge
+        .seen()
+        .into_iter()
+        .filter(|r| r.http == "DELETE")
+        .collect();
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(
+        deleted[0].headers["mcp-session-id"], "edge-1",
+        "its own, unused"
+    );
+    let r = b
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "2");
+    assert_eq!(
+        edge.seen().last().unwrap().headers["mcp-session-id"],
+        "edge-0"
+    );
+    stop.cancel();
+}
