@@ -7,6 +7,8 @@
 //! Modules:
 //! - [`auth_upstream`]: a small HTTP upstream in the test process that refuses (401/403) or
 //!   checks credentials, recording every request's headers.
+//! - [`counter`]: a stateful HTTP MCP server (replicas on loopback addresses, stoppable).
+//! - [`dns`]: a private `dnsmasq` answering from a hosts file the test writes.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
 //! - [`resp`]: the RESP reply parser behind it.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
@@ -27,6 +29,8 @@ pub mod auth_upstream;
 pub mod balancer;
 pub mod client;
 pub mod cluster;
+pub mod counter;
+pub mod dns;
 pub mod eventually;
 pub mod expect;
 pub mod legacy_sse;

@@ -2,11 +2,11 @@
 //! record in the store so every node sees the same upstream session ids.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use serde_json::Value;
-use switchboard_store::{SessionRecord, SessionUpdate};
+use switchboard_store::{SessionRecord, SessionUpdate, UpstreamSwap};
 use switchboard_upstream::placement::Placement;
 use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
 
@@ -22,22 +22,62 @@ pub struct NodeSession {
     owners: BTreeMap<String, String>,
     log_level: Option<String>,
     app: App,
+    /// Set when an upstream asked to end the session during a request: the request's runner
+    /// ends it once the answer went out ([`end_now`]). `None` outside a request: at once.
+    ending: Option<Arc<OnceLock<String>>>,
 }
 
 impl NodeSession {
+    /// Wraps a loaded record for one request: [`SessionHandle::end_session`] only records the
+    /// reason in `ending`, for the runner to end the session after the answer.
+    pub fn for_request(
+        record: &SessionRecord,
+        app: &App,
+        ending: Arc<OnceLock<String>>,
+    ) -> Arc<NodeSession> {
+        let mut session = NodeSession::build(record, app);
+        session.ending = Some(ending);
+        Arc::new(session)
+    }
+
     /// Wraps a loaded record.
     pub fn new(record: &SessionRecord, app: &App) -> Arc<NodeSession> {
+        Arc::new(NodeSession::build(record, app))
+    }
+
+    fn build(record: &SessionRecord, app: &App) -> NodeSession {
         let local = LocalSession::with_upstream_sessions(
             record.id.clone(),
             record.initialize_params.clone(),
             record.upstream_sessions.clone(),
         );
-        Arc::new(NodeSession {
+        NodeSession {
             local,
             owners: record.owners.clone(),
             log_level: record.log_level.clone(),
             app: app.clone(),
-        })
+            ending: None,
+        }
+    }
+}
+
+/// Ends session `sid` cluster-wide on an upstream's request, over the same path as DELETE (the
+/// store removes every key and tells every node, which close its streams, stop its calls and
+/// delete its upstream sessions).
+pub async fn end_now(app: &App, sid: &str, reason: &str) -> Result<(), String> {
+    match app.store.delete_session(sid).await {
+        Ok(existed) => {
+            if existed {
+                tracing::warn!(
+                    session = sid,
+                    reason,
+                    "ended the session on an upstream's request"
+                );
+                crate::telemetry::session_deleted(sid);
+            }
+            Ok(())
+        }
+        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -92,6 +132,67 @@ impl SessionHandle for NodeSession {
             Ok(true) => self.local.set_upstream_session(upstream, id).await,
             Ok(false) => Err("the client session has ended".into()),
             Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One store round trip for all of them, then this view.
+    async fn set_upstream_sessions(
+        &self,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<(), String> {
+        let update = SessionUpdate::UpstreamSessions(entries.clone());
+        match self.app.store.update(self.session_id(), update).await {
+            Ok(true) => {
+                for (upstream, id) in entries {
+                    self.local.set_upstream_session(&upstream, id).await?;
+                }
+                Ok(())
+            }
+            Ok(false) => Err("the client session has ended".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// One store round trip; on a lost race this view takes the entries as stored.
+    async fn swap_upstream_sessions(
+        &self,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<bool, String> {
+        let sid = self.session_id();
+        let swap = self
+            .app
+            .store
+            .swap_upstream_sessions(sid, upstream, expected, entries.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        match swap {
+            UpstreamSwap::Swapped => {
+                for (name, id) in entries {
+                    self.local.set_upstream_session(&name, id).await?;
+                }
+                Ok(true)
+            }
+            UpstreamSwap::Changed(current) => {
+                let names = entries.into_iter().map(|(n, _)| n);
+                for name in names.chain(std::iter::once(upstream.to_owned())) {
+                    let value = current.get(&name).cloned();
+                    self.local.set_upstream_session(&name, value).await?;
+                }
+                Ok(false)
+            }
+            UpstreamSwap::Missing => Err("the client session has ended".into()),
+        }
+    }
+
+    async fn end_session(&self, reason: &str) -> Result<(), String> {
+        match &self.ending {
+            Some(ending) => {
+                let _ = ending.set(reason.to_owned());
+                Ok(())
+            }
+            None => end_now(&self.app, self.session_id(), reason).await,
         }
     }
 }

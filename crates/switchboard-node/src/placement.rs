@@ -31,12 +31,15 @@ impl NodePlacement {
         RpcError::new(codes::INTERNAL_ERROR, format!("session store error: {e}"))
     }
 
-    /// Claims ownership expecting `expected`; follows one change of owner.
+    /// Claims ownership expecting `expected` (the owner the caller saw; `None`: nobody); follows
+    /// one change of owner. `takeover`: `expected` stopped or is stopping, and a successful
+    /// claim is logged as a takeover (state inside the old resource is lost).
     async fn claim(
         &self,
         sid: &str,
         upstream: &str,
         expected: Option<&str>,
+        takeover: bool,
     ) -> Result<Owner, RpcError> {
         let me = self.app.node_id();
         match self
@@ -47,13 +50,15 @@ impl NodePlacement {
             .map_err(Self::store_error)?
         {
             OwnerClaim::Claimed => {
-                if let Some(from) = expected {
+                if let Some(from) = expected.filter(|_| takeover) {
                     tracing::warn!(session = sid, upstream, from_node = from, "taking over a node-bound upstream from a node that stopped or is stopping: state inside the old one is lost");
                 }
                 Ok(Owner::Here)
             }
             OwnerClaim::Held(n) if n == me => Ok(Owner::Here),
-            OwnerClaim::Held(n) if n.is_empty() => Box::pin(self.claim(sid, upstream, None)).await,
+            OwnerClaim::Held(n) if n.is_empty() => {
+                Box::pin(self.claim(sid, upstream, None, false)).await
+            }
             OwnerClaim::Held(n) => Ok(Owner::Node(n)),
             OwnerClaim::Missing => Err(RpcError::new(
                 codes::INVALID_REQUEST,
@@ -68,7 +73,7 @@ impl Placement for NodePlacement {
     async fn owner(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
         let sid = session.session_id();
         match session.owner(upstream) {
-            None => self.claim(sid, upstream, None).await,
+            None => self.claim(sid, upstream, None, false).await,
             Some(n) if n == self.app.node_id() => Ok(Owner::Here),
             Some(n) => {
                 if self
@@ -80,8 +85,18 @@ impl Placement for NodePlacement {
                 {
                     Ok(Owner::Node(n))
                 } else {
-                    self.claim(sid, upstream, Some(&n)).await
+                    self.claim(sid, upstream, Some(&n), true).await
                 }
+            }
+        }
+    }
+
+    async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
+        match session.owner(upstream) {
+            Some(n) if n == self.app.node_id() => Ok(Owner::Here),
+            recorded => {
+                let sid = session.session_id();
+                self.claim(sid, upstream, recorded.as_deref(), false).await
             }
         }
     }
@@ -114,7 +129,8 @@ impl Placement for NodePlacement {
         upstream: &str,
         from: &str,
     ) -> Result<Owner, RpcError> {
-        self.claim(session.session_id(), upstream, Some(from)).await
+        self.claim(session.session_id(), upstream, Some(from), true)
+            .await
     }
 
     async fn forward(

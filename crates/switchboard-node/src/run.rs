@@ -4,7 +4,7 @@
 //! `notifications/cancelled` (routed to this node from wherever it arrives) or the end of the
 //! session does.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, RequestId, Revision};
@@ -45,13 +45,22 @@ pub fn spawn(mut job: Job) {
             Some(p) => p.take(),
             None => json!({}),
         };
-        let outcome = until_cancelled(execute(&job, params, cancel.clone()), &cancel).await;
+        let ending = Arc::new(OnceLock::new());
+        let work = execute(&job, params, cancel.clone(), &ending);
+        let outcome = until_cancelled(work, &cancel).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
         };
         job.response.finish(response).await;
         job.app.calls.end(&job.session.id, &key);
+        // An upstream asked to end the session (it lost the session's state): the answer saying
+        // so went out first.
+        if let Some(reason) = ending.get() {
+            if let Err(e) = crate::handle::end_now(&job.app, &job.session.id, reason).await {
+                tracing::warn!(session = %job.session.id, error = %e, "could not end the session an upstream asked to end");
+            }
+        }
     });
 }
 
@@ -76,8 +85,14 @@ where
     }
 }
 
-/// Runs `job`, whose `params` (taken out of `job.raw`) are `params`.
-async fn execute(job: &Job, params: Value, cancel: CancellationToken) -> Result<Value, RpcError> {
+/// Runs `job`, whose `params` (taken out of `job.raw`) are `params`; an upstream's request to
+/// end the session lands in `ending`.
+async fn execute(
+    job: &Job,
+    params: Value,
+    cancel: CancellationToken,
+    ending: &Arc<OnceLock<String>>,
+) -> Result<Value, RpcError> {
     let max_token = job.app.cfg.max_progress_token_bytes;
     if let Some(token) = params.pointer("/_meta/progressToken") {
         if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
@@ -110,15 +125,17 @@ async fn execute(job: &Job, params: Value, cancel: CancellationToken) -> Result<
                 .map_err(internal)?;
             // The level is the session's (filtered here for every upstream); upstreams that log
             // are told too, so they can skip producing what would be dropped.
-            let ctx = context(job, &params, cancel);
+            let ctx = context(job, &params, cancel, ending);
             if let Err(e) = job.app.upstream.request(&job.method, params, ctx).await {
                 tracing::debug!(session = %sid, error = %e, "upstream did not take logging/setLevel");
             }
             Ok(json!({}))
         }
-        "resources/subscribe" | "resources/unsubscribe" => subscription(job, params, cancel).await,
+        "resources/subscribe" | "resources/unsubscribe" => {
+            subscription(job, params, cancel, ending).await
+        }
         _ => {
-            let ctx = context(job, &params, cancel);
+            let ctx = context(job, &params, cancel, ending);
             job.app.upstream.request(&job.method, params, ctx).await
         }
     }
@@ -132,6 +149,7 @@ async fn subscription(
     job: &Job,
     params: Value,
     cancel: CancellationToken,
+    ending: &Arc<OnceLock<String>>,
 ) -> Result<Value, RpcError> {
     let cfg = &job.app.cfg;
     let uri = params
@@ -155,7 +173,7 @@ async fn subscription(
             )));
         }
     }
-    let ctx = context(job, &params, cancel);
+    let ctx = context(job, &params, cancel, ending);
     let result = job.app.upstream.request(&job.method, params, ctx).await?;
     let update = SessionUpdate::Subscription {
         uri,
@@ -170,7 +188,12 @@ async fn subscription(
 }
 
 /// The context of `job`'s upstream request, whose params are `params`.
-fn context(job: &Job, params: &Value, cancel: CancellationToken) -> RequestContext {
+fn context(
+    job: &Job,
+    params: &Value,
+    cancel: CancellationToken,
+    ending: &Arc<OnceLock<String>>,
+) -> RequestContext {
     let capabilities = job.session.client_capabilities().clone();
     let peer = NodePeer {
         app: job.app.clone(),
@@ -188,7 +211,7 @@ fn context(job: &Job, params: &Value, cancel: CancellationToken) -> RequestConte
         progress_token: params.pointer("/_meta/progressToken").cloned(),
         cancel,
         peer: Arc::new(peer),
-        session: NodeSession::new(&job.session, &job.app),
+        session: NodeSession::for_request(&job.session, &job.app, ending.clone()),
     }
 }
 

@@ -76,6 +76,9 @@ pub enum SessionUpdate {
         /// Its `Mcp-Session-Id`; `None` removes it.
         session_id: Option<String>,
     },
+    /// Several entries of the upstream-session map at once, in order (`None` removes one): an
+    /// upstream session and what belongs to it, written in one store round trip.
+    UpstreamSessions(Vec<(String, Option<String>)>),
 }
 
 /// Settings of a store. All durations are wall-clock.
@@ -136,6 +139,18 @@ pub enum OwnerClaim {
     Claimed,
     /// The owner was not the expected one: it is this node (the value).
     Held(String),
+    /// The session is gone.
+    Missing,
+}
+
+/// What `swap_upstream_sessions` did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UpstreamSwap {
+    /// The entry was as expected: the new entries are stored.
+    Swapped,
+    /// The entry was not as expected (another node changed it first): nothing was stored; the
+    /// upstream-session map as it is.
+    Changed(std::collections::BTreeMap<String, String>),
     /// The session is gone.
     Missing,
 }

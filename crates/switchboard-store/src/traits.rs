@@ -89,6 +89,18 @@ pub trait SessionStore: Send + Sync {
         expected: Option<&str>,
     ) -> StoreResult<OwnerClaim>;
 
+    /// Compare-and-set in the upstream-session map: when `upstream`'s entry equals `expected`
+    /// (`None`: absent), applies `entries` in order (`None` removes one), as
+    /// [`SessionUpdate::UpstreamSessions`] would. Otherwise stores nothing and answers the map as
+    /// it is, so a node that lost a race to initialize an upstream session adopts the winner's.
+    async fn swap_upstream_sessions(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> StoreResult<UpstreamSwap>;
+
     /// Ends a session now: removes every key of it and sends [`BusMessage::Terminated`] to every
     /// node. `false` when it did not exist.
     async fn delete_session(&self, sid: &str) -> StoreResult<bool>;

@@ -73,6 +73,31 @@ impl UpstreamKind {
     }
 }
 
+/// What a stateful HTTP upstream does when the upstream session a client session is pinned to
+/// is gone (its endpoint answered 404 for it, or refuses connections and no longer resolves).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnUpstreamLoss {
+    /// Initialize a new upstream session (on a live endpoint) and end the request in flight with
+    /// a JSON-RPC error saying the upstream's state was lost; the next request runs in the new
+    /// upstream session. The client's session id does not change.
+    #[default]
+    Reinitialize,
+    /// End the client's session cluster-wide (as a DELETE would); the request in flight gets a
+    /// JSON-RPC error saying so, and every later request 404, so the client starts over.
+    EndSession,
+}
+
+impl OnUpstreamLoss {
+    /// The value as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnUpstreamLoss::Reinitialize => "reinitialize",
+            OnUpstreamLoss::EndSession => "end_session",
+        }
+    }
+}
+
 /// One `[[upstreams]]` table. Fields for other kinds than the upstream's are refused by
 /// [`UpstreamConfig::problems`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,6 +181,34 @@ pub struct UpstreamConfig {
     /// (`initialize`, `Mcp-Session-Id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// http: the server keeps nothing per session (or its replicas share it), so its requests
+    /// may be spread over its endpoints freely (default false): no pin, no cookie binding, and a
+    /// session it forgot (404) is initialized again and the request retried once, transparently.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub stateless: bool,
+    /// http (not `stateless`): what happens when a client session's upstream session is lost
+    /// (its endpoint answered 404 for it, or refuses connections and no longer resolves):
+    /// `"reinitialize"` (default) or `"end_session"` ([`OnUpstreamLoss`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_upstream_loss: Option<OnUpstreamLoss>,
+    /// http: the URL's host is resolved again to its endpoints at most this often, in ms
+    /// (default 5000), when a new upstream session picks one; at once when a pinned endpoint
+    /// refuses a connection. Must be > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolve_interval_ms: Option<u64>,
+    /// http: the DNS servers that resolve the URL's host (`"ip"` for port 53, or `"ip:port"`);
+    /// empty (default): the system's configuration (`/etc/resolv.conf`, `/etc/hosts`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    /// http: at most this many endpoints of a resolution are used (default 64; the lowest
+    /// addresses); the rest get no session. Must be > 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_endpoints: Option<usize>,
+    /// http: at most this many bytes of cookies (the `Cookie` header's length) kept per upstream
+    /// session for balancer affinity (default 4096); a cookie past it is not kept (a warning
+    /// names the upstream). 0: no cookies are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cookie_bytes: Option<usize>,
 }
 
 /// A byte count as `usize` (saturating on a platform whose `usize` is narrower).
@@ -218,6 +271,12 @@ impl UpstreamConfig {
             headers: BTreeMap::new(),
             max_message_bytes: None,
             revision: None,
+            stateless: false,
+            on_upstream_loss: None,
+            resolve_interval_ms: None,
+            nameservers: Vec::new(),
+            max_endpoints: None,
+            max_cookie_bytes: None,
         }
     }
 
@@ -260,6 +319,7 @@ impl UpstreamConfig {
                 out.push(format!("upstream `{name}`: {key} must be greater than 0"));
             }
         }
+        out.extend(self.replication_problems());
         let kind = self.kind.as_str();
         let stdio = self.kind == UpstreamKind::Stdio;
         let web = matches!(self.kind, UpstreamKind::Http | UpstreamKind::Sse);
@@ -400,6 +460,52 @@ impl UpstreamConfig {
                 policy.backoff_max.as_millis(),
                 policy.backoff.as_millis()
             ));
+        }
+        out
+    }
+
+    /// The problems of the replication fields (`stateless`, `on_upstream_loss`,
+    /// `resolve_interval_ms`, `nameservers`, `max_endpoints`, `max_cookie_bytes`): only a
+    /// session-era http upstream has them, and their values must make sense.
+    fn replication_problems(&self) -> Vec<String> {
+        let name = &self.name;
+        let session_http = self.kind == UpstreamKind::Http && self.revision.is_none();
+        let set = [
+            ("stateless", self.stateless),
+            ("on_upstream_loss", self.on_upstream_loss.is_some()),
+            ("resolve_interval_ms", self.resolve_interval_ms.is_some()),
+            ("nameservers", !self.nameservers.is_empty()),
+            ("max_endpoints", self.max_endpoints.is_some()),
+            ("max_cookie_bytes", self.max_cookie_bytes.is_some()),
+        ];
+        let mut out = Vec::new();
+        for (field, present) in set {
+            if present && !session_http {
+                out.push(format!(
+                    "upstream `{name}`: `{field}` applies only to kind `http` without `revision`"
+                ));
+            }
+        }
+        if self.stateless && self.on_upstream_loss.is_some() {
+            out.push(format!(
+                "upstream `{name}`: `on_upstream_loss` does not apply to a `stateless` upstream \
+                 (a session it forgot is initialized again and the request retried)"
+            ));
+        }
+        if self.resolve_interval_ms == Some(0) {
+            out.push(format!(
+                "upstream `{name}`: resolve_interval_ms must be greater than 0"
+            ));
+        }
+        if self.max_endpoints == Some(0) {
+            out.push(format!(
+                "upstream `{name}`: max_endpoints must be greater than 0"
+            ));
+        }
+        for ns in &self.nameservers {
+            if let Err(e) = crate::http::endpoints::parse_nameserver(ns) {
+                out.push(format!("upstream `{name}`: {e}"));
+            }
         }
         out
     }

@@ -14,6 +14,7 @@ pub struct LocalSession {
     id: String,
     initialize_params: Arc<Value>,
     upstream_sessions: Mutex<BTreeMap<String, String>>,
+    ended: Mutex<Option<String>>,
 }
 
 impl LocalSession {
@@ -33,7 +34,13 @@ impl LocalSession {
             id: id.into(),
             initialize_params: initialize_params.into(),
             upstream_sessions: Mutex::new(upstream_sessions),
+            ended: Mutex::new(None),
         }
+    }
+
+    /// The reason given to [`SessionHandle::end_session`], once it was called.
+    pub fn ended(&self) -> Option<String> {
+        self.ended.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -64,6 +71,16 @@ impl SessionHandle for LocalSession {
             Some(id) => map.insert(upstream.to_owned(), id),
             None => map.remove(upstream),
         };
+        Ok(())
+    }
+
+    /// Remembers `reason` (see [`LocalSession::ended`]); the session's entries are forgotten.
+    async fn end_session(&self, reason: &str) -> Result<(), String> {
+        *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_owned());
+        self.upstream_sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         Ok(())
     }
 }

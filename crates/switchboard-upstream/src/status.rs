@@ -80,14 +80,22 @@ impl LastError {
     }
 }
 
-/// One network endpoint of an upstream. Reserved for the Streamable HTTP upstream's resolved
-/// endpoints; no kind fills it yet, so [`UpstreamStatus::endpoints`] is always empty for now.
+/// One network endpoint of an upstream: for a Streamable HTTP upstream whose URL names a host,
+/// each address the host resolves to (and any address a session is still pinned to); empty for
+/// an IP-address URL and the other kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EndpointStatus {
-    /// The endpoint's address (`host:port` or URL).
+    /// The endpoint's address (`ip:port`).
     pub address: String,
-    /// Its health as this node sees it.
+    /// Its health as this node sees it: `up` when the last request to it connected, `down` when
+    /// it could not connect, `unknown` before any request.
     pub state: State,
+    /// Whether the last resolution of the URL's host returned it (`false`: it left the name,
+    /// and only sessions pinned to it before still go there).
+    pub resolved: bool,
+    /// How many upstream sessions this node knows to be pinned to it (this node's memory of
+    /// recently used sessions, not the cluster's count).
+    pub sessions: u64,
 }
 
 /// One child process of a stdio upstream running in this process.
@@ -114,7 +122,7 @@ pub struct UpstreamStatus {
     /// Its most recent failure: a call that failed as unavailable (-32006) or timed out
     /// (-32005), or (stdio) a child that failed to start or exited on its own.
     pub last_error: Option<LastError>,
-    /// Its network endpoints (empty for now; see [`EndpointStatus`]).
+    /// Its network endpoints (see [`EndpointStatus`]).
     pub endpoints: Vec<EndpointStatus>,
     /// stdio: its children running in this process (per session, or the shared one).
     pub children: Vec<ChildStatus>,

@@ -147,6 +147,49 @@ pub trait SessionHandle: Send + Sync {
     /// Records (or, with `None`, forgets) `upstream`'s session id for this client session.
     /// Errors when the store fails or the client session has ended.
     async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String>;
+
+    /// Records (or forgets) several entries at once: in a node, one store round trip, so every
+    /// node sees all of them or none (an upstream session and its binding). The default writes
+    /// them one by one, in order.
+    async fn set_upstream_sessions(
+        &self,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<(), String> {
+        for (upstream, id) in entries {
+            self.set_upstream_session(&upstream, id).await?;
+        }
+        Ok(())
+    }
+
+    /// Compare-and-set: when `upstream`'s entry is `expected` (`None`: absent), records
+    /// `entries` as [`SessionHandle::set_upstream_sessions`] does and answers `true`. Otherwise
+    /// records nothing, answers `false`, and this view now shows the entries as they are (another
+    /// node initialized the upstream session first: use its). Errors when the store fails or
+    /// the client session has ended. The default compares with this view.
+    async fn swap_upstream_sessions(
+        &self,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> Result<bool, String> {
+        if self.upstream_session(upstream).as_deref() != expected {
+            return Ok(false);
+        }
+        self.set_upstream_sessions(entries).await?;
+        Ok(true)
+    }
+
+    /// Ends the client session cluster-wide, as a DELETE from the client would: afterwards every
+    /// node answers 404 for it, its streams close, its requests end and every upstream session
+    /// is deleted. An upstream calls this when it lost the session's state and the configured
+    /// policy is to make the client start over (`on_upstream_loss = "end_session"`); `reason`
+    /// goes to the log. Inside a node's request, the session ends right after that request's
+    /// answer went out, so the client reads why. Errors when the store fails; the default (no
+    /// cluster) refuses.
+    async fn end_session(&self, reason: &str) -> Result<(), String> {
+        let _ = reason;
+        Err("this session cannot be ended from here".into())
+    }
 }
 
 /// What an upstream knows about the request it is serving.

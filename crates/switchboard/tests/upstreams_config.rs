@@ -88,6 +88,12 @@ fn the_worked_example_loads() {
         "max_attached_sessions",
         "url",
         "headers",
+        "stateless",
+        "on_upstream_loss",
+        "resolve_interval_ms",
+        "nameservers",
+        "max_endpoints",
+        "max_cookie_bytes",
     ] {
         assert!(
             text.contains(&format!("{field} = ")),

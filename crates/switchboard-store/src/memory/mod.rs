@@ -193,6 +193,24 @@ impl SessionStore for MemoryStore {
         Ok(OwnerClaim::Claimed)
     }
 
+    async fn swap_upstream_sessions(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> StoreResult<UpstreamSwap> {
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, Instant::now()) else {
+            return Ok(UpstreamSwap::Missing);
+        };
+        if s.record.upstream_sessions.get(upstream).map(String::as_str) != expected {
+            return Ok(UpstreamSwap::Changed(s.record.upstream_sessions.clone()));
+        }
+        apply_update(&mut s.record, SessionUpdate::UpstreamSessions(entries));
+        Ok(UpstreamSwap::Swapped)
+    }
+
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
         Ok(self.lock().remove(sid))
     }
@@ -252,6 +270,14 @@ fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
             session_id: None,
         } => {
             record.upstream_sessions.remove(&upstream);
+        }
+        SessionUpdate::UpstreamSessions(entries) => {
+            for (upstream, id) in entries {
+                match id {
+                    Some(id) => record.upstream_sessions.insert(upstream, id),
+                    None => record.upstream_sessions.remove(&upstream),
+                };
+            }
         }
     }
 }

@@ -233,7 +233,30 @@ return {1}
     )
 });
 
-/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
+/// `swap_upstream_sessions`. ARGV: upstream, expected (`''`: absent), a JSON array of
+/// `[name, value]` pairs (`value` null removes `name`). Returns `{1}` when applied, `{2, ups}`
+/// (the map's JSON) when the entry was not as expected, `{0}` when the session is gone.
+pub(crate) static SWAP_UPSTREAM: LazyLock<Script> = LazyLock::new(|| {
+    session_script(
+        false,
+        r#"
+if not alive() then return {0} end
+local name, expected = ARGV[3], ARGV[4]
+local raw = redis.call('HGET', KEYS[1], 'ups') or '{}'
+local ups = cjson.decode(raw)
+if (ups[name] or '') ~= expected then return {2, raw} end
+for _, pair in ipairs(cjson.decode(ARGV[5])) do
+  if pair[2] == cjson.null then ups[pair[1]] = nil else ups[pair[1]] = pair[2] end
+end
+redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
+changed()
+return {1}
+"#,
+    )
+});
+
+/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`, `upsn`), a, b.
+/// `upsn`: `a` is a JSON array of `[name, value]` pairs (`value` null removes `name`).
 pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -254,9 +277,15 @@ elseif kind == 'sub' or kind == 'unsub' then
   end
   if kind == 'sub' and not found then table.insert(out, a) end
   redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
-elseif kind == 'ups' or kind == 'unups' then
+elseif kind == 'ups' or kind == 'unups' or kind == 'upsn' then
   local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
-  if kind == 'ups' then ups[a] = b else ups[a] = nil end
+  if kind == 'ups' then ups[a] = b
+  elseif kind == 'unups' then ups[a] = nil
+  else
+    for _, pair in ipairs(cjson.decode(a)) do
+      if pair[2] == cjson.null then ups[pair[1]] = nil else ups[pair[1]] = pair[2] end
+    end
+  end
   redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
 end
 changed()

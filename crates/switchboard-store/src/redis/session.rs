@@ -220,12 +220,50 @@ impl SessionStore for RedisStore {
                 upstream,
                 session_id: None,
             } => ("unups", upstream, String::new()),
+            SessionUpdate::UpstreamSessions(entries) => {
+                // A JSON array of [name, value-or-null] pairs, applied in order by the script.
+                let pairs: Vec<(String, Option<String>)> = entries;
+                ("upsn", serde_json::to_string(&pairs)?, String::new())
+            }
         };
         let mut inv = self.session_call(&UPDATE, &self.session_keys(sid), None);
         inv.arg(kind).arg(a).arg(b);
         // The next `begin` reads the changed record in its own round trip (see `admit_cached`).
         self.records.forget(sid);
         Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    async fn swap_upstream_sessions(
+        &self,
+        sid: &str,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
+    ) -> StoreResult<UpstreamSwap> {
+        // An empty value never names a session (the upstream crate stores `"<id>|<revision>"`),
+        // so `''` stands for "absent".
+        let mut inv = self.session_call(&SWAP_UPSTREAM, &self.session_keys(sid), None);
+        inv.arg(upstream)
+            .arg(expected.unwrap_or(""))
+            .arg(serde_json::to_string(&entries)?);
+        self.records.forget(sid);
+        let reply: Vec<::redis::Value> = self.invoke(&inv).await?;
+        let code = match reply.first() {
+            Some(::redis::Value::Int(n)) => *n,
+            _ => return Err(StoreError::Corrupt("swap_upstream_sessions reply".into())),
+        };
+        Ok(match code {
+            0 => UpstreamSwap::Missing,
+            1 => UpstreamSwap::Swapped,
+            _ => {
+                let raw: String = match reply.get(1) {
+                    Some(v) => ::redis::from_redis_value(v.clone())
+                        .map_err(|e| StoreError::Corrupt(e.to_string()))?,
+                    None => "{}".into(),
+                };
+                UpstreamSwap::Changed(serde_json::from_str(&raw)?)
+            }
+        })
     }
 
     async fn claim_owner(

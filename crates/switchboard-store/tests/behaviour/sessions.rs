@@ -180,6 +180,37 @@ pub async fn updates_change_the_record(kind: Kind) {
         })
         .await;
     }
+    // Several entries in one update, applied in order (a name set then removed is gone).
+    let many = |pairs: &[(&str, Option<&str>)]| {
+        SessionUpdate::UpstreamSessions(
+            pairs
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.map(str::to_owned)))
+                .collect(),
+        )
+    };
+    up(many(&[
+        ("one", Some("u-2")),
+        (
+            "one#pin",
+            Some(r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#),
+        ),
+        ("gone", Some("x")),
+        ("gone", None),
+    ]))
+    .await;
+    let got = begin_ok(&b, &id, None).await;
+    assert_eq!(
+        got.upstream_sessions,
+        BTreeMap::from([
+            ("one".to_owned(), "u-2".to_owned()),
+            (
+                "one#pin".to_owned(),
+                r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#.to_owned()
+            ),
+        ])
+    );
+    up(many(&[("one#pin", None)])).await;
     up(upstream("one", None)).await;
     let got = begin_ok(&b, &id, None).await;
     assert!(
@@ -187,6 +218,60 @@ pub async fn updates_change_the_record(kind: Kind) {
         "{got:?}"
     );
     assert!(!a.update(&sid(), SessionUpdate::Initialized).await.unwrap());
+}
+
+pub async fn upstream_sessions_swap_only_when_as_expected(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let a = env.node("a").await;
+    let b = env.node("b").await;
+    let id = new_session(&a).await;
+    let entries = |v: &str| {
+        vec![
+            ("up".to_owned(), Some(v.to_owned())),
+            ("up#pin".to_owned(), Some(format!("pin of {v}"))),
+        ]
+    };
+    // The first initialization expects nothing there.
+    let first = a
+        .swap_upstream_sessions(&id, "up", None, entries("s1|r"))
+        .await
+        .unwrap();
+    assert_eq!(first, UpstreamSwap::Swapped);
+    // A second node that also saw nothing loses the race and reads the winner's entries.
+    let late = b
+        .swap_upstream_sessions(&id, "up", None, entries("s2|r"))
+        .await
+        .unwrap();
+    let current = BTreeMap::from([
+        ("up".to_owned(), "s1|r".to_owned()),
+        ("up#pin".to_owned(), "pin of s1|r".to_owned()),
+    ]);
+    assert_eq!(late, UpstreamSwap::Changed(current.clone()));
+    assert_eq!(begin_ok(&b, &id, None).await.upstream_sessions, current);
+    // Replacing the session it expects works; a removal among the entries removes.
+    let swap = vec![
+        ("up".to_owned(), Some("s3|r".to_owned())),
+        ("up#pin".to_owned(), None),
+    ];
+    let replaced = b
+        .swap_upstream_sessions(&id, "up", Some("s1|r"), swap)
+        .await
+        .unwrap();
+    assert_eq!(replaced, UpstreamSwap::Swapped);
+    assert_eq!(
+        begin_ok(&a, &id, None).await.upstream_sessions,
+        BTreeMap::from([("up".to_owned(), "s3|r".to_owned())])
+    );
+    let stale = a
+        .swap_upstream_sessions(&id, "up", Some("s1|r"), entries("s4|r"))
+        .await;
+    assert!(matches!(stale.unwrap(), UpstreamSwap::Changed(_)));
+    assert_eq!(
+        a.swap_upstream_sessions(&sid(), "up", None, entries("x|r"))
+            .await
+            .unwrap(),
+        UpstreamSwap::Missing
+    );
 }
 
 pub async fn the_session_cap_is_exact(kind: Kind) {

@@ -336,3 +336,70 @@ fn max_attached_sessions_applies_to_shared_stdio_children_only() {
         "upstream `hub`: max_attached_sessions must be greater than 0"
     );
 }
+
+#[test]
+fn replication_settings_parse_and_apply_to_session_era_http_only() {
+    let config = parse(
+        r#"
+        [[upstreams]]
+        name = "counter"
+        kind = "http"
+        url = "http://counter.test:8080/mcp"
+        on_upstream_loss = "end_session"
+        resolve_interval_ms = 2000
+        nameservers = ["127.0.0.1:5353", "10.0.0.10"]
+        max_endpoints = 8
+        max_cookie_bytes = 512
+
+        [[upstreams]]
+        name = "spread"
+        kind = "http"
+        url = "http://spread.test/mcp"
+        stateless = true
+        "#,
+    )
+    .unwrap();
+    assert!(config.problems().is_empty(), "{:?}", config.problems());
+    let counter = &config.upstreams[0];
+    assert_eq!(counter.on_upstream_loss, Some(OnUpstreamLoss::EndSession));
+    assert_eq!(counter.resolve_interval_ms, Some(2000));
+    assert!(config.upstreams[1].stateless);
+    assert!(build(&config).is_ok());
+    let text = problems(
+        r#"
+        [[upstreams]]
+        name = "s"
+        kind = "sse"
+        url = "http://x.test/sse"
+        stateless = true
+
+        [[upstreams]]
+        name = "m"
+        kind = "http"
+        url = "http://x.test/mcp"
+        revision = "2026-07-28"
+        nameservers = ["127.0.0.1"]
+
+        [[upstreams]]
+        name = "both"
+        kind = "http"
+        url = "http://x.test/mcp"
+        stateless = true
+        on_upstream_loss = "reinitialize"
+        resolve_interval_ms = 0
+        max_endpoints = 0
+        nameservers = ["dns.example"]
+        "#,
+    );
+    for needle in [
+        "upstream `s`: `stateless` applies only to kind `http` without `revision`",
+        "upstream `m`: `nameservers` applies only to kind `http` without `revision`",
+        "upstream `both`: `on_upstream_loss` does not apply to a `stateless` upstream",
+        "upstream `both`: resolve_interval_ms must be greater than 0",
+        "upstream `both`: max_endpoints must be greater than 0",
+        "upstream `both`: nameserver `dns.example` is not an IP address",
+    ] {
+        assert!(text.contains(needle), "{needle:?} in:\n{text}");
+    }
+    assert!(parse("[[upstreams]]\nname = \"x\"\nkind = \"http\"\nurl = \"http://a/\"\non_upstream_loss = \"retry\"\n").is_err());
+}

@@ -16,7 +16,7 @@ use tokio::task::JoinSet;
 use super::common::answer_server_request;
 use super::events::EventReader;
 use super::session::UpstreamSession;
-use super::wire::{Reply, Wire, WireError};
+use super::wire::{At, Reply, Wire, WireError};
 use crate::upstream::ClientPeer;
 
 /// How many times in a row a broken response stream is resumed without a message in between.
@@ -50,6 +50,18 @@ struct Place {
     resumes: u32,
 }
 
+/// The whole answer to one request.
+pub(crate) struct Answered {
+    /// The JSON-RPC response.
+    pub response: Value,
+    /// The `Mcp-Session-Id` the answer carried.
+    pub session_id: Option<String>,
+    /// The `Set-Cookie` values the answer carried.
+    pub set_cookies: Vec<String>,
+    /// Where it came from.
+    pub at: At,
+}
+
 /// What one resumable read produced.
 enum Step {
     /// The final response.
@@ -59,28 +71,35 @@ enum Step {
 }
 
 impl Call<'_> {
-    /// Sends `message` (a request whose id is `id`) and returns the whole JSON-RPC response for
-    /// `id`, with the `Mcp-Session-Id` the answer carried.
+    /// Sends `message` (a request of `method` whose id is `id`) and returns the whole JSON-RPC
+    /// response for `id`, with what else the answer carried.
     pub async fn run<M: serde::Serialize + ?Sized>(
         &self,
+        method: &str,
         message: &M,
         id: &Value,
-    ) -> Result<(Value, Option<String>), WireError> {
-        let posted = self.wire.post(message, self.session).await?;
+    ) -> Result<Answered, WireError> {
+        let posted = self.wire.post(method, message, self.session).await?;
+        let at = posted.at;
         let response = match posted.reply {
-            Reply::Json(value) => self.json_answer(value, id).await?,
-            Reply::Stream(reader) => self.follow(reader, id).await?,
+            Reply::Json(value) => self.json_answer(value, id, &at).await?,
+            Reply::Stream(reader) => self.follow(reader, id, &at).await?,
             Reply::Accepted => {
-                return Err(WireError::Failed(
-                    "it accepted the request without answering it".into(),
-                ))
+                return Err(WireError::Failed(format!(
+                    "{at} accepted the request without answering it"
+                )))
             }
         };
-        Ok((response, posted.session_id))
+        Ok(Answered {
+            response,
+            session_id: posted.session_id,
+            set_cookies: posted.set_cookies,
+            at,
+        })
     }
 
     /// A JSON answer: the response itself, or a batch holding it among other messages.
-    async fn json_answer(&self, value: Value, id: &Value) -> Result<Value, WireError> {
+    async fn json_answer(&self, value: Value, id: &Value, at: &At) -> Result<Value, WireError> {
         let mut tasks = JoinSet::new();
         let items = match value {
             Value::Array(items) => items,
@@ -91,21 +110,26 @@ impl Call<'_> {
                 return Ok(done);
             }
         }
-        Err(WireError::Failed(
-            "its JSON answer holds no response to the request".into(),
-        ))
+        Err(WireError::Failed(format!(
+            "{at}: its JSON answer holds no response to the request"
+        )))
     }
 
     /// An event-stream answer, resumed up to [`MAX_RESUMES`] times in a row when it breaks
     /// after events with ids, waiting the upstream's `retry` (at most [`MAX_RETRY`]); never when
     /// it broke on an event over `max_message_bytes`.
-    async fn follow(&self, mut reader: EventReader, id: &Value) -> Result<Value, WireError> {
+    async fn follow(
+        &self,
+        mut reader: EventReader,
+        id: &Value,
+        at: &At,
+    ) -> Result<Value, WireError> {
         let mut tasks = JoinSet::new();
         let mut place = Place::default();
         loop {
             let why = match self.read(&mut reader, id, &mut tasks, &mut place).await {
                 Step::Done(response) => return Ok(response),
-                Step::Broken(why) => why,
+                Step::Broken(why) => format!("{at}: {why}"),
             };
             // Resuming would only bring the same oversized event again.
             if let Some(limit) = reader.over_limit() {
@@ -247,7 +271,7 @@ impl Call<'_> {
                 Some(peer) => answer_server_request(&*peer, &raw).await,
                 None => refused(&raw),
             };
-            if let Err(e) = wire.post(&answer, session.as_ref()).await {
+            if let Err(e) = wire.post("response", &answer, session.as_ref()).await {
                 tracing::warn!(upstream = name, method, error = ?e, "could not return the client's answer to the upstream");
             }
         });

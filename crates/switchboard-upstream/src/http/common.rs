@@ -22,16 +22,22 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// response streams may be long).
 pub(crate) fn http_client() -> Result<reqwest::Client, String> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .connect_timeout(CONNECT_TIMEOUT)
-                .pool_idle_timeout(Duration::from_secs(90))
-                .build()
-                .map_err(|e| format!("cannot build the HTTP client: {e}"))
-        })
-        .clone()
+    CLIENT.get_or_init(|| build_http_client(|b| b)).clone()
+}
+
+/// A client with the settings of [`http_client`], changed by `adjust` (an endpoint's pool:
+/// `resolve()` to its address).
+pub(crate) fn build_http_client(
+    adjust: impl FnOnce(reqwest::ClientBuilder) -> reqwest::ClientBuilder,
+) -> Result<reqwest::Client, String> {
+    adjust(
+        reqwest::Client::builder()
+            .tcp_nodelay(true)
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(Duration::from_secs(90)),
+    )
+    .build()
+    .map_err(|e| format!("cannot build the HTTP client: {e}"))
 }
 
 /// A fresh request id for a message we send to an upstream: `"sb-<process tag>-<counter>"`.
@@ -73,24 +79,27 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
 }
 
 /// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
-/// SSE): it names the upstream; an HTTP-level refusal keeps the upstream's own error as data;
-/// a refusal of the credentials is [`credentials_refused`], a message over the size limit
-/// [`too_large`].
+/// SSE): -32006 naming the upstream, the message that failed and the endpoint that answered
+/// (also as `data.endpoint`); an HTTP-level refusal keeps the upstream's own error as
+/// `data.error`; a refusal of the credentials is [`credentials_refused`], a message over the
+/// size limit [`too_large`].
 pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
     use crate::http::wire::WireError;
+    let text = e.describe();
     match e {
-        WireError::Gone => unavailable(name, "it ended the session"),
         WireError::Refused(refusal) => credentials_refused(name, refusal),
         WireError::TooLarge(limit) => {
             too_large(name, "max_message_bytes", limit, "the request failed")
         }
-        WireError::Rpc(e) => RpcError {
+        WireError::Rpc { at, error, .. } => RpcError {
             code: codes::UPSTREAM_UNAVAILABLE,
-            message: format!("upstream `{name}` refused the request: {}", e.message),
-            data: Some(
-                json!({"upstream": name, "error": {"code": e.code, "message": e.message, "data": e.data}}),
-            ),
+            message: format!("upstream `{name}` refused the request: {text}"),
+            data: Some(json!({"upstream": name, "endpoint": at.endpoint,
+                "error": {"code": error.code, "message": error.message, "data": error.data}})),
         },
+        WireError::Gone { at, .. } | WireError::Unreachable { at, .. } => {
+            with_endpoint(unavailable(name, text), &at.endpoint)
+        }
         WireError::Failed(why) => unavailable(name, why),
     }
 }
@@ -138,6 +147,14 @@ pub(crate) fn too_large(name: &str, setting: &str, limit: usize, consequence: &s
         ),
         data: Some(data),
     }
+}
+
+/// `error` with `data.endpoint` set.
+pub(crate) fn with_endpoint(mut error: RpcError, endpoint: &str) -> RpcError {
+    if let Some(Value::Object(data)) = error.data.as_mut() {
+        data.insert("endpoint".into(), endpoint.into());
+    }
+    error
 }
 
 /// Runs one upstream call bounded by the upstream's `timeout` and the request's cancellation

@@ -82,7 +82,7 @@ impl Listeners {
 
     fn find(&self, sid: &str, upstream: &UpstreamSession, recorded: Option<&str>) -> Found {
         match self.lock().get(sid) {
-            Some(r) if r.upstream != *upstream => Found::Stale,
+            Some(r) if !r.upstream.same(upstream) => Found::Stale,
             Some(r) if r.owner_id.is_some() && r.owner_id.as_deref() == recorded => Found::Ours,
             _ => Found::Check,
         }
@@ -189,6 +189,45 @@ impl HttpUpstream {
             return;
         }
         self.start_listener(session, upstream, recorded);
+    }
+
+    /// Right after this node initialized `fresh` in place of a lost upstream session: this node
+    /// takes the lease of the upstream's GET stream (whoever held it listened on the old session,
+    /// which is gone; its listener stops on the 404 or when the endpoint no longer resolves) and
+    /// opens the stream of the new session now, so no notification the upstream sends from now
+    /// on is missed (case C06). Without a standalone peer nothing listens.
+    pub(super) async fn listen_after_reinitialize(
+        &self,
+        session: &Arc<dyn SessionHandle>,
+        fresh: &UpstreamSession,
+    ) {
+        let listeners = &self.listeners;
+        if fresh.id.is_none()
+            || listeners.no_get.load(Ordering::SeqCst)
+            || listeners.closed.load(Ordering::SeqCst)
+        {
+            return;
+        }
+        let sid = session.session_id();
+        let lease = lease_name(&self.name);
+        if let Some(placement) = session.placement() {
+            match placement.take(&**session, &lease).await {
+                Ok(Owner::Here) => {}
+                Ok(Owner::Node(n)) => {
+                    tracing::info!(upstream = %self.name, session = sid, node = n, "another node took the upstream's GET stream of the new session");
+                    return;
+                }
+                Err(e) => {
+                    tracing::info!(upstream = %self.name, session = sid, error = %e.message, "could not take the upstream's GET stream of the new session");
+                    return;
+                }
+            }
+        }
+        if matches!(listeners.find(sid, fresh, None), Found::Stale) {
+            listeners.stop(sid).await;
+        }
+        listeners.forget_check(sid);
+        self.start_listener(session, fresh, None);
     }
 
     /// Starts the listener of `session` unless one runs; records `owner_id` on a running one.

@@ -12,9 +12,10 @@ use switchboard_protocol::{codes, Revision};
 use super::call::Call;
 use super::common::{
     client_initialize_params, message, next_request_id, outcome, probe_initialize_params,
-    unavailable,
+    unavailable, with_endpoint,
 };
-use super::session::UpstreamSession;
+use super::cookies;
+use super::session::{binding_name, UpstreamSession};
 use super::wire::WireError;
 use super::HttpUpstream;
 use crate::upstream::{RequestContext, RpcError, SessionHandle};
@@ -36,7 +37,8 @@ impl HttpUpstream {
         if let Some(known) = self.known.get(sid) {
             return Ok(known);
         }
-        self.start_session(ctx).await
+        let expected = ctx.session.upstream_session(&self.name);
+        self.start_session(ctx, expected).await
     }
 
     /// A new upstream session after `failed` was answered with 404, unless a concurrent request
@@ -49,13 +51,13 @@ impl HttpUpstream {
         let sid = ctx.session.session_id();
         let lock = self.known.lock_for(sid);
         let _one_at_a_time = lock.lock().await;
-        if let Some(known) = self.known.get(sid).filter(|k| k != failed) {
+        if let Some(known) = self.known.get(sid).filter(|k| !k.same(failed)) {
             return Ok(known);
         }
-        self.start_session(ctx).await
+        self.start_session(ctx, Some(failed.encode())).await
     }
 
-    /// This upstream's session as stored in the client's session record.
+    /// This upstream's session as stored in the client's session record, with its binding.
     pub(super) fn stored(&self, session: &dyn SessionHandle) -> Option<UpstreamSession> {
         let raw = session.upstream_session(&self.name)?;
         let decoded = UpstreamSession::decode(&raw);
@@ -63,78 +65,189 @@ impl HttpUpstream {
             tracing::warn!(upstream = %self.name, session = session.session_id(), stored = raw,
                 "unreadable upstream session in the session record; initializing a new one");
         }
-        decoded
+        let binding = session.upstream_session(&binding_name(&self.name));
+        decoded.map(|s| s.with_binding(binding.as_deref()))
     }
 
     /// Initializes an upstream session with the client's stored `initialize` params and records
-    /// it in the session record and in this process.
-    async fn start_session(&self, ctx: &RequestContext) -> Result<UpstreamSession, RpcError> {
+    /// it in the session record (only while the record still holds `expected`: the value this
+    /// request found, `None` for none) and in this process. When another node recorded one
+    /// first, ours is deleted and theirs is used: one client session never has two upstream
+    /// sessions in use at once (which would split its state).
+    pub(super) async fn start_session(
+        &self,
+        ctx: &RequestContext,
+        expected: Option<String>,
+    ) -> Result<UpstreamSession, RpcError> {
         let sid = ctx.session.session_id();
         let params = client_initialize_params(ctx.session.initialize_params(), ctx.revision);
         let (session, result) = self.handshake(&params).await.map_err(|e| match e {
-            WireError::Rpc(e) => unavailable(
-                &self.name,
-                format!("it refused initialize: {} ({})", e.message, e.code),
+            WireError::Rpc { at, error, .. } => with_endpoint(
+                unavailable(
+                    &self.name,
+                    format!(
+                        "it refused initialize at {}: {} ({})",
+                        at.endpoint, error.message, error.code
+                    ),
+                ),
+                &at.endpoint,
             ),
             other => self.error(other),
         })?;
         self.facts.learn(&result, false);
-        if let Err(e) = ctx
+        // The session and its binding in one write: a node that sees one sees the other (a
+        // stale binding of an earlier session is removed with it).
+        let entries = vec![
+            (self.name.clone(), Some(session.encode())),
+            (binding_name(&self.name), session.encode_binding()),
+        ];
+        let recorded = ctx
             .session
-            .set_upstream_session(&self.name, Some(session.encode()))
-            .await
-        {
-            if session.id.is_some() {
-                let _ = self.wire.delete(&session).await;
+            .swap_upstream_sessions(&self.name, expected.as_deref(), entries)
+            .await;
+        if !matches!(recorded, Ok(true)) && session.id.is_some() {
+            let _ = self.wire.delete(&session).await;
+        }
+        match recorded {
+            Ok(true) => {}
+            Ok(false) => return self.adopt(ctx),
+            Err(e) => {
+                return Err(RpcError::new(
+                    codes::INTERNAL_ERROR,
+                    format!(
+                        "could not record the session of upstream `{}`: {e}",
+                        self.name
+                    ),
+                ))
             }
-            return Err(RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!(
-                    "could not record the session of upstream `{}`: {e}",
-                    self.name
-                ),
-            ));
         }
         self.known.put(sid, session.clone());
         tracing::info!(upstream = %self.name, session = sid, upstream_session = session.id.as_deref().unwrap_or("(none)"),
-            revision = %session.revision, "initialized the upstream session");
+            revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(session)
     }
 
-    /// `initialize` with `params`, then `notifications/initialized`. Returns the new session
-    /// (the `Mcp-Session-Id` the answer carried, if any, and the negotiated revision) and the
-    /// `InitializeResult`.
+    /// The upstream session another node recorded while this one initialized its own.
+    fn adopt(&self, ctx: &RequestContext) -> Result<UpstreamSession, RpcError> {
+        let sid = ctx.session.session_id();
+        let Some(theirs) = self.stored(&*ctx.session) else {
+            return Err(RpcError::new(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the session of upstream `{}` changed on another node at the same moment; \
+                     send the request again",
+                    self.name
+                ),
+            ));
+        };
+        tracing::info!(upstream = %self.name, session = sid, upstream_session = theirs.id.as_deref().unwrap_or("(none)"),
+            "another node initialized the upstream session first; using its (ours was deleted)");
+        self.known.put(sid, theirs.clone());
+        Ok(theirs)
+    }
+
+    /// `initialize` with `params`, then `notifications/initialized`, both at one endpoint (a
+    /// stateful upstream's pin: the next endpoint in turn, or the one after it when that one
+    /// cannot be reached) and with the cookies the `initialize` answer set. Returns the new
+    /// session (the `Mcp-Session-Id` the answer carried, if any, the negotiated revision and the
+    /// binding) and the `InitializeResult`.
     pub(super) async fn handshake(
         &self,
         params: &Value,
     ) -> Result<(UpstreamSession, Value), WireError> {
+        let candidates = if self.replication.stateless {
+            vec![None]
+        } else {
+            self.wire.candidates().await?
+        };
+        let mut unreachable = None;
+        for endpoint in candidates {
+            match self.handshake_at(endpoint, params).await {
+                Err(e @ WireError::Unreachable { .. }) => {
+                    tracing::info!(upstream = %self.name, error = %e.describe(), "trying the next endpoint for a new upstream session");
+                    unreachable = Some(e);
+                }
+                done => return done,
+            }
+        }
+        Err(unreachable.unwrap_or_else(|| WireError::Failed("no endpoint to initialize at".into())))
+    }
+
+    /// [`HttpUpstream::handshake`] at one endpoint (`None`: the URL as it is).
+    async fn handshake_at(
+        &self,
+        endpoint: Option<std::net::SocketAddr>,
+        params: &Value,
+    ) -> Result<(UpstreamSession, Value), WireError> {
+        let stateful = !self.replication.stateless;
+        let target = UpstreamSession::before_initialize(endpoint);
         let id = next_request_id();
         let request = message(Some(&id), "initialize", params);
         let call = Call {
             wire: &self.wire,
             name: &self.name,
-            session: None,
+            session: Some(&target),
             peer: None,
         };
-        let (response, session_id) = call.run(&request, &id).await?;
-        let result = outcome(response).map_err(WireError::Rpc)?;
+        let answered = call.run("initialize", &request, &id).await?;
+        let init_at = answered.at.endpoint.clone();
+        let result = outcome(answered.response).map_err(|error| WireError::Rpc {
+            at: answered.at.clone(),
+            status: reqwest::StatusCode::OK,
+            error,
+        })?;
         let revision = result
             .get("protocolVersion")
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                WireError::Failed("its initialize result has no protocolVersion".into())
+                WireError::Failed(format!(
+                    "its initialize result at {init_at} has no protocolVersion"
+                ))
             })?
             .to_owned();
         if Revision::parse(&revision).is_none() {
             tracing::warn!(upstream = %self.name, revision, "the upstream negotiated a revision switchboard does not know; passing messages through as they are");
         }
-        let session = UpstreamSession {
-            id: session_id,
-            revision,
-        };
+        let mut session = UpstreamSession::new(answered.session_id, revision);
+        if stateful {
+            session.endpoint = endpoint;
+            let set = answered.set_cookies.iter().map(String::as_str);
+            session.cookies =
+                cookies::merge(None, set, self.replication.max_cookie_bytes, &self.name).flatten();
+        }
         let initialized = message(None, "notifications/initialized", &Value::Null);
-        self.wire.post(&initialized, Some(&session)).await?;
-        Ok((session, result))
+        match self
+            .wire
+            .post("notifications/initialized", &initialized, Some(&session))
+            .await
+        {
+            Ok(_) => Ok((session, result)),
+            Err(WireError::Gone { at, status }) => Err(WireError::Failed(self.split_handshake(
+                &init_at,
+                &at.endpoint,
+                status,
+            ))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The error text for a `notifications/initialized` refused right after `initialize` made
+    /// the session: the replicas share no sessions and the two requests reached different ones.
+    fn split_handshake(&self, init_at: &str, at: &str, status: reqwest::StatusCode) -> String {
+        let same = if init_at == at {
+            format!("the same address as `initialize`, {init_at}, so something in front of it (a balancer) sent the two to different replicas")
+        } else {
+            format!("`initialize` was answered at {init_at}")
+        };
+        format!(
+            "`notifications/initialized` answered HTTP {} at {at} for the session `initialize` had \
+             just created ({same}); the upstream's replicas do not share sessions. Pin each \
+             session to one replica: give the balancer cookie affinity (switchboard keeps the \
+             cookies it sets per upstream session), use a name that resolves to every replica \
+             (a headless Service), or set `stateless = true` if the upstream keeps nothing per \
+             session",
+            status.as_u16()
+        )
     }
 
     /// The start-up probe: `initialize` with a neutral identity, record what the server says

@@ -111,7 +111,14 @@ impl Listener {
                     tracing::info!(upstream = %self.name, "the upstream offers no GET stream (405); not listening for its unsolicited messages");
                     break End::NotAllowed;
                 }
-                Err(WireError::Gone) => break End::Gone,
+                Err(WireError::Gone { .. }) => break End::Gone,
+                Err(WireError::Unreachable {
+                    pinned: Some(addr), ..
+                }) if self.wire.endpoint_gone(addr).await => {
+                    tracing::info!(upstream = %self.name, session = sid, endpoint = %addr,
+                        "the upstream session's endpoint refuses connections and no longer resolves; not listening on it");
+                    break End::Gone;
+                }
                 Err(WireError::Refused(refusal)) => {
                     // No client request waits on this stream: the refusal can only be logged
                     // (warned once per run, the same text a request would get).
@@ -229,7 +236,7 @@ impl Listener {
                 let (upstream, name) = (self.upstream.clone(), self.name.clone());
                 tasks.spawn(async move {
                     let answer = answer_server_request(&*peer, &raw).await;
-                    if let Err(e) = wire.post(&answer, Some(&upstream)).await {
+                    if let Err(e) = wire.post("response", &answer, Some(&upstream)).await {
                         tracing::warn!(upstream = name, method, error = ?e, "could not return the client's answer to the upstream");
                     }
                 });
@@ -284,14 +291,8 @@ mod tests {
 
     #[test]
     fn positions_belong_to_one_upstream_session() {
-        let s = UpstreamSession {
-            id: Some("u-1".into()),
-            revision: "2025-11-25".into(),
-        };
-        let other = UpstreamSession {
-            id: Some("u-2".into()),
-            revision: "2025-11-25".into(),
-        };
+        let s = UpstreamSession::new(Some("u-1".into()), "2025-11-25".into());
+        let other = UpstreamSession::new(Some("u-2".into()), "2025-11-25".into());
         let stored = encode_position(&s, "ev 7");
         assert_eq!(stored, "u-1 ev 7");
         assert_eq!(decode_position(&s, &stored).as_deref(), Some("ev 7"));

@@ -3,23 +3,32 @@
 //! `Mcp-Session-Id`).
 //!
 //! Submodules:
-//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers.
+//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers; `exchange`:
+//!   why one failed, naming the message and the endpoint.
 //! - `call`: one request's conversation (JSON or SSE answer, notifications, server-to-client
 //!   requests, resumption).
 //! - `lifecycle`: initializing an upstream session for a client session, re-initializing it on
 //!   404, the start-up probe.
 //! - `lease` and `listen`: the upstream's own GET stream of each client session, held by exactly
 //!   one node through a lease and resumed with `Last-Event-ID` when the lease moves.
-//! - `session`: the stored form of the upstream session and the node-local memory of it.
+//! - `session`: the stored form of the upstream session (and its binding) and the node-local
+//!   memory of it.
+//! - `endpoints`: the addresses a replicated upstream's host resolves to, one pool each.
+//! - `cookies`: the cookies an upstream sets per upstream session (balancer affinity).
+//! - `loss`: what happens when a client session's upstream session is gone.
 //! - `events`: the SSE parser (also used by [`crate::sse`]).
 //! - `common`: what both network upstreams share (client, ids, errors, facts).
 
 mod call;
 pub(crate) mod common;
+pub(crate) mod cookies;
+pub mod endpoints;
 pub(crate) mod events;
+mod exchange;
 mod lease;
 mod lifecycle;
 mod listen;
+mod loss;
 pub mod modern;
 mod session;
 pub(crate) mod wire;
@@ -38,9 +47,39 @@ use self::common::{
     bounded, cancelled_notification, exchange_error, message, next_request_id, outcome,
     CancelGuard, Facts,
 };
-use self::session::{Known, UpstreamSession};
+use self::endpoints::Resolution;
+use self::session::{binding_name, Known, UpstreamSession};
 use self::wire::{Wire, WireError};
-use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstream};
+use crate::config::OnUpstreamLoss;
+use crate::status::{EndpointStatus, State, UpstreamStatus};
+use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
+
+/// How a Streamable HTTP upstream's sessions relate to its replicas: the settings
+/// `stateless`, `on_upstream_loss`, `resolve_interval_ms`, `nameservers`, `max_endpoints` and
+/// `max_cookie_bytes` of its `[[upstreams]]` table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replication {
+    /// Nothing is kept per upstream session: requests spread freely, no pin, no cookie binding,
+    /// and a forgotten session is re-initialized with the request retried once.
+    pub stateless: bool,
+    /// What happens when a (stateful) upstream session is lost.
+    pub on_loss: OnUpstreamLoss,
+    /// How the URL's host is resolved to endpoints.
+    pub resolution: Resolution,
+    /// At most this many bytes of cookies kept per upstream session.
+    pub max_cookie_bytes: usize,
+}
+
+impl Default for Replication {
+    fn default() -> Self {
+        Replication {
+            stateless: false,
+            on_loss: OnUpstreamLoss::default(),
+            resolution: Resolution::default(),
+            max_cookie_bytes: cookies::DEFAULT_MAX_COOKIE_BYTES,
+        }
+    }
+}
 
 /// A Streamable HTTP MCP server behind the cluster.
 ///
@@ -52,14 +91,27 @@ use crate::upstream::{ClientPeer, RequestContext, RpcError, SessionHandle, Upstr
 /// [`SessionHandle::set_upstream_session`] (empty id for a server that mints none), so any node
 /// continues the session. Later requests carry `Mcp-Session-Id` and `MCP-Protocol-Version: <the
 /// revision the upstream negotiated>` (MCP 2025-11-25, basic/transports, Session Management and
-/// Protocol Version Header). When the upstream answers 404 for its session (it restarted or
-/// expired it), the session is initialized again from the stored params and the failed request
-/// is retried once; the client keeps its session id and sees nothing but a log line.
+/// Protocol Version Header).
+///
+/// **Replicas** ([`Replication`]): when the URL's host resolves to several endpoints (a
+/// headless Service, several A records), a new upstream session is initialized on one of them
+/// and every request of it (`initialize`, `notifications/initialized`, calls, the GET stream,
+/// DELETE) connects to exactly that address; the binding is stored beside the session
+/// (`"<name>#pin"`, see `session`) so every node honours it. Behind a balancer (one address,
+/// several backends) the cookies the upstream sets are kept per upstream session and sent back,
+/// which is what balancers' cookie affinity needs. When the upstream session is **lost** (404 to
+/// it, the TypeScript SDK's 400 "No valid session ID", or its endpoint refuses connections and
+/// no longer resolves), `on_upstream_loss` decides: re-initialize on a live endpoint and fail
+/// the request in flight with an error saying the state was lost, or end the client session.
+/// One session's state is never split silently over two replicas. A `stateless` upstream keeps
+/// nothing per session: its requests spread freely and a lost session is initialized again from
+/// the stored params with the failed request retried once, transparently.
 ///
 /// **Requests** are POSTed with our own ids (`"sb-<process tag>-<n>"`, never the client's, so
 /// concurrent clients cannot collide: case C22) and `Accept: application/json,
 /// text/event-stream`. On an event-stream answer, notifications go to the client through
-/// [`ClientPeer::notify`] and server-to-client requests through [`ClientPeer::request`]; the
+/// [`crate::ClientPeer::notify`] and server-to-client requests through
+/// [`crate::ClientPeer::request`]; the
 /// client's answer is POSTed back with the upstream's original id (a JSON-RPC error when the
 /// client cannot answer). Progress tokens pass through unchanged. A stream that breaks after
 /// events with ids is resumed with `Last-Event-ID` (up to 3 times in a row, waiting the
@@ -100,13 +152,15 @@ pub struct HttpUpstream {
     facts: Facts,
     known: Known,
     listeners: Arc<lease::Listeners>,
+    replication: Replication,
 }
 
 impl HttpUpstream {
     /// An upstream called `name` at `url`, sending `headers` (name, value) on every request, with
-    /// `timeout` for each call. Errors on an invalid URL or header, or a header switchboard sets
-    /// itself (`Accept`, `Content-Type`, `Mcp-Session-Id`, `MCP-Protocol-Version`,
-    /// `Last-Event-ID`).
+    /// `timeout` for each call and the default [`Replication`]. Errors on an invalid URL or
+    /// header, or a header switchboard sets itself (`Accept`, `Content-Type`, `Mcp-Session-Id`,
+    /// `MCP-Protocol-Version`, `Last-Event-ID`). A configured `Cookie` is sent with the
+    /// cookies the upstream set in the session after it.
     pub fn new<K, V>(
         name: impl Into<String>,
         url: &str,
@@ -117,8 +171,26 @@ impl HttpUpstream {
         K: AsRef<str>,
         V: AsRef<str>,
     {
+        HttpUpstream::replicated(name, url, headers, timeout, Replication::default())
+    }
+
+    /// [`HttpUpstream::new`] with `replication` settings. Errors also naming the upstream when
+    /// the resolver of its host cannot be set up.
+    pub fn replicated<K, V>(
+        name: impl Into<String>,
+        url: &str,
+        headers: impl IntoIterator<Item = (K, V)>,
+        timeout: Duration,
+        replication: Replication,
+    ) -> Result<HttpUpstream, String>
+    where
+        K: AsRef<str>,
+        V: AsRef<str>,
+    {
         let name = name.into();
-        let wire = Wire::new(url, headers).map_err(|e| format!("upstream `{name}`: {e}"))?;
+        let wire = Wire::new(url, headers)
+            .and_then(|w| w.with_endpoints(replication.resolution.clone()))
+            .map_err(|e| format!("upstream `{name}`: {e}"))?;
         Ok(HttpUpstream {
             facts: Facts::new(&name),
             name,
@@ -126,11 +198,35 @@ impl HttpUpstream {
             timeout,
             known: Known::default(),
             listeners: Arc::default(),
+            replication,
         })
     }
 
+    /// The endpoints of the URL's host as this node knows them (empty for an IP address, and
+    /// before the first resolution), for the status API.
+    pub fn endpoints(&self) -> Vec<EndpointStatus> {
+        let Some(endpoints) = self.wire.endpoints() else {
+            return Vec::new();
+        };
+        let pinned = self.known.pinned();
+        endpoints
+            .status()
+            .into_iter()
+            .map(|(addr, resolved, reached)| EndpointStatus {
+                address: addr.to_string(),
+                state: match reached {
+                    None => State::Unknown,
+                    Some(true) => State::Up,
+                    Some(false) => State::Down,
+                },
+                resolved,
+                sessions: pinned.get(&addr).copied().unwrap_or(0),
+            })
+            .collect()
+    }
+
     /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`,
-    /// `max_message_bytes` and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
+    /// `max_message_bytes`, the replication settings and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
     /// expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
     /// missing or invalid URL, or an invalid header.
     pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<HttpUpstream, String> {
@@ -145,11 +241,33 @@ impl HttpUpstream {
             .url
             .as_deref()
             .ok_or_else(|| format!("upstream `{name}`: kind `http` needs a `url`"))?;
-        HttpUpstream::new(
+        let nameservers = config
+            .nameservers
+            .iter()
+            .map(|n| endpoints::parse_nameserver(n).map_err(|e| format!("upstream `{name}`: {e}")))
+            .collect::<Result<Vec<_>, String>>()?;
+        let defaults = Resolution::default();
+        let replication = Replication {
+            stateless: config.stateless,
+            on_loss: config.on_upstream_loss.unwrap_or_default(),
+            resolution: Resolution {
+                interval: config
+                    .resolve_interval_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(defaults.interval),
+                nameservers,
+                max_endpoints: config.max_endpoints.unwrap_or(defaults.max_endpoints),
+            },
+            max_cookie_bytes: config
+                .max_cookie_bytes
+                .unwrap_or(cookies::DEFAULT_MAX_COOKIE_BYTES),
+        };
+        HttpUpstream::replicated(
             name.clone(),
             url,
             &config.headers,
             Duration::from_millis(config.timeout_ms),
+            replication,
         )
         .map(|u| u.with_max_message_bytes(config.message_limit()))
     }
@@ -171,8 +289,9 @@ impl HttpUpstream {
         self.timeout
     }
 
-    /// One request, initializing the upstream session on first use and re-initializing it once
-    /// when the upstream answers 404 for it.
+    /// One request, initializing the upstream session on first use. When the upstream session
+    /// is lost, a stateless upstream re-initializes it and retries the request once; a
+    /// stateful one applies `on_upstream_loss` (see [`loss`]).
     async fn call(
         &self,
         method: &str,
@@ -181,33 +300,43 @@ impl HttpUpstream {
     ) -> Result<Value, RpcError> {
         let session = self.session_for(ctx).await?;
         self.ensure_listener(&ctx.session, &session).await;
-        let response = match self.exchange(method, params, &session, &ctx.peer).await {
-            Err(WireError::Gone) => {
-                tracing::info!(upstream = %self.name, session = ctx.session.session_id(),
-                    "the upstream ended its session; initializing it again with the client's \
-                     stored initialize and retrying the request once");
-                let fresh = self.reinitialize(ctx, &session).await?;
-                self.ensure_listener(&ctx.session, &fresh).await;
-                match self.exchange(method, params, &fresh, &ctx.peer).await {
-                    Err(WireError::Gone) => Err(WireError::Failed(
-                        "it lost the session again right after it was initialized".into(),
-                    )),
-                    other => other,
-                }
-            }
-            other => other,
+        let failure = match self.exchange(method, params, &session, ctx).await {
+            Ok(response) => return outcome(response),
+            Err(e) => e,
         };
-        response.map_err(|e| self.error(e)).and_then(outcome)
+        let Some(lost) = self.lost(&failure, &session).await else {
+            return Err(self.error(failure));
+        };
+        if !self.replication.stateless {
+            return Err(self.on_loss(ctx, &session, lost).await);
+        }
+        tracing::info!(upstream = %self.name, session = ctx.session.session_id(), cause = %lost.cause,
+            "the upstream lost its session (stateless upstream); initializing it again with the \
+             client's stored initialize and retrying the request once");
+        let fresh = self.reinitialize(ctx, &session).await?;
+        self.listen_after_reinitialize(&ctx.session, &fresh).await;
+        match self.exchange(method, params, &fresh, ctx).await {
+            Ok(response) => outcome(response),
+            Err(e @ WireError::Gone { .. }) => Err(exchange_error(
+                &self.name,
+                WireError::Failed(format!(
+                    "it lost the session again right after it was initialized: {}",
+                    e.describe()
+                )),
+            )),
+            Err(e) => Err(self.error(e)),
+        }
     }
 
     /// POSTs one request in `session` and returns the whole JSON-RPC response. Until the answer
-    /// arrives, dropping this future sends `notifications/cancelled` for it.
+    /// arrives, dropping this future sends `notifications/cancelled` for it. Cookies the answer
+    /// sets are kept with the session's binding.
     async fn exchange(
         &self,
         method: &str,
         params: &Value,
         session: &UpstreamSession,
-        peer: &Arc<dyn ClientPeer>,
+        ctx: &RequestContext,
     ) -> Result<Value, WireError> {
         let id = next_request_id();
         let message = message(Some(&id), method, params);
@@ -216,13 +345,45 @@ impl HttpUpstream {
             wire: &self.wire,
             name: &self.name,
             session: Some(session),
-            peer: Some(peer),
+            peer: Some(&ctx.peer),
         };
-        let result = call.run(&message, &id).await;
+        let result = call.run(method, &message, &id).await;
         // Finished either way (answered, or failed with the stream): only abandoning the call
         // (client cancel, timeout, the node dropping it) sends a cancellation.
         guard.disarm();
-        result.map(|(response, _)| response)
+        let answered = result?;
+        if !answered.set_cookies.is_empty() {
+            self.keep_cookies(ctx, session, &answered.set_cookies).await;
+        }
+        Ok(answered.response)
+    }
+
+    /// Records the cookies an answer in `session` set, when they change its jar.
+    async fn keep_cookies(&self, ctx: &RequestContext, session: &UpstreamSession, set: &[String]) {
+        if self.replication.stateless || session.id.is_none() {
+            return;
+        }
+        let Some(jar) = cookies::merge(
+            session.cookies.as_deref(),
+            set.iter().map(String::as_str),
+            self.replication.max_cookie_bytes,
+            &self.name,
+        ) else {
+            return;
+        };
+        let mut updated = session.clone();
+        updated.cookies = jar;
+        let sid = ctx.session.session_id();
+        let stored = ctx
+            .session
+            .set_upstream_session(&binding_name(&self.name), updated.encode_binding())
+            .await;
+        match stored {
+            Ok(()) => self.known.put(sid, updated),
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, session = sid, error = e, "could not record the cookies the upstream set")
+            }
+        }
     }
 
     /// The `notifications/cancelled` sent if a call is abandoned before its answer.
@@ -237,9 +398,8 @@ impl HttpUpstream {
                 &id,
                 "cancelled by the client, or the upstream timeout passed",
             );
-            match tokio::time::timeout(common::CONNECT_TIMEOUT, wire.post(&note, Some(&session)))
-                .await
-            {
+            let post = wire.post("notifications/cancelled", &note, Some(&session));
+            match tokio::time::timeout(common::CONNECT_TIMEOUT, post).await {
                 Ok(Ok(_)) => tracing::debug!(upstream = name, "sent notifications/cancelled"),
                 Ok(Err(e)) => {
                     tracing::debug!(upstream = name, error = ?e, "could not send notifications/cancelled")
@@ -287,6 +447,14 @@ impl Upstream for HttpUpstream {
         self.facts.instructions()
     }
 
+    /// Its endpoints ([`HttpUpstream::endpoints`]); the state and last error come from the
+    /// calls ([`crate::tracked::Tracked`]).
+    fn statuses(&self) -> Vec<UpstreamStatus> {
+        let mut status = UpstreamStatus::new(&self.name, "http");
+        status.endpoints = self.endpoints();
+        vec![status]
+    }
+
     async fn request(
         &self,
         method: &str,
@@ -323,9 +491,10 @@ impl Upstream for HttpUpstream {
             return;
         };
         let note = message(None, method, &params);
-        match tokio::time::timeout(self.timeout, self.wire.post(&note, Some(&upstream))).await {
+        let post = self.wire.post(method, &note, Some(&upstream));
+        match tokio::time::timeout(self.timeout, post).await {
             Ok(Ok(_)) => {}
-            Ok(Err(WireError::Gone)) => {
+            Ok(Err(WireError::Gone { .. })) => {
                 tracing::debug!(upstream = %self.name, method, "the upstream session is gone; the next request initializes it again");
             }
             Ok(Err(e)) => {

@@ -192,16 +192,16 @@ impl ModernHttpUpstream {
             session: None,
             peer,
         };
-        let (response, _) = call
-            .run(&message(Some(&id), method, params), &id)
+        let answered = call
+            .run(method, &message(Some(&id), method, params), &id)
             .await
             .map_err(|e| match e {
                 // A stateless server answers JSON-RPC errors with an HTTP status (404 for
                 // -32601, 400 for -32020/-32021/-32022): they are its answer, passed on as is.
-                WireError::Rpc(e) => e,
+                WireError::Rpc { error, .. } => error,
                 other => exchange_error(&self.name, other),
             })?;
-        Ok(response)
+        Ok(answered.response)
     }
 
     /// A request through every `InputRequiredResult` round.

@@ -7,8 +7,17 @@
 //! may contain `|`; revisions never do, so the value is split at its LAST `|`. A present value
 //! means "initialized"; anything unreadable is treated as absent and the session is initialized
 //! again.
+//!
+//! The upstream session's **binding** (the endpoint it is pinned to and the cookies it set) is
+//! kept beside it, under `"<name>#pin"` in the same map (like the GET stream's position under
+//! `"<name>#get"`), as JSON `{"session":"<upstream Mcp-Session-Id>","endpoint":"<ip:port>",
+//! "cookies":"<Cookie header>"}` (each member optional but `session`). A binding for another
+//! upstream session is ignored. Keeping it under its own name leaves the `"<id>|<revision>"`
+//! value as it was, so nodes of the previous version still read the session during a rolling
+//! upgrade (they do not honour the pin).
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -21,9 +30,81 @@ pub(crate) struct UpstreamSession {
     /// The revision the upstream answered in `initialize`, sent as `MCP-Protocol-Version` on
     /// every later request (MCP 2025-11-25, basic/transports, Protocol Version Header).
     pub revision: String,
+    /// The endpoint every request of this upstream session connects to, chosen when it was
+    /// initialized; `None`: the URL as it is (an IP address, or a stateless upstream).
+    pub endpoint: Option<SocketAddr>,
+    /// The cookies the upstream set in this session, sent back as the `Cookie` header.
+    pub cookies: Option<String>,
+}
+
+/// The stored form of a binding.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Binding {
+    session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    endpoint: Option<SocketAddr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cookies: Option<String>,
+}
+
+/// The name the binding of `upstream`'s session is stored under.
+pub(crate) fn binding_name(upstream: &str) -> String {
+    format!("{upstream}#pin")
 }
 
 impl UpstreamSession {
+    /// A session without a binding.
+    pub fn new(id: Option<String>, revision: String) -> UpstreamSession {
+        UpstreamSession {
+            id,
+            revision,
+            endpoint: None,
+            cookies: None,
+        }
+    }
+
+    /// Where `initialize` goes before there is a session: `endpoint`, no id, no revision yet
+    /// (so no `MCP-Protocol-Version` header), no cookie.
+    pub fn before_initialize(endpoint: Option<SocketAddr>) -> UpstreamSession {
+        UpstreamSession {
+            endpoint,
+            ..UpstreamSession::new(None, String::new())
+        }
+    }
+
+    /// Whether `other` is the same upstream session (the same id, revision and endpoint; its
+    /// cookies may have changed since).
+    pub fn same(&self, other: &UpstreamSession) -> bool {
+        self.id == other.id && self.revision == other.revision && self.endpoint == other.endpoint
+    }
+
+    /// The binding's stored form, `None` when there is nothing to bind (no endpoint, no cookie)
+    /// or the upstream minted no session id.
+    pub fn encode_binding(&self) -> Option<String> {
+        let session = self.id.clone()?;
+        if self.endpoint.is_none() && self.cookies.is_none() {
+            return None;
+        }
+        let binding = Binding {
+            session,
+            endpoint: self.endpoint,
+            cookies: self.cookies.clone(),
+        };
+        serde_json::to_string(&binding).ok()
+    }
+
+    /// This session with the binding `stored` applied when it belongs to it.
+    pub fn with_binding(mut self, stored: Option<&str>) -> UpstreamSession {
+        let Some(binding) = stored.and_then(|s| serde_json::from_str::<Binding>(s).ok()) else {
+            return self;
+        };
+        if self.id.as_deref() == Some(binding.session.as_str()) {
+            self.endpoint = binding.endpoint;
+            self.cookies = binding.cookies;
+        }
+        self
+    }
+
     /// `"<id>|<revision>"`.
     pub fn encode(&self) -> String {
         format!("{}|{}", self.id.as_deref().unwrap_or(""), self.revision)
@@ -35,10 +116,10 @@ impl UpstreamSession {
         if revision.is_empty() {
             return None;
         }
-        Some(UpstreamSession {
-            id: (!id.is_empty()).then(|| id.to_owned()),
-            revision: revision.to_owned(),
-        })
+        Some(UpstreamSession::new(
+            (!id.is_empty()).then(|| id.to_owned()),
+            revision.to_owned(),
+        ))
     }
 }
 
@@ -84,6 +165,16 @@ impl Known {
         map.remove(sid).and_then(|e| e.session)
     }
 
+    /// How many of the upstream sessions remembered here are pinned to each endpoint.
+    pub fn pinned(&self) -> HashMap<SocketAddr, u64> {
+        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = HashMap::new();
+        for endpoint in map.values().filter_map(|e| e.session.as_ref()?.endpoint) {
+            *out.entry(endpoint).or_insert(0) += 1;
+        }
+        out
+    }
+
     fn with_entry<T>(&self, sid: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
         let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
         if !map.contains_key(sid) && map.len() >= CAPACITY {
@@ -112,16 +203,10 @@ mod tests {
 
     #[test]
     fn encodes_and_decodes_with_pipes_in_the_id() {
-        let s = UpstreamSession {
-            id: Some("a|b".into()),
-            revision: "2025-11-25".into(),
-        };
+        let s = UpstreamSession::new(Some("a|b".into()), "2025-11-25".into());
         assert_eq!(s.encode(), "a|b|2025-11-25");
         assert_eq!(UpstreamSession::decode(&s.encode()), Some(s));
-        let stateless = UpstreamSession {
-            id: None,
-            revision: "2025-06-18".into(),
-        };
+        let stateless = UpstreamSession::new(None, "2025-06-18".into());
         assert_eq!(stateless.encode(), "|2025-06-18");
         assert_eq!(UpstreamSession::decode("|2025-06-18"), Some(stateless));
         assert_eq!(UpstreamSession::decode("no-revision"), None);
@@ -129,16 +214,30 @@ mod tests {
     }
 
     #[test]
+    fn a_binding_applies_to_its_own_session_only() {
+        let mut s = UpstreamSession::new(Some("u-1".into()), "2025-11-25".into());
+        assert_eq!(s.encode_binding(), None, "nothing to bind");
+        s.endpoint = Some("127.0.0.2:80".parse().unwrap());
+        s.cookies = Some("SRV=n1".into());
+        let stored = s.encode_binding().unwrap();
+        assert_eq!(
+            stored,
+            r#"{"session":"u-1","endpoint":"127.0.0.2:80","cookies":"SRV=n1"}"#
+        );
+        let bare = UpstreamSession::decode(&s.encode()).unwrap();
+        assert_eq!(bare.clone().with_binding(Some(&stored)), s);
+        let other = UpstreamSession::new(Some("u-2".into()), "2025-11-25".into());
+        assert_eq!(other.clone().with_binding(Some(&stored)), other);
+        assert_eq!(bare.clone().with_binding(Some("garbage")), bare);
+        assert!(bare.same(&UpstreamSession::decode(&s.encode()).unwrap()));
+        assert!(!bare.same(&s), "another endpoint is another session");
+    }
+
+    #[test]
     fn known_is_bounded() {
         let k = Known::default();
         for i in 0..CAPACITY + 10 {
-            k.put(
-                &format!("s{i}"),
-                UpstreamSession {
-                    id: None,
-                    revision: "r".into(),
-                },
-            );
+            k.put(&format!("s{i}"), UpstreamSession::new(None, "r".into()));
         }
         assert!(k.map.lock().unwrap().len() <= CAPACITY);
         assert!(k.get(&format!("s{}", CAPACITY + 9)).is_some());

@@ -18,21 +18,29 @@
 //! `Content-Length` when that is larger, else cut off as it arrives), one SSE event, an error body.
 //! Over it, the exchange fails with [`WireError::TooLarge`] (case C32).
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, WWW_AUTHENTICATE};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use reqwest::header::{
+    HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, COOKIE, SET_COOKIE,
+};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
 use switchboard_protocol::headers;
 
-use super::common::{http_client, rpc_error};
+use super::common::http_client;
+use super::endpoints::{Endpoints, Resolution};
 use super::events::EventReader;
+pub(crate) use super::exchange::{describe, At, Refusal, WireError};
+use super::exchange::{failure, read_body};
 use super::session::UpstreamSession;
-use crate::upstream::RpcError;
 
 /// The `Accept` of every POST (MCP 2025-11-25, basic/transports, Sending Messages to the
 /// Server item 2: both JSON and an event stream).
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
-/// Headers we set ourselves; static headers from the configuration may not override them.
+/// Headers we set ourselves; static headers from the configuration may not override them. A
+/// configured `Cookie` is allowed: the cookies of an upstream session are added to it.
 const RESERVED: [&str; 7] = [
     "accept",
     "content-type",
@@ -42,9 +50,6 @@ const RESERVED: [&str; 7] = [
     headers::MCP_PROTOCOL_VERSION,
     headers::LAST_EVENT_ID,
 ];
-
-/// How much of an unexpected error body is quoted in an error message.
-const QUOTED_BODY: usize = 200;
 
 /// What the upstream answered to a POST.
 pub(crate) enum Reply {
@@ -72,48 +77,10 @@ pub(crate) struct Posted {
     pub reply: Reply,
     /// The session id the upstream assigned (only meaningful on `initialize`).
     pub session_id: Option<String>,
-}
-
-/// Why an exchange failed.
-#[derive(Debug)]
-pub(crate) enum WireError {
-    /// 404 to a request that carried our `Mcp-Session-Id`: the upstream ended or forgot the
-    /// session (MCP 2025-11-25, basic/transports, Session Management items 3–4).
-    Gone,
-    /// An HTTP error status whose body was a JSON-RPC error: passed on as is.
-    Rpc(RpcError),
-    /// 401 or 403: the upstream refused the credentials it was sent.
-    Refused(Refusal),
-    /// A JSON body or an SSE event larger than the limit (`max_message_bytes`, in bytes).
-    TooLarge(usize),
-    /// Anything else: unreachable, unexpected status or body. The text says what.
-    Failed(String),
-}
-
-impl WireError {
-    /// Whether the error's text is about a session (see the 400 rule in [`Wire::post`]).
-    fn mentions_session(&self) -> bool {
-        let text = match self {
-            WireError::Gone => return true,
-            WireError::Refused(_) | WireError::TooLarge(_) => return false,
-            WireError::Rpc(e) => e.message.to_ascii_lowercase(),
-            WireError::Failed(why) => why.to_ascii_lowercase(),
-        };
-        text.contains("session")
-    }
-}
-
-/// What a 401 or 403 said (RFC 9110 §15.5.2 and §15.5.4; MCP 2025-06-18,
-/// basic/authorization, Error Handling).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Refusal {
-    /// 401 or 403.
-    pub status: StatusCode,
-    /// Every `WWW-Authenticate` value as sent, joined with `, ` when there were several (RFC
-    /// 9110 §5.3); `None` when there was none.
-    pub www_authenticate: Option<String>,
-    /// The JSON-RPC error of the body, when it held one.
-    pub error: Option<RpcError>,
+    /// Where the answer came from.
+    pub at: At,
+    /// The `Set-Cookie` values of the answer.
+    pub set_cookies: Vec<String>,
 }
 
 /// The HTTP side of one upstream.
@@ -121,8 +88,20 @@ pub(crate) struct Wire {
     url: Url,
     headers: HeaderMap,
     client: reqwest::Client,
+    /// The endpoints of a URL that names a host (see [`Endpoints`]); `None`: the URL as it is.
+    endpoints: Option<Arc<Endpoints>>,
     /// The largest JSON body or SSE event read, in bytes.
     max_message: usize,
+}
+
+/// Where one request goes.
+struct Route {
+    client: reqwest::Client,
+    endpoint: String,
+    pinned: Option<SocketAddr>,
+    /// The endpoint it connects to and the endpoints to record the outcome in, when the URL
+    /// names a host.
+    tracked: Option<(SocketAddr, Arc<Endpoints>)>,
 }
 
 impl Wire {
@@ -144,6 +123,7 @@ impl Wire {
             url,
             headers: header_map(static_headers)?,
             client: http_client()?,
+            endpoints: None,
             max_message: usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES)
                 .unwrap_or(usize::MAX),
         })
@@ -162,8 +142,16 @@ impl Wire {
             url: self.url.clone(),
             headers: self.headers.clone(),
             client: self.client.clone(),
+            endpoints: self.endpoints.clone(),
             max_message: self.max_message,
         }
+    }
+
+    /// The same wire reaching the endpoints of the URL's host one by one (see [`Endpoints`]);
+    /// unchanged when the host is an IP address.
+    pub fn with_endpoints(mut self, resolution: Resolution) -> Result<Wire, String> {
+        self.endpoints = Endpoints::for_url(&self.url, resolution)?.map(Arc::new);
+        Ok(self)
     }
 
     /// The upstream's URL.
@@ -171,38 +159,106 @@ impl Wire {
         &self.url
     }
 
-    /// POSTs one JSON-RPC message with `Accept: application/json, text/event-stream`.
+    /// The endpoints, when the URL names a host.
+    pub fn endpoints(&self) -> Option<&Arc<Endpoints>> {
+        self.endpoints.as_ref()
+    }
+
+    /// Where a new upstream session may be initialized, in the order to try them: the current
+    /// endpoints starting with the next in turn (round robin); `[None]` (the URL as it is) when
+    /// the URL is an IP address.
+    pub async fn candidates(&self) -> Result<Vec<Option<SocketAddr>>, WireError> {
+        let Some(endpoints) = &self.endpoints else {
+            return Ok(vec![None]);
+        };
+        let addrs = endpoints.candidates().await.map_err(WireError::Failed)?;
+        Ok(addrs.into_iter().map(Some).collect())
+    }
+
+    /// Whether the pinned endpoint `addr` is gone: after resolving again now, the name no longer
+    /// includes it. Always `false` without endpoints (an IP address).
+    pub async fn endpoint_gone(&self, addr: SocketAddr) -> bool {
+        match &self.endpoints {
+            Some(endpoints) => !endpoints.still_resolves(addr).await,
+            None => false,
+        }
+    }
+
+    /// The client and endpoint for a request in `session`: its pinned endpoint, else any
+    /// current endpoint (a stateless upstream, spread freely), else the URL as it is.
+    async fn route(&self, session: Option<&UpstreamSession>) -> Result<Route, WireError> {
+        let pinned = session.and_then(|s| s.endpoint);
+        let Some(endpoints) = &self.endpoints else {
+            return Ok(Route {
+                client: self.client.clone(),
+                endpoint: self.authority(),
+                pinned: None,
+                tracked: None,
+            });
+        };
+        let addr = match pinned {
+            Some(addr) => addr,
+            None => endpoints.pick().await.map_err(WireError::Failed)?,
+        };
+        let client = endpoints.client(addr).map_err(WireError::Failed)?;
+        Ok(Route {
+            client,
+            endpoint: addr.to_string(),
+            pinned,
+            tracked: Some((addr, endpoints.clone())),
+        })
+    }
+
+    /// The URL's `host:port`.
+    fn authority(&self) -> String {
+        let host = self.url.host_str().unwrap_or("");
+        match self.url.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        }
+    }
+
+    /// POSTs one JSON-RPC message (`what`: its method, or `response`) with `Accept:
+    /// application/json, text/event-stream`.
     pub async fn post<M: serde::Serialize + ?Sized>(
         &self,
+        what: &str,
         message: &M,
         session: Option<&UpstreamSession>,
     ) -> Result<Posted, WireError> {
-        let request =
-            self.request(Method::POST, session)
-                .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
-                .header(CONTENT_TYPE, headers::APPLICATION_JSON)
-                .body(serde_json::to_vec(message).map_err(|e| {
-                    WireError::Failed(format!("cannot serialize the message: {e}"))
-                })?);
-        let response = send(request).await?;
+        let body = serde_json::to_vec(message)
+            .map_err(|e| WireError::Failed(format!("cannot serialize `{what}`: {e}")))?;
+        let route = self.route(session).await?;
+        let request = self
+            .request(&route, Method::POST, session)
+            .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
+            .header(CONTENT_TYPE, headers::APPLICATION_JSON)
+            .body(body);
+        let (response, at) = send(request, what, &route).await?;
         let status = response.status();
         let session_id = response
             .headers()
             .get(headers::MCP_SESSION_ID)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let set_cookies = response
+            .headers()
+            .get_all(SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok().map(str::to_owned))
+            .collect();
         let had_session = session.is_some_and(|s| s.id.is_some());
         if status == StatusCode::NOT_FOUND && had_session {
-            return Err(WireError::Gone);
+            return Err(WireError::Gone { at, status });
         }
         if !status.is_success() {
-            let failed = failure(response, self.max_message).await;
+            let failed = failure(response, &at, self.max_message).await;
             // Not spec (which says 404), but common: the TypeScript SDK's server answers an
             // unknown session id with 400 "Bad Request: No valid session ID provided". Treat a
             // 400 that talks about the session, to a request that carried one, as a lost session
             // (re-initialized and retried once, like 404).
             if status == StatusCode::BAD_REQUEST && had_session && failed.mentions_session() {
-                return Err(WireError::Gone);
+                return Err(WireError::Gone { at, status });
             }
             return Err(failed);
         }
@@ -212,17 +268,24 @@ impl Wire {
         } else if is_event_stream(&response) {
             Reply::Stream(EventReader::new(response, self.max_message))
         } else {
-            let body = read_body(response, self.max_message).await?;
+            let body = read_body(response, self.max_message, &at).await?;
             if body.iter().all(u8::is_ascii_whitespace) {
                 Reply::Accepted
             } else {
                 let value = serde_json::from_slice(&body).map_err(|e| {
-                    WireError::Failed(format!("HTTP {status} with a body that is not JSON: {e}"))
+                    WireError::Failed(format!(
+                        "{at} answered HTTP {status} with a body that is not JSON: {e}"
+                    ))
                 })?;
                 Reply::Json(value)
             }
         };
-        Ok(Posted { reply, session_id })
+        Ok(Posted {
+            reply,
+            session_id,
+            at,
+            set_cookies,
+        })
     }
 
     /// The same headers and client towards another URL (the POST endpoint a legacy SSE server
@@ -230,6 +293,7 @@ impl Wire {
     pub fn with_url(&self, url: Url) -> Wire {
         Wire {
             url,
+            endpoints: None,
             ..self.clone_parts()
         }
     }
@@ -249,17 +313,18 @@ impl Wire {
     /// GETs the URL as an event stream (the legacy HTTP+SSE transport's SSE endpoint: MCP
     /// 2024-11-05, basic/transports, HTTP with SSE).
     pub async fn listen(&self) -> Result<EventReader, WireError> {
+        let route = self.route(None).await?;
         let request = self
-            .request(Method::GET, None)
+            .request(&route, Method::GET, None)
             .header(ACCEPT, headers::TEXT_EVENT_STREAM);
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         if !response.status().is_success() {
-            return Err(failure(response, self.max_message).await);
+            return Err(failure(response, &at, self.max_message).await);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "the answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "{at}: the answer is not an event stream"
+            )));
         }
         Ok(EventReader::new(response, self.max_message))
     }
@@ -272,55 +337,65 @@ impl Wire {
         session: &UpstreamSession,
         last_event_id: &str,
     ) -> Result<EventReader, WireError> {
+        let route = self.route(Some(session)).await?;
         let request = self
-            .request(Method::GET, Some(session))
+            .request(&route, Method::GET, Some(session))
             .header(ACCEPT, headers::TEXT_EVENT_STREAM)
             .header(headers::LAST_EVENT_ID, last_event_id);
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         let status = response.status();
         if !status.is_success() {
-            return Err(match failure(response, self.max_message).await {
+            return Err(match failure(response, &at, self.max_message).await {
                 WireError::Failed(why) => WireError::Failed(format!("resuming failed: {why}")),
                 other => other,
             });
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "resuming failed: the answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "resuming failed: {at}: the answer is not an event stream"
+            )));
         }
         Ok(EventReader::new(response, self.max_message))
     }
 
     /// GETs the upstream's standalone stream in `session` (MCP 2025-11-25, basic/transports,
     /// Listening for Messages from the Server), resuming after `last_event_id` when given
-    /// (Resumability and Redelivery). 404 is [`WireError::Gone`] when the session has an id.
+    /// (Resumability and Redelivery). 404, and the 400 rule of [`Wire::post`], are
+    /// [`WireError::Gone`] when the session has an id.
     pub async fn open_stream(
         &self,
         session: &UpstreamSession,
         last_event_id: Option<&str>,
     ) -> Result<Opened, WireError> {
+        let route = self.route(Some(session)).await?;
         let mut request = self
-            .request(Method::GET, Some(session))
+            .request(&route, Method::GET, Some(session))
             .header(ACCEPT, headers::TEXT_EVENT_STREAM);
         if let Some(id) = last_event_id {
             request = request.header(headers::LAST_EVENT_ID, id);
         }
-        let response = send(request).await?;
+        let (response, at) = send(request, "GET", &route).await?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Opened::NotAllowed);
         }
         if status == StatusCode::NOT_FOUND && session.id.is_some() {
-            return Err(WireError::Gone);
+            return Err(WireError::Gone { at, status });
         }
         if !status.is_success() {
-            return Err(failure(response, self.max_message).await);
+            let failed = failure(response, &at, self.max_message).await;
+            if status == StatusCode::BAD_REQUEST
+                && session.id.is_some()
+                && failed.mentions_session()
+            {
+                return Err(WireError::Gone { at, status });
+            }
+            return Err(failed);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(
-                "its GET answer is not an event stream".into(),
-            ));
+            return Err(WireError::Failed(format!(
+                "{at}: its GET answer is not an event stream"
+            )));
         }
         Ok(Opened::Stream(EventReader::new(response, self.max_message)))
     }
@@ -328,29 +403,49 @@ impl Wire {
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
     /// item 5). A 405 (the server does not let clients end sessions) counts as done.
     pub async fn delete(&self, session: &UpstreamSession) -> Result<(), String> {
-        let response = self
-            .request(Method::DELETE, Some(session))
-            .send()
+        let route = self.route(Some(session)).await.map_err(|e| e.describe())?;
+        let request = self.request(&route, Method::DELETE, Some(session));
+        let (response, at) = send(request, "DELETE", &route)
             .await
-            .map_err(|e| describe(&e))?;
+            .map_err(|e| e.describe())?;
         let status = response.status();
         if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
             Ok(())
         } else {
-            Err(format!("HTTP {status}"))
+            Err(format!("{at} answered HTTP {status}"))
         }
     }
 
-    fn request(&self, method: Method, session: Option<&UpstreamSession>) -> RequestBuilder {
-        let mut builder = self
+    fn request(
+        &self,
+        route: &Route,
+        method: Method,
+        session: Option<&UpstreamSession>,
+    ) -> RequestBuilder {
+        let mut headers = self.headers.clone();
+        if let Some(cookies) = session.and_then(|s| s.cookies.as_deref()) {
+            // One `Cookie` header (RFC 6265 §5.4): the configured one first, then the session's.
+            let value = match headers.get(COOKIE).and_then(|v| v.to_str().ok()) {
+                Some(configured) => format!("{configured}; {cookies}"),
+                None => cookies.to_owned(),
+            };
+            if let Ok(mut value) = HeaderValue::from_str(&value) {
+                value.set_sensitive(true);
+                headers.insert(COOKIE, value);
+            }
+        }
+        let mut builder = route
             .client
             .request(method, self.url.clone())
-            .headers(self.headers.clone());
+            .headers(headers);
         if let Some(s) = session {
             if let Some(id) = &s.id {
                 builder = builder.header(headers::MCP_SESSION_ID, id);
             }
-            builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
+            // Empty before `initialize` negotiated one (see `UpstreamSession::before_initialize`).
+            if !s.revision.is_empty() {
+                builder = builder.header(headers::MCP_PROTOCOL_VERSION, &s.revision);
+            }
         }
         builder
     }
@@ -380,11 +475,34 @@ where
     Ok(map)
 }
 
-async fn send(request: RequestBuilder) -> Result<Response, WireError> {
-    request
-        .send()
-        .await
-        .map_err(|e| WireError::Failed(describe(&e)))
+/// Sends `request` (the message `what`) along `route`; the answer and where it came from.
+async fn send(
+    request: RequestBuilder,
+    what: &str,
+    route: &Route,
+) -> Result<(Response, At), WireError> {
+    let mut at = At {
+        what: what.to_owned(),
+        endpoint: route.endpoint.clone(),
+    };
+    let sent = request.send().await;
+    if let Some((addr, endpoints)) = &route.tracked {
+        endpoints.reached(*addr, !matches!(&sent, Err(e) if e.is_connect()));
+    }
+    match sent {
+        Ok(response) => {
+            if let Some(addr) = response.remote_addr() {
+                at.endpoint = addr.to_string();
+            }
+            Ok((response, at))
+        }
+        Err(e) if e.is_connect() => Err(WireError::Unreachable {
+            why: describe(&e),
+            pinned: route.pinned,
+            at,
+        }),
+        Err(e) => Err(WireError::Failed(format!("{at}: {}", describe(&e)))),
+    }
 }
 
 fn is_event_stream(response: &Response) -> bool {
@@ -393,89 +511,6 @@ fn is_event_stream(response: &Response) -> bool {
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with(headers::TEXT_EVENT_STREAM))
-}
-
-/// A whole body of at most `max` bytes: refused from its `Content-Length` when that is larger,
-/// else read until it passes `max` ([`WireError::TooLarge`]).
-async fn read_body(mut response: Response, max: usize) -> Result<bytes::Bytes, WireError> {
-    let too_large = |len: u64| usize::try_from(len).map_or(true, |len| len > max);
-    if response.content_length().is_some_and(too_large) {
-        return Err(WireError::TooLarge(max));
-    }
-    let mut body = bytes::BytesMut::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| WireError::Failed(describe(&e)))?
-    {
-        if body.len() + chunk.len() > max {
-            return Err(WireError::TooLarge(max));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body.freeze())
-}
-
-/// An error status: [`WireError::Refused`] for 401 and 403; else a JSON-RPC error from its body
-/// when there is one, otherwise the status and the start of the body. A body over `max` bytes
-/// (or unreadable) counts as empty.
-async fn failure(response: Response, max: usize) -> WireError {
-    let status = response.status();
-    let www_authenticate = www_authenticate(response.headers());
-    let body = read_body(response, max).await.unwrap_or_default();
-    let error = serde_json::from_slice::<Value>(&body)
-        .ok()
-        .and_then(|value| value.get("error").filter(|e| e.is_object()).map(rpc_error));
-    if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-        return WireError::Refused(Refusal {
-            status,
-            www_authenticate,
-            error,
-        });
-    }
-    if let Some(error) = error {
-        return WireError::Rpc(error);
-    }
-    let text = String::from_utf8_lossy(&body);
-    let text = text.trim();
-    if text.is_empty() {
-        WireError::Failed(format!("HTTP {status}"))
-    } else {
-        let quoted: String = text.chars().take(QUOTED_BODY).collect();
-        WireError::Failed(format!("HTTP {status}: {quoted}"))
-    }
-}
-
-/// Every `WWW-Authenticate` value, joined with `, ` (text that is not visible ASCII kept as
-/// UTF-8, lossily).
-fn www_authenticate(headers: &HeaderMap) -> Option<String> {
-    let values: Vec<String> = headers
-        .get_all(WWW_AUTHENTICATE)
-        .iter()
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .collect();
-    (!values.is_empty()).then(|| values.join(", "))
-}
-
-/// A reqwest error with its causes ("error sending request … : connection refused").
-pub(crate) fn describe(e: &reqwest::Error) -> String {
-    let mut text = if e.is_timeout() {
-        "timed out".to_owned()
-    } else if e.is_connect() {
-        "cannot connect".to_owned()
-    } else {
-        e.to_string()
-    };
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        let s_text = s.to_string();
-        if !text.contains(&s_text) {
-            text.push_str(": ");
-            text.push_str(&s_text);
-        }
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

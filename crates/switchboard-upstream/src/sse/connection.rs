@@ -119,6 +119,7 @@ impl Connection {
     /// Notifications and server-to-client requests meanwhile go to `peer`.
     pub async fn request<M: serde::Serialize + ?Sized>(
         &self,
+        what: &str,
         message: &M,
         id: &Value,
         peer: Option<Arc<dyn ClientPeer>>,
@@ -140,16 +141,20 @@ impl Connection {
             shared: &self.shared,
             key,
         };
-        self.post(message).await?;
+        self.post(what, message).await?;
         tokio::select! {
             answer = rx => answer.map_err(|_| closed(&self.shared)),
             () = self.shared.closed.cancelled() => Err(closed(&self.shared)),
         }
     }
 
-    /// POSTs a notification or response.
-    pub async fn post<M: serde::Serialize + ?Sized>(&self, message: &M) -> Result<(), WireError> {
-        self.shared.post.post(message, None).await.map(|_| ())
+    /// POSTs a notification or response (`what`: its method, or `response`).
+    pub async fn post<M: serde::Serialize + ?Sized>(
+        &self,
+        what: &str,
+        message: &M,
+    ) -> Result<(), WireError> {
+        self.shared.post.post(what, message, None).await.map(|_| ())
     }
 }
 
@@ -286,7 +291,12 @@ fn answer(shared: &Arc<Shared>, method: &str, raw: Value) {
                 "code": switchboard_protocol::codes::INVALID_REQUEST,
                 "message": "no client request is running to carry this request"}}),
         };
-        match tokio::time::timeout(ANSWER_POST_TIMEOUT, shared.post.post(&reply, None)).await {
+        match tokio::time::timeout(
+            ANSWER_POST_TIMEOUT,
+            shared.post.post("response", &reply, None),
+        )
+        .await
+        {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
                 tracing::warn!(upstream = shared.name, method, error = ?e, "could not return the client's answer to the upstream")

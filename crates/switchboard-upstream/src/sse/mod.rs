@@ -138,11 +138,16 @@ impl SseUpstream {
                 "cancelled by the client, or the upstream timeout passed",
             );
             CancelGuard::new(async move {
-                let _ = tokio::time::timeout(CONNECT_TIMEOUT, conn.post(&note)).await;
+                let _ = tokio::time::timeout(
+                    CONNECT_TIMEOUT,
+                    conn.post("notifications/cancelled", &note),
+                )
+                .await;
             })
         };
         let answer = conn
             .request(
+                method,
                 &request,
                 &id,
                 Some(ctx.peer.clone()),
@@ -222,7 +227,7 @@ impl SseUpstream {
         let id = next_request_id();
         let request = message(Some(&id), "initialize", params);
         let response = conn
-            .request(&request, &id, None, None)
+            .request("initialize", &request, &id, None, None)
             .await
             .map_err(|e| self.error(e))?;
         let result = outcome(response).map_err(|e| {
@@ -237,7 +242,9 @@ impl SseUpstream {
             .unwrap_or("2024-11-05")
             .to_owned();
         let initialized = message(None, "notifications/initialized", &Value::Null);
-        conn.post(&initialized).await.map_err(|e| self.error(e))?;
+        conn.post("notifications/initialized", &initialized)
+            .await
+            .map_err(|e| self.error(e))?;
         self.facts.learn(&result, false);
         Ok((conn, revision))
     }
@@ -319,7 +326,7 @@ impl Upstream for SseUpstream {
             return;
         };
         let note = message(None, method, &params);
-        if let Ok(Err(e)) = tokio::time::timeout(self.timeout, conn.post(&note)).await {
+        if let Ok(Err(e)) = tokio::time::timeout(self.timeout, conn.post(method, &note)).await {
             tracing::warn!(upstream = %self.name, method, error = ?e, "could not forward a notification");
         }
     }

@@ -1,5 +1,6 @@
 //! A tiny hand-written Streamable HTTP server for edge cases. It negotiates 2025-06-18 whatever
-//! the client asks (to check which revision we send afterwards), records every HTTP request, and
+//! the client asks (to check which revision we send afterwards), sets the cookie `SRV=e1` on
+//! `initialize` (as a balancer with cookie affinity would), records every HTTP request, and
 //! answers `tools/call` by tool name:
 //! - `echo`: a JSON answer whose text is `arguments.text` and whose `structuredContent.id` is
 //!   the JSON-RPC id it received;
@@ -189,6 +190,10 @@ fn initialize(edge: &Edge, body: &Value) -> Response {
             "serverInfo": {"name": "edge", "version": "0.1"}}),
     );
     let mut response = json_response(answer);
+    // As a balancer with cookie affinity would (HAProxy `cookie SRV insert`).
+    response
+        .headers_mut()
+        .insert("set-cookie", "SRV=e1; path=/; HttpOnly".parse().unwrap());
     if !edge.stateless {
         let sid = format!("edge-{}", edge.counter.fetch_add(1, Ordering::SeqCst));
         edge.sessions.lock().unwrap().insert(sid.clone());

@@ -9,17 +9,35 @@ use tokio_util::sync::CancellationToken;
 
 use super::edge::{self, Edge};
 use super::{call, ctx, eventually, refused_url, session, text, FakePeer};
-use crate::config::{UpstreamConfig, UpstreamKind};
-use crate::{HttpUpstream, PeerError, SessionHandle, Upstream};
+use crate::config::{OnUpstreamLoss, UpstreamConfig, UpstreamKind};
+use crate::http::Replication;
+use crate::{HttpUpstream, LocalSession, PeerError, SessionHandle, Upstream};
 
 fn upstream(url: &str, timeout: Duration) -> HttpUpstream {
     HttpUpstream::new("edge", url, [("X-Api-Key", "k-1")], timeout).unwrap()
+}
+
+/// The edge upstream with `replication` settings.
+fn replicated(url: &str, replication: Replication) -> HttpUpstream {
+    let timeout = Duration::from_secs(10);
+    HttpUpstream::replicated("edge", url, [("X-Api-Key", "k-1")], timeout, replication).unwrap()
 }
 
 async fn started(stateless: bool) -> (CancellationToken, Arc<Edge>, HttpUpstream) {
     let stop = CancellationToken::new();
     let (edge, url) = edge::start(&stop, stateless).await;
     (stop, edge, upstream(&url, Duration::from_secs(10)))
+}
+
+/// An edge server (minting sessions) behind an upstream declared `stateless = true`.
+async fn started_declared_stateless() -> (CancellationToken, Arc<Edge>, HttpUpstream) {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let replication = Replication {
+        stateless: true,
+        ..Replication::default()
+    };
+    (stop, edge, replicated(&url, replication))
 }
 
 #[tokio::test]
@@ -67,8 +85,8 @@ async fn later_requests_carry_the_upstreams_revision_session_and_static_headers(
 }
 
 #[tokio::test]
-async fn a_404_reinitializes_with_the_stored_params_and_retries_once() {
-    let (stop, edge, up) = started(false).await;
+async fn a_404_reinitializes_a_stateless_upstream_with_the_stored_params_and_retries_once() {
+    let (stop, edge, up) = started_declared_stateless().await;
     let s = session("c-404");
     let peer = FakePeer::quiet();
     up.request(
@@ -116,8 +134,8 @@ async fn a_404_reinitializes_with_the_stored_params_and_retries_once() {
 }
 
 #[tokio::test]
-async fn a_400_about_the_session_also_reinitializes_and_retries_once() {
-    let (stop, edge, up) = started(false).await;
+async fn a_400_about_the_session_also_reinitializes_a_stateless_upstream_and_retries_once() {
+    let (stop, edge, up) = started_declared_stateless().await;
     edge.unknown_session_is_400();
     let s = session("c-400");
     let peer = FakePeer::quiet();
@@ -269,7 +287,17 @@ async fn an_unreachable_upstream_is_a_prompt_error_naming_it() {
         err.message
     );
     assert!(started.elapsed() < Duration::from_secs(6));
-    assert_eq!(err.data, Some(json!({"upstream": "edge"})));
+    // The message that failed and the endpoint it was for.
+    assert!(err.message.contains("for `initialize`"), "{}", err.message);
+    let endpoint = err.data.as_ref().unwrap()["endpoint"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(err.message.contains(&endpoint), "{}", err.message);
+    assert_eq!(
+        err.data,
+        Some(json!({"upstream": "edge", "endpoint": endpoint}))
+    );
     // prepare() logs and keeps the defaults.
     up.prepare().await;
     assert!(!up.probed());
@@ -418,5 +446,212 @@ async fn messages_over_max_message_bytes_fail_the_call_naming_the_limit() {
     }
     let gets = edge.seen().into_iter().filter(|s| s.http == "GET").count();
     assert_eq!(gets, 0, "no resumption of the broken stream");
+    stop.cancel();
+}
+
+/// C02 (the default `on_upstream_loss = "reinitialize"`): a stateful upstream that forgot the
+/// session is never continued silently: the request that finds it gone is not run and fails
+/// with -32006 saying the state was lost (and where); a new upstream session is made from the
+/// stored params at once, the next request runs in it, and the client's session id stays.
+#[tokio::test]
+async fn a_lost_session_of_a_stateful_upstream_fails_the_request_and_reinitializes() {
+    let (stop, edge, up) = started(false).await;
+    let s = session("c-lost");
+    let peer = FakePeer::quiet();
+    let one = call("echo", json!({"text": "1"}));
+    up.request("tools/call", one, ctx(&s, &peer)).await.unwrap();
+    edge.expire_all();
+    let err = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
+    let data = err.data.clone().unwrap();
+    assert_eq!(data["upstream"], "edge");
+    assert_eq!(data["reason"], "upstream_session_lost");
+    let endpoint = data["endpoint"].as_str().unwrap();
+    for needle in [
+        "upstream `edge` lost this session's state",
+        "`tools/call`",
+        "HTTP 404",
+        endpoint,
+        "the request was not run",
+        "the next request runs in a new upstream session",
+    ] {
+        assert!(
+            err.message.contains(needle),
+            "{needle:?} in {}",
+            err.message
+        );
+    }
+    // The request that found the session gone was sent once, never retried.
+    assert_eq!(edge.seen_method("tools/call").len(), 2);
+    assert_eq!(edge.seen_method("initialize").len(), 2);
+    assert_eq!(
+        s.upstream_session("edge").as_deref(),
+        Some("edge-1|2025-06-18")
+    );
+    let r = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "3"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "3");
+    assert_eq!(
+        edge.seen().last().unwrap().headers["mcp-session-id"],
+        "edge-1"
+    );
+    assert_eq!(s.session_id(), "c-lost");
+    stop.cancel();
+}
+
+/// C02 with `on_upstream_loss = "end_session"`: the request fails saying the client session has
+/// ended, and the session handle is asked to end the client session.
+#[tokio::test]
+async fn a_lost_session_ends_the_client_session_when_configured() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let replication = Replication {
+        on_loss: OnUpstreamLoss::EndSession,
+        ..Replication::default()
+    };
+    let up = replicated(&url, replication);
+    let s: Arc<LocalSession> = session("c-end-on-loss");
+    let peer = FakePeer::quiet();
+    let one = call("echo", json!({"text": "1"}));
+    up.request("tools/call", one, ctx(&s, &peer)).await.unwrap();
+    edge.expire_all();
+    let err = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.data.as_ref().unwrap()["session_ended"], true);
+    assert!(
+        err.message.contains("the client session has ended"),
+        "{}",
+        err.message
+    );
+    let reason = s.ended().expect("the client session was ended");
+    assert!(reason.contains("HTTP 404"), "{reason}");
+    assert_eq!(
+        edge.seen_method("initialize").len(),
+        1,
+        "no new upstream session"
+    );
+    stop.cancel();
+}
+
+/// The cookie the upstream set on `initialize` goes back on every later request of the upstream
+/// session (`notifications/initialized` first), after a configured `Cookie`, in one header; it
+/// is kept with the session's binding, so another node sends it too.
+#[tokio::test]
+async fn cookies_the_upstream_sets_go_back_on_every_request_of_its_session() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let timeout = Duration::from_secs(10);
+    let up = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
+    let s = session("c-cookie");
+    let peer = FakePeer::quiet();
+    up.request(
+        "tools/call",
+        call("echo", json!({"text": "1"})),
+        ctx(&s, &peer),
+    )
+    .await
+    .unwrap();
+    let seen = edge.seen();
+    assert_eq!(
+        seen[0].headers["cookie"], "team=blue",
+        "initialize: no session cookie yet"
+    );
+    for later in &seen[1..] {
+        assert_eq!(
+            later.headers["cookie"], "team=blue; SRV=e1",
+            "{}",
+            later.method
+        );
+    }
+    let binding = s
+        .upstream_session("edge#pin")
+        .expect("the binding is stored");
+    assert_eq!(binding, r#"{"session":"edge-0","cookies":"SRV=e1"}"#);
+    // Another node (a fresh upstream over the same record) sends it too.
+    let other = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
+    other
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        edge.seen().last().unwrap().headers["cookie"],
+        "team=blue; SRV=e1"
+    );
+    stop.cancel();
+}
+
+/// Two nodes initialize the upstream session of one client session at the same moment: the one
+/// that records second deletes its own upstream session and uses the first one's, so the client
+/// session never has two upstream sessions in use (its state would be split between them).
+#[tokio::test]
+async fn a_node_that_loses_the_race_to_initialize_uses_the_winners_session() {
+    let stop = CancellationToken::new();
+    let (edge, url) = edge::start(&stop, false).await;
+    let (a, b) = (
+        upstream(&url, Duration::from_secs(10)),
+        upstream(&url, Duration::from_secs(10)),
+    );
+    let s = session("c-race");
+    let peer = FakePeer::quiet();
+    a.request(
+        "tools/call",
+        call("echo", json!({"text": "1"})),
+        ctx(&s, &peer),
+    )
+    .await
+    .unwrap();
+    // B's request found no upstream session when it started.
+    let used = b.start_session(&ctx(&s, &peer), None).await.unwrap();
+    assert_eq!(used.id.as_deref(), Some("edge-0"), "the winner's");
+    assert_eq!(
+        s.upstream_session("edge").as_deref(),
+        Some("edge-0|2025-06-18")
+    );
+    let deleted: Vec<_> = edge
+        .seen()
+        .into_iter()
+        .filter(|r| r.http == "DELETE")
+        .collect();
+    assert_eq!(deleted.len(), 1);
+    assert_eq!(
+        deleted[0].headers["mcp-session-id"], "edge-1",
+        "its own, unused"
+    );
+    let r = b
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "2"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "2");
+    assert_eq!(
+        edge.seen().last().unwrap().headers["mcp-session-id"],
+        "edge-0"
+    );
     stop.cancel();
 }

@@ -295,8 +295,16 @@ async fn a_404_stops_the_listener_until_the_next_request_has_a_new_session() {
     );
     tokio::time::sleep(Duration::from_millis(800)).await;
     assert_eq!(server.gets().len(), 2, "no retry loop after 404");
-    // The next request re-initializes and listens on the new session.
-    echo(&up, &s).await;
+    // The next request finds the session lost: it fails saying so (the default policy), and the
+    // new upstream session's GET stream is open right away (C06).
+    let lost = up
+        .request("tools/call", call("echo", json!({"text": "hi"})), ctx(&s))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        lost.data.as_ref().unwrap()["reason"],
+        "upstream_session_lost"
+    );
     assert!(eventually(|| server.open() == 1).await);
     assert_eq!(
         server.gets().last().unwrap().headers["mcp-session-id"],

@@ -222,16 +222,36 @@ async fn an_rmcp_server_that_lost_the_session_is_initialized_again() {
         .await
         .unwrap();
     assert!(deleted.status().is_success(), "{}", deleted.status());
-    let r = up
+    // The request that finds it gone is not run: it fails saying the state was lost, and a new
+    // upstream session is ready for the next one.
+    let lost = up
         .request(
             "tools/call",
             call("echo", json!({"text": "2"})),
             ctx(&s, &peer),
         )
         .await
-        .unwrap();
-    assert_eq!(text(&r), "2");
+        .unwrap_err();
+    assert_eq!(lost.code, switchboard_protocol::codes::UPSTREAM_UNAVAILABLE);
+    assert_eq!(
+        lost.data.as_ref().unwrap()["reason"],
+        "upstream_session_lost"
+    );
+    assert!(
+        lost.message.contains("lost this session's state"),
+        "{}",
+        lost.message
+    );
     let after = UpstreamSession::decode(&s.upstream_session("fx").unwrap()).unwrap();
     assert_ne!(after.id, before.id);
+    let r = up
+        .request(
+            "tools/call",
+            call("echo", json!({"text": "3"})),
+            ctx(&s, &peer),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text(&r), "3");
     stop.cancel();
 }

@@ -1,0 +1,459 @@
+//! C02: a stateful HTTP upstream with several replicas that share nothing (the `counter`
+//! fixture), behind three nodes. Every request of one upstream session must reach the replica
+//! that created it, whichever node sends it, and when that replica is gone the session's state
+//! is never split silently over two replicas.
+//!
+//! Two ways to have replicas: one name resolving to three addresses (replicas on 127.0.0.2,
+//! 127.0.0.3 and 127.0.0.4, the same port, answered by a private dnsmasq the nodes are pointed
+//! at with `nameservers`), and three replicas behind one HAProxy address (cookie affinity, or
+//! plain round robin).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use switchboard_tests::balancer::{haproxy_binary, Balancer, BalancerOptions};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::counter::{replicas_on_one_port, Replica};
+use switchboard_tests::dns::{dnsmasq_binary, Dns};
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::expect::session_gone_everywhere;
+use switchboard_tests::metrics::upstreamz;
+use switchboard_tests::peers::available_or_skip;
+use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
+
+const T: Duration = Duration::from_secs(20);
+const NAME: &str = "counter.test";
+
+/// `tools/call` of `name` through `url`: its response object.
+async fn call(client: &McpClient, url: &str, id: u64, name: &str) -> Value {
+    let reply = client.call_tool(url, id, name, json!({})).await;
+    reply.answer(json!(id), T).await.response
+}
+
+/// The count and the replica of a successful `increment`/`get`.
+fn counted(response: &Value) -> (u64, String) {
+    let out = &response["result"]["structuredContent"];
+    match (out["count"].as_u64(), out["replica"].as_str()) {
+        (Some(n), Some(r)) => (n, r.to_owned()),
+        _ => panic!("not a counter answer: {response}"),
+    }
+}
+
+/// The JSON-RPC error of `response` (panics when it is a result).
+fn error(response: &Value) -> &Value {
+    response
+        .get("error")
+        .unwrap_or_else(|| panic!("expected an error: {response}"))
+}
+
+fn ip(replica: &Replica) -> IpAddr {
+    replica.addr().ip()
+}
+
+/// Three replicas on 127.0.0.2-4 (one port), a dnsmasq answering `counter.test` with all three,
+/// and three nodes whose upstream `counter` is `http://counter.test:<port>/mcp` with `extra`
+/// settings. `None` (the test skipped) without dnsmasq.
+fn three_endpoints(
+    extra: &[(&'static str, &str)],
+) -> Option<(Vec<Replica>, Dns, ConfiguredCluster)> {
+    let present = dnsmasq_binary().is_some();
+    if !available_or_skip("upstream_pinning", &[("dnsmasq", present)]) {
+        return None;
+    }
+    let replicas = replicas_on_one_port(2, 3);
+    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (NAME, ip(r))).collect();
+    let dns = Dns::start(&records);
+    let port = replicas[0].addr().port();
+    let mut upstream = Upstream::http("counter", &format!("http://{NAME}:{port}/mcp"))
+        .prefix("")
+        .set("nameservers", format!("[\"{}\"]", dns.nameserver()));
+    for (key, value) in extra {
+        upstream = upstream.set(key, value);
+    }
+    let cluster = start_cluster(3, &[upstream], ClusterOptions::new());
+    Some((replicas, dns, cluster))
+}
+
+/// `n` increments spread round robin over `urls` (ids from `first_id`); asserts they count
+/// `from + 1`, `from + 2`, … on one replica, and returns it.
+async fn increments(
+    client: &McpClient,
+    urls: &[String],
+    first_id: u64,
+    n: u64,
+    from: u64,
+) -> String {
+    let mut replica = None;
+    for i in 0..n {
+        let url = &urls[i as usize % urls.len()];
+        let response = call(client, url, first_id + i, "increment").await;
+        let (count, served_by) = counted(&response);
+        assert_eq!(
+            count,
+            from + i + 1,
+            "increment {} through {url}: {response}",
+            i + 1
+        );
+        let first = replica.get_or_insert_with(|| served_by.clone());
+        assert_eq!(*first, served_by, "one replica serves the session");
+    }
+    replica.expect("n > 0")
+}
+
+/// The replica labelled `label`.
+fn by_label<'a>(replicas: &'a mut [Replica], label: &str) -> &'a mut Replica {
+    replicas
+        .iter_mut()
+        .find(|r| r.label() == label)
+        .unwrap_or_else(|| panic!("no replica {label}"))
+}
+
+/// C02 step 2: one name with three endpoints, three nodes, thirty `increment` calls spread over
+/// the nodes, then `get`: 30. Every request of the upstream session (`initialize`,
+/// `notifications/initialized`, the calls, the upstream's GET stream, DELETE when the client
+/// ends its session) reached one replica; the others saw none of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_session() {
+    let Some((replicas, _dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    // With a standalone stream open, the node holding the lease opens the upstream's GET stream.
+    let _stream = client.get_stream(&urls[2], None).await.sse();
+    let pinned = increments(&client, &urls, 10, 30, 0).await;
+    let (count, served_by) = counted(&call(&client, &urls[1], 99, "get").await);
+    assert_eq!((count, served_by.as_str()), (30, pinned.as_str()));
+    // Every node lists the three endpoints; the pinned one was reached and holds the session.
+    let pinned_addr = replicas
+        .iter()
+        .find(|r| r.label() == pinned)
+        .unwrap()
+        .addr();
+    for node in 0..3 {
+        let doc = upstreamz(&started.cluster.node(node).base_url()).await;
+        let endpoints = doc["upstreams"][0]["endpoints"].as_array().unwrap().clone();
+        let addresses: Vec<&str> = endpoints
+            .iter()
+            .map(|e| e["address"].as_str().unwrap())
+            .collect();
+        let mut want: Vec<String> = replicas.iter().map(|r| r.addr().to_string()).collect();
+        want.sort();
+        assert_eq!(addresses, want, "node {node}: {doc}");
+        let at_pin = endpoints
+            .iter()
+            .find(|e| e["address"] == pinned_addr.to_string())
+            .unwrap();
+        assert_eq!(at_pin["state"], "up", "node {node}: {doc}");
+        assert_eq!(at_pin["resolved"], true);
+        assert_eq!(at_pin["sessions"], 1, "node {node}: {doc}");
+    }
+    for replica in &replicas {
+        let sessions: Vec<String> = replica
+            .state()
+            .seen()
+            .into_iter()
+            .filter(|s| s.method == "tools/call")
+            .filter_map(|s| s.session)
+            .collect();
+        if replica.label() == pinned {
+            assert_eq!(sessions.len(), 31, "every call reached {pinned}");
+        } else {
+            assert!(
+                sessions.is_empty(),
+                "{} saw calls: {sessions:?}",
+                replica.label()
+            );
+        }
+    }
+}
+
+/// C02 step 3 with the default `on_upstream_loss = "reinitialize"`: the replica holding the
+/// session is stopped and leaves the name after call 15. Call 16 fails with -32006 saying the
+/// upstream's state was lost at that endpoint and the request was not run; the calls after it
+/// run in a new upstream session on another replica, counting from 1 again: `get` is not the
+/// old 15 silently continued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_the_pinned_replica_is_gone_the_next_call_says_the_state_was_lost() {
+    let Some((mut replicas, dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 15, 0).await;
+    let gone = by_label(&mut replicas, &pinned);
+    let gone_addr = gone.addr();
+    gone.stop();
+    let left: Vec<(&str, IpAddr)> = replicas
+        .iter()
+        .filter(|r| r.label() != pinned)
+        .map(|r| (NAME, ip(r)))
+        .collect();
+    dns.set(&left);
+
+    let response = call(&client, &urls[1], 16, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    assert_eq!(err["data"]["reason"], "upstream_session_lost");
+    assert_eq!(err["data"]["upstream"], "counter");
+    assert_eq!(err["data"]["endpoint"], gone_addr.to_string());
+    let message = err["message"].as_str().unwrap();
+    for needle in [
+        "lost this session's state",
+        &gone_addr.to_string(),
+        "the request was not run",
+        "the next request runs in a new upstream session",
+    ] {
+        assert!(message.contains(needle), "{needle:?} in {message}");
+    }
+    let again = increments(&client, &urls, 17, 5, 0).await;
+    assert_ne!(again, pinned);
+    let (count, served_by) = counted(&call(&client, &urls[0], 99, "get").await);
+    assert_eq!(
+        (count, served_by),
+        (5, again),
+        "a new upstream session, not 15 continued"
+    );
+}
+
+/// C02 step 3 with `on_upstream_loss = "end_session"`: when the pinned replica is gone, call 16
+/// fails saying the client session has ended, and from then on every node answers 404 for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_end_session_a_gone_replica_ends_the_client_session() {
+    let Some((mut replicas, dns, started)) =
+        three_endpoints(&[("on_upstream_loss", "\"end_session\"")])
+    else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 15, 0).await;
+    by_label(&mut replicas, &pinned).stop();
+    let inits = |replicas: &[Replica]| -> Vec<usize> {
+        replicas
+            .iter()
+            .filter(|r| r.label() != pinned)
+            .map(|r| {
+                r.state()
+                    .seen()
+                    .iter()
+                    .filter(|s| s.method == "initialize")
+                    .count()
+            })
+            .collect()
+    };
+    let inits_before = inits(&replicas);
+    let left: Vec<(&str, IpAddr)> = replicas
+        .iter()
+        .filter(|r| r.label() != pinned)
+        .map(|r| (NAME, ip(r)))
+        .collect();
+    dns.set(&left);
+
+    let response = call(&client, &urls[2], 16, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    assert_eq!(err["data"]["reason"], "upstream_session_lost");
+    assert_eq!(err["data"]["session_ended"], true);
+    let message = err["message"].as_str().unwrap();
+    assert!(
+        message.contains("the client session has ended"),
+        "{message}"
+    );
+    eventually("every node to answer 404 for the session", T, || async {
+        let reply = client
+            .post(
+                &urls[0],
+                &json!({"jsonrpc": "2.0", "id": 98, "method": "tools/list"}),
+            )
+            .await;
+        (reply.status == 404).then_some(())
+    })
+    .await;
+    session_gone_everywhere(&client, &urls).await;
+    assert_eq!(
+        inits(&replicas),
+        inits_before,
+        "no new upstream session for it"
+    );
+}
+
+/// Three replicas on 127.0.0.1 behind one HAProxy with `options`, and three nodes whose upstream
+/// is the balancer. `None` (the test skipped) without haproxy.
+fn behind_a_balancer(
+    options: BalancerOptions,
+) -> Option<(Vec<Replica>, Balancer, ConfiguredCluster)> {
+    let present = haproxy_binary().is_some();
+    if !available_or_skip("upstream_pinning", &[("haproxy", present)]) {
+        return None;
+    }
+    let replicas: Vec<Replica> = (0..3)
+        .map(|i| Replica::start(SocketAddr::from(([127, 0, 0, 1], 0)), &format!("r{i}")))
+        .collect();
+    let backends: Vec<String> = replicas.iter().map(|r| r.addr().to_string()).collect();
+    let balancer = Balancer::start_with(&backends, &options);
+    let upstream = Upstream::http("counter", &balancer.url()).prefix("");
+    let cluster = start_cluster(3, &[upstream], ClusterOptions::new());
+    Some((replicas, balancer, cluster))
+}
+
+/// C02 behind a balancer with cookie affinity (HAProxy `cookie SRV insert indirect nocache`):
+/// the cookie the balancer sets on the `initialize` answer is kept for the upstream session and
+/// sent on every later request from every node, so all 30 calls and `get` reach one replica.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_cookie_affinity_balancer_thirty_calls_stay_on_one_replica() {
+    let options = BalancerOptions {
+        cookie: Some("SRV".into()),
+        ..BalancerOptions::default()
+    };
+    let Some((replicas, _balancer, started)) = behind_a_balancer(options) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 30, 0).await;
+    let (count, served_by) = counted(&call(&client, &urls[2], 99, "get").await);
+    assert_eq!((count, served_by.as_str()), (30, pinned.as_str()));
+    for replica in replicas.iter().filter(|r| r.label() != pinned) {
+        let calls = replica
+            .state()
+            .seen()
+            .into_iter()
+            .filter(|s| s.method == "tools/call");
+        assert_eq!(calls.count(), 0, "{} saw calls", replica.label());
+    }
+}
+
+/// C02 behind a plain round-robin balancer (no affinity) in front of replicas that share
+/// nothing: `initialize` and `notifications/initialized` reach different replicas. The error
+/// names the real cause: `notifications/initialized` answered 404, at which endpoint, and what
+/// to do about it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_round_robin_balancer_the_error_names_the_initialized_404() {
+    let Some((_replicas, balancer, started)) = behind_a_balancer(BalancerOptions::default()) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let response = call(&client, &urls[1], 2, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    let message = err["message"].as_str().unwrap();
+    let endpoint = format!("127.0.0.1:{}", balancer.port());
+    for needle in [
+        "upstream `counter`",
+        "`notifications/initialized` answered HTTP 404",
+        endpoint.as_str(),
+        "cookie affinity",
+        "headless Service",
+        "stateless = true",
+    ] {
+        assert!(message.contains(needle), "{needle:?} in {message}");
+    }
+    assert!(!message.contains("it ended the session"), "{message}");
+}
+
+/// C02 step 3 behind a sticky balancer (HAProxy `balance source`, with `option redispatch`):
+/// the replica holding the session is stopped after call 15, and the balancer sends call 16 to
+/// another replica, which does not know the session. Call 16 fails saying the state was lost
+/// (it used to be re-run silently in a new upstream session, counting 1, 2, … as if nothing
+/// happened); the calls after it count from 1 in the new upstream session.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_sticky_balancer_a_stopped_replica_is_reported_not_silently_restarted() {
+    let options = BalancerOptions {
+        balance: Some("source".into()),
+        redispatch: true,
+        ..BalancerOptions::default()
+    };
+    let Some((mut replicas, balancer, started)) = behind_a_balancer(options) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 15, 0).await;
+    by_label(&mut replicas, &pinned).stop();
+    // Until its health check marks the replica down, the balancer answers 503 (the request
+    // never reached a replica); then it sends the session's next call to another replica.
+    let mut id = 15;
+    let response = eventually("the balancer to send around the stopped replica", T, || {
+        id += 1;
+        let (client, url) = (&client, &urls[1]);
+        async move {
+            let response = call(client, url, id, "increment").await;
+            let refused = response["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("HTTP 503"));
+            (!refused).then_some(response)
+        }
+    })
+    .await;
+    let err = error(&response);
+    assert_eq!(err["data"]["reason"], "upstream_session_lost", "{response}");
+    assert_eq!(
+        err["data"]["endpoint"],
+        format!("127.0.0.1:{}", balancer.port())
+    );
+    let again = increments(&client, &urls, 100, 3, 0).await;
+    assert_ne!(again, pinned);
+    let (count, _) = counted(&call(&client, &urls[2], 99, "get").await);
+    assert_eq!(count, 3, "a new upstream session, not 15 continued");
+}
+
+/// A pinned replica that refuses connections while its name still resolves to it may come
+/// back: the call fails with the usual -32006 naming the endpoint and the message, and the
+/// session is kept (no new upstream session anywhere). New client sessions meanwhile are
+/// initialized on the replicas that answer (the one that refuses is skipped).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
+    let Some((mut replicas, _dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 3, 0).await;
+    let down = by_label(&mut replicas, &pinned);
+    let down_addr = down.addr();
+    down.stop();
+    let inits = |replicas: &[Replica]| -> usize {
+        replicas
+            .iter()
+            .map(|r| {
+                r.state()
+                    .seen()
+                    .iter()
+                    .filter(|s| s.method == "initialize")
+                    .count()
+            })
+            .sum()
+    };
+    let before = inits(&replicas);
+    let response = call(&client, &urls[1], 20, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    assert_eq!(err["data"]["endpoint"], down_addr.to_string());
+    assert!(
+        err["data"].get("reason").is_none(),
+        "not a loss: {response}"
+    );
+    let message = err["message"].as_str().unwrap();
+    let needle = format!("cannot connect to {down_addr} for `tools/call`");
+    assert!(message.contains(&needle), "{needle:?} in {message}");
+    assert_eq!(inits(&replicas), before, "no upstream session made for it");
+    // Six new client sessions: every one is initialized on a replica that answers.
+    for i in 0..6 {
+        let mut other = McpClient::new();
+        other.initialize(&urls[i % 3], "2025-11-25").await;
+        let (count, served_by) = counted(&call(&other, &urls[(i + 1) % 3], 1, "increment").await);
+        assert_eq!(count, 1);
+        assert_ne!(served_by, pinned);
+    }
+}

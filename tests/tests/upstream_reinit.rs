@@ -1,0 +1,131 @@
+//! An HTTP upstream that restarts on the same address, behind three nodes: the upstream's own GET
+//! stream comes back at once on the new upstream session (C06), and a `stateless = true`
+//! upstream is re-initialized and the request retried transparently.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::counter::Replica;
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::upstreams::{start_cluster, Upstream};
+
+const T: Duration = Duration::from_secs(20);
+
+/// One replica on 127.0.0.1 and a free port.
+fn replica() -> Replica {
+    Replica::start(SocketAddr::from(([127, 0, 0, 1], 0)), "r0")
+}
+
+/// `tools/call` of `name` through `url`: its response object.
+async fn call(client: &McpClient, url: &str, id: u64, name: &str) -> Value {
+    let reply = client.call_tool(url, id, name, json!({})).await;
+    reply.answer(json!(id), T).await.response
+}
+
+/// The count a successful `increment`/`get` answered.
+fn count(response: &Value) -> u64 {
+    response["result"]["structuredContent"]["count"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no count in {response}"))
+}
+
+fn note(seq: u64) -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"level": "info", "logger": "counter", "data": {"seq": seq}}})
+}
+
+/// Reads `stream` until the notification `seq` arrives (at most `limit`).
+async fn wait_note(stream: &mut switchboard_tests::sse::SseStream, seq: u64, limit: Duration) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        let Some((_, msg)) = stream.next_message(left).await else {
+            panic!("notification {seq} did not reach the client's GET stream within {limit:?}");
+        };
+        if msg["params"]["data"]["seq"] == seq {
+            return;
+        }
+    }
+}
+
+/// C06: after the upstream restarts, the call that finds its session gone re-initializes it (here
+/// through node C, while node A holds the upstream's GET stream); the upstream's GET stream of
+/// the new upstream session is open again within about a second, and a notification the
+/// upstream sends 1 s after the re-initialization reaches the client's standalone GET stream on
+/// node B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_get_stream_is_reopened_right_after_a_reinitialize() {
+    let mut replica = replica();
+    let upstream = Upstream::http("counter", &replica.url()).prefix("");
+    let started = start_cluster(3, &[upstream], ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let mut stream = client.get_stream(&urls[1], None).await.sse();
+    assert_eq!(count(&call(&client, &urls[0], 2, "increment").await), 1);
+    let state = replica.state();
+    eventually("the upstream's GET stream to open", T, || async {
+        (state.open_streams() == 1).then_some(())
+    })
+    .await;
+    assert_eq!(replica.notify(&note(1)), 1);
+    wait_note(&mut stream, 1, T).await;
+
+    replica.start_again();
+    // The first call after the restart finds the session gone and re-initializes it, whatever
+    // it answers (the loss policy's subject, tested elsewhere).
+    let _ = call(&client, &urls[2], 3, "increment").await;
+    let reinitialized = Instant::now();
+    let state = replica.state();
+    eventually(
+        "the upstream's GET stream to reopen on the new session",
+        Duration::from_millis(1500),
+        || async { (state.open_streams() == 1).then_some(()) },
+    )
+    .await;
+    let reopened = state.streams_opened()[0].1.duration_since(reinitialized);
+    // The scenario: the upstream speaks 1 s after the re-initialization.
+    tokio::time::sleep_until((reinitialized + Duration::from_secs(1)).into()).await;
+    assert_eq!(replica.notify(&note(2)), 1, "one GET stream open upstream");
+    wait_note(&mut stream, 2, Duration::from_secs(5)).await;
+    eprintln!(
+        "GET stream reopened {} ms after the re-initializing call answered",
+        reopened.as_millis()
+    );
+    // Still exactly one listener cluster-wide.
+    assert_eq!(state.open_streams(), 1);
+}
+
+/// A `stateless = true` upstream keeps nothing per session: after a restart the call that finds
+/// its session gone is re-initialized and retried once, transparently (the count starts again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_upstream_is_reinitialized_and_the_request_retried_transparently() {
+    let mut replica = replica();
+    let upstream = Upstream::http("counter", &replica.url())
+        .prefix("")
+        .set("stateless", true);
+    let started = start_cluster(2, &[upstream], ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    assert_eq!(count(&call(&client, &urls[0], 2, "increment").await), 1);
+    assert_eq!(count(&call(&client, &urls[1], 3, "increment").await), 2);
+    replica.start_again();
+    let after = call(&client, &urls[1], 4, "increment").await;
+    assert_eq!(
+        count(&after),
+        1,
+        "retried in a new upstream session: {after}"
+    );
+    assert_eq!(count(&call(&client, &urls[0], 5, "get").await), 1);
+    let inits = replica
+        .state()
+        .seen()
+        .into_iter()
+        .filter(|s| s.method == "initialize")
+        .count();
+    assert_eq!(inits, 1, "one re-initialization");
+}
