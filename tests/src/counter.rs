@@ -8,6 +8,13 @@
 //!   text and as `structuredContent` `{"count": n, "replica": "<label>"}`.
 //! - GET opens the session's standalone stream; [`Replica::notify`] sends a notification on every
 //!   open one. DELETE ends a session.
+//! - knobs set at run time through [`Replica::state`] (a restarted replica starts with none):
+//!   cookies on every POST answer ([`CounterState::set_cookies`]), a tool `slow` that answers
+//!   only once released ([`CounterState::release_slow`]), forgetting every session while calls in flight
+//!   still answer ([`CounterState::forget_sessions`]), a delayed GET answer
+//!   ([`CounterState::set_get_delay`]), a stateless mode minting no session id
+//!   ([`CounterState::set_stateless`]) and plain-text 404s as an ingress in front of it answers
+//!   them ([`CounterState::plain_404_next`]).
 //!
 //! A replica runs on its own thread with its own tokio runtime, bound to a real loopback
 //! address. [`Replica::stop`] drops that runtime, so every connection closes at once (as when a
@@ -54,6 +61,22 @@ pub struct CounterState {
     streams: Mutex<Vec<(String, mpsc::Sender<String>)>>,
     opened: Mutex<Vec<(String, Instant)>>,
     seen: Mutex<Vec<Seen>>,
+    knobs: Knobs,
+}
+
+/// What [`CounterState`]'s knobs are set to.
+#[derive(Default)]
+struct Knobs {
+    /// `(count, bytes, rotate)` of the cookies set on every POST answer.
+    cookies: Mutex<Option<(usize, usize, bool)>>,
+    cookie_serial: AtomicU64,
+    /// Calls of `slow` wait for this.
+    release: tokio::sync::Notify,
+    released: std::sync::atomic::AtomicBool,
+    slow_waiting: AtomicU64,
+    get_delay: Mutex<Duration>,
+    stateless: std::sync::atomic::AtomicBool,
+    plain_404: AtomicU64,
 }
 
 impl CounterState {
@@ -77,6 +100,96 @@ impl CounterState {
         let mut streams = self.streams.lock().unwrap();
         streams.retain(|(_, tx)| !tx.is_closed());
         streams.len()
+    }
+
+    /// Every answer to a POST sets `count` cookies `c0`, `c1`, … whose values are `bytes` long;
+    /// with `rotate`, every answer sets new values (so every answer changes the session's jar).
+    pub fn set_cookies(&self, count: usize, bytes: usize, rotate: bool) {
+        *self.knobs.cookies.lock().unwrap() = Some((count, bytes, rotate));
+    }
+
+    /// How many `slow` calls are waiting now.
+    pub fn slow_waiting(&self) -> u64 {
+        self.knobs.slow_waiting.load(Ordering::SeqCst)
+    }
+
+    /// Lets every waiting (and later) call of the tool `slow` answer `"slept"`; until then it
+    /// waits.
+    pub fn release_slow(&self) {
+        self.knobs.released.store(true, Ordering::SeqCst);
+        self.knobs.release.notify_waiters();
+    }
+
+    /// Forgets every session (later requests in them get 404); calls in flight still answer.
+    pub fn forget_sessions(&self) {
+        self.counts.lock().unwrap().clear();
+    }
+
+    /// Every GET is answered only after `delay`.
+    pub fn set_get_delay(&self, delay: Duration) {
+        *self.knobs.get_delay.lock().unwrap() = delay;
+    }
+
+    /// Stateless: `initialize` mints no `Mcp-Session-Id` and requests without one are served
+    /// (one count per replica); GET answers 405.
+    pub fn set_stateless(&self, stateless: bool) {
+        self.knobs.stateless.store(stateless, Ordering::SeqCst);
+        if stateless {
+            self.counts
+                .lock()
+                .unwrap()
+                .entry(String::new())
+                .or_insert(0);
+        }
+    }
+
+    /// The next `n` POSTs carrying a session id are answered `404 page not found` as plain text
+    /// (what an ingress answers while it has no route), without reaching the server.
+    pub fn plain_404_next(&self, n: u64) {
+        self.knobs.plain_404.store(n, Ordering::SeqCst);
+    }
+
+    /// Whether this POST gets a plain-text 404 (and counts it).
+    fn takes_plain_404(&self, method: &Method, session: Option<&str>) -> bool {
+        if *method != Method::POST || session.is_none() {
+            return false;
+        }
+        let left = &self.knobs.plain_404;
+        left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
+
+    /// Waits while `slow` calls are held.
+    async fn slow(&self) {
+        self.knobs.slow_waiting.fetch_add(1, Ordering::SeqCst);
+        loop {
+            let released = self.knobs.release.notified();
+            if self.knobs.released.load(Ordering::SeqCst) {
+                break;
+            }
+            released.await;
+        }
+        self.knobs.slow_waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Adds the configured cookies to a POST answer.
+    fn add_cookies(&self, response: &mut Response) {
+        let Some((count, bytes, rotate)) = *self.knobs.cookies.lock().unwrap() else {
+            return;
+        };
+        let serial = if rotate {
+            self.knobs.cookie_serial.fetch_add(1, Ordering::SeqCst)
+        } else {
+            0
+        };
+        for i in 0..count {
+            let value = format!("{}{serial:x}{i:x}", self.label);
+            let value = format!("{value:x<bytes$}");
+            let cookie = format!("c{i}={value}; Path=/");
+            if let Ok(v) = cookie.parse() {
+                response.headers_mut().append("set-cookie", v);
+            }
+        }
     }
 }
 
@@ -258,7 +371,20 @@ async fn handle(
             .map(str::to_owned)
     };
     let session = header("mcp-session-id");
-    let response = answer(&state, &method, &rpc, session.as_deref(), &body);
+    let response = if state.takes_plain_404(&method, session.as_deref()) {
+        (
+            StatusCode::NOT_FOUND,
+            [("content-type", "text/plain; charset=utf-8")],
+            "404 page not found\n",
+        )
+            .into_response()
+    } else {
+        let mut response = answer(&state, &method, &rpc, session.as_deref(), &body).await;
+        if method == Method::POST {
+            state.add_cookies(&mut response);
+        }
+        response
+    };
     state.seen.lock().unwrap().push(Seen {
         http: method.to_string(),
         method: rpc,
@@ -269,7 +395,7 @@ async fn handle(
     response
 }
 
-fn answer(
+async fn answer(
     state: &Arc<CounterState>,
     method: &Method,
     rpc: &str,
@@ -279,28 +405,44 @@ fn answer(
     if *method == Method::POST && rpc == "initialize" {
         return initialize(state, body);
     }
-    let Some(sid) = session else {
-        return error(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id");
+    let stateless = state.knobs.stateless.load(Ordering::SeqCst);
+    let sid = match session {
+        Some(sid) => sid,
+        None if stateless => "",
+        None => return error(StatusCode::BAD_REQUEST, "missing Mcp-Session-Id"),
     };
     if !state.counts.lock().unwrap().contains_key(sid) {
         return error(StatusCode::NOT_FOUND, "Session not found");
     }
     match *method {
-        Method::GET => open_stream(state, sid),
+        Method::GET if stateless => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+        Method::GET => {
+            let delay = *state.knobs.get_delay.lock().unwrap();
+            tokio::time::sleep(delay).await;
+            open_stream(state, sid)
+        }
         Method::DELETE => {
             state.counts.lock().unwrap().remove(sid);
             StatusCode::OK.into_response()
         }
         Method::POST if body.get("id").is_none() => StatusCode::ACCEPTED.into_response(),
+        Method::POST if body["params"]["name"] == "slow" => {
+            state.slow().await;
+            let result = json!({"content": [{"type": "text", "text": "slept"}]});
+            json_response(json!({"jsonrpc": "2.0", "id": body["id"], "result": result}))
+        }
         Method::POST => json_response(call(state, sid, rpc, body)),
         _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
     }
 }
 
 fn initialize(state: &CounterState, body: &Value) -> Response {
+    let stateless = state.knobs.stateless.load(Ordering::SeqCst);
     let n = state.next.fetch_add(1, Ordering::SeqCst);
     let sid = format!("{}-g{}-{n}", state.label, state.generation);
-    state.counts.lock().unwrap().insert(sid.clone(), 0);
+    if !stateless {
+        state.counts.lock().unwrap().insert(sid.clone(), 0);
+    }
     let asked = body["params"]["protocolVersion"].as_str().unwrap_or("");
     let revision = if ["2025-03-26", "2025-06-18", "2025-11-25"].contains(&asked) {
         asked
@@ -311,9 +453,11 @@ fn initialize(state: &CounterState, body: &Value) -> Response {
         "capabilities": {"tools": {}, "logging": {}},
         "serverInfo": {"name": "counter", "version": "1"}});
     let mut response = json_response(json!({"jsonrpc": "2.0", "id": body["id"], "result": result}));
-    response
-        .headers_mut()
-        .insert("mcp-session-id", sid.parse().unwrap());
+    if !stateless {
+        response
+            .headers_mut()
+            .insert("mcp-session-id", sid.parse().unwrap());
+    }
     response
 }
 

@@ -457,3 +457,44 @@ async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
         assert_ne!(served_by, pinned);
     }
 }
+
+/// A call of the old upstream session that answers after the session was re-initialized does
+/// not touch the new session's binding. The replicas set a fresh cookie on every answer; a
+/// `slow` call is in flight in the first upstream session when its replica forgets it; the next
+/// call finds the session lost and initializes a new one (pinned); then the slow call answers,
+/// with its cookie. Its cookie belongs to the superseded session and is dropped: the six calls
+/// after it count 1…6 on the new session's replica. (It used to overwrite the binding with the
+/// old session's, so the new session lost its pin: its calls spread over the replicas, 404ed
+/// and made the client lose its state a second time.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_answering_after_a_reinitialize_leaves_the_new_sessions_pin_alone() {
+    let Some((mut replicas, _dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    for replica in &replicas {
+        replica.state().set_cookies(1, 16, true);
+    }
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let pinned = increments(&client, &urls, 10, 1, 0).await;
+    let old = by_label(&mut replicas, &pinned).state();
+    let slow = call(&client, &urls[1], 20, "slow");
+    let reinitialize = async {
+        eventually("the slow call to reach the replica", T, || async {
+            (old.slow_waiting() == 1).then_some(())
+        })
+        .await;
+        old.forget_sessions();
+        let response = call(&client, &urls[2], 21, "increment").await;
+        assert_eq!(
+            error(&response)["data"]["reason"],
+            "upstream_session_lost",
+            "{response}"
+        );
+        old.release_slow();
+    };
+    let (slow, ()) = tokio::join!(slow, reinitialize);
+    assert_eq!(slow["result"]["content"][0]["text"], "slept", "{slow}");
+    increments(&client, &urls, 30, 6, 0).await;
+}

@@ -15,7 +15,8 @@
 //! record as `"<upstream Mcp-Session-Id> <last event id>"` (session ids are visible ASCII
 //! without spaces, so the first space separates them; a value for another upstream session is
 //! ignored). Writes are throttled to one per [`SAVE_EVERY`] plus one when the listener stops, so
-//! a node that takes over after a crash may replay the events of up to that window.
+//! a node that takes over after a crash may replay the events of up to that window; each is a
+//! compare-and-set on the upstream session, so a listener of a superseded session writes nothing.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -262,12 +263,21 @@ impl Listener {
             return;
         }
         let value = encode_position(&self.upstream, &last);
+        // Only while the record still holds this upstream session: a listener of a superseded
+        // one must not overwrite the position of the new one's stream.
+        let entries = vec![(super::lease::lease_name(&self.name), Some(value))];
+        let expected = self.upstream.encode();
         match self
             .session
-            .set_upstream_session(&super::lease::lease_name(&self.name), Some(value))
+            .swap_upstream_sessions(&self.name, Some(&expected), entries)
             .await
         {
-            Ok(()) => {
+            Ok(true) => {
+                position.saved = Some(last);
+                position.saved_at = Some(Instant::now());
+            }
+            Ok(false) => {
+                tracing::debug!(upstream = %self.name, "not storing the GET stream's position: its upstream session was replaced");
                 position.saved = Some(last);
                 position.saved_at = Some(Instant::now());
             }

@@ -358,7 +358,10 @@ impl HttpUpstream {
         Ok(answered.response)
     }
 
-    /// Records the cookies an answer in `session` set, when they change its jar.
+    /// Records the cookies an answer in `session` set, when they change its jar, and only while
+    /// the record still holds `session` (a compare-and-set): a call of an upstream session that
+    /// was re-initialized meanwhile answers with cookies of a session nobody uses any more, and
+    /// writing its binding would unpin the new one. Those cookies are dropped.
     async fn keep_cookies(&self, ctx: &RequestContext, session: &UpstreamSession, set: &[String]) {
         if self.replication.stateless || session.id.is_none() {
             return;
@@ -374,12 +377,16 @@ impl HttpUpstream {
         let mut updated = session.clone();
         updated.cookies = jar;
         let sid = ctx.session.session_id();
+        let entries = vec![(binding_name(&self.name), updated.encode_binding())];
         let stored = ctx
             .session
-            .set_upstream_session(&binding_name(&self.name), updated.encode_binding())
+            .swap_upstream_sessions(&self.name, Some(&session.encode()), entries)
             .await;
         match stored {
-            Ok(()) => self.known.put(sid, updated),
+            Ok(true) => self.known.put(sid, updated),
+            Ok(false) => {
+                tracing::debug!(upstream = %self.name, session = sid, "not keeping the cookies of a superseded upstream session (it was initialized again meanwhile)")
+            }
             Err(e) => {
                 tracing::warn!(upstream = %self.name, session = sid, error = e, "could not record the cookies the upstream set")
             }

@@ -12,7 +12,10 @@
 //! kept beside it, under `"<name>#pin"` in the same map (like the GET stream's position under
 //! `"<name>#get"`), as JSON `{"session":"<upstream Mcp-Session-Id>","endpoint":"<ip:port>",
 //! "cookies":"<Cookie header>"}` (each member optional but `session`). A binding for another
-//! upstream session is ignored. Keeping it under its own name leaves the `"<id>|<revision>"`
+//! upstream session is ignored, and every write of one is a compare-and-set on the
+//! `"<id>|<revision>"` value it belongs to ([`crate::SessionHandle::swap_upstream_sessions`]),
+//! so a call of a superseded upstream session that answers late cannot replace the binding of
+//! the session that replaced it. Keeping it under its own name leaves the `"<id>|<revision>"`
 //! value as it was, so nodes of the previous version still read the session during a rolling
 //! upgrade (they do not honour the pin).
 
