@@ -129,3 +129,40 @@ async fn a_stateless_upstream_is_reinitialized_and_the_request_retried_transpare
         .count();
     assert_eq!(inits, 1, "one re-initialization");
 }
+
+/// C06 with an upstream slow to answer its GET (300 ms): the call that re-initializes the
+/// upstream session answers only once the upstream answered the new session's GET, so a
+/// notification the upstream sends the moment that call has answered is on an open stream and
+/// reaches the client. (The call used to answer first: the notification found no stream open
+/// and was lost.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_reinitializing_call_answers_after_the_new_get_stream_is_open() {
+    let mut replica = replica();
+    let upstream = Upstream::http("counter", &replica.url()).prefix("");
+    let started = start_cluster(3, &[upstream], ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let mut stream = client.get_stream(&urls[1], None).await.sse();
+    assert_eq!(count(&call(&client, &urls[0], 2, "increment").await), 1);
+    let state = replica.state();
+    eventually("the upstream's GET stream to open", T, || async {
+        (state.open_streams() == 1).then_some(())
+    })
+    .await;
+
+    replica.start_again();
+    replica.state().set_get_delay(Duration::from_millis(300));
+    let lost = call(&client, &urls[2], 3, "increment").await;
+    assert_eq!(
+        lost["error"]["data"]["reason"], "upstream_session_lost",
+        "{lost}"
+    );
+    // At once, as the scenario: the upstream speaks right after the re-initializing call.
+    assert_eq!(
+        replica.notify(&note(7)),
+        1,
+        "the new session's GET stream is open when the call answers"
+    );
+    wait_note(&mut stream, 7, Duration::from_secs(5)).await;
+}

@@ -31,6 +31,10 @@ pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
 const CHECKED_CAPACITY: usize = 4096;
 /// How long stopping a listener may take before it is left to finish on its own.
 const STOP_WAIT: Duration = Duration::from_secs(3);
+/// How long a request that re-initialized the upstream session waits at most for the upstream
+/// to answer the new session's GET before the request's own answer goes out (never more than
+/// half the upstream's `timeout_ms`, so the request still answers within it).
+pub(crate) const OPEN_WAIT: Duration = Duration::from_secs(3);
 
 /// The lease (and stored position) name of `upstream`'s GET stream.
 pub(crate) fn lease_name(upstream: &str) -> String {
@@ -46,6 +50,8 @@ struct Running {
     owner_id: Option<String>,
     cancel: CancellationToken,
     task: JoinHandle<()>,
+    /// Becomes `true` once the upstream answered its first GET.
+    answered: tokio::sync::watch::Receiver<bool>,
 }
 
 /// This process's listeners of one upstream, by client session id.
@@ -194,8 +200,10 @@ impl HttpUpstream {
     /// Right after this node initialized `fresh` in place of a lost upstream session: this node
     /// takes the lease of the upstream's GET stream (whoever held it listened on the old session,
     /// which is gone; its listener stops on the 404 or when the endpoint no longer resolves) and
-    /// opens the stream of the new session now, so no notification the upstream sends from now
-    /// on is missed (case C06). Without a standalone peer nothing listens.
+    /// opens the stream of the new session now, waiting until the upstream answered that GET
+    /// (at most [`OPEN_WAIT`], and half the upstream's `timeout_ms`), so no notification the
+    /// upstream sends once the request has answered is missed (case C06). Without a standalone
+    /// peer nothing listens.
     pub(super) async fn listen_after_reinitialize(
         &self,
         session: &Arc<dyn SessionHandle>,
@@ -227,27 +235,36 @@ impl HttpUpstream {
             listeners.stop(sid).await;
         }
         listeners.forget_check(sid);
-        self.start_listener(session, fresh, None);
+        let Some(mut answered) = self.start_listener(session, fresh, None) else {
+            return;
+        };
+        let wait = OPEN_WAIT.min(self.timeout / 2);
+        let opened = tokio::time::timeout(wait, answered.wait_for(|done| *done)).await;
+        if opened.is_err() {
+            tracing::info!(upstream = %self.name, session = sid, wait_ms = wait.as_millis() as u64,
+                "the upstream has not answered the new session's GET yet; answering the request anyway");
+        }
     }
 
     /// Starts the listener of `session` unless one runs; records `owner_id` on a running one.
+    /// Answers what becomes `true` once the upstream answered the listener's first GET (`None`
+    /// when nothing listens: no standalone peer).
     fn start_listener(
         &self,
         session: &Arc<dyn SessionHandle>,
         upstream: &UpstreamSession,
         owner_id: Option<String>,
-    ) {
+    ) -> Option<tokio::sync::watch::Receiver<bool>> {
         let sid = session.session_id().to_owned();
         let mut running = self.listeners.lock();
         if let Some(r) = running.get_mut(&sid) {
             if owner_id.is_some() {
                 r.owner_id = owner_id;
             }
-            return;
+            return Some(r.answered.clone());
         }
-        let Some(peer) = session.standalone_peer() else {
-            return;
-        };
+        let peer = session.standalone_peer()?;
+        let (answered_tx, answered) = tokio::sync::watch::channel(false);
         let last_event_id = session
             .upstream_session(&lease_name(&self.name))
             .and_then(|stored| decode_position(upstream, &stored));
@@ -262,6 +279,7 @@ impl HttpUpstream {
             cancel: cancel.clone(),
             last_event_id,
             no_get: self.listeners.no_get.clone(),
+            answered: answered_tx,
         };
         tracing::info!(upstream = %self.name, session = sid, resume_after = ?listener.last_event_id, "listening on the upstream's GET stream for this session");
         let listeners = Arc::downgrade(&self.listeners);
@@ -292,7 +310,9 @@ impl HttpUpstream {
                 owner_id,
                 cancel,
                 task,
+                answered: answered.clone(),
             },
         );
+        Some(answered)
     }
 }

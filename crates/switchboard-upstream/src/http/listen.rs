@@ -80,6 +80,9 @@ pub(crate) struct Listener {
     pub last_event_id: Option<String>,
     /// Set when the upstream answers 405 (shared by every listener of the upstream).
     pub no_get: Arc<AtomicBool>,
+    /// Set to `true` once the upstream answered the first GET, whatever it answered (the stream
+    /// is open, 405, 404, an error): what a request that started the listener waits for.
+    pub answered: tokio::sync::watch::Sender<bool>,
 }
 
 /// The position as last read and as last stored.
@@ -106,6 +109,7 @@ impl Listener {
                 () = self.cancel.cancelled() => break End::Cancelled,
                 opened = self.wire.open_stream(&self.upstream, position.last.as_deref()) => opened,
             };
+            self.answered.send_replace(true);
             match opened {
                 Ok(Opened::NotAllowed) => {
                     self.no_get.store(true, Ordering::SeqCst);
