@@ -166,3 +166,44 @@ async fn the_reinitializing_call_answers_after_the_new_get_stream_is_open() {
     );
     wait_note(&mut stream, 7, Duration::from_secs(5)).await;
 }
+
+/// Two requests on two nodes (one of them the holder of the upstream's GET stream) find the
+/// upstream session lost at the same moment (the upstream restarted) and both initialize a new
+/// one: one wins, the other uses the winner's. When both have answered, exactly one GET stream
+/// of the new session is open at the upstream, and a notification reaches the client once.
+/// (Both used to listen: the holder answered "mine" from its own view of the lease without
+/// asking the store, the other claimed it there.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reinitializes_on_two_nodes_leave_one_get_stream() {
+    let mut replica = replica();
+    let upstream = Upstream::http("counter", &replica.url()).prefix("");
+    let started = start_cluster(3, &[upstream], ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let mut stream = client.get_stream(&urls[2], None).await.sse();
+    // Node B handles the first call and takes the upstream's GET stream.
+    assert_eq!(count(&call(&client, &urls[1], 2, "increment").await), 1);
+    let state = replica.state();
+    eventually("the upstream's GET stream to open", T, || async {
+        (state.open_streams() == 1).then_some(())
+    })
+    .await;
+
+    replica.start_again();
+    let (a, b) = tokio::join!(
+        call(&client, &urls[0], 3, "increment"),
+        call(&client, &urls[1], 4, "increment")
+    );
+    for answer in [&a, &b] {
+        assert!(
+            answer.get("error").is_some() || answer.get("result").is_some(),
+            "{answer}"
+        );
+    }
+    let state = replica.state();
+    // Each call answered after the GET it started was answered: every stream is open now.
+    assert_eq!(state.open_streams(), 1, "after {a} and {b}");
+    assert_eq!(replica.notify(&note(9)), 1);
+    wait_note(&mut stream, 9, Duration::from_secs(5)).await;
+}

@@ -91,14 +91,13 @@ impl Placement for NodePlacement {
         }
     }
 
+    /// Always a compare-and-set in the store, expecting the owner the record named when it was
+    /// loaded, even when that is this node: another node may have claimed it since, and then
+    /// this node must not act as the owner on its stale view.
     async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
-        match session.owner(upstream) {
-            Some(n) if n == self.app.node_id() => Ok(Owner::Here),
-            recorded => {
-                let sid = session.session_id();
-                self.claim(sid, upstream, recorded.as_deref(), false).await
-            }
-        }
+        let recorded = session.owner(upstream);
+        self.claim(session.session_id(), upstream, recorded.as_deref(), false)
+            .await
     }
 
     async fn forward_notify(

@@ -91,11 +91,12 @@ pub trait Placement: Send + Sync {
     /// resource for this session.
     async fn owner(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError>;
 
-    /// Claims `upstream`'s resource for this node even from a live owner (expecting the owner
-    /// the session record named when it was loaded): for a resource the caller just made anew,
-    /// such as the GET stream of a re-initialized upstream session. Answers the owner after the
-    /// claim (another node when the record changed meanwhile). The default claims nothing and
-    /// answers [`Owner::Here`].
+    /// Claims `upstream`'s resource for this node even from a live owner (a compare-and-set in
+    /// the store expecting the owner the session record named when it was loaded, even when
+    /// that was this node): for a resource the caller just made anew, such as the GET stream of
+    /// a re-initialized upstream session. Answers the owner after the claim (another node when
+    /// the record changed meanwhile: the caller must then leave the resource to it). The
+    /// default claims nothing and answers [`Owner::Here`].
     async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
         let _ = (session, upstream);
         Ok(Owner::Here)

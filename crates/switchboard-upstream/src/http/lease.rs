@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::lifecycle::Initialized;
 use super::listen::{decode_position, End, Listener};
 use super::session::UpstreamSession;
 use super::HttpUpstream;
@@ -197,32 +198,42 @@ impl HttpUpstream {
         self.start_listener(session, upstream, recorded);
     }
 
-    /// Right after this node initialized `fresh` in place of a lost upstream session: this node
-    /// takes the lease of the upstream's GET stream (whoever held it listened on the old session,
-    /// which is gone; its listener stops on the 404 or when the endpoint no longer resolves) and
-    /// opens the stream of the new session now, waiting until the upstream answered that GET
-    /// (at most [`OPEN_WAIT`], and half the upstream's `timeout_ms`), so no notification the
-    /// upstream sends once the request has answered is missed (case C06). Without a standalone
-    /// peer nothing listens.
+    /// Right after a request found its upstream session lost and got `fresh` in its place. When
+    /// this request recorded it (`fresh.won`), this node takes the lease of the upstream's GET
+    /// stream in the store (whoever held it listened on the old session, which is gone; its
+    /// listener stops on the 404, when the endpoint no longer resolves, or when it sees the
+    /// lease elsewhere) and opens the stream of the new session now, waiting until the upstream
+    /// answered that GET (at most [`OPEN_WAIT`], and half the upstream's `timeout_ms`), so no
+    /// notification the upstream sends once the request has answered is missed (case C06).
+    /// When another request recorded it first, that one's node listens: this node only stops
+    /// its own listener of the old session. A node whose claim of the lease loses (the record
+    /// changed since it was loaded) stops its listener too, so one node listens. Without a
+    /// standalone peer nothing listens.
     pub(super) async fn listen_after_reinitialize(
         &self,
         session: &Arc<dyn SessionHandle>,
-        fresh: &UpstreamSession,
+        fresh: &Initialized,
     ) {
         let listeners = &self.listeners;
-        if fresh.id.is_none()
+        let sid = session.session_id();
+        if matches!(listeners.find(sid, &fresh.session, None), Found::Stale) {
+            listeners.stop(sid).await;
+        }
+        if !fresh.won
+            || fresh.session.id.is_none()
             || listeners.no_get.load(Ordering::SeqCst)
             || listeners.closed.load(Ordering::SeqCst)
         {
             return;
         }
-        let sid = session.session_id();
+        let fresh = &fresh.session;
         let lease = lease_name(&self.name);
         if let Some(placement) = session.placement() {
             match placement.take(&**session, &lease).await {
                 Ok(Owner::Here) => {}
                 Ok(Owner::Node(n)) => {
                     tracing::info!(upstream = %self.name, session = sid, node = n, "another node took the upstream's GET stream of the new session");
+                    listeners.stop(sid).await;
                     return;
                 }
                 Err(e) => {
@@ -230,9 +241,6 @@ impl HttpUpstream {
                     return;
                 }
             }
-        }
-        if matches!(listeners.find(sid, fresh, None), Found::Stale) {
-            listeners.stop(sid).await;
         }
         listeners.forget_check(sid);
         let Some(mut answered) = self.start_listener(session, fresh, None) else {

@@ -20,6 +20,16 @@ use super::wire::WireError;
 use super::HttpUpstream;
 use crate::upstream::{RequestContext, RpcError, SessionHandle};
 
+/// A new upstream session as one request got it.
+pub(super) struct Initialized {
+    /// The upstream session now recorded for the client session.
+    pub session: UpstreamSession,
+    /// Whether this request recorded it; `false`: another request (on this node or another)
+    /// recorded one first and this request uses that. Only the winner takes the upstream's GET
+    /// stream of it.
+    pub won: bool,
+}
+
 impl HttpUpstream {
     /// The upstream session of the request's client session, initializing it on first use.
     pub(super) async fn session_for(
@@ -38,7 +48,7 @@ impl HttpUpstream {
             return Ok(known);
         }
         let expected = ctx.session.upstream_session(&self.name);
-        self.start_session(ctx, expected).await
+        Ok(self.start_session(ctx, expected).await?.session)
     }
 
     /// A new upstream session after `failed` was answered with 404, unless a concurrent request
@@ -47,12 +57,15 @@ impl HttpUpstream {
         &self,
         ctx: &RequestContext,
         failed: &UpstreamSession,
-    ) -> Result<UpstreamSession, RpcError> {
+    ) -> Result<Initialized, RpcError> {
         let sid = ctx.session.session_id();
         let lock = self.known.lock_for(sid);
         let _one_at_a_time = lock.lock().await;
         if let Some(known) = self.known.get(sid).filter(|k| !k.same(failed)) {
-            return Ok(known);
+            return Ok(Initialized {
+                session: known,
+                won: false,
+            });
         }
         self.start_session(ctx, Some(failed.encode())).await
     }
@@ -78,7 +91,7 @@ impl HttpUpstream {
         &self,
         ctx: &RequestContext,
         expected: Option<String>,
-    ) -> Result<UpstreamSession, RpcError> {
+    ) -> Result<Initialized, RpcError> {
         let sid = ctx.session.session_id();
         let params = client_initialize_params(ctx.session.initialize_params(), ctx.revision);
         let (session, result) = self.handshake(&params).await.map_err(|e| match e {
@@ -110,7 +123,12 @@ impl HttpUpstream {
         }
         match recorded {
             Ok(true) => {}
-            Ok(false) => return self.adopt(ctx),
+            Ok(false) => {
+                return self.adopt(ctx).map(|session| Initialized {
+                    session,
+                    won: false,
+                })
+            }
             Err(e) => {
                 return Err(RpcError::new(
                     codes::INTERNAL_ERROR,
@@ -124,7 +142,7 @@ impl HttpUpstream {
         self.known.put(sid, session.clone());
         tracing::info!(upstream = %self.name, session = sid, upstream_session = session.id.as_deref().unwrap_or("(none)"),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
-        Ok(session)
+        Ok(Initialized { session, won: true })
     }
 
     /// The upstream session another node recorded while this one initialized its own.

@@ -95,6 +95,7 @@ impl HttpUpstream {
                 Ok(fresh) => {
                     self.listen_after_reinitialize(&ctx.session, &fresh).await;
                     let at = fresh
+                        .session
                         .endpoint
                         .map(|e| format!(" (at {e})"))
                         .unwrap_or_default();

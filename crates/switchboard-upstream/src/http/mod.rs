@@ -315,7 +315,7 @@ impl HttpUpstream {
              client's stored initialize and retrying the request once");
         let fresh = self.reinitialize(ctx, &session).await?;
         self.listen_after_reinitialize(&ctx.session, &fresh).await;
-        match self.exchange(method, params, &fresh, ctx).await {
+        match self.exchange(method, params, &fresh.session, ctx).await {
             Ok(response) => outcome(response),
             Err(e @ WireError::Gone { .. }) => Err(exchange_error(
                 &self.name,

@@ -625,7 +625,8 @@ async fn a_node_that_loses_the_race_to_initialize_uses_the_winners_session() {
     .unwrap();
     // B's request found no upstream session when it started.
     let used = b.start_session(&ctx(&s, &peer), None).await.unwrap();
-    assert_eq!(used.id.as_deref(), Some("edge-0"), "the winner's");
+    assert_eq!(used.session.id.as_deref(), Some("edge-0"), "the winner's");
+    assert!(!used.won, "it used another's");
     assert_eq!(
         s.upstream_session("edge").as_deref(),
         Some("edge-0|2025-06-18")
