@@ -498,3 +498,33 @@ async fn a_call_answering_after_a_reinitialize_leaves_the_new_sessions_pin_alone
     assert_eq!(slow["result"]["content"][0]["text"], "slept", "{slow}");
     increments(&client, &urls, 30, 6, 0).await;
 }
+
+/// `stateless = true` over three endpoints, one of which refuses connections while the name
+/// still resolves to it (a pod not yet removed from the Service): a request that is not pinned
+/// and cannot connect certainly did not run, so it goes to the next endpoint. Thirty calls from
+/// three new client sessions (each first initializing the upstream) all succeed, on the two
+/// replicas that answer. (A third of them used to fail with "cannot connect to …".)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_upstream_routes_around_an_endpoint_that_refuses() {
+    let Some((mut replicas, _dns, started)) = three_endpoints(&[("stateless", "true")]) else {
+        return;
+    };
+    for replica in &replicas {
+        replica.state().set_stateless(true);
+    }
+    let dead = replicas[1].label().to_owned();
+    replicas[1].stop();
+    let urls = started.cluster.urls();
+    let mut served = std::collections::BTreeMap::new();
+    for k in 0..3 {
+        let mut client = McpClient::new();
+        client.initialize(&urls[k], "2025-11-25").await;
+        for i in 0..10 {
+            let response = call(&client, &urls[i % 3], 10 + i as u64, "increment").await;
+            let (_, replica) = counted(&response);
+            *served.entry(replica).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(served.values().sum::<i32>(), 30, "{served:?}");
+    assert!(!served.contains_key(&dead), "{served:?}");
+}

@@ -60,6 +60,8 @@ pub(crate) struct Answered {
     pub set_cookies: Vec<String>,
     /// Where it came from.
     pub at: At,
+    /// The endpoint it connected to, when the URL names a host.
+    pub endpoint: Option<std::net::SocketAddr>,
 }
 
 /// What one resumable read produced.
@@ -95,6 +97,7 @@ impl Call<'_> {
             session_id: posted.session_id,
             set_cookies: posted.set_cookies,
             at,
+            endpoint: posted.endpoint,
         })
     }
 

@@ -1,10 +1,12 @@
 //! The endpoints of a replicated upstream: the addresses its URL's host resolves to (a headless
 //! Kubernetes Service, several A/AAAA records), each reached through its own connection pool.
 //!
-//! A new upstream session is initialized on one of the current endpoints (round robin), and
-//! every later request of that upstream session connects to exactly that address (the pin, see
-//! [`super::session`]), while `Host` and TLS keep the URL's host name (each endpoint's
-//! `reqwest::Client` is built with `resolve()`, so only the connection target changes).
+//! A new upstream session is initialized on one of the current endpoints (round robin; the next
+//! one when it refuses the connection), and every later request of that upstream session
+//! connects to exactly that address (the pin, see [`super::session`]), while `Host` and TLS keep
+//! the URL's host name (each endpoint's `reqwest::Client` is built with `resolve()`, so only the
+//! connection target changes). Requests that are not pinned (every request of a `stateless`
+//! upstream) go round robin the same way, each to the next endpoint when one refuses.
 //!
 //! The host is resolved with `hickory-resolver`: the system configuration (`/etc/resolv.conf`,
 //! `/etc/hosts`) unless the upstream names its own nameservers. It is resolved again at most
@@ -109,15 +111,11 @@ impl Endpoints {
         }))
     }
 
-    /// An endpoint for a request that is not pinned: the next of the current resolution
-    /// (resolved again first when it is older than the interval). Errors naming the host when
-    /// it resolves to nothing.
-    pub async fn pick(&self) -> Result<SocketAddr, String> {
-        Ok(self.candidates().await?[0])
-    }
-
-    /// Every current endpoint, starting with the next in turn (round robin): where a new
-    /// upstream session is initialized, the next one tried when one cannot be reached.
+    /// Every current endpoint, starting with the next in turn (round robin), resolved again
+    /// first when the resolution is older than the interval: where a request that is not pinned
+    /// goes (a new upstream session's `initialize`, every request of a stateless upstream), the
+    /// next one tried when one cannot be reached. Errors naming the host when it resolves to
+    /// nothing.
     pub async fn candidates(&self) -> Result<Vec<SocketAddr>, String> {
         let mut addrs = self.resolved(false).await?;
         let n = self.next.fetch_add(1, Ordering::Relaxed) % addrs.len();

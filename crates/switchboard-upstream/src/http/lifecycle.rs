@@ -166,39 +166,15 @@ impl HttpUpstream {
 
     /// `initialize` with `params`, then `notifications/initialized`, both at one endpoint (a
     /// stateful upstream's pin: the next endpoint in turn, or the one after it when that one
-    /// cannot be reached) and with the cookies the `initialize` answer set. Returns the new
-    /// session (the `Mcp-Session-Id` the answer carried, if any, the negotiated revision and the
-    /// binding) and the `InitializeResult`.
+    /// cannot be reached, see [`super::wire::Wire`]) and with the cookies the `initialize`
+    /// answer set. Returns the new session (the `Mcp-Session-Id` the answer carried, if any, the
+    /// negotiated revision and the binding) and the `InitializeResult`.
     pub(super) async fn handshake(
         &self,
         params: &Value,
     ) -> Result<(UpstreamSession, Value), WireError> {
-        let candidates = if self.replication.stateless {
-            vec![None]
-        } else {
-            self.wire.candidates().await?
-        };
-        let mut unreachable = None;
-        for endpoint in candidates {
-            match self.handshake_at(endpoint, params).await {
-                Err(e @ WireError::Unreachable { .. }) => {
-                    tracing::info!(upstream = %self.name, error = %e.describe(), "trying the next endpoint for a new upstream session");
-                    unreachable = Some(e);
-                }
-                done => return done,
-            }
-        }
-        Err(unreachable.unwrap_or_else(|| WireError::Failed("no endpoint to initialize at".into())))
-    }
-
-    /// [`HttpUpstream::handshake`] at one endpoint (`None`: the URL as it is).
-    async fn handshake_at(
-        &self,
-        endpoint: Option<std::net::SocketAddr>,
-        params: &Value,
-    ) -> Result<(UpstreamSession, Value), WireError> {
         let stateful = !self.replication.stateless;
-        let target = UpstreamSession::before_initialize(endpoint);
+        let target = UpstreamSession::before_initialize(None);
         let id = next_request_id();
         let request = message(Some(&id), "initialize", params);
         let call = Call {
@@ -228,7 +204,7 @@ impl HttpUpstream {
         }
         let mut session = UpstreamSession::new(answered.session_id, revision);
         if stateful {
-            session.endpoint = endpoint;
+            session.endpoint = answered.endpoint;
             let set = answered.set_cookies.iter().map(String::as_str);
             session.cookies =
                 cookies::merge(None, set, self.replication.max_cookie_bytes, &self.name).flatten();

@@ -3,8 +3,9 @@
 //! `Mcp-Session-Id`).
 //!
 //! Submodules:
-//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE) and their headers; `exchange`:
-//!   why one failed, naming the message and the endpoint.
+//! - `wire`: the HTTP exchanges (POST, resuming GET, DELETE), where they connect and their
+//!   headers (`static_headers`: the configured ones); `exchange`: why one failed, naming the
+//!   message and the endpoint.
 //! - `call`: one request's conversation (JSON or SSE answer, notifications, server-to-client
 //!   requests, resumption).
 //! - `lifecycle`: initializing an upstream session for a client session, re-initializing it on
@@ -31,6 +32,7 @@ mod listen;
 mod loss;
 pub mod modern;
 mod session;
+mod static_headers;
 pub(crate) mod wire;
 
 #[cfg(test)]

@@ -21,9 +21,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use reqwest::header::{
-    HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE, COOKIE, SET_COOKIE,
-};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE, COOKIE, SET_COOKIE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode, Url};
 use serde_json::Value;
 use switchboard_protocol::headers;
@@ -38,18 +36,6 @@ use super::session::UpstreamSession;
 /// The `Accept` of every POST (MCP 2025-11-25, basic/transports, Sending Messages to the
 /// Server item 2: both JSON and an event stream).
 const ACCEPT_BOTH: &str = "application/json, text/event-stream";
-
-/// Headers we set ourselves; static headers from the configuration may not override them. A
-/// configured `Cookie` is allowed: the cookies of an upstream session are added to it.
-const RESERVED: [&str; 7] = [
-    "accept",
-    "content-type",
-    "content-length",
-    "host",
-    headers::MCP_SESSION_ID,
-    headers::MCP_PROTOCOL_VERSION,
-    headers::LAST_EVENT_ID,
-];
 
 /// What the upstream answered to a POST.
 pub(crate) enum Reply {
@@ -79,8 +65,17 @@ pub(crate) struct Posted {
     pub session_id: Option<String>,
     /// Where the answer came from.
     pub at: At,
+    /// The endpoint it connected to, when the URL names a host (where a new session is pinned).
+    pub endpoint: Option<SocketAddr>,
     /// The `Set-Cookie` values of the answer.
     pub set_cookies: Vec<String>,
+}
+
+/// An answer to one request, and where it came from.
+struct Sent {
+    response: Response,
+    at: At,
+    endpoint: Option<SocketAddr>,
 }
 
 /// The HTTP side of one upstream.
@@ -121,7 +116,7 @@ impl Wire {
         }
         Ok(Wire {
             url,
-            headers: header_map(static_headers)?,
+            headers: super::static_headers::parse(static_headers)?,
             client: http_client()?,
             endpoints: None,
             max_message: usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES)
@@ -164,17 +159,6 @@ impl Wire {
         self.endpoints.as_ref()
     }
 
-    /// Where a new upstream session may be initialized, in the order to try them: the current
-    /// endpoints starting with the next in turn (round robin); `[None]` (the URL as it is) when
-    /// the URL is an IP address.
-    pub async fn candidates(&self) -> Result<Vec<Option<SocketAddr>>, WireError> {
-        let Some(endpoints) = &self.endpoints else {
-            return Ok(vec![None]);
-        };
-        let addrs = endpoints.candidates().await.map_err(WireError::Failed)?;
-        Ok(addrs.into_iter().map(Some).collect())
-    }
-
     /// Whether the pinned endpoint `addr` is gone: after resolving again now, the name no longer
     /// includes it. Always `false` without endpoints (an IP address).
     pub async fn endpoint_gone(&self, addr: SocketAddr) -> bool {
@@ -184,11 +168,31 @@ impl Wire {
         }
     }
 
-    /// The client and endpoint for a request in `session`: its pinned endpoint, else any
-    /// current endpoint (a stateless upstream, spread freely), else the URL as it is.
-    async fn route(&self, session: Option<&UpstreamSession>) -> Result<Route, WireError> {
-        let pinned = session.and_then(|s| s.endpoint);
+    /// Where a request in `session` may go, in the order to try them: its pinned endpoint only;
+    /// else every current endpoint, starting with the next in turn (a stateless upstream's
+    /// requests, and `initialize`, spread freely); `[None]` (the URL as it is) without endpoints.
+    async fn targets(
+        &self,
+        session: Option<&UpstreamSession>,
+    ) -> Result<Vec<Option<SocketAddr>>, WireError> {
         let Some(endpoints) = &self.endpoints else {
+            return Ok(vec![None]);
+        };
+        if let Some(addr) = session.and_then(|s| s.endpoint) {
+            return Ok(vec![Some(addr)]);
+        }
+        let addrs = endpoints.candidates().await.map_err(WireError::Failed)?;
+        Ok(addrs.into_iter().map(Some).collect())
+    }
+
+    /// The client and endpoint for a request to `target` (`None`: the URL as it is) in
+    /// `session`.
+    fn route(
+        &self,
+        session: Option<&UpstreamSession>,
+        target: Option<SocketAddr>,
+    ) -> Result<Route, WireError> {
+        let (Some(endpoints), Some(addr)) = (&self.endpoints, target) else {
             return Ok(Route {
                 client: self.client.clone(),
                 endpoint: self.authority(),
@@ -196,16 +200,54 @@ impl Wire {
                 tracked: None,
             });
         };
-        let addr = match pinned {
-            Some(addr) => addr,
-            None => endpoints.pick().await.map_err(WireError::Failed)?,
-        };
         let client = endpoints.client(addr).map_err(WireError::Failed)?;
         Ok(Route {
             client,
             endpoint: addr.to_string(),
-            pinned,
+            pinned: session.and_then(|s| s.endpoint),
             tracked: Some((addr, endpoints.clone())),
+        })
+    }
+
+    /// Sends one request (`method`, the message `what`) in `session`, finished by `build`. A
+    /// request that is not pinned and cannot connect to its endpoint (so it certainly did not
+    /// run) is sent to the next endpoint, until one connects or every current endpoint was
+    /// tried; a pinned one goes to its endpoint only.
+    async fn send(
+        &self,
+        method: Method,
+        what: &str,
+        session: Option<&UpstreamSession>,
+        build: impl Fn(RequestBuilder) -> RequestBuilder,
+    ) -> Result<Sent, WireError> {
+        let targets = self.targets(session).await?;
+        let tried = targets.len();
+        let mut refused = None;
+        for target in targets {
+            let route = self.route(session, target)?;
+            let request = build(self.request(&route, method.clone(), session));
+            match send(request, what, &route).await {
+                Err(e @ WireError::Unreachable { pinned: None, .. }) if tried > 1 => {
+                    tracing::info!(host = self.url.host_str().unwrap_or(""), error = %e.describe(),
+                        "trying the next endpoint");
+                    refused = Some(e);
+                }
+                sent => {
+                    return sent.map(|(response, at)| Sent {
+                        response,
+                        at,
+                        endpoint: target,
+                    })
+                }
+            }
+        }
+        Err(match refused {
+            Some(WireError::Unreachable { at, pinned, why }) => WireError::Unreachable {
+                why: format!("{why} (and no other of its {tried} endpoints could be reached)"),
+                at,
+                pinned,
+            },
+            _ => WireError::Failed(format!("no endpoint to send `{what}` to")),
         })
     }
 
@@ -228,13 +270,19 @@ impl Wire {
     ) -> Result<Posted, WireError> {
         let body = serde_json::to_vec(message)
             .map_err(|e| WireError::Failed(format!("cannot serialize `{what}`: {e}")))?;
-        let route = self.route(session).await?;
-        let request = self
-            .request(&route, Method::POST, session)
-            .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
-            .header(CONTENT_TYPE, headers::APPLICATION_JSON)
-            .body(body);
-        let (response, at) = send(request, what, &route).await?;
+        let body = bytes::Bytes::from(body);
+        let Sent {
+            response,
+            at,
+            endpoint,
+        } = self
+            .send(Method::POST, what, session, |request| {
+                request
+                    .header(ACCEPT, HeaderValue::from_static(ACCEPT_BOTH))
+                    .header(CONTENT_TYPE, headers::APPLICATION_JSON)
+                    .body(body.clone())
+            })
+            .await?;
         let status = response.status();
         let session_id = response
             .headers()
@@ -284,6 +332,7 @@ impl Wire {
             reply,
             session_id,
             at,
+            endpoint,
             set_cookies,
         })
     }
@@ -313,11 +362,11 @@ impl Wire {
     /// GETs the URL as an event stream (the legacy HTTP+SSE transport's SSE endpoint: MCP
     /// 2024-11-05, basic/transports, HTTP with SSE).
     pub async fn listen(&self) -> Result<EventReader, WireError> {
-        let route = self.route(None).await?;
-        let request = self
-            .request(&route, Method::GET, None)
-            .header(ACCEPT, headers::TEXT_EVENT_STREAM);
-        let (response, at) = send(request, "GET", &route).await?;
+        let Sent { response, at, .. } = self
+            .send(Method::GET, "GET", None, |r| {
+                r.header(ACCEPT, headers::TEXT_EVENT_STREAM)
+            })
+            .await?;
         if !response.status().is_success() {
             return Err(failure(response, &at, self.max_message).await);
         }
@@ -337,12 +386,12 @@ impl Wire {
         session: &UpstreamSession,
         last_event_id: &str,
     ) -> Result<EventReader, WireError> {
-        let route = self.route(Some(session)).await?;
-        let request = self
-            .request(&route, Method::GET, Some(session))
-            .header(ACCEPT, headers::TEXT_EVENT_STREAM)
-            .header(headers::LAST_EVENT_ID, last_event_id);
-        let (response, at) = send(request, "GET", &route).await?;
+        let Sent { response, at, .. } = self
+            .send(Method::GET, "GET", Some(session), |r| {
+                r.header(ACCEPT, headers::TEXT_EVENT_STREAM)
+                    .header(headers::LAST_EVENT_ID, last_event_id)
+            })
+            .await?;
         let status = response.status();
         if !status.is_success() {
             return Err(match failure(response, &at, self.max_message).await {
@@ -367,14 +416,15 @@ impl Wire {
         session: &UpstreamSession,
         last_event_id: Option<&str>,
     ) -> Result<Opened, WireError> {
-        let route = self.route(Some(session)).await?;
-        let mut request = self
-            .request(&route, Method::GET, Some(session))
-            .header(ACCEPT, headers::TEXT_EVENT_STREAM);
-        if let Some(id) = last_event_id {
-            request = request.header(headers::LAST_EVENT_ID, id);
-        }
-        let (response, at) = send(request, "GET", &route).await?;
+        let Sent { response, at, .. } = self
+            .send(Method::GET, "GET", Some(session), |r| {
+                let r = r.header(ACCEPT, headers::TEXT_EVENT_STREAM);
+                match last_event_id {
+                    Some(id) => r.header(headers::LAST_EVENT_ID, id),
+                    None => r,
+                }
+            })
+            .await?;
         let status = response.status();
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Opened::NotAllowed);
@@ -403,9 +453,8 @@ impl Wire {
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
     /// item 5). A 405 (the server does not let clients end sessions) counts as done.
     pub async fn delete(&self, session: &UpstreamSession) -> Result<(), String> {
-        let route = self.route(Some(session)).await.map_err(|e| e.describe())?;
-        let request = self.request(&route, Method::DELETE, Some(session));
-        let (response, at) = send(request, "DELETE", &route)
+        let Sent { response, at, .. } = self
+            .send(Method::DELETE, "DELETE", Some(session), |r| r)
             .await
             .map_err(|e| e.describe())?;
         let status = response.status();
@@ -449,30 +498,6 @@ impl Wire {
         }
         builder
     }
-}
-
-/// The static headers as a header map (values marked sensitive: they are credentials).
-fn header_map<K, V>(pairs: impl IntoIterator<Item = (K, V)>) -> Result<HeaderMap, String>
-where
-    K: AsRef<str>,
-    V: AsRef<str>,
-{
-    let mut map = HeaderMap::new();
-    for (k, v) in pairs {
-        let (k, v) = (k.as_ref(), v.as_ref());
-        let name = HeaderName::from_bytes(k.as_bytes())
-            .map_err(|_| format!("invalid header name {k:?}"))?;
-        if RESERVED.contains(&name.as_str()) {
-            return Err(format!(
-                "header {k:?} is set by switchboard and cannot be configured"
-            ));
-        }
-        let mut value =
-            HeaderValue::from_str(v).map_err(|_| format!("invalid value for header {k:?}"))?;
-        value.set_sensitive(true);
-        map.append(name, value);
-    }
-    Ok(map)
 }
 
 /// Sends `request` (the message `what`) along `route`; the answer and where it came from.
