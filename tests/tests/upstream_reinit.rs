@@ -207,3 +207,65 @@ async fn concurrent_reinitializes_on_two_nodes_leave_one_get_stream() {
     assert_eq!(replica.notify(&note(9)), 1);
     wait_note(&mut stream, 9, Duration::from_secs(5)).await;
 }
+
+/// The initializes one replica has seen.
+fn initializes(replica: &Replica) -> usize {
+    replica
+        .state()
+        .seen()
+        .iter()
+        .filter(|s| s.method == "initialize")
+        .count()
+}
+
+/// C08 towards the upstream: something in front of it (an ingress without a route for a moment)
+/// answers one call `404 page not found` as plain text, with no JSON-RPC error. That is not the
+/// server forgetting the session: the call is sent again 250 ms later and answers in the same
+/// upstream session, with either `on_upstream_loss`; the session is neither re-initialized nor
+/// ended. A 404 that is there again on the second try is a loss (here: ended). (The first 404
+/// used to be taken for a lost session at once: the state was destroyed, or the client session
+/// ended.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_text_404_in_front_of_the_upstream_is_confirmed_before_the_session_is_lost() {
+    let (a, b) = (replica(), replica());
+    let upstreams = [
+        Upstream::http("a", &a.url()),
+        Upstream::http("b", &b.url()).set("on_upstream_loss", "\"end_session\""),
+    ];
+    let started = start_cluster(2, &upstreams, ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let mut id = 1;
+    for name in ["a", "b"] {
+        let replica = if name == "a" { &a } else { &b };
+        let tool = format!("{name}__increment");
+        for n in 1..=2 {
+            id += 1;
+            assert_eq!(count(&call(&client, &urls[1], id, &tool).await), n);
+        }
+        let inits = initializes(replica);
+        replica.state().plain_404_next(1);
+        id += 1;
+        let through = call(&client, &urls[0], id, &tool).await;
+        assert_eq!(count(&through), 3, "{name}: the same upstream session");
+        id += 1;
+        assert_eq!(
+            count(&call(&client, &urls[1], id, &tool).await),
+            4,
+            "{name}"
+        );
+        assert_eq!(initializes(replica), inits, "{name}: not initialized again");
+    }
+    b.state().plain_404_next(2);
+    let lost = call(&client, &urls[0], 99, "b__increment").await;
+    assert_eq!(
+        lost["error"]["data"]["reason"], "upstream_session_lost",
+        "{lost}"
+    );
+    let message = lost["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("answered HTTP 404 (with no JSON-RPC error in the body)"),
+        "{message}"
+    );
+}

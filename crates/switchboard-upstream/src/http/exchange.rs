@@ -42,6 +42,10 @@ pub(crate) enum WireError {
         at: At,
         /// 404, or 400.
         status: StatusCode,
+        /// Whether the body was a JSON-RPC error, as MCP servers (every SDK) send: the server
+        /// itself answered. Without one, something in front of it may have (an ingress with no
+        /// route for a moment), so the loss is confirmed first (see [`super::loss`]).
+        json_rpc: bool,
     },
     /// An HTTP error status whose body was a JSON-RPC error.
     Rpc {
@@ -87,10 +91,19 @@ impl WireError {
     /// What the error says, naming the exchange.
     pub fn describe(&self) -> String {
         match self {
-            WireError::Gone { at, status } => format!(
-                "{} answered HTTP {} to the upstream session id",
+            WireError::Gone {
                 at,
-                status.as_u16()
+                status,
+                json_rpc,
+            } => format!(
+                "{} answered HTTP {}{} to the upstream session id",
+                at,
+                status.as_u16(),
+                if *json_rpc {
+                    ""
+                } else {
+                    " (with no JSON-RPC error in the body)"
+                }
             ),
             WireError::Rpc { at, status, error } => format!(
                 "{} answered HTTP {}: {} ({})",

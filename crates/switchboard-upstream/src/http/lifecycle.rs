@@ -216,11 +216,9 @@ impl HttpUpstream {
             .await
         {
             Ok(_) => Ok((session, result)),
-            Err(WireError::Gone { at, status }) => Err(WireError::Failed(self.split_handshake(
-                &init_at,
-                &at.endpoint,
-                status,
-            ))),
+            Err(WireError::Gone { at, status, .. }) => Err(WireError::Failed(
+                self.split_handshake(&init_at, &at.endpoint, status),
+            )),
             Err(e) => Err(e),
         }
     }

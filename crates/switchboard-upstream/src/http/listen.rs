@@ -104,17 +104,31 @@ impl Listener {
         let mut tasks = JoinSet::new();
         let mut retry: Option<u64> = None;
         let mut failures: u32 = 0;
+        let mut unconfirmed = false;
         let end = loop {
             let opened = tokio::select! {
                 () = self.cancel.cancelled() => break End::Cancelled,
                 opened = self.wire.open_stream(&self.upstream, position.last.as_deref()) => opened,
             };
             self.answered.send_replace(true);
+            if !matches!(opened, Err(WireError::Gone { .. })) {
+                unconfirmed = false;
+            }
             match opened {
                 Ok(Opened::NotAllowed) => {
                     self.no_get.store(true, Ordering::SeqCst);
                     tracing::info!(upstream = %self.name, "the upstream offers no GET stream (405); not listening for its unsolicited messages");
                     break End::NotAllowed;
+                }
+                // Maybe not the server's (see `super::loss`): confirmed once, like a request.
+                Err(WireError::Gone {
+                    json_rpc: false, ..
+                }) if !unconfirmed => {
+                    unconfirmed = true;
+                    tokio::select! {
+                        () = self.cancel.cancelled() => break End::Cancelled,
+                        () = tokio::time::sleep(super::loss::CONFIRM_AFTER) => continue,
+                    }
                 }
                 Err(WireError::Gone { .. }) => break End::Gone,
                 Err(WireError::Unreachable {

@@ -6,6 +6,15 @@
 //! resolves but cannot be reached is not a loss: the request fails with the usual -32006 naming
 //! it, and the session is kept for when it comes back.
 //!
+//! **A 404 is confirmed when it may not be the server's.** MCP servers answer an unknown session
+//! id with a JSON-RPC error body; that 404 (or 400) means lost at once. One without a JSON-RPC
+//! error (`404 page not found` as text: an ingress or proxy in front of the upstream that has no
+//! route for a moment, during a rollout or a reconfiguration) is sent again once after
+//! [`CONFIRM_AFTER`] (250 ms): re-sending is safe, a 404 means the request was not processed.
+//! Only when the second answer says the session is gone too is it lost; otherwise the request
+//! goes on in the same upstream session. A blip longer than that is taken for a loss. The GET
+//! listener confirms the same way before it stops.
+//!
 //! A stateful upstream never carries on silently in a new upstream session, which would split
 //! the session's state over two replicas (case C02). `on_upstream_loss` decides:
 //! - `reinitialize` (default): a new upstream session is initialized (on a live endpoint) and
@@ -19,6 +28,7 @@
 //!   has `session_ended: true`); every node answers 404 afterwards.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use switchboard_protocol::codes;
@@ -32,6 +42,10 @@ use crate::upstream::{RequestContext, RpcError, SessionHandle};
 /// The `data.reason` of the error a lost upstream session gives.
 pub(crate) const REASON: &str = "upstream_session_lost";
 
+/// How long after a 404 (or 400) without a JSON-RPC error body the request is sent once more,
+/// to tell a moment without a route in front of the upstream from a lost session.
+pub(crate) const CONFIRM_AFTER: Duration = Duration::from_millis(250);
+
 /// How an upstream session was lost.
 #[derive(Debug)]
 pub(crate) struct Lost {
@@ -43,6 +57,25 @@ pub(crate) struct Lost {
 }
 
 impl HttpUpstream {
+    /// `Ok` when `failure` is a "session gone" answer without a JSON-RPC error (maybe not the
+    /// server's): [`CONFIRM_AFTER`] has passed and the request should be sent once more.
+    /// Otherwise `failure` back as it was.
+    pub(super) async fn confirm_gone(&self, failure: WireError) -> Result<(), WireError> {
+        if !matches!(
+            failure,
+            WireError::Gone {
+                json_rpc: false,
+                ..
+            }
+        ) {
+            return Err(failure);
+        }
+        tracing::info!(upstream = %self.name, error = %failure.describe(), wait_ms = CONFIRM_AFTER.as_millis() as u64,
+            "a 'session gone' answer without a JSON-RPC error (maybe from something in front of the upstream); sending the request again before taking the session for lost");
+        tokio::time::sleep(CONFIRM_AFTER).await;
+        Ok(())
+    }
+
     /// Whether `failure` means `session` is lost.
     pub(super) async fn lost(
         &self,

@@ -306,6 +306,13 @@ impl HttpUpstream {
             Ok(response) => return outcome(response),
             Err(e) => e,
         };
+        let failure = match self.confirm_gone(failure).await {
+            Ok(()) => match self.exchange(method, params, &session, ctx).await {
+                Ok(response) => return outcome(response),
+                Err(e) => e,
+            },
+            Err(failure) => failure,
+        };
         let Some(lost) = self.lost(&failure, &session).await else {
             return Err(self.error(failure));
         };

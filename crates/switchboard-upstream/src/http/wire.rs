@@ -261,7 +261,8 @@ impl Wire {
     }
 
     /// POSTs one JSON-RPC message (`what`: its method, or `response`) with `Accept:
-    /// application/json, text/event-stream`.
+    /// application/json, text/event-stream`. An error status is [`WireError::Gone`] when it
+    /// says the session is gone (the 404 and 400 rule of `Wire::refusal`).
     pub async fn post<M: serde::Serialize + ?Sized>(
         &self,
         what: &str,
@@ -295,20 +296,9 @@ impl Wire {
             .iter()
             .filter_map(|v| v.to_str().ok().map(str::to_owned))
             .collect();
-        let had_session = session.is_some_and(|s| s.id.is_some());
-        if status == StatusCode::NOT_FOUND && had_session {
-            return Err(WireError::Gone { at, status });
-        }
         if !status.is_success() {
-            let failed = failure(response, &at, self.max_message).await;
-            // Not spec (which says 404), but common: the TypeScript SDK's server answers an
-            // unknown session id with 400 "Bad Request: No valid session ID provided". Treat a
-            // 400 that talks about the session, to a request that carried one, as a lost session
-            // (re-initialized and retried once, like 404).
-            if status == StatusCode::BAD_REQUEST && had_session && failed.mentions_session() {
-                return Err(WireError::Gone { at, status });
-            }
-            return Err(failed);
+            let had_session = session.is_some_and(|s| s.id.is_some());
+            return Err(self.refusal(response, at, had_session).await);
         }
         let reply = if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
             // Legacy servers write a word ("Accepted") into their 202s; no message is in it.
@@ -429,18 +419,8 @@ impl Wire {
         if status == StatusCode::METHOD_NOT_ALLOWED {
             return Ok(Opened::NotAllowed);
         }
-        if status == StatusCode::NOT_FOUND && session.id.is_some() {
-            return Err(WireError::Gone { at, status });
-        }
         if !status.is_success() {
-            let failed = failure(response, &at, self.max_message).await;
-            if status == StatusCode::BAD_REQUEST
-                && session.id.is_some()
-                && failed.mentions_session()
-            {
-                return Err(WireError::Gone { at, status });
-            }
-            return Err(failed);
+            return Err(self.refusal(response, at, session.id.is_some()).await);
         }
         if !is_event_stream(&response) {
             return Err(WireError::Failed(format!(
@@ -448,6 +428,27 @@ impl Wire {
             )));
         }
         Ok(Opened::Stream(EventReader::new(response, self.max_message)))
+    }
+
+    /// The error for an answer with an error status to a POST or GET (`had_session`: it carried
+    /// our `Mcp-Session-Id`). 404 to a request that carried the session id is
+    /// [`WireError::Gone`] (MCP 2025-11-25, basic/transports, Session Management item 3). Not
+    /// spec, but common: the TypeScript SDK's server answers an unknown session id with 400
+    /// "Bad Request: No valid session ID provided", so a 400 that talks about the session, to a
+    /// request that carried one, is [`WireError::Gone`] too.
+    async fn refusal(&self, response: Response, at: At, had_session: bool) -> WireError {
+        let status = response.status();
+        let failed = failure(response, &at, self.max_message).await;
+        let gone = status == StatusCode::NOT_FOUND
+            || (status == StatusCode::BAD_REQUEST && failed.mentions_session());
+        if !(had_session && gone) {
+            return failed;
+        }
+        WireError::Gone {
+            at,
+            status,
+            json_rpc: matches!(failed, WireError::Rpc { .. }),
+        }
     }
 
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management

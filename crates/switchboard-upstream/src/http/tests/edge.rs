@@ -162,7 +162,7 @@ async fn post(edge: &Arc<Edge>, rpc: &str, session: Option<String>, body: Value)
                     "error": {"code": -32000, "message": "Bad Request: No valid session ID provided"}});
                 return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
             }
-            return StatusCode::NOT_FOUND.into_response();
+            return super::session_not_found();
         }
     }
     if rpc == "response" {

@@ -126,7 +126,7 @@ async fn handle(
                 return StatusCode::METHOD_NOT_ALLOWED.into_response();
             }
             if !known {
-                return StatusCode::NOT_FOUND.into_response();
+                return super::session_not_found();
             }
             let after = headers
                 .get("last-event-id")
@@ -164,7 +164,7 @@ fn post(
         return response;
     }
     if !known {
-        return StatusCode::NOT_FOUND.into_response();
+        return super::session_not_found();
     }
     if body.get("method").is_none() {
         server.answers.lock().unwrap().push((headers, body));

@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use axum::response::IntoResponse;
 use serde_json::{json, Value};
 use switchboard_protocol::Revision;
 use tokio_util::sync::CancellationToken;
@@ -136,6 +137,14 @@ pub(crate) async fn serve(router: axum::Router, stop: CancellationToken) -> Stri
             .unwrap();
     });
     url
+}
+
+/// 404 with a JSON-RPC error body, as MCP SDK servers answer an unknown session id (a 404
+/// without one is confirmed before the session counts as lost: see `http::loss`).
+pub(crate) fn session_not_found() -> axum::response::Response {
+    let body = json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": -32001, "message": "Session not found"}});
+    (axum::http::StatusCode::NOT_FOUND, axum::Json(body)).into_response()
 }
 
 /// Waits until `check` holds, for at most 5 s.
