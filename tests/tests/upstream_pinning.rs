@@ -11,6 +11,7 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
+use reqwest::Method;
 use serde_json::{json, Value};
 use switchboard_tests::balancer::{haproxy_binary, Balancer, BalancerOptions};
 use switchboard_tests::client::McpClient;
@@ -527,4 +528,46 @@ async fn a_stateless_upstream_routes_around_an_endpoint_that_refuses() {
     }
     assert_eq!(served.values().sum::<i32>(), 30, "{served:?}");
     assert!(!served.contains_key(&dead), "{served:?}");
+}
+
+/// With `on_upstream_loss = "end_session"`, the client session is unknown to every node by the
+/// time the client can read the error saying it ended: the request it sends right after, on
+/// another node, gets 404 (six client sessions in a row, each losing its upstream session
+/// when its replica forgets it; every other one asks for the error as an SSE stream, the rest
+/// get it as JSON). (The session used to end only after the error went out: a request admitted
+/// meanwhile on another node was cancelled with -32004 instead.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_end_session_the_request_right_after_the_error_gets_404_on_another_node() {
+    let Some((mut replicas, _dns, started)) =
+        three_endpoints(&[("on_upstream_loss", "\"end_session\"")])
+    else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    for round in 0..6 {
+        let mut client = McpClient::new();
+        client.initialize(&urls[round % 3], "2025-11-25").await;
+        let pinned = increments(&client, &urls, 10, 1, 0).await;
+        by_label(&mut replicas, &pinned).state().forget_sessions();
+        let url = &urls[(round + 1) % 3];
+        let response = if round % 2 == 0 {
+            call(&client, url, 20, "increment").await
+        } else {
+            let sse_only = client.post_headers().set("Accept", "text/event-stream");
+            let body = switchboard_tests::msg::call(20, "increment", json!({})).to_string();
+            let reply = client.send(Method::POST, url, &sse_only, Some(body)).await;
+            assert!(reply.is_sse(), "round {round}");
+            reply.answer(json!(20), T).await.response
+        };
+        assert_eq!(
+            error(&response)["data"]["session_ended"],
+            true,
+            "{response}"
+        );
+        let next = client
+            .call_tool(&urls[(round + 2) % 3], 21, "increment", json!({}))
+            .await;
+        let status = next.status;
+        assert_eq!(status, 404, "round {round}: {}", next.text().await);
+    }
 }

@@ -147,6 +147,14 @@ impl Hub {
         }
     }
 
+    /// Takes the stream's connection out of the hub if it is `holder` here, returning the way to
+    /// it: nothing reaches it through the hub any more (neither live events nor the close when
+    /// its session ends), only what is sent on the returned sender. `None` when it is not held
+    /// here.
+    pub fn detach(&self, sid: &str, stream: &str, holder: &str) -> Option<mpsc::Sender<Outbound>> {
+        remove_if_holder(&self.conns, sid, stream, holder).map(|c| c.tx)
+    }
+
     /// Forgets the connection if it is still `holder` (the connection ended by itself).
     pub fn unregister(&self, sid: &str, stream: &str, holder: &str) {
         remove_if_holder(&self.conns, sid, stream, holder);

@@ -259,19 +259,7 @@ impl ResponseStream {
         let store = &self.app.store;
         let key = &self.inflight.request_key;
         match json {
-            // Answered at once and never registered: nothing to undo in the store (the session
-            // was touched when the request was admitted).
-            Some(_) if !self.close_registration() => {}
-            Some(_) => {
-                // A registration under way is waited for, so its entry is the one removed.
-                self.register().await;
-                if let Err(e) = store
-                    .finish(&self.sid, key, Some(&self.inflight.stream))
-                    .await
-                {
-                    tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
-                }
-            }
+            Some(_) => self.settle_json().await,
             None => {
                 self.register().await;
                 self.append_final(response.to_string()).await;
@@ -285,6 +273,90 @@ impl ResponseStream {
                 }
             }
         }
+    }
+
+    /// The store's bookkeeping after a JSON answer went out.
+    async fn settle_json(&self) {
+        // Answered at once and never registered: nothing to undo in the store (the session was
+        // touched when the request was admitted).
+        if !self.close_registration() {
+            return;
+        }
+        // A registration under way is waited for, so its entry is the one removed.
+        self.register().await;
+        let key = &self.inflight.request_key;
+        let stream = Some(self.inflight.stream.as_str());
+        if let Err(e) = self.app.store.finish(&self.sid, key, stream).await {
+            tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
+        }
+    }
+
+    /// Sends the final response of a request whose session ends with it (an upstream asked, see
+    /// [`switchboard_upstream::SessionHandle::end_session`]), so that the session is unknown to
+    /// every node (404) before the client can read the response: a request the client sends
+    /// after reading it cannot be admitted anywhere (and then cancelled by the end). `end` ends
+    /// the session.
+    ///
+    /// - A JSON answer (the HTTP handler on this node waits for it): `end`, then the answer.
+    /// - A streamed answer whose connection is on this node: the connection is taken out of the
+    ///   hub (so the end of the session does not close it first), the answer is logged (while the
+    ///   session still exists, for its position), then `end`, then the answer is written to the
+    ///   connection directly. A connection that fell behind re-reads the log, which is gone by
+    ///   then: it closes without the answer.
+    /// - Otherwise (the stream is held on another node since the client resumed it there, or the
+    ///   answer goes to the standalone stream): the answer through the store, then `end`.
+    pub async fn finish_ending<F>(&self, response: Value, end: F)
+    where
+        F: std::future::Future<Output = ()>,
+    {
+        let pending = {
+            let mut mode = self.lock();
+            match &mut *mode {
+                // Done from now on: the HTTP side can no longer switch to a stream meanwhile.
+                Mode::Pending(tx) => {
+                    let tx = tx.take();
+                    *mode = Mode::Done;
+                    Some(tx)
+                }
+                Mode::Streaming => None,
+                Mode::Done => return,
+            }
+        };
+        if let Some(tx) = pending {
+            end.await;
+            if let Some(tx) = tx {
+                let _ = tx.send(First::Json(response));
+            }
+            return self.settle_json().await;
+        }
+        let (sid, stream, holder) = (&self.sid, &self.inflight.stream, &self.inflight.holder);
+        let detached = match self.sink {
+            Sink::Standalone => None,
+            _ => self.app.hub.detach(sid, stream, holder),
+        };
+        let Some(conn) = detached else {
+            self.finish(response).await;
+            return end.await;
+        };
+        *self.lock() = Mode::Done;
+        self.register().await;
+        let data = response.to_string();
+        let logged = self.app.store.append(sid, stream, &data, true).await;
+        end.await;
+        let position = match logged {
+            Ok(appended) => appended.position,
+            Err(e) => {
+                tracing::warn!(error = %e, session = %sid, "could not log the final response of a session that ends");
+                // Past any position the connection has written: ends its stream all the same.
+                format!("{}-0", u64::MAX)
+            }
+        };
+        let event = crate::hub::Outbound::Event(Box::new(StreamEvent {
+            position,
+            data,
+            end: true,
+        }));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn.send(event)).await;
     }
 
     /// Closes a lazy registration that has not started; `true` when the request is (or is being)

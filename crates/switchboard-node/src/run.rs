@@ -52,15 +52,21 @@ pub fn spawn(mut job: Job) {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
         };
-        job.response.finish(response).await;
-        job.app.calls.end(&job.session.id, &key);
-        // An upstream asked to end the session (it lost the session's state): the answer saying
-        // so went out first.
-        if let Some(reason) = ending.get() {
-            if let Err(e) = crate::handle::end_now(&job.app, &job.session.id, reason).await {
-                tracing::warn!(session = %job.session.id, error = %e, "could not end the session an upstream asked to end");
+        match ending.get() {
+            None => job.response.finish(response).await,
+            // An upstream asked to end the session (it lost the session's state): ended before
+            // the client can read the answer saying so, which still reaches it.
+            Some(reason) => {
+                let (app, sid) = (&job.app, &job.session.id);
+                let end = async move {
+                    if let Err(e) = crate::handle::end_now(app, sid, reason).await {
+                        tracing::warn!(session = %sid, error = %e, "could not end the session an upstream asked to end");
+                    }
+                };
+                job.response.finish_ending(response, end).await;
             }
         }
+        job.app.calls.end(&job.session.id, &key);
     });
 }
 

@@ -183,9 +183,10 @@ pub trait SessionHandle: Send + Sync {
     /// node answers 404 for it, its streams close, its requests end and every upstream session
     /// is deleted. An upstream calls this when it lost the session's state and the configured
     /// policy is to make the client start over (`on_upstream_loss = "end_session"`); `reason`
-    /// goes to the log. Inside a node's request, the session ends right after that request's
-    /// answer went out, so the client reads why. Errors when the store fails; the default (no
-    /// cluster) refuses.
+    /// goes to the log. Inside a node's request, the session ends when that request answers:
+    /// before the answer can reach the client (so no request the client sends after reading it
+    /// is admitted anywhere), and the answer still reaches it, so the client reads why. Errors
+    /// when the store fails; the default (no cluster) refuses.
     async fn end_session(&self, reason: &str) -> Result<(), String> {
         let _ = reason;
         Err("this session cannot be ended from here".into())

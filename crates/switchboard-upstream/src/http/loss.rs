@@ -24,8 +24,9 @@
 //!   `reason: "upstream_session_lost"`. When initializing fails too, the stored session is
 //!   forgotten so the next request initializes one; the client session id never changes.
 //! - `end_session`: the client session ends cluster-wide ([`SessionHandle::end_session`], the
-//!   same path as DELETE) right after the request in flight got -32006 saying so (`data` also
-//!   has `session_ended: true`); every node answers 404 afterwards.
+//!   same path as DELETE) and the request in flight gets -32006 saying so (`data` also has
+//!   `session_ended: true`); the node ends the session before that answer can reach the client,
+//!   so every node answers 404 to the requests the client sends after reading it.
 
 use std::sync::Arc;
 use std::time::Duration;
