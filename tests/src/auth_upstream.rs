@@ -20,7 +20,7 @@ pub enum Policy {
     /// values (one header line each) and `body` (served as `application/json` when it parses as
     /// JSON, else as text).
     Refuse {
-        /// 401 or 403.
+        /// 401 or 403 (or any other error status, e.g. 500).
         status: u16,
         /// The `WWW-Authenticate` lines.
         www_authenticate: Vec<String>,
@@ -67,6 +67,11 @@ impl AuthUpstream {
     /// The URL of `path` on this server (`/mcp`, `/sse`).
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
+    }
+
+    /// Its address as an upstream error names it (`data.endpoint`), e.g. `127.0.0.1:40123`.
+    pub fn endpoint(&self) -> String {
+        self.addr.to_string()
     }
 
     /// The headers of every request received so far, in order.

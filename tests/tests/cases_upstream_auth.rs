@@ -57,9 +57,9 @@ async fn call_error(client: &McpClient, url: &str, id: i64, name: &str) -> Value
 
 /// C33 step 4: a 401 with `WWW-Authenticate: Bearer realm="up", error="invalid_token"` (and a
 /// text body), and a 403 with two challenges and a JSON-RPC error body, from each network kind
-/// of upstream: the client gets -32006 naming the upstream and the refusal, with exactly
-/// `data.upstream`, `data.status`, `data.www_authenticate` (all values as sent) and, for the
-/// JSON body, `data.error`. Before, a 401 was `unavailable: HTTP 401 Unauthorized: …` with the
+/// of upstream: the client gets -32006 naming the upstream, the refusal and the message that was
+/// refused at which endpoint, with exactly `data.upstream`, `data.status`, `data.www_authenticate`
+/// (all values as sent), `data.endpoint` and, for the JSON body, `data.error`. Before, a 401 was `unavailable: HTTP 401 Unauthorized: …` with the
 /// challenge dropped.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c33_upstream_401_and_403_reach_the_client_with_status_and_challenge() {
@@ -79,28 +79,40 @@ async fn c33_upstream_401_and_403_reach_the_client_with_status_and_challenge() {
     let url = configured.cluster.url(0);
     let mut client = McpClient::new();
     client.initialize(&url, "2025-11-25").await;
-    for (i, name) in ["h401", "m401", "s401"].into_iter().enumerate() {
+    let at_401 = [
+        ("h401", "initialize", h401.endpoint()),
+        ("m401", "tools/call", m401.endpoint()),
+        ("s401", "GET", s401.endpoint()),
+    ];
+    for (i, (name, what, endpoint)) in at_401.into_iter().enumerate() {
         let error = call_error(&client, &url, 10 + i as i64, name).await;
         let expected = json!({
             "code": -32006,
             "message": format!("upstream `{name}` refused the credentials switchboard sent it \
-                                (HTTP 401 Unauthorized); check the `headers` configured for it"),
-            "data": {"upstream": name, "status": 401, "www_authenticate": CHALLENGE},
+                                (HTTP 401 Unauthorized to `{what}` at {endpoint}); check the \
+                                `headers` configured for it"),
+            "data": {"upstream": name, "status": 401, "www_authenticate": CHALLENGE,
+                     "endpoint": endpoint},
         });
         assert_eq!(error, expected, "{name}");
     }
-    for (i, name) in ["h403", "s403"].into_iter().enumerate() {
+    let at_403 = [
+        ("h403", "initialize", h403.endpoint()),
+        ("s403", "GET", s403.endpoint()),
+    ];
+    for (i, (name, what, endpoint)) in at_403.into_iter().enumerate() {
         let error = call_error(&client, &url, 20 + i as i64, name).await;
         let expected = json!({
             "code": -32006,
             "message": format!("upstream `{name}` refused the credentials switchboard sent it \
-                                (HTTP 403 Forbidden): token lacks scope tools; check the \
-                                `headers` configured for it"),
+                                (HTTP 403 Forbidden to `{what}` at {endpoint}): token lacks \
+                                scope tools; check the `headers` configured for it"),
             "data": {
                 "upstream": name,
                 "status": 403,
                 "www_authenticate": r#"Bearer error="insufficient_scope", scope="tools", Basic realm="up""#,
                 "error": {"code": -32001, "message": "token lacks scope tools", "data": null},
+                "endpoint": endpoint,
             },
         });
         assert_eq!(error, expected, "{name}");
@@ -109,6 +121,44 @@ async fn c33_upstream_401_and_403_reach_the_client_with_status_and_challenge() {
         !s401.seen().is_empty() && !m401.seen().is_empty(),
         "the refusals came from the fixtures"
     );
+}
+
+/// An HTTP 500 with a text body, from an upstream of the session era (refusing `initialize`) and
+/// a 2026-07-28 one (refusing `tools/call`): the client gets -32006 whose message names the
+/// message that failed and the endpoint, with `data.endpoint` as for a 401 (above) or a message
+/// over `max_message_bytes` (`cases_upstream_sizes.rs`). Before, the endpoint was only in the
+/// text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_500_names_the_message_and_carries_data_endpoint() {
+    let fail = || Policy::Refuse {
+        status: 500,
+        www_authenticate: Vec::new(),
+        body: "boom".to_owned(),
+    };
+    let h500 = AuthUpstream::start(fail()).await;
+    let m500 = AuthUpstream::start(fail()).await;
+    let upstreams = [
+        Upstream::http("h500", &h500.url("/mcp")),
+        Upstream::http("m500", &m500.url("/mcp")).revision("2026-07-28"),
+    ];
+    let configured = start_cluster(1, &upstreams, ClusterOptions::new());
+    let url = configured.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let at = [
+        ("h500", "initialize", h500.endpoint()),
+        ("m500", "tools/call", m500.endpoint()),
+    ];
+    for (i, (name, what, endpoint)) in at.into_iter().enumerate() {
+        let error = call_error(&client, &url, 30 + i as i64, name).await;
+        let expected = json!({
+            "code": -32006,
+            "message": format!("upstream `{name}` is unavailable: `{what}` at {endpoint} \
+                                answered HTTP 500 Internal Server Error: boom"),
+            "data": {"upstream": name, "endpoint": endpoint},
+        });
+        assert_eq!(error, expected, "{name}");
+    }
 }
 
 /// C33 steps 1–3 for a gateway without passthrough: the upstream gets only its configured

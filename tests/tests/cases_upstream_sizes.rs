@@ -68,9 +68,9 @@ async fn c32_stdio_line_over_max_line_bytes_is_a_clear_error_and_the_next_call_w
 }
 
 /// C32 for a Streamable HTTP upstream with `max_message_bytes = 1024`: a JSON answer under it
-/// arrives intact, one over it fails the call with -32006 naming the upstream and the limit (the
-/// body is not read further, so a runaway upstream cannot make the node hold it), and the next
-/// call works.
+/// arrives intact, one over it fails the call with -32006 naming the upstream, the limit, the
+/// message it answered and the endpoint (also `data.endpoint`); the body is not read further, so
+/// a runaway upstream cannot make the node hold it; the next call works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c32_http_answer_over_max_message_bytes_is_a_clear_error() {
     let fixture = AuthUpstream::start(Policy::Require("Bearer k".into())).await;
@@ -92,11 +92,13 @@ async fn c32_http_answer_over_max_message_bytes_is_a_clear_error() {
         json!({"text": "b".repeat(2000)}),
     )
     .await;
+    let endpoint = fixture.endpoint();
     let expected = json!({
         "code": -32006,
-        "message": "upstream `web` sent a message larger than max_message_bytes (1024 bytes); \
-                    the request failed",
-        "data": {"upstream": "web", "max_message_bytes": 1024},
+        "message": format!("upstream `web` sent a message larger than max_message_bytes \
+                            (1024 bytes) answering `tools/call` at {endpoint}; the request \
+                            failed"),
+        "data": {"upstream": "web", "max_message_bytes": 1024, "endpoint": endpoint},
     });
     assert_eq!(over["error"], expected, "{over}");
     let again = call(&client, &url, 3, "web__echo", json!({"text": "ok"})).await;

@@ -87,9 +87,10 @@ impl Call<'_> {
             Reply::Json(value) => self.json_answer(value, id, &at).await?,
             Reply::Stream(reader) => self.follow(reader, id, &at).await?,
             Reply::Accepted => {
-                return Err(WireError::Failed(format!(
-                    "{at} accepted the request without answering it"
-                )))
+                return Err(WireError::failed(
+                    &at,
+                    "accepted the request without answering it",
+                ))
             }
         };
         Ok(Answered {
@@ -113,9 +114,10 @@ impl Call<'_> {
                 return Ok(done);
             }
         }
-        Err(WireError::Failed(format!(
-            "{at}: its JSON answer holds no response to the request"
-        )))
+        Err(WireError::failed(
+            at,
+            "answered JSON that holds no response to the request",
+        ))
     }
 
     /// An event-stream answer, resumed up to [`MAX_RESUMES`] times in a row when it breaks
@@ -132,19 +134,21 @@ impl Call<'_> {
         loop {
             let why = match self.read(&mut reader, id, &mut tasks, &mut place).await {
                 Step::Done(response) => return Ok(response),
-                Step::Broken(why) => format!("{at}: {why}"),
+                Step::Broken(why) => why,
             };
             // Resuming would only bring the same oversized event again.
             if let Some(limit) = reader.over_limit() {
-                return Err(WireError::TooLarge(limit));
+                return Err(WireError::TooLarge {
+                    at: Some(at.clone()),
+                    limit,
+                });
             }
             let (Some(session), Some(last)) = (self.session, place.last_event_id.as_deref()) else {
-                return Err(WireError::Failed(why));
+                return Err(WireError::failed(at, why));
             };
             if place.resumes >= MAX_RESUMES {
-                return Err(WireError::Failed(format!(
-                    "{why} (gave up after {MAX_RESUMES} resumptions)"
-                )));
+                let why = format!("{why} (gave up after {MAX_RESUMES} resumptions)");
+                return Err(WireError::failed(at, why));
             }
             place.resumes += 1;
             let delay = place
@@ -175,10 +179,8 @@ impl Call<'_> {
             };
             let event = match next {
                 Some(Ok(event)) => event,
-                Some(Err(e)) => return Step::Broken(format!("its response stream failed: {e}")),
-                None => {
-                    return Step::Broken("it closed the response stream before answering".into())
-                }
+                Some(Err(e)) => return Step::Broken(format!("broke its response stream: {e}")),
+                None => return Step::Broken("closed its response stream before answering".into()),
             };
             if event.id.is_some() {
                 place.last_event_id.clone_from(&event.id);

@@ -79,40 +79,57 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
 }
 
 /// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
-/// SSE): -32006 naming the upstream, the message that failed and the endpoint that answered
-/// (also as `data.endpoint`); an HTTP-level refusal keeps the upstream's own error as
-/// `data.error`; a refusal of the credentials is [`credentials_refused`], a message over the
+/// SSE), the one place it is built: -32006 naming the upstream and what failed; when it comes
+/// from an exchange, the message names the message that was sent and the endpoint that
+/// answered, which is also `data.endpoint`. An HTTP-level refusal keeps the upstream's own error
+/// as `data.error`; a refusal of the credentials is [`credentials_refused`], a message over the
 /// size limit [`too_large`].
 pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
     use crate::http::wire::WireError;
     let text = e.describe();
-    match e {
-        WireError::Refused(refusal) => credentials_refused(name, refusal),
-        WireError::TooLarge(limit) => {
-            too_large(name, "max_message_bytes", limit, "the request failed")
-        }
-        WireError::Rpc { at, error, .. } => RpcError {
+    let endpoint = e.at().map(|at| at.endpoint.clone());
+    let error = match e {
+        WireError::Refused { at, refusal } => credentials_refused(name, refusal, Some(&at)),
+        WireError::TooLarge { at, limit } => too_large(
+            name,
+            "max_message_bytes",
+            limit,
+            at.as_ref(),
+            "the request failed",
+        ),
+        WireError::Rpc { error, .. } => RpcError {
             code: codes::UPSTREAM_UNAVAILABLE,
             message: format!("upstream `{name}` refused the request: {text}"),
-            data: Some(json!({"upstream": name, "endpoint": at.endpoint,
+            data: Some(json!({"upstream": name,
                 "error": {"code": error.code, "message": error.message, "data": error.data}})),
         },
-        WireError::Gone { at, .. } | WireError::Unreachable { at, .. } => {
-            with_endpoint(unavailable(name, text), &at.endpoint)
+        WireError::Gone { .. } | WireError::Unreachable { .. } | WireError::Failed { .. } => {
+            unavailable(name, text)
         }
-        WireError::Failed(why) => unavailable(name, why),
+    };
+    match endpoint {
+        Some(endpoint) => with_endpoint(error, &endpoint),
+        None => error,
     }
 }
 
 /// -32006 for a 401 or 403 of upstream `name` (case C33), the one place this error is built:
-/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized): …``
-/// with `data.upstream`, `data.status`, `data.www_authenticate` (every value as sent, or null)
-/// and, when the body was a JSON-RPC error, `data.error`. The client's own credentials are never
-/// sent upstream, so the fix is the upstream's configured `headers`, which the message says.
-pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusal) -> RpcError {
+/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized to
+/// `initialize` at 10.0.0.5:8080): …`` (the exchange `at`, when known) with `data.upstream`,
+/// `data.status`, `data.www_authenticate` (every value as sent, or null) and, when the body was
+/// a JSON-RPC error, `data.error` ([`exchange_error`] adds `data.endpoint`). The client's own
+/// credentials are never sent upstream, so the fix is the upstream's configured `headers`, which
+/// the message says.
+pub(crate) fn credentials_refused(
+    name: &str,
+    refusal: crate::http::wire::Refusal,
+    at: Option<&crate::http::wire::At>,
+) -> RpcError {
     let status = refusal.status;
-    let mut message =
-        format!("upstream `{name}` refused the credentials switchboard sent it (HTTP {status})");
+    let to = at.map(|at| format!(" to {at}")).unwrap_or_default();
+    let mut message = format!(
+        "upstream `{name}` refused the credentials switchboard sent it (HTTP {status}{to})"
+    );
     if let Some(e) = &refusal.error {
         message.push_str(": ");
         message.push_str(&e.message);
@@ -134,16 +151,25 @@ pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusa
 }
 
 /// -32006 for a message of upstream `name` over its size limit (case C32), the one place this
-/// error is built for every kind: ``upstream `NAME` sent a message larger than SETTING (N bytes);
-/// CONSEQUENCE`` with `data.upstream` and `data.<setting>` = the limit. Nothing of the message is
-/// passed on (no truncation).
-pub(crate) fn too_large(name: &str, setting: &str, limit: usize, consequence: &str) -> RpcError {
+/// error is built for every kind: ``upstream `NAME` sent a message larger than SETTING (N bytes)
+/// answering `tools/call` at 10.0.0.5:8080; CONSEQUENCE`` (the exchange `at`, when the message
+/// answered one) with `data.upstream` and `data.<setting>` = the limit ([`exchange_error`] adds
+/// `data.endpoint`). Nothing of the message is passed on (no truncation).
+pub(crate) fn too_large(
+    name: &str,
+    setting: &str,
+    limit: usize,
+    at: Option<&crate::http::wire::At>,
+    consequence: &str,
+) -> RpcError {
     let mut data = json!({"upstream": name});
     data[setting] = json!(limit);
+    let answering = at.map(|at| format!(" answering {at}")).unwrap_or_default();
     RpcError {
         code: codes::UPSTREAM_UNAVAILABLE,
         message: format!(
-            "upstream `{name}` sent a message larger than {setting} ({limit} bytes); {consequence}"
+            "upstream `{name}` sent a message larger than {setting} ({limit} bytes){answering}; \
+             {consequence}"
         ),
         data: Some(data),
     }

@@ -57,10 +57,20 @@ pub(crate) enum WireError {
         error: RpcError,
     },
     /// 401 or 403: the upstream refused the credentials it was sent (case C33).
-    Refused(Refusal),
-    /// A JSON body or an SSE event larger than the limit (`max_message_bytes`, in bytes; case
-    /// C32).
-    TooLarge(usize),
+    Refused {
+        /// The exchange.
+        at: At,
+        /// What the refusal said.
+        refusal: Refusal,
+    },
+    /// A JSON body or an SSE event larger than the limit (`max_message_bytes`; case C32).
+    TooLarge {
+        /// The exchange whose answer it was; `None` for an event of a legacy SSE stream, which
+        /// answers no one exchange.
+        at: Option<At>,
+        /// The limit, in bytes.
+        limit: usize,
+    },
     /// No connection could be made to the endpoint (refused, unreachable, connect timeout).
     Unreachable {
         /// The exchange.
@@ -70,20 +80,54 @@ pub(crate) enum WireError {
         /// What the connection attempt said.
         why: String,
     },
-    /// Anything else: unexpected status or body, a broken stream. The text says what and where.
-    Failed(String),
+    /// Anything else: unexpected status or body, a broken stream.
+    Failed {
+        /// The exchange, when the failure comes from one.
+        at: Option<At>,
+        /// What happened, naming the exchange when there is one ([`WireError::failed`]).
+        why: String,
+    },
 }
 
 impl WireError {
+    /// A failure of the exchange `at`: "`<message>` at <endpoint> <what>", e.g. what
+    /// "answered HTTP 500 Internal Server Error".
+    pub fn failed(at: &At, what: impl std::fmt::Display) -> WireError {
+        WireError::Failed {
+            why: format!("{at} {what}"),
+            at: Some(at.clone()),
+        }
+    }
+
+    /// A failure outside any one exchange (the host does not resolve, a message that does not
+    /// serialize, a legacy SSE stream that ends).
+    pub fn other(why: impl Into<String>) -> WireError {
+        WireError::Failed {
+            at: None,
+            why: why.into(),
+        }
+    }
+
+    /// The exchange the error comes from, if one.
+    pub fn at(&self) -> Option<&At> {
+        match self {
+            WireError::Gone { at, .. }
+            | WireError::Rpc { at, .. }
+            | WireError::Refused { at, .. }
+            | WireError::Unreachable { at, .. } => Some(at),
+            WireError::TooLarge { at, .. } | WireError::Failed { at, .. } => at.as_ref(),
+        }
+    }
+
     /// Whether the error's text is about a session (see the 400 rule in [`super::wire::Wire::post`]).
     pub(crate) fn mentions_session(&self) -> bool {
         let text = match self {
             WireError::Gone { .. } => return true,
             WireError::Rpc { error, .. } => error.message.to_ascii_lowercase(),
-            WireError::Failed(why) => why.to_ascii_lowercase(),
-            WireError::Unreachable { .. } | WireError::Refused(_) | WireError::TooLarge(_) => {
-                return false
-            }
+            WireError::Failed { why, .. } => why.to_ascii_lowercase(),
+            WireError::Unreachable { .. }
+            | WireError::Refused { .. }
+            | WireError::TooLarge { .. } => return false,
         };
         text.contains("session")
     }
@@ -115,11 +159,15 @@ impl WireError {
             WireError::Unreachable { at, why, .. } => {
                 format!("cannot connect to {} for `{}`: {why}", at.endpoint, at.what)
             }
-            WireError::Refused(refusal) => format!("HTTP {}", refusal.status),
-            WireError::TooLarge(limit) => {
-                format!("a message larger than max_message_bytes ({limit} bytes)")
+            WireError::Refused { at, refusal } => format!("{at} answered HTTP {}", refusal.status),
+            WireError::TooLarge { at, limit } => {
+                let answering = at
+                    .as_ref()
+                    .map(|at| format!(" answering {at}"))
+                    .unwrap_or_default();
+                format!("a message larger than max_message_bytes ({limit} bytes){answering}")
             }
-            WireError::Failed(why) => why.clone(),
+            WireError::Failed { why, .. } => why.clone(),
         }
     }
 }
@@ -145,17 +193,21 @@ pub(crate) async fn read_body(
     at: &At,
 ) -> Result<bytes::Bytes, WireError> {
     let too_large = |len: u64| usize::try_from(len).map_or(true, |len| len > max);
+    let over = || WireError::TooLarge {
+        at: Some(at.clone()),
+        limit: max,
+    };
     if response.content_length().is_some_and(too_large) {
-        return Err(WireError::TooLarge(max));
+        return Err(over());
     }
     let mut body = bytes::BytesMut::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| WireError::Failed(format!("{at}: {}", describe(&e))))?
+        .map_err(|e| WireError::failed(at, format!("broke off its answer: {}", describe(&e))))?
     {
         if body.len() + chunk.len() > max {
-            return Err(WireError::TooLarge(max));
+            return Err(over());
         }
         body.extend_from_slice(&chunk);
     }
@@ -173,11 +225,15 @@ pub(crate) async fn failure(response: Response, at: &At, max: usize) -> WireErro
         .ok()
         .and_then(|value| value.get("error").filter(|e| e.is_object()).map(rpc_error));
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-        return WireError::Refused(Refusal {
+        let refusal = Refusal {
             status,
             www_authenticate,
             error,
-        });
+        };
+        return WireError::Refused {
+            at: at.clone(),
+            refusal,
+        };
     }
     if let Some(error) = error {
         return WireError::Rpc {
@@ -189,10 +245,10 @@ pub(crate) async fn failure(response: Response, at: &At, max: usize) -> WireErro
     let text = String::from_utf8_lossy(&body);
     let text = text.trim();
     if text.is_empty() {
-        WireError::Failed(format!("{at} answered HTTP {status}"))
+        WireError::failed(at, format!("answered HTTP {status}"))
     } else {
         let quoted: String = text.chars().take(QUOTED_BODY).collect();
-        WireError::Failed(format!("{at} answered HTTP {status}: {quoted}"))
+        WireError::failed(at, format!("answered HTTP {status}: {quoted}"))
     }
 }
 

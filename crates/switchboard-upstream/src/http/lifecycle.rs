@@ -194,9 +194,10 @@ impl HttpUpstream {
             .get("protocolVersion")
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                WireError::Failed(format!(
-                    "its initialize result at {init_at} has no protocolVersion"
-                ))
+                WireError::failed(
+                    &answered.at,
+                    "answered an initialize result without protocolVersion",
+                )
             })?
             .to_owned();
         if Revision::parse(&revision).is_none() {
@@ -216,9 +217,10 @@ impl HttpUpstream {
             .await
         {
             Ok(_) => Ok((session, result)),
-            Err(WireError::Gone { at, status, .. }) => Err(WireError::Failed(
-                self.split_handshake(&init_at, &at.endpoint, status),
-            )),
+            Err(WireError::Gone { at, status, .. }) => Err(WireError::Failed {
+                why: self.split_handshake(&init_at, &at.endpoint, status),
+                at: Some(at),
+            }),
             Err(e) => Err(e),
         }
     }

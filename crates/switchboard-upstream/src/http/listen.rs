@@ -138,11 +138,11 @@ impl Listener {
                         "the upstream session's endpoint refuses connections and no longer resolves; not listening on it");
                     break End::Gone;
                 }
-                Err(WireError::Refused(refusal)) => {
+                Err(WireError::Refused { at, refusal }) => {
                     // No client request waits on this stream: the refusal can only be logged
                     // (warned once per run, the same text a request would get).
                     failures += 1;
-                    let error = super::common::credentials_refused(&self.name, refusal);
+                    let error = super::common::credentials_refused(&self.name, refusal, Some(&at));
                     if failures == 1 {
                         tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
                     } else {
@@ -199,6 +199,7 @@ impl Listener {
                                 &self.name,
                                 "max_message_bytes",
                                 limit,
+                                None,
                                 "the GET stream was closed",
                             );
                             tracing::warn!(upstream = %self.name, error = %error.message, "the upstream's GET stream failed");

@@ -328,10 +328,13 @@ impl HttpUpstream {
             Ok(response) => outcome(response),
             Err(e @ WireError::Gone { .. }) => Err(exchange_error(
                 &self.name,
-                WireError::Failed(format!(
-                    "it lost the session again right after it was initialized: {}",
-                    e.describe()
-                )),
+                WireError::Failed {
+                    why: format!(
+                        "it lost the session again right after it was initialized: {}",
+                        e.describe()
+                    ),
+                    at: e.at().cloned(),
+                },
             )),
             Err(e) => Err(self.error(e)),
         }

@@ -181,7 +181,7 @@ impl Wire {
         if let Some(addr) = session.and_then(|s| s.endpoint) {
             return Ok(vec![Some(addr)]);
         }
-        let addrs = endpoints.candidates().await.map_err(WireError::Failed)?;
+        let addrs = endpoints.candidates().await.map_err(WireError::other)?;
         Ok(addrs.into_iter().map(Some).collect())
     }
 
@@ -200,7 +200,7 @@ impl Wire {
                 tracked: None,
             });
         };
-        let client = endpoints.client(addr).map_err(WireError::Failed)?;
+        let client = endpoints.client(addr).map_err(WireError::other)?;
         Ok(Route {
             client,
             endpoint: addr.to_string(),
@@ -247,7 +247,7 @@ impl Wire {
                 at,
                 pinned,
             },
-            _ => WireError::Failed(format!("no endpoint to send `{what}` to")),
+            _ => WireError::other(format!("no endpoint to send `{what}` to")),
         })
     }
 
@@ -270,7 +270,7 @@ impl Wire {
         session: Option<&UpstreamSession>,
     ) -> Result<Posted, WireError> {
         let body = serde_json::to_vec(message)
-            .map_err(|e| WireError::Failed(format!("cannot serialize `{what}`: {e}")))?;
+            .map_err(|e| WireError::other(format!("cannot serialize `{what}`: {e}")))?;
         let body = bytes::Bytes::from(body);
         let Sent {
             response,
@@ -311,9 +311,8 @@ impl Wire {
                 Reply::Accepted
             } else {
                 let value = serde_json::from_slice(&body).map_err(|e| {
-                    WireError::Failed(format!(
-                        "{at} answered HTTP {status} with a body that is not JSON: {e}"
-                    ))
+                    let what = format!("answered HTTP {status} with a body that is not JSON: {e}");
+                    WireError::failed(&at, what)
                 })?;
                 Reply::Json(value)
             }
@@ -361,9 +360,7 @@ impl Wire {
             return Err(failure(response, &at, self.max_message).await);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(format!(
-                "{at}: the answer is not an event stream"
-            )));
+            return Err(WireError::failed(&at, "answered with no event stream"));
         }
         Ok(EventReader::new(response, self.max_message))
     }
@@ -385,14 +382,18 @@ impl Wire {
         let status = response.status();
         if !status.is_success() {
             return Err(match failure(response, &at, self.max_message).await {
-                WireError::Failed(why) => WireError::Failed(format!("resuming failed: {why}")),
+                WireError::Failed { at, why } => WireError::Failed {
+                    why: format!("resuming failed: {why}"),
+                    at,
+                },
                 other => other,
             });
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(format!(
-                "resuming failed: {at}: the answer is not an event stream"
-            )));
+            return Err(WireError::failed(
+                &at,
+                "answered with no event stream (resuming failed)",
+            ));
         }
         Ok(EventReader::new(response, self.max_message))
     }
@@ -423,9 +424,7 @@ impl Wire {
             return Err(self.refusal(response, at, session.id.is_some()).await);
         }
         if !is_event_stream(&response) {
-            return Err(WireError::Failed(format!(
-                "{at}: its GET answer is not an event stream"
-            )));
+            return Err(WireError::failed(&at, "answered with no event stream"));
         }
         Ok(Opened::Stream(EventReader::new(response, self.max_message)))
     }
@@ -527,7 +526,7 @@ async fn send(
             pinned: route.pinned,
             at,
         }),
-        Err(e) => Err(WireError::Failed(format!("{at}: {}", describe(&e)))),
+        Err(e) => Err(WireError::failed(&at, format!("failed: {}", describe(&e)))),
     }
 }
 

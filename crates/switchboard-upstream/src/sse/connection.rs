@@ -68,14 +68,15 @@ impl Connection {
                 Some(Ok(e)) if e.event.as_deref() == Some("endpoint") => break e.data,
                 Some(Ok(_)) => continue,
                 Some(Err(_)) if reader.over_limit().is_some() => {
-                    return Err(WireError::TooLarge(reader.over_limit().unwrap_or_default()))
+                    let limit = reader.over_limit().unwrap_or_default();
+                    return Err(WireError::TooLarge { at: None, limit });
                 }
                 Some(Err(e)) => {
-                    return Err(WireError::Failed(format!("its SSE stream failed: {e}")))
+                    return Err(WireError::other(format!("its SSE stream failed: {e}")))
                 }
                 None => {
-                    return Err(WireError::Failed(
-                        "its SSE stream ended before the endpoint event".into(),
+                    return Err(WireError::other(
+                        "its SSE stream ended before the endpoint event",
                     ))
                 }
             }
@@ -83,9 +84,9 @@ impl Connection {
         let url = sse
             .url()
             .join(endpoint.trim())
-            .map_err(|e| WireError::Failed(format!("invalid endpoint {endpoint:?}: {e}")))?;
+            .map_err(|e| WireError::other(format!("invalid endpoint {endpoint:?}: {e}")))?;
         if url.origin() != sse.url().origin() {
-            return Err(WireError::Failed(format!(
+            return Err(WireError::other(format!(
                 "its endpoint {url} is on another origin than the SSE URL"
             )));
         }
@@ -162,8 +163,8 @@ impl Connection {
 /// the stream.
 fn closed(shared: &Shared) -> WireError {
     match *lock(&shared.over_limit) {
-        Some(limit) => WireError::TooLarge(limit),
-        None => WireError::Failed("its SSE connection closed before the answer".into()),
+        Some(limit) => WireError::TooLarge { at: None, limit },
+        None => WireError::other("its SSE connection closed before the answer"),
     }
 }
 

@@ -47,6 +47,7 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
                     &conn.upstream,
                     "max_line_bytes",
                     max,
+                    None,
                     "its process was stopped",
                 ));
                 conn.stop.cancel();

@@ -409,7 +409,8 @@ fn from_config_reads_name_url_headers_and_timeout() {
 }
 
 /// C32: with `max_message_bytes` = 2048, a JSON answer and an SSE event under it arrive intact;
-/// over it the call fails with -32006 naming the upstream and the limit (nothing truncated), and
+/// over it the call fails with -32006 naming the upstream, the limit, the message and the
+/// endpoint (also `data.endpoint`; nothing truncated), and
 /// a response stream that broke on the oversized event is not resumed (it would bring the same
 /// event again) although its priming event gave an id to resume from.
 #[tokio::test]
@@ -417,6 +418,12 @@ async fn messages_over_max_message_bytes_fail_the_call_naming_the_limit() {
     let stop = CancellationToken::new();
     let (edge, url) = edge::start(&stop, false).await;
     let up = upstream(&url, Duration::from_secs(10)).with_max_message_bytes(2048);
+    let endpoint = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     let s = session("c32");
     let peer = FakePeer::quiet();
     for tool in ["echo", "sse_echo"] {
@@ -435,13 +442,15 @@ async fn messages_over_max_message_bytes_fail_the_call_naming_the_limit() {
         assert_eq!(e.code, codes::UPSTREAM_UNAVAILABLE, "{tool}");
         assert_eq!(
             e.message,
-            "upstream `edge` sent a message larger than max_message_bytes (2048 bytes); \
-             the request failed",
+            format!(
+                "upstream `edge` sent a message larger than max_message_bytes (2048 bytes) \
+                 answering `tools/call` at {endpoint}; the request failed"
+            ),
             "{tool}"
         );
         assert_eq!(
             e.data,
-            Some(json!({"upstream": "edge", "max_message_bytes": 2048}))
+            Some(json!({"upstream": "edge", "max_message_bytes": 2048, "endpoint": endpoint}))
         );
     }
     let gets = edge.seen().into_iter().filter(|s| s.http == "GET").count();
