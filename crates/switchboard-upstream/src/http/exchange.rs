@@ -263,12 +263,16 @@ fn www_authenticate(headers: &HeaderMap) -> Option<String> {
     (!values.is_empty()).then(|| values.join(", "))
 }
 
-/// A reqwest error with its causes ("error sending request … : connection refused").
+/// A reqwest error with its causes ("error sending request … : connection refused"). An answer
+/// whose header section the HTTP client refused (hyper's "message head is too large") says so
+/// plainly first: [`HEAD_TOO_LARGE`].
 pub(crate) fn describe(e: &reqwest::Error) -> String {
     let mut text = if e.is_timeout() {
         "timed out".to_owned()
     } else if e.is_connect() {
         "cannot connect".to_owned()
+    } else if head_too_large(e) {
+        format!("{HEAD_TOO_LARGE}: {e}")
     } else {
         e.to_string()
     };
@@ -282,4 +286,55 @@ pub(crate) fn describe(e: &reqwest::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// What an answer whose header section the HTTP client refused is called in errors. The limits
+/// are hyper's HTTP/1 client defaults, which reqwest does not let us change: 100 header fields,
+/// and a header section of about 400 KiB.
+pub(crate) const HEAD_TOO_LARGE: &str = "its answer has more headers than the HTTP client \
+    accepts (at most 100 header fields, about 400 KiB of headers)";
+
+/// Whether a cause of `e` is hyper refusing the answer's header section as too large.
+fn head_too_large(e: &reqwest::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_parse_too_large)
+        {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Finding 7: an answer with 150 header fields fails with an error that says the upstream
+    /// sent more headers than the HTTP client accepts, not only hyper's "message head is too
+    /// large".
+    #[tokio::test]
+    async fn an_answer_with_too_many_headers_says_so() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = [0u8; 4096];
+            let _ = socket.read(&mut request).await;
+            let mut head = String::from("HTTP/1.1 200 OK\r\ncontent-length: 0\r\n");
+            for i in 0..150 {
+                head.push_str(&format!("x-h{i}: v\r\n"));
+            }
+            head.push_str("\r\n");
+            let _ = socket.write_all(head.as_bytes()).await;
+        });
+        let e = reqwest::get(format!("http://{addr}/"))
+            .await
+            .expect_err("hyper refuses 150 headers");
+        let text = super::describe(&e);
+        assert!(text.starts_with(super::HEAD_TOO_LARGE), "{text}");
+        server.abort();
+    }
 }

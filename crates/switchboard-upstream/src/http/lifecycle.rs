@@ -207,8 +207,11 @@ impl HttpUpstream {
         if stateful {
             session.endpoint = answered.endpoint;
             let set = answered.set_cookies.iter().map(String::as_str);
-            session.cookies =
-                cookies::merge(None, set, self.replication.max_cookie_bytes, &self.name).flatten();
+            let merged = cookies::merge(None, set, self.replication.max_cookie_bytes, &self.name);
+            if !merged.dropped.is_empty() {
+                self.cookies_not_kept(&session, &merged.dropped);
+            }
+            session.cookies = merged.jar.flatten();
         }
         let initialized = message(None, "notifications/initialized", &Value::Null);
         match self

@@ -155,6 +155,7 @@ pub struct HttpUpstream {
     known: Known,
     listeners: Arc<lease::Listeners>,
     replication: Replication,
+    cookie_warnings: Arc<cookies::Warned>,
 }
 
 impl HttpUpstream {
@@ -201,6 +202,7 @@ impl HttpUpstream {
             known: Known::default(),
             listeners: Arc::default(),
             replication,
+            cookie_warnings: Arc::default(),
         })
     }
 
@@ -378,12 +380,17 @@ impl HttpUpstream {
         if self.replication.stateless || session.id.is_none() {
             return;
         }
-        let Some(jar) = cookies::merge(
+        let max = self.replication.max_cookie_bytes;
+        let merged = cookies::merge(
             session.cookies.as_deref(),
             set.iter().map(String::as_str),
-            self.replication.max_cookie_bytes,
+            max,
             &self.name,
-        ) else {
+        );
+        if !merged.dropped.is_empty() {
+            self.cookies_not_kept(session, &merged.dropped);
+        }
+        let Some(jar) = merged.jar else {
             return;
         };
         let mut updated = session.clone();
@@ -402,6 +409,21 @@ impl HttpUpstream {
             Err(e) => {
                 tracing::warn!(upstream = %self.name, session = sid, error = e, "could not record the cookies the upstream set")
             }
+        }
+    }
+
+    /// Logs the cookies of upstream session `session` not kept for `max_cookie_bytes`: a warning
+    /// the first time for this upstream session on this node, debug after (see [`cookies`]).
+    fn cookies_not_kept(&self, session: &UpstreamSession, dropped: &[String]) {
+        let max = self.replication.max_cookie_bytes;
+        let id = session.id.as_deref().unwrap_or_default();
+        let cookies = dropped.join(", ");
+        if self.cookie_warnings.first(id) {
+            tracing::warn!(upstream = %self.name, upstream_session = id, cookies, max_cookie_bytes = max,
+                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes (warned once per upstream session)");
+        } else {
+            tracing::debug!(upstream = %self.name, upstream_session = id, cookies, max_cookie_bytes = max,
+                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes");
         }
     }
 
