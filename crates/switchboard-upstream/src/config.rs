@@ -1,5 +1,5 @@
-//! The `[[upstreams]]` tables of the config file, and [`build`], which turns them into the
-//! node's [`Upstream`].
+//! The `[[upstreams]]` tables of the config file: their fields, defaults and checks. The
+//! `build` module turns them into the node's upstream.
 //!
 //! ```toml
 //! tool_separator = "__"          # UpstreamsConfig::separator (the binary's key name)
@@ -21,36 +21,29 @@
 //! ```
 //!
 //! No `[[upstreams]]` at all means the built-in demo server alone, unprefixed. Otherwise every
-//! listed upstream becomes a member of an [`Aggregate`], even a single one, so names always get
+//! listed upstream becomes a member of an [`crate::aggregate::Aggregate`], even a single one, so names always get
 //! their prefix.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use crate::aggregate::names::{check_member_name, check_separator};
 use crate::aggregate::names::{check_prefix, Namespaces};
-use crate::aggregate::{Aggregate, Member, DEFAULT_SEPARATOR};
-use crate::demo::DemoUpstream;
-use crate::placement::NodeBound;
-use crate::tracked::Tracked;
-use crate::upstream::Upstream;
+use crate::aggregate::DEFAULT_SEPARATOR;
+use crate::http::wire::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::stdio::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
+use crate::stdio::framing::DEFAULT_MAX_LINE_BYTES;
+use crate::stdio::restarts::RestartPolicy;
 
 /// Default per-upstream request timeout, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-
-/// Default `max_line_bytes` of a stdio upstream: 16 MiB.
-pub const DEFAULT_MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Default `max_message_bytes` of an http or sse upstream: 32 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// What an upstream is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamKind {
-    /// The built-in demo server ([`DemoUpstream`]).
+    /// The built-in demo server ([`crate::demo::DemoUpstream`]).
     Demo,
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout (MCP 2025-11-25,
     /// basic/transports, stdio).
@@ -136,7 +129,7 @@ pub struct UpstreamConfig {
     /// stdio: after the second failed start in a row, how long the next start waits, in ms
     /// (default 500, more than 0); each further failure doubles it, with jitter, up to
     /// `restart_backoff_max_ms`. Meanwhile calls that need a new child fail at once with -32006
-    /// and `data.retry_after_ms` ([`crate::stdio`], restart back-off).
+    /// and `data.retry_after_ms` (the `stdio` module doc, restart back-off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_backoff_ms: Option<u64>,
     /// stdio: the longest wait between two starts of a crash-looping child, in ms (default
@@ -177,7 +170,7 @@ pub struct UpstreamConfig {
     pub max_message_bytes: Option<u64>,
     /// http: the protocol revision the server speaks when it is not a session-era server:
     /// `"2026-07-28"` makes every request a self-contained stateless one
-    /// ([`crate::http::modern::ModernHttpUpstream`]). Absent (default): the session era
+    /// (`http::modern::ModernHttpUpstream`). Absent (default): the session era
     /// (`initialize`, `Mcp-Session-Id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
@@ -411,10 +404,10 @@ impl UpstreamConfig {
     }
 
     /// The stdio restart settings with their defaults.
-    pub fn restart_policy(&self) -> crate::stdio::RestartPolicy {
-        let defaults = crate::stdio::RestartPolicy::default();
+    pub fn restart_policy(&self) -> RestartPolicy {
+        let defaults = RestartPolicy::default();
         let ms = std::time::Duration::from_millis;
-        crate::stdio::RestartPolicy {
+        RestartPolicy {
             backoff: self.restart_backoff_ms.map_or(defaults.backoff, ms),
             backoff_max: self.restart_backoff_max_ms.map_or(defaults.backoff_max, ms),
             stable: self.restart_stable_ms.map_or(defaults.stable, ms),
@@ -422,10 +415,10 @@ impl UpstreamConfig {
     }
 
     /// stdio, shared: the most sessions attached to the shared child (default
-    /// [`crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS`]).
+    /// [`DEFAULT_MAX_ATTACHED_SESSIONS`]).
     pub fn max_attached_sessions(&self) -> usize {
         self.max_attached_sessions
-            .map_or(crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
+            .map_or(DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
             })
     }
@@ -585,76 +578,6 @@ impl UpstreamsConfig {
             out.extend(Namespaces::new(&spec, &self.separator).err());
         }
         out
-    }
-}
-
-/// The node's upstream: the demo server alone when `config.upstreams` is empty, else an
-/// [`Aggregate`] of every configured upstream. Header values are expanded from the process
-/// environment here. Errors (naming the upstream) on any problem of [`UpstreamsConfig::problems`],
-/// an unset variable, or a table its kind's constructor refuses.
-pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
-    if config.upstreams.is_empty() {
-        let demo = Arc::new(DemoUpstream::new());
-        return Ok(Arc::new(Tracked::new(
-            "demo",
-            UpstreamKind::Demo.as_str(),
-            demo,
-        )));
-    }
-    let problems = config.problems();
-    if !problems.is_empty() {
-        return Err(problems.join("; "));
-    }
-    let members = config
-        .upstreams
-        .iter()
-        .map(|u| {
-            Ok(Member {
-                name: u.name.clone(),
-                prefix: u.effective_prefix().map(str::to_owned),
-                upstream: build_one(u)?,
-            })
-        })
-        .collect::<Result<Vec<Member>, String>>()?;
-    Ok(Arc::new(Aggregate::new(members, &config.separator)?))
-}
-
-/// One upstream, its header values expanded from the process environment, inside the
-/// [`Tracked`] wrapper that counts its calls.
-pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
-    let config = config.expanded(|var| std::env::var(var).ok())?;
-    let inner = build_kind(&config)?;
-    Ok(Arc::new(Tracked::new(
-        &config.name,
-        config.kind.as_str(),
-        inner,
-    )))
-}
-
-/// The upstream of one (expanded) table, by kind.
-fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
-    let timeout = std::time::Duration::from_millis(config.timeout_ms);
-    match config.kind {
-        UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
-        UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
-            crate::http::modern::ModernHttpUpstream::from_config(config)?,
-        )),
-        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(config)?)),
-        // A legacy SSE connection and a per-session stdio child live in one process: their
-        // requests run on the node that owns them (see `placement`).
-        UpstreamKind::Sse => {
-            let sse = crate::sse::SseUpstream::from_config(config)?;
-            Ok(Arc::new(NodeBound::new(Arc::new(sse), timeout)))
-        }
-        UpstreamKind::Stdio => {
-            let stdio = crate::stdio::StdioUpstream::from_config(config)?;
-            if stdio.is_shared() {
-                // One child for every session: each node simply uses its own.
-                Ok(Arc::new(stdio))
-            } else {
-                Ok(Arc::new(NodeBound::new(Arc::new(stdio), timeout)))
-            }
-        }
     }
 }
 

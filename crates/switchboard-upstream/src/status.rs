@@ -8,21 +8,21 @@
 //!
 //! ## States
 //! [`State`] means, per kind:
-//! - **stdio**, from its children in this process (`crate::stdio`): `unknown` before any
+//! - **stdio**, from its children in this process (the `stdio` module): `unknown` before any
 //!   child was started here (the start-up probe counts); `up` when the last start succeeded and
 //!   no restart back-off is in force; `degraded` while in back-off with some children still
 //!   running (they serve their sessions; a session that needs a new child is refused at once);
 //!   `down` while in back-off with no child running (every call that needs a child is refused at
 //!   once until [`UpstreamStatus::next_start_at_ms`]).
 //! - **http**, **sse**, **demo**, from the outcome of the last call through this node
-//!   ([`crate::tracked::Tracked`]): `unknown` before any call finished; `up` when it reached the
+//!   (the `Tracked` wrapper, `tracked`): `unknown` before any call finished; `up` when it reached the
 //!   server (a result, or an error answered by the server itself); `degraded` when it ran out of
 //!   time (-32005: reachable but too slow, or hanging); `down` when the server was unavailable
 //!   (-32006: unreachable, refused at the HTTP level, exited).
 //!
 //! ## Counters
 //! `calls` and `call_errors` are counted in one place for every kind, where a configured
-//! upstream is called ([`crate::tracked::Tracked`]): a request forwarded to the node owning a
+//! upstream is called (the `Tracked` wrapper): a request forwarded to the node owning a
 //! stdio child is counted on the node the client's request reached, once. A call error is a call
 //! answered with a JSON-RPC error of any code (the server's own refusals included) except a
 //! cancellation (-32004). `restarts` is kind-specific (stdio: children started to replace one

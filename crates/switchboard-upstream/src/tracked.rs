@@ -1,6 +1,6 @@
 //! [`Tracked`]: the one place where calls to a configured upstream are counted, for every kind.
 //!
-//! [`crate::config::build`] puts it around each configured upstream (and around the demo server
+//! The `build` step puts it around each configured upstream (and around the demo server
 //! when none is configured), outside the node-bound wrapper, so a call counts once, on the node
 //! the client's request reached, however it is then carried out. Its status is the inner
 //! upstream's ([`Upstream::statuses`]; stdio reports its children, restarts and back-off) with

@@ -271,9 +271,9 @@ pub trait Upstream: Send + Sync {
 
     /// What this node knows of the health of the configured upstreams behind this one
     /// ([`crate::status`]): an aggregate returns its members', a wrapper its inner one's, a
-    /// stdio upstream its children, restarts and back-off. The default, none:
-    /// [`crate::tracked::Tracked`], which [`crate::config::build`] puts around every configured
-    /// upstream, makes one from its call counters.
+    /// stdio upstream its children, restarts and back-off. The default, none: the `Tracked`
+    /// wrapper (`tracked`), which the `build` step puts around every configured upstream,
+    /// makes one from its call counters.
     fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
         Vec::new()
     }

@@ -22,8 +22,8 @@ pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 /// Environment variable naming the TOML config file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "SWITCHBOARD_CONFIG";
 
-/// Everything a config is merged from. Built by [`crate::cli::ConfigArgs::sources`]; tests build
-/// it directly so they never touch the process environment.
+/// Everything a config is merged from. Built by `ConfigArgs::sources` (the `cli` module); tests
+/// build it directly so they never touch the process environment.
 #[derive(Clone, Debug, Default)]
 pub struct Sources {
     /// The TOML file, if any. A named file that does not exist is an error.

@@ -182,6 +182,25 @@ impl Conn {
             .clone()
     }
 
+    /// Passes a notification of the child to the client through `peer`: on the stream of the
+    /// call the peer belongs to, or on the session's standalone stream. Not delivered (the
+    /// stream is gone) is logged only.
+    pub(crate) async fn deliver(
+        &self,
+        peer: &Arc<dyn ClientPeer>,
+        message: Value,
+        standalone: bool,
+    ) {
+        let sent = if standalone {
+            peer.notify_standalone(message).await
+        } else {
+            peer.notify(message).await
+        };
+        if let Err(e) = sent {
+            tracing::debug!(upstream = %self.upstream, session = %self.label, error = %e, "notification not delivered");
+        }
+    }
+
     /// Sends `method` to the child and waits for its answer, until `deadline` or `cancel`.
     ///
     /// `call` is the client request this carries (`None` for our own `initialize`). On cancel or

@@ -139,7 +139,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
             ) {
                 *slot = client;
             }
-            deliver(conn, &call.peer, raw, false).await;
+            conn.deliver(&call.peer, raw, false).await;
         }
         "notifications/cancelled" => {
             let key = raw
@@ -153,7 +153,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
         "notifications/message" => {
             let calls = conn.calls();
             match calls.as_slice() {
-                [only] => deliver(conn, &only.peer, raw, false).await,
+                [only] => conn.deliver(&only.peer, raw, false).await,
                 _ => standalone(conn, raw).await,
             }
         }
@@ -164,26 +164,10 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
 /// Sends a notification to the session's standalone stream through its last client peer.
 async fn standalone(conn: &Conn, raw: Value) {
     match conn.session_peer() {
-        Some(peer) => deliver(conn, &peer, raw, true).await,
+        Some(peer) => conn.deliver(&peer, raw, true).await,
         None => {
             tracing::debug!(upstream = %conn.upstream, session = %conn.label, "notification before any client request; dropped")
         }
-    }
-}
-
-pub(super) async fn deliver(
-    conn: &Conn,
-    peer: &Arc<dyn ClientPeer>,
-    message: Value,
-    standalone: bool,
-) {
-    let sent = if standalone {
-        peer.notify_standalone(message).await
-    } else {
-        peer.notify(message).await
-    };
-    if let Err(e) = sent {
-        tracing::debug!(upstream = %conn.upstream, session = %conn.label, error = %e, "notification not delivered");
     }
 }
 
