@@ -52,6 +52,25 @@ fn ip(replica: &Replica) -> IpAddr {
     replica.addr().ip()
 }
 
+/// The DNS records of every replica but the one labelled `gone`.
+fn records_without(replicas: &[Replica], gone: &str) -> Vec<(&'static str, IpAddr)> {
+    replicas
+        .iter()
+        .filter(|r| r.label() != gone)
+        .map(|r| (NAME, ip(r)))
+        .collect()
+}
+
+/// How many `initialize` requests `replica` received.
+fn initializes(replica: &Replica) -> usize {
+    replica
+        .state()
+        .seen()
+        .iter()
+        .filter(|s| s.method == "initialize")
+        .count()
+}
+
 /// Three replicas on 127.0.0.2-4 (one port), a dnsmasq answering `counter.test` with all three,
 /// and three nodes whose upstream `counter` is `http://counter.test:<port>/mcp` with `extra`
 /// settings. `None` (the test skipped) without dnsmasq.
@@ -188,12 +207,7 @@ async fn when_the_pinned_replica_is_gone_the_next_call_says_the_state_was_lost()
     let gone = by_label(&mut replicas, &pinned);
     let gone_addr = gone.addr();
     gone.stop();
-    let left: Vec<(&str, IpAddr)> = replicas
-        .iter()
-        .filter(|r| r.label() != pinned)
-        .map(|r| (NAME, ip(r)))
-        .collect();
-    dns.set(&left);
+    dns.set(&records_without(&replicas, &pinned));
 
     let response = call(&client, &urls[1], 16, "increment").await;
     let err = error(&response);
@@ -238,22 +252,11 @@ async fn with_end_session_a_gone_replica_ends_the_client_session() {
         replicas
             .iter()
             .filter(|r| r.label() != pinned)
-            .map(|r| {
-                r.state()
-                    .seen()
-                    .iter()
-                    .filter(|s| s.method == "initialize")
-                    .count()
-            })
+            .map(initializes)
             .collect()
     };
     let inits_before = inits(&replicas);
-    let left: Vec<(&str, IpAddr)> = replicas
-        .iter()
-        .filter(|r| r.label() != pinned)
-        .map(|r| (NAME, ip(r)))
-        .collect();
-    dns.set(&left);
+    dns.set(&records_without(&replicas, &pinned));
 
     let response = call(&client, &urls[2], 16, "increment").await;
     let err = error(&response);
@@ -423,18 +426,7 @@ async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
     let down = by_label(&mut replicas, &pinned);
     let down_addr = down.addr();
     down.stop();
-    let inits = |replicas: &[Replica]| -> usize {
-        replicas
-            .iter()
-            .map(|r| {
-                r.state()
-                    .seen()
-                    .iter()
-                    .filter(|s| s.method == "initialize")
-                    .count()
-            })
-            .sum()
-    };
+    let inits = |replicas: &[Replica]| -> usize { replicas.iter().map(initializes).sum() };
     let before = inits(&replicas);
     let response = call(&client, &urls[1], 20, "increment").await;
     let err = error(&response);
