@@ -68,8 +68,12 @@ pub(crate) struct Conn {
     pub(crate) started: Instant,
     /// Set when we stopped it for reasons of ours (session ended, shutdown), as opposed to it
     /// exiting on its own or being stopped for a fault of its own (a stdout line over the
-    /// limit), which count as crashes.
+    /// limit).
     pub(crate) stopped_by_us: AtomicBool,
+    /// Set when it was stopped for a stdout line over `max_line_bytes`: a fault of one message
+    /// (a large result), which after the handshake fails the calls in flight but is no failed
+    /// start (see `restarts`).
+    pub(crate) overflowed: AtomicBool,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,
     outbox: mpsc::Sender<Map<String, Value>>,
@@ -110,6 +114,7 @@ impl Conn {
             started_at: std::time::SystemTime::now(),
             started: Instant::now(),
             stopped_by_us: AtomicBool::new(false),
+            overflowed: AtomicBool::new(false),
             shared,
             outbox,
             state: Mutex::default(),

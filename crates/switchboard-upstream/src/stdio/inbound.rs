@@ -18,6 +18,7 @@
 //!   with the child's original id.
 //! - A line that is not JSON-RPC is logged (cut to 200 bytes) and skipped (case C28).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -43,6 +44,7 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
             Ok(None) => break,
             Err(FrameError::TooLong(max)) => {
                 tracing::warn!(upstream = %conn.upstream, session = %conn.label, max, "child wrote a stdout line longer than the limit; stopping it");
+                conn.overflowed.store(true, Ordering::Release);
                 conn.fail_calls(too_large(
                     &conn.upstream,
                     "max_line_bytes",
