@@ -104,3 +104,59 @@ async fn an_over_long_initialize_answer_is_a_failed_start() {
     assert_eq!(up.statuses()[0].state, State::Down);
     up.shutdown().await;
 }
+
+/// A child that crashes on start is known by its last stderr lines: the start's error, the
+/// back-off error that repeats it (`message` and `data.last_failure`) and the status's
+/// `last_error` all end with what it wrote (before, only "exited (exit status 1)").
+#[tokio::test]
+async fn a_crashing_childs_last_stderr_lines_are_in_its_errors() {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let flag = std::env::temp_dir().join(format!("sb-stderr-{}-{nanos}", std::process::id()));
+    std::fs::write(&flag, "").unwrap();
+    let policy = crate::stdio::RestartPolicy {
+        backoff: Duration::from_secs(30),
+        backoff_max: Duration::from_secs(30),
+        stable: Duration::from_secs(30),
+    };
+    let up = upstream(&["--crash-while", flag.to_str().unwrap()]).with_restart_policy(policy);
+    let said = format!(
+        "upstream `fx` exited (exit status 1); its stderr ended with: FATAL: cannot start ({} exists)",
+        flag.display()
+    );
+    for _ in 0..2 {
+        let e = call(&up, ctx("s", &Peer::new()), "echo", json!({}))
+            .await
+            .unwrap_err();
+        assert_eq!(e.message, said);
+    }
+    let refused = call(&up, ctx("s", &Peer::new()), "echo", json!({}))
+        .await
+        .unwrap_err();
+    assert!(
+        refused.message.contains(&format!("(last: {said})")),
+        "{}",
+        refused.message
+    );
+    assert_eq!(refused.data.unwrap()["last_failure"], json!(said));
+    let status = &up.statuses()[0];
+    assert_eq!(
+        status.last_error.as_ref().map(|e| e.message.as_str()),
+        Some(said.as_str())
+    );
+    std::fs::remove_file(&flag).unwrap();
+    up.shutdown().await;
+}
+
+/// A child that dies without a word on stderr keeps the plain exit message.
+#[tokio::test]
+async fn a_child_that_wrote_no_stderr_keeps_the_plain_exit_message() {
+    let up = upstream(&[]);
+    let e = call(&up, ctx("s", &Peer::new()), "die", json!({}))
+        .await
+        .unwrap_err();
+    assert_eq!(e.message, "upstream `fx` exited (exit status 3)");
+    up.shutdown().await;
+}
