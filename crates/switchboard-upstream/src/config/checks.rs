@@ -266,6 +266,22 @@ impl UpstreamConfig {
                 out.push(format!("upstream `{name}`: {e}"));
             }
         }
+        if session_http && !self.nameservers.is_empty() {
+            out.extend(self.ip_host().map(|host| {
+                format!(
+                    "upstream `{name}`: `nameservers` does nothing here: the `url`'s host {host} \
+                     is an IP address, which is not resolved (remove `nameservers`, or give \
+                     the host's name in `url`)"
+                )
+            }));
+        }
         out
+    }
+
+    /// The `url`'s host when it is an IP address (`127.0.0.1`, `[::1]`).
+    fn ip_host(&self) -> Option<String> {
+        let url = reqwest::Url::parse(self.url.as_deref()?).ok()?;
+        let host = url.host_str()?;
+        url.domain().is_none().then(|| host.to_owned())
     }
 }

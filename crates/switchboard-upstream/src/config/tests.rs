@@ -358,3 +358,37 @@ fn replication_settings_parse_and_apply_to_session_era_http_only() {
     }
     assert!(parse("[[upstreams]]\nname = \"x\"\nkind = \"http\"\nurl = \"http://a/\"\non_upstream_loss = \"retry\"\n").is_err());
 }
+
+/// `nameservers` on a URL whose host is an IP address would do nothing (an IP address is not
+/// resolved): it is refused, naming the key and the host; a host name with the same
+/// nameservers is accepted. Before, it was accepted silently.
+#[test]
+fn nameservers_for_an_ip_address_url_are_refused() {
+    let text = problems(
+        r#"
+        [[upstreams]]
+        name = "v4"
+        kind = "http"
+        url = "http://127.0.0.1:3001/mcp"
+        nameservers = ["127.0.0.1:5353"]
+
+        [[upstreams]]
+        name = "v6"
+        kind = "http"
+        url = "http://[::1]:3001/mcp"
+        nameservers = ["127.0.0.1:5353"]
+        "#,
+    );
+    for host in [
+        "v4`: `nameservers` does nothing here: the `url`'s host 127.0.0.1 is",
+        "v6`: `nameservers` does nothing here: the `url`'s host [::1] is",
+    ] {
+        let needle = format!("upstream `{host} an IP address, which is not resolved");
+        assert!(text.contains(&needle), "{needle:?} in:\n{text}");
+    }
+    let named = parse(
+        "[[upstreams]]\nname = \"n\"\nkind = \"http\"\nurl = \"http://mcp.test:3001/mcp\"\nnameservers = [\"127.0.0.1:5353\"]\n",
+    )
+    .unwrap();
+    assert!(named.problems().is_empty(), "{:?}", named.problems());
+}
