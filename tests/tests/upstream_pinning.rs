@@ -19,7 +19,7 @@ use switchboard_tests::counter::{replicas_on_one_port, Replica};
 use switchboard_tests::dns::{dnsmasq_binary, Dns};
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::expect::session_gone_everywhere;
-use switchboard_tests::metrics::upstreamz;
+use switchboard_tests::metrics::{counter, upstreamz};
 use switchboard_tests::peers::available_or_skip;
 use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
 
@@ -448,4 +448,91 @@ async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
         assert_eq!(count, 1);
         assert_ne!(served_by, pinned);
     }
+}
+
+/// The `state` of `counter` in node `node`'s `/upstreamz`, with the document.
+async fn counter_state(started: &ConfiguredCluster, node: usize) -> (String, Value) {
+    let doc = upstreamz(&started.cluster.node(node).base_url()).await;
+    let state = doc["upstreams"][0]["state"].as_str().unwrap_or_default();
+    (state.to_owned(), doc)
+}
+
+/// C02 with C30: the health of a replicated upstream is its endpoints'. Three client sessions
+/// through node 1 land on the three replicas; one replica stops (its address still resolves):
+/// its session's call fails with -32006, and node 1 shows `counter` `degraded` (that endpoint
+/// `down`, `switchboard_upstream_up` 1), also after another session's call succeeds. Only when
+/// every replica is stopped and a new session could reach none is it `down` (gauge 0). Before,
+/// the state was the last call's: `down` after the one failed call, `up` after the next good one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stopped_replica_of_three_makes_the_upstream_degraded_not_down() {
+    let Some((mut replicas, _dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    let url = started.cluster.url(0);
+    let base = started.cluster.node(0).base_url();
+    let mut sessions: Vec<(String, McpClient)> = Vec::new();
+    for _ in 0..9 {
+        let mut client = McpClient::new();
+        client.initialize(&url, "2025-11-25").await;
+        let (_, served_by) = counted(&call(&client, &url, 1, "increment").await);
+        if sessions.iter().all(|(r, _)| *r != served_by) {
+            sessions.push((served_by, client));
+        }
+        if sessions.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        sessions.len(),
+        3,
+        "new sessions go round robin over the replicas"
+    );
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "up", "{doc}");
+
+    let (stopped, client) = &sessions[0];
+    let stopped_addr = by_label(&mut replicas, stopped).addr();
+    by_label(&mut replicas, stopped).stop();
+    let failed = call(client, &url, 2, "increment").await;
+    assert_eq!(
+        error(&failed)["data"]["endpoint"],
+        stopped_addr.to_string(),
+        "{failed}"
+    );
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "degraded", "{doc}");
+    let endpoint = doc["upstreams"][0]["endpoints"]
+        .as_array()
+        .and_then(|all| {
+            all.iter()
+                .find(|e| e["address"] == stopped_addr.to_string())
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(endpoint["state"], "down", "{doc}");
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="counter"}"#).await,
+        1
+    );
+    let (_, other) = &sessions[1];
+    assert_eq!(counted(&call(other, &url, 2, "increment").await).0, 2);
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(
+        state, "degraded",
+        "a good call does not hide the stopped replica: {doc}"
+    );
+
+    for replica in &mut replicas {
+        replica.stop();
+    }
+    let mut late = McpClient::new();
+    late.initialize(&url, "2025-11-25").await;
+    let none = call(&late, &url, 1, "increment").await;
+    assert_eq!(error(&none)["code"], -32006, "{none}");
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "down", "no replica can be reached: {doc}");
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="counter"}"#).await,
+        0
+    );
 }

@@ -47,6 +47,7 @@ use self::common::{
     bounded, cancelled_notification, message, next_request_id, outcome, CancelGuard, Facts,
 };
 use self::endpoints::Resolution;
+pub(crate) use self::loss::REASON as LOST_SESSION_REASON;
 use self::session::{binding_name, Known, UpstreamSession};
 pub use self::wire::DEFAULT_MAX_MESSAGE_BYTES;
 use self::wire::{exchange_error, Wire, WireError};
