@@ -536,3 +536,71 @@ async fn one_stopped_replica_of_three_makes_the_upstream_degraded_not_down() {
         0
     );
 }
+
+/// C02: an address that left the name stays in `/upstreamz` while a session this node knows is
+/// pinned to it (`resolved: false`, `sessions: 1`), as the README says; that session's calls
+/// still go there. Before, the node listed only the last resolution's addresses and those a
+/// request reached since, so the pinned address vanished from the list at the resolution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_that_left_the_name_is_listed_while_a_session_is_pinned_to_it() {
+    let Some((replicas, dns, started)) = three_endpoints(&[("resolve_interval_ms", "100")]) else {
+        return;
+    };
+    let url = started.cluster.url(0);
+    let base = started.cluster.node(0).base_url();
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let pinned = increments(&client, std::slice::from_ref(&url), 10, 2, 0).await;
+    let pinned_addr = by_label_ref(&replicas, &pinned).addr().to_string();
+    dns.set(&records_without(&replicas, &pinned));
+
+    // New sessions through node 1 make it resolve the name again (at most every 100 ms).
+    let endpoints = eventually("node 1 to resolve the name again", T, || async {
+        let mut other = McpClient::new();
+        other.initialize(&url, "2025-11-25").await;
+        let (_, served_by) = counted(&call(&other, &url, 1, "increment").await);
+        let doc = upstreamz(&base).await;
+        let endpoints = doc["upstreams"][0]["endpoints"].as_array()?.clone();
+        let resolved_again = endpoints
+            .iter()
+            .all(|e| e["address"] != pinned_addr.as_str() || e["resolved"] == false);
+        (served_by != pinned && resolved_again).then_some(endpoints)
+    })
+    .await;
+    let listed = endpoints
+        .iter()
+        .find(|e| e["address"] == pinned_addr.as_str())
+        .unwrap_or_else(|| panic!("{pinned_addr} is missing: {endpoints:?}"));
+    assert_eq!(
+        (listed["resolved"].clone(), listed["sessions"].clone()),
+        (json!(false), json!(1)),
+        "{listed}"
+    );
+    assert_eq!(
+        endpoints.iter().filter(|e| e["resolved"] == true).count(),
+        2,
+        "{endpoints:?}"
+    );
+
+    let (count, served_by) = counted(&call(&client, &url, 20, "increment").await);
+    assert_eq!((count, served_by.as_str()), (3, pinned.as_str()));
+    let doc = upstreamz(&base).await;
+    let listed = doc["upstreams"][0]["endpoints"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["address"] == pinned_addr.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(
+        (listed["state"].clone(), listed["resolved"].clone()),
+        (json!("up"), json!(false)),
+        "{doc}"
+    );
+}
+
+/// The replica labelled `label` (shared borrow).
+fn by_label_ref<'a>(replicas: &'a [Replica], label: &str) -> &'a Replica {
+    replicas
+        .iter()
+        .find(|r| r.label() == label)
+        .unwrap_or_else(|| panic!("no replica {label}"))
+}

@@ -90,8 +90,8 @@ impl LastError {
 }
 
 /// One network endpoint of an upstream: for a Streamable HTTP upstream whose URL names a host,
-/// each address the host resolves to (and any address a session is still pinned to); empty for
-/// an IP-address URL and the other kinds.
+/// each address the host resolves to (and any address that left the name while sessions this
+/// node remembers are still pinned to it); empty for an IP-address URL and the other kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EndpointStatus {
     /// The endpoint's address (`ip:port`).

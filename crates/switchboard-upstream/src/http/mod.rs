@@ -203,15 +203,24 @@ impl HttpUpstream {
         })
     }
 
-    /// The endpoints of the URL's host as this node knows them (empty for an IP address, and
-    /// before the first resolution), for the status API.
+    /// The endpoints of the URL's host as this node knows them, for the status API: the last
+    /// resolution's addresses, those a request reached since, and those the upstream sessions
+    /// this node remembers are pinned to (`resolved: false` when they left the name). Empty for
+    /// an IP address.
     pub fn endpoints(&self) -> Vec<EndpointStatus> {
         let Some(endpoints) = self.wire.endpoints() else {
             return Vec::new();
         };
         let pinned = self.known.pinned();
-        endpoints
-            .status()
+        let mut listed = endpoints.status();
+        // An address that left the name while sessions this node remembers are pinned to it.
+        for addr in pinned.keys() {
+            if !listed.iter().any(|(a, ..)| a == addr) {
+                listed.push((*addr, false, None));
+            }
+        }
+        listed.sort();
+        listed
             .into_iter()
             .map(|(addr, resolved, reached)| EndpointStatus {
                 address: addr.to_string(),
