@@ -291,6 +291,14 @@ async fn with_end_session_a_gone_replica_ends_the_client_session() {
 fn behind_a_balancer(
     options: BalancerOptions,
 ) -> Option<(Vec<Replica>, Balancer, ConfiguredCluster)> {
+    behind_a_balancer_with(options, &[])
+}
+
+/// [`behind_a_balancer`] with `extra` settings of the upstream.
+fn behind_a_balancer_with(
+    options: BalancerOptions,
+    extra: &[(&'static str, &str)],
+) -> Option<(Vec<Replica>, Balancer, ConfiguredCluster)> {
     let present = haproxy_binary().is_some();
     if !available_or_skip("upstream_pinning", &[("haproxy", present)]) {
         return None;
@@ -300,7 +308,10 @@ fn behind_a_balancer(
         .collect();
     let backends: Vec<String> = replicas.iter().map(|r| r.addr().to_string()).collect();
     let balancer = Balancer::start_with(&backends, &options);
-    let upstream = Upstream::http("counter", &balancer.url()).prefix("");
+    let mut upstream = Upstream::http("counter", &balancer.url()).prefix("");
+    for (key, value) in extra {
+        upstream = upstream.set(key, value);
+    }
     let cluster = start_cluster(3, &[upstream], ClusterOptions::new());
     Some((replicas, balancer, cluster))
 }
@@ -361,6 +372,38 @@ async fn behind_a_round_robin_balancer_the_error_names_the_initialized_404() {
         assert!(message.contains(needle), "{needle:?} in {message}");
     }
     assert!(!message.contains("it ended the session"), "{message}");
+}
+
+/// C02: the same round-robin balancer with `stateless = true` declared for the stateful
+/// replicas. The error does not recommend setting what is already set: it says the upstream is
+/// declared stateless but its replicas do not share sessions, so `stateless = true` must go and
+/// sessions be pinned. Before, it ended "or set `stateless = true` if the upstream keeps nothing
+/// per session".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_stateless_replicas_that_share_no_sessions_are_told_to_drop_stateless() {
+    let declared = [("stateless", "true")];
+    let Some((_replicas, _balancer, started)) =
+        behind_a_balancer_with(BalancerOptions::default(), &declared)
+    else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let response = call(&client, &urls[1], 2, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    let message = err["message"].as_str().unwrap();
+    for needle in [
+        "`notifications/initialized` answered HTTP 404",
+        "the upstream's replicas do not share sessions",
+        "declared `stateless = true`, but replicas that do not share sessions make it stateful",
+        "remove `stateless = true`",
+        "cookie affinity",
+    ] {
+        assert!(message.contains(needle), "{needle:?} in {message}");
+    }
+    assert!(!message.contains("or set `stateless = true`"), "{message}");
 }
 
 /// C02 step 3 behind a sticky balancer (HAProxy `balance source`, with `option redispatch`):
