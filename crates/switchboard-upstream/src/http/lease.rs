@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::lifecycle::Initialized;
 use super::listen::{decode_position, End, Listener};
-use super::session::UpstreamSession;
+use super::session::{lease_name, UpstreamSession};
 use super::HttpUpstream;
 use crate::placement::Owner;
 use crate::upstream::SessionHandle;
@@ -36,11 +36,6 @@ const STOP_WAIT: Duration = Duration::from_secs(3);
 /// to answer the new session's GET before the request's own answer goes out (never more than
 /// half the upstream's `timeout_ms`, so the request still answers within it).
 pub(crate) const OPEN_WAIT: Duration = Duration::from_secs(3);
-
-/// The lease (and stored position) name of `upstream`'s GET stream.
-pub(crate) fn lease_name(upstream: &str) -> String {
-    format!("{upstream}#get")
-}
 
 /// One running listener.
 struct Running {

@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::common::answer_server_request;
 use super::events::EventReader;
-use super::session::UpstreamSession;
+use super::session::{lease_name, UpstreamSession};
 use super::wire::{Opened, Wire, WireError};
 use crate::upstream::{ClientPeer, SessionHandle};
 
@@ -142,7 +142,8 @@ impl Listener {
                     // No client request waits on this stream: the refusal can only be logged
                     // (warned once per run, the same text a request would get).
                     failures += 1;
-                    let error = super::common::credentials_refused(&self.name, refusal, Some(&at));
+                    let error =
+                        super::exchange::credentials_refused(&self.name, refusal, Some(&at));
                     if failures == 1 {
                         tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
                     } else {
@@ -284,7 +285,7 @@ impl Listener {
         let value = encode_position(&self.upstream, &last);
         // Only while the record still holds this upstream session: a listener of a superseded
         // one must not overwrite the position of the new one's stream.
-        let entries = vec![(super::lease::lease_name(&self.name), Some(value))];
+        let entries = vec![(lease_name(&self.name), Some(value))];
         let expected = self.upstream.encode();
         match self
             .session
