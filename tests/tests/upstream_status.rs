@@ -2,14 +2,18 @@
 //! series of `/metrics`, for a demo, an unreachable Streamable HTTP server and a stdio child
 //! (case C30: health must say something about upstreams; readiness stays about the node).
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::auth_upstream::{AuthUpstream, Policy};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
-use switchboard_tests::counter::Replica;
+use switchboard_tests::counter::{replicas_on_one_port, Replica};
+use switchboard_tests::dns::{dnsmasq_binary, Dns};
+use switchboard_tests::eventually::eventually;
 use switchboard_tests::metrics::{counter, upstream_status, upstreamz};
+use switchboard_tests::peers::available_or_skip;
 use switchboard_tests::ports::free_port;
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
@@ -207,4 +211,68 @@ async fn a_lost_session_and_a_refusal_the_server_answered_leave_the_upstream_up(
     let message = status["last_error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("refused the credentials"), "{status}");
     assert_eq!(status["call_errors"], 1, "{status}");
+}
+
+/// Finding 9 (C02, C30): a node that made no request since a replica left the name does not
+/// keep listing it as current. Two nodes resolve `counter.test` (three replicas) through a call
+/// each; the name loses one replica; node 1 makes no request, yet its `/upstreamz` soon lists
+/// the address no more as `resolved: true`, with a `resolved_at_ms` after the change, because
+/// reading the status resolves again once the view is older than `resolve_interval_ms`
+/// (300 ms here). (Before, node 1 showed the old resolution as current until a request of its
+/// own resolved again.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreamz_does_not_show_a_resolution_older_than_the_interval_as_current() {
+    if !available_or_skip(
+        "upstream_status",
+        &[("dnsmasq", dnsmasq_binary().is_some())],
+    ) {
+        return;
+    }
+    let replicas = replicas_on_one_port(2, 3);
+    let name = "counter.test";
+    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (name, r.addr().ip())).collect();
+    let dns = Dns::start(&records);
+    let port = replicas[0].addr().port();
+    let upstream = Upstream::http("counter", &format!("http://{name}:{port}/mcp"))
+        .prefix("")
+        .set("nameservers", format!("[\"{}\"]", dns.nameserver()))
+        .set("resolve_interval_ms", 300);
+    let started = start_cluster(2, &[upstream], ClusterOptions::new());
+    for node in 0..2 {
+        let url = started.cluster.url(node);
+        let mut client = McpClient::new();
+        client.initialize(&url, "2025-11-25").await;
+        let answer = call(&client, &url, 1, "increment").await;
+        assert!(answer.get("result").is_some(), "{answer}");
+    }
+    let base = started.cluster.node(1).base_url();
+    let doc = upstreamz(&base).await;
+    let resolved = |doc: &Value, address: &str| {
+        doc["upstreams"][0]["endpoints"]
+            .as_array()
+            .is_some_and(|all| {
+                all.iter()
+                    .any(|e| e["address"] == address && e["resolved"] == true)
+            })
+    };
+    let gone = replicas[2].addr().to_string();
+    assert!(resolved(&doc, &gone), "node 1 resolved all three: {doc}");
+
+    let changed_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    dns.set(&records[..2]);
+    let doc = eventually("node 1's view to be resolved again", T, || async {
+        let doc = upstreamz(&base).await;
+        (!resolved(&doc, &gone)).then_some(doc)
+    })
+    .await;
+    let at = doc["upstreams"][0]["resolved_at_ms"].as_u64();
+    assert!(at.is_some_and(|at| at >= changed_ms), "{doc}");
+    let listed: Vec<&Value> = doc["upstreams"][0]["endpoints"]
+        .as_array()
+        .map(|all| all.iter().filter(|e| e["resolved"] == true).collect())
+        .unwrap_or_default();
+    assert_eq!(listed.len(), 2, "{doc}");
 }

@@ -24,6 +24,8 @@
 //! `/.well-known/oauth-protected-resource<resource path>` and at the root
 //! `/.well-known/oauth-protected-resource` ([`auth::metadata::served_paths`]).
 
+use std::time::Duration;
+
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -108,8 +110,28 @@ async fn not_allowed() -> Response {
     HttpError::MethodNotAllowed.into_response()
 }
 
+/// How long reading `/upstreamz` or `/metrics` waits for upstreams to bring their view up to
+/// date first ([`switchboard_upstream::Upstream::refresh_statuses`]: an http upstream's host
+/// resolved again when its last resolution is older than `resolve_interval_ms`). Past it the
+/// answer shows the older view, whose `resolved_at_ms` says how old.
+pub const STATUS_REFRESH_WAIT: Duration = Duration::from_secs(2);
+
+/// Lets the upstreams bring their status up to date, for at most [`STATUS_REFRESH_WAIT`].
+async fn refresh_statuses(app: &App) {
+    let refresh = app.upstream.refresh_statuses();
+    if tokio::time::timeout(STATUS_REFRESH_WAIT, refresh)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            "the upstreams' status was not brought up to date in time; showing the older view"
+        );
+    }
+}
+
 /// The node's counters, then each upstream's series.
 async fn metrics(State(app): State<App>) -> String {
+    refresh_statuses(&app).await;
     let mut text = telemetry::render();
     text.push_str(&telemetry::render_upstreams(&app.upstream.statuses()));
     text
@@ -118,6 +140,7 @@ async fn metrics(State(app): State<App>) -> String {
 /// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured
 /// upstream ([`switchboard_upstream::status`]), in config order.
 async fn upstreamz(State(app): State<App>) -> Response {
+    refresh_statuses(&app).await;
     let body = serde_json::json!({
         "node": app.node_id(),
         "upstreams": app.upstream.statuses(),

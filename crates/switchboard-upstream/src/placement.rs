@@ -276,4 +276,8 @@ impl Upstream for NodeBound {
     fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
         self.inner.statuses()
     }
+
+    async fn refresh_statuses(&self) {
+        self.inner.refresh_statuses().await;
+    }
 }

@@ -118,8 +118,8 @@ pub struct ChildStatus {
     pub started_at_ms: u64,
 }
 
-/// What this node knows of one configured upstream (JSON: these field names; `last_error` and
-/// `next_start_at_ms` are `null` when there is none).
+/// What this node knows of one configured upstream (JSON: these field names; `last_error`,
+/// `next_start_at_ms` and `resolved_at_ms` are `null` when there is none).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct UpstreamStatus {
     /// The configured name.
@@ -145,6 +145,12 @@ pub struct UpstreamStatus {
     /// stdio in restart back-off: when the next child start will be tried, in milliseconds since
     /// the Unix epoch.
     pub next_start_at_ms: Option<u64>,
+    /// http whose URL names a host: when this node last resolved it (the view `endpoints`
+    /// comes from), in milliseconds since the Unix epoch; `null` before the first resolution
+    /// and for the other kinds. Reading the status resolves again first when this is older than
+    /// `resolve_interval_ms` (bounded, see [`crate::Upstream::refresh_statuses`]); a
+    /// resolution that failed or did not finish in time leaves it older.
+    pub resolved_at_ms: Option<u64>,
 }
 
 impl UpstreamStatus {
@@ -161,6 +167,7 @@ impl UpstreamStatus {
             calls: 0,
             call_errors: 0,
             next_start_at_ms: None,
+            resolved_at_ms: None,
         }
     }
 }
@@ -198,7 +205,8 @@ mod tests {
                 "last_error": {"message": "upstream `files` exited (exit status 1)", "at_ms": 5},
                 "endpoints": [],
                 "children": [{"session": "shared", "pid": 7, "started_at_ms": 3}],
-                "restarts": 0, "calls": 0, "call_errors": 0, "next_start_at_ms": 9
+                "restarts": 0, "calls": 0, "call_errors": 0, "next_start_at_ms": 9,
+                "resolved_at_ms": null
             })
         );
         let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();

@@ -218,6 +218,10 @@ impl Upstream for Tracked {
         }
         vec![status]
     }
+
+    async fn refresh_statuses(&self) {
+        self.inner.refresh_statuses().await;
+    }
 }
 
 #[cfg(test)]

@@ -278,4 +278,11 @@ pub trait Upstream: Send + Sync {
     fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
         Vec::new()
     }
+
+    /// Brings what [`Upstream::statuses`] reports up to date where that needs I/O, before a
+    /// status is read: an http upstream whose last resolution of its host is older than its
+    /// `resolve_interval_ms` resolves it again, so a replica that left the name is not shown as
+    /// current. The caller bounds the wait. The default does nothing; an aggregate or a wrapper
+    /// passes it on.
+    async fn refresh_statuses(&self) {}
 }

@@ -324,6 +324,11 @@ impl Upstream for Aggregate {
         futures::future::join_all(self.members.iter().map(|m| m.upstream.shutdown())).await;
     }
 
+    /// Every member's, at the same time.
+    async fn refresh_statuses(&self) {
+        futures::future::join_all(self.members.iter().map(|m| m.upstream.refresh_statuses())).await;
+    }
+
     /// Every member's, in member order.
     fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
         self.members

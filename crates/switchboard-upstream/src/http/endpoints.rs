@@ -10,7 +10,8 @@
 //!
 //! The host is resolved with `hickory-resolver`: the system configuration (`/etc/resolv.conf`,
 //! `/etc/hosts`) unless the upstream names its own nameservers. It is resolved again at most
-//! once per `resolve_interval_ms` when a session picks an endpoint, and at once (cache cleared)
+//! once per `resolve_interval_ms` when a session picks an endpoint or the status API is read
+//! with an older view ([`Endpoints::refresh_if_stale`]), and at once (cache cleared)
 //! when a pinned endpoint refuses a connection, to tell a replica that is gone from one that
 //! fails for a moment. The last good resolution is kept when resolving fails. At most
 //! `max_endpoints` addresses are used (the resolution's first, sorted); the pools of addresses
@@ -41,7 +42,8 @@ pub const DEFAULT_MAX_ENDPOINTS: usize = 64;
 /// How an upstream's host is resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolution {
-    /// Resolve again at most this often (when a session picks an endpoint).
+    /// Resolve again at most this often (when a session picks an endpoint, or the status is read
+    /// with an older view).
     pub interval: Duration,
     /// DNS servers to ask; empty: the system configuration.
     pub nameservers: Vec<SocketAddr>,
@@ -152,6 +154,25 @@ impl Endpoints {
         if current.reached.get(&addr) != Some(&connected) {
             current.reached.insert(addr, connected);
         }
+    }
+
+    /// Resolves again when the last resolution is older than the interval (for the status API,
+    /// so that it does not show an old view as current); nothing before the first resolution
+    /// (requests make that one). A failed resolution keeps the last one, older.
+    pub async fn refresh_if_stale(&self) {
+        let stale = self
+            .lock()
+            .at
+            .is_some_and(|at| at.elapsed() >= self.settings.interval);
+        if stale {
+            let _ = self.resolved(false).await;
+        }
+    }
+
+    /// When the last resolution was made; `None` before the first.
+    pub fn resolved_at(&self) -> Option<std::time::SystemTime> {
+        let at = self.lock().at?;
+        std::time::SystemTime::now().checked_sub(at.elapsed())
     }
 
     /// The endpoints for the status API: the last resolution's addresses and any other address

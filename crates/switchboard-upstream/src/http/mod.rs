@@ -503,7 +503,19 @@ impl Upstream for HttpUpstream {
     fn statuses(&self) -> Vec<UpstreamStatus> {
         let mut status = UpstreamStatus::new(&self.name, "http");
         status.endpoints = self.endpoints();
+        status.resolved_at_ms = self
+            .wire
+            .endpoints()
+            .and_then(|e| e.resolved_at())
+            .map(crate::status::unix_ms);
         vec![status]
+    }
+
+    /// Resolves the host again when the last resolution is older than `resolve_interval_ms`.
+    async fn refresh_statuses(&self) {
+        if let Some(endpoints) = self.wire.endpoints() {
+            endpoints.refresh_if_stale().await;
+        }
     }
 
     async fn request(
