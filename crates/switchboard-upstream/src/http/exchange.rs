@@ -61,8 +61,8 @@ pub(crate) enum WireError {
     Refused {
         /// The exchange.
         at: At,
-        /// What the refusal said.
-        refusal: Refusal,
+        /// What the refusal said (boxed: the largest variant otherwise).
+        refusal: Box<Refusal>,
     },
     /// A JSON body or an SSE event larger than the limit (`max_message_bytes`; case C32).
     TooLarge {
@@ -196,7 +196,7 @@ pub(crate) fn exchange_error(name: &str, e: WireError) -> RpcError {
     let text = e.describe();
     let endpoint = e.at().map(|at| at.endpoint.clone());
     let error = match e {
-        WireError::Refused { at, refusal } => credentials_refused(name, refusal, Some(&at)),
+        WireError::Refused { at, refusal } => credentials_refused(name, *refusal, Some(&at)),
         WireError::TooLarge { at, limit } => too_large(
             name,
             "max_message_bytes",
@@ -293,11 +293,11 @@ pub(crate) async fn failure(response: Response, at: &At, max: usize) -> WireErro
         .ok()
         .and_then(|value| value.get("error").filter(|e| e.is_object()).map(rpc_error));
     if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
-        let refusal = Refusal {
+        let refusal = Box::new(Refusal {
             status,
             www_authenticate,
             error,
-        };
+        });
         return WireError::Refused {
             at: at.clone(),
             refusal,

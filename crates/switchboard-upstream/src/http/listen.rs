@@ -143,7 +143,7 @@ impl Listener {
                     // (warned once per run, the same text a request would get).
                     failures += 1;
                     let error =
-                        super::exchange::credentials_refused(&self.name, refusal, Some(&at));
+                        super::exchange::credentials_refused(&self.name, *refusal, Some(&at));
                     if failures == 1 {
                         tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
                     } else {

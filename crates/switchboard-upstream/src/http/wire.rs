@@ -190,12 +190,12 @@ impl Wire {
     }
 
     /// The client and endpoint for a request to `target` (`None`: the URL as it is) in
-    /// `session`.
+    /// `session`. Errors when the endpoint's client cannot be built.
     fn route(
         &self,
         session: Option<&UpstreamSession>,
         target: Option<SocketAddr>,
-    ) -> Result<Route, WireError> {
+    ) -> Result<Route, String> {
         let (Some(endpoints), Some(addr)) = (&self.endpoints, target) else {
             return Ok(Route {
                 client: self.client.clone(),
@@ -204,7 +204,7 @@ impl Wire {
                 tracked: None,
             });
         };
-        let client = endpoints.client(addr).map_err(WireError::other)?;
+        let client = endpoints.client(addr)?;
         Ok(Route {
             client,
             endpoint: addr.to_string(),
@@ -228,7 +228,7 @@ impl Wire {
         let tried = targets.len();
         let mut refused = None;
         for target in targets {
-            let route = self.route(session, target)?;
+            let route = self.route(session, target).map_err(WireError::other)?;
             let request = build(self.request(&route, method.clone(), session));
             match send(request, what, &route).await {
                 Err(e @ WireError::Unreachable { pinned: None, .. }) if tried > 1 => {
