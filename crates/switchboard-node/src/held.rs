@@ -11,7 +11,9 @@
 //!
 //! [`check`] runs on every sweep ([`crate::background`], `reaper_interval_ms`) and at once when
 //! a heartbeat finds that the previous one had lapsed. It costs one store round trip per
-//! [`BATCH`] sessions held.
+//! [`BATCH`] sessions held. A draining node stops nothing another node took over: the requests
+//! still running in it finish there (a request that found the owner stopping moved the session
+//! meanwhile), and the end of the drain stops everything.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
@@ -46,6 +48,11 @@ pub async fn check(app: &App) {
                 None => session_gone(app, sid).await,
             }
         }
+    }
+    if app.shutdown.is_cancelled() {
+        // Draining: requests running here finish in the old resources (the session's new owner
+        // meanwhile serves its other requests), and the drain's end stops them all.
+        return;
     }
     if app.owner_claims.load(Ordering::SeqCst) != claims {
         // This node claimed an owner meanwhile, which what was read may predate: a resource it
