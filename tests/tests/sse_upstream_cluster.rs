@@ -1,8 +1,8 @@
 //! A legacy HTTP+SSE upstream (`kind = "sse"`, MCP 2024-11-05) behind a cluster: one SSE
 //! connection per client session, held by the session's owner node (node-bound, like a stdio
 //! child). The rolling-restart and SIGKILL failover cases of C08 with it are in `merged_lists.rs`;
-//! here, an owner that stalled past `node_ttl_ms` and was taken over closes its old connection
-//! when it wakes.
+//! here, calls keep working through a live node once the connection's owner stopped, and an owner
+//! that stalled past `node_ttl_ms` and was taken over closes its old connection when it wakes.
 
 use std::time::{Duration, Instant};
 
@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::msg;
 use switchboard_tests::sse_upstream::SseUpstream;
 use switchboard_tests::upstreams::{start_cluster, Upstream};
 
@@ -26,6 +27,43 @@ async fn echo(client: &McpClient, url: &str, id: u64) -> Result<String, Value> {
     Ok(connection
         .unwrap_or_else(|| panic!("no connection in {response}"))
         .to_owned())
+}
+
+/// C08: the node holding a session's legacy SSE connection gets SIGTERM and exits 0; the next
+/// `tools/call`, through the other node, answers with no error, through a new connection that
+/// node opened and initialized with the client's own `initialize` (`whoami` is the client's
+/// `clientInfo`, "replay"), and the stopped node's connection is closed: the server has exactly
+/// one open, the one the calls reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_keeps_working_after_the_owner_of_the_connection_stops() {
+    let server = SseUpstream::start().await;
+    let upstream = Upstream::sse("legacy", &server.url()).prefix("");
+    let mut started = start_cluster(2, &[upstream], ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let old = echo(&client, &urls[0], 1).await.expect("a first call");
+
+    started.cluster.node(0).terminate();
+    let code = tokio::task::block_in_place(|| started.cluster.node_mut(0).wait_exit(T));
+    assert_eq!(code, Some(0), "the owner drained and exited");
+    let new = echo(&client, &urls[1], 2)
+        .await
+        .expect("a call after the stop");
+    assert_ne!(new, old, "a new connection, on the live node");
+    let whoami = client.call_tool(&urls[1], 3, "whoami", json!({})).await;
+    let whoami = whoami.answer(json!(3), T).await.response;
+    let info: Value = serde_json::from_str(&msg::result_text(&whoami)).expect("clientInfo");
+    assert_eq!(
+        info["name"], "replay",
+        "the client's own initialize: {whoami}"
+    );
+    eventually("one connection left, the live node's", T, || async {
+        (server.open_connections() == 1).then_some(())
+    })
+    .await;
+    let again = echo(&client, &urls[1], 4).await.expect("a further call");
+    assert_eq!(again, new, "the same connection serves the session");
 }
 
 /// C08: the node holding a session's legacy SSE connection stalls (SIGSTOP) past `node_ttl_ms`,
