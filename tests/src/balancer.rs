@@ -1,42 +1,20 @@
 //! A real load balancer in front of the nodes: Debian's HAProxy in HTTP mode, round robin per
 //! request, no stickiness, streaming SSE answers unbuffered. Started in the foreground (`-db`) as a
-//! child with its config in a temp dir, killed by PID on drop.
+//! child with its config in a temp dir, killed by PID on drop (see [`crate::daemon`]).
 
-use std::fs::File;
-use std::net::TcpStream;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use crate::ports::free_port;
-use crate::temp::TempDir;
-
-/// How long HAProxy may take to accept connections.
-const READY_LIMIT: Duration = Duration::from_secs(10);
+use crate::daemon::{find_binary, Daemon};
 
 /// A running HAProxy on 127.0.0.1 spreading requests over backend ports.
 pub struct Balancer {
-    child: Option<Child>,
-    port: u16,
-    dir: TempDir,
+    daemon: Daemon,
 }
 
 /// The `haproxy` binary: `$HAPROXY`, else `haproxy` on `PATH`, else Debian's `/usr/sbin/haproxy`
 /// (not on a non-root `PATH`). `None` when none runs.
 pub fn haproxy_binary() -> Option<String> {
-    let candidates = [
-        std::env::var("HAPROXY").ok(),
-        Some("haproxy".to_owned()),
-        Some("/usr/sbin/haproxy".to_owned()),
-    ];
-    candidates.into_iter().flatten().find(|bin| {
-        Command::new(bin)
-            .arg("-v")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    find_binary("HAPROXY", "haproxy", "-v")
 }
 
 /// How HAProxy spreads requests.
@@ -106,88 +84,36 @@ impl Balancer {
     /// say; panics like [`Balancer::start`].
     pub fn start_with(backends: &[String], options: &BalancerOptions) -> Balancer {
         let bin = haproxy_binary().expect("haproxy not found: apt-get install -y haproxy");
-        for _attempt in 0..3 {
-            let dir = TempDir::new("sb-haproxy");
-            let port = free_port();
-            let cfg_path = dir.path().join("haproxy.cfg");
+        let daemon = Daemon::start("haproxy", &bin, |port, dir| {
+            let cfg_path = dir.join("haproxy.cfg");
             std::fs::write(&cfg_path, config(port, backends, options)).expect("write haproxy.cfg");
-            let log = File::create(dir.path().join("haproxy.log")).expect("haproxy log");
-            let child = Command::new(&bin)
-                .arg("-db")
-                .arg("-f")
-                .arg(&cfg_path)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().expect("clone log"))
-                .stderr(log)
-                .spawn()
-                .unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
-            let mut balancer = Balancer {
-                child: Some(child),
-                port,
-                dir,
-            };
-            if balancer.wait_ready() {
-                return balancer;
-            }
-            balancer.kill();
-            eprintln!("haproxy did not come up on {port}:\n{}", balancer.log());
-        }
-        panic!("haproxy did not come up on any free port");
-    }
-
-    fn wait_ready(&mut self) -> bool {
-        let deadline = Instant::now() + READY_LIMIT;
-        while Instant::now() < deadline {
-            let exited = self
-                .child
-                .as_mut()
-                .is_none_or(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited {
-                return false;
-            }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(25));
-        }
-        false
+            vec!["-db".into(), "-f".into(), cfg_path.display().to_string()]
+        });
+        Balancer { daemon }
     }
 
     /// `http://127.0.0.1:<port>/mcp`.
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+        format!("http://127.0.0.1:{}/mcp", self.port())
     }
 
     /// `http://127.0.0.1:<port>`.
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://127.0.0.1:{}", self.port())
     }
 
     /// The port it listens on.
     pub fn port(&self) -> u16 {
-        self.port
+        self.daemon.port()
     }
 
     /// HAProxy's own output (config warnings, alerts).
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("haproxy.log")).unwrap_or_default()
+        self.daemon.log()
     }
 
     /// The config file in use.
     pub fn config_path(&self) -> PathBuf {
-        self.dir.path().join("haproxy.cfg")
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Drop for Balancer {
-    fn drop(&mut self) {
-        self.kill();
+        self.daemon.path("haproxy.cfg")
     }
 }

@@ -9,6 +9,8 @@
 //!   checks credentials, recording every request's headers.
 //! - [`counter`]: a stateful HTTP MCP server (replicas on loopback addresses, stoppable).
 //! - [`dns`]: a private `dnsmasq` answering from a hosts file the test writes.
+//! - [`daemon`]: what [`balancer`] and [`dns`] share: a packaged server on a free port, in its
+//!   own temp dir, killed by PID on drop.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
 //! - [`resp`]: the RESP reply parser behind it.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
@@ -31,6 +33,7 @@ pub mod balancer;
 pub mod client;
 pub mod cluster;
 pub mod counter;
+pub mod daemon;
 pub mod dns;
 pub mod eventually;
 pub mod expect;

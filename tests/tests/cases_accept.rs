@@ -57,6 +57,36 @@ async fn answered_in_form(
     Some(answer.response)
 }
 
+/// What a POST accepting only `application/json` got.
+struct JsonOnly {
+    status: StatusCode,
+    body: Value,
+    /// From sending it to having read the body.
+    took: Duration,
+}
+
+/// POSTs `call` to `url` in `client`'s session with `Accept: application/json` alone; asserts
+/// the answer is one JSON body.
+async fn post_json_only(client: &McpClient, url: &str, call: &Value) -> JsonOnly {
+    let headers = client.post_headers().set("Accept", JSON);
+    let started = Instant::now();
+    let reply = client
+        .send(Method::POST, url, &headers, Some(call.to_string()))
+        .await;
+    let status = reply.status;
+    assert!(
+        reply.is_json(),
+        "content type {:?}",
+        reply.header("content-type")
+    );
+    let body = reply.json().await;
+    JsonOnly {
+        status,
+        body,
+        took: started.elapsed(),
+    }
+}
+
 fn with_accept(headers: Headers, accept: Option<&str>) -> Headers {
     match accept {
         Some(a) => headers.set("Accept", a),
@@ -142,20 +172,10 @@ async fn c18_json_only_countdown_is_one_json_body_and_progress_goes_to_the_stand
         json!({"n": 3, "interval_ms": 150}),
         "cd-json",
     );
-    let headers = client.post_headers().set("Accept", JSON);
-    let started = Instant::now();
-    let reply = client
-        .send(Method::POST, &urls[0], &headers, Some(call.to_string()))
-        .await;
-    assert_eq!(reply.status, StatusCode::OK);
+    let JsonOnly { status, body, took } = post_json_only(&client, &urls[0], &call).await;
+    assert_eq!(status, StatusCode::OK);
     assert!(
-        reply.is_json(),
-        "content type {:?}",
-        reply.header("content-type")
-    );
-    let body = reply.json().await;
-    assert!(
-        started.elapsed() >= Duration::from_millis(400),
+        took >= Duration::from_millis(400),
         "the call ran its three steps"
     );
     assert_eq!(body["id"], 7, "{body}");
@@ -201,23 +221,9 @@ async fn c18_json_only_sample_fails_at_once_with_a_clear_error() {
     client
         .initialize_with(&urls[0], "2025-11-25", msg::all_client_capabilities())
         .await;
-    let headers = client.post_headers().set("Accept", JSON);
     let call = msg::call(8, "sample", json!({"prompt": "Capital of France?"}));
-    let started = Instant::now();
-    let reply = client
-        .send(Method::POST, &urls[1], &headers, Some(call.to_string()))
-        .await;
-    assert!(
-        reply.is_json(),
-        "content type {:?}",
-        reply.header("content-type")
-    );
-    let body = reply.json().await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered after {:?}",
-        started.elapsed()
-    );
+    let JsonOnly { body, took, .. } = post_json_only(&client, &urls[1], &call).await;
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
     assert_eq!(body["id"], 8, "{body}");
     assert_eq!(body["result"]["isError"], true, "{body}");
     let text = msg::result_text(&body);
@@ -336,23 +342,9 @@ async fn c18_json_only_refusal_reaches_a_child_on_another_node() {
         "{}",
         echoed.response
     );
-    let headers = client.post_headers().set("Accept", JSON);
     let call = msg::call(2, "ask", json!({"prompt": "?"}));
-    let started = Instant::now();
-    let reply = client
-        .send(Method::POST, &urls[1], &headers, Some(call.to_string()))
-        .await;
-    assert!(
-        reply.is_json(),
-        "content type {:?}",
-        reply.header("content-type")
-    );
-    let body = reply.json().await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "answered after {:?}",
-        started.elapsed()
-    );
+    let JsonOnly { body, took, .. } = post_json_only(&client, &urls[1], &call).await;
+    assert!(took < Duration::from_secs(5), "answered after {took:?}");
     let text = msg::result_text(&body);
     assert!(text.contains("accepts only application/json"), "{body}");
     assert!(

@@ -9,6 +9,8 @@ use serde_json::{json, Value};
 use switchboard_tests::auth_upstream::{AuthUpstream, Policy};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::metrics::upstream_status;
 use switchboard_tests::msg;
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
@@ -65,6 +67,51 @@ async fn c32_stdio_line_over_max_line_bytes_is_a_clear_error_and_the_next_call_w
         info["result"]["info"]["pid"], first_pid,
         "a new child: {info}"
     );
+}
+
+/// C32 with C30: a result over `max_line_bytes` is one message's fault, not a failed start.
+/// Session A's tool answers 2,000 bytes twice under `max_line_bytes = 1000` (each call fails
+/// with the limit error and stops its child); session B, which never used the upstream, then
+/// gets its answer at once, `/upstreamz` still says `up` with no back-off, and A's next call
+/// works. Before, B got "upstream `st` is not started again yet after 2 failed starts (last:
+/// ... larger than max_line_bytes ...); next try in N ms".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c32_results_over_max_line_bytes_put_no_session_in_restart_back_off() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let upstream =
+        Upstream::stdio("st", &python, &[stdio_fixture().as_str()]).set("max_line_bytes", 1000);
+    let configured = start_cluster(1, &[upstream], ClusterOptions::new());
+    let (url, base) = (
+        configured.cluster.url(0),
+        configured.cluster.node(0).base_url(),
+    );
+    let mut a = McpClient::new();
+    a.initialize(&url, "2025-11-25").await;
+    let mut last_failure = None;
+    for id in 1..=2 {
+        let over = call(&a, &url, id, "st__huge", json!({"bytes": 2000})).await;
+        assert_eq!(over["error"]["code"], -32006, "{over}");
+        assert_eq!(over["error"]["data"]["max_line_bytes"], 1000, "{over}");
+        // The stopped child's exit is accounted for before the next request.
+        last_failure = Some(
+            eventually("the stopped child to be accounted for", T, || async {
+                let status = upstream_status(&base, "st").await;
+                let at = status["last_error"]["at_ms"].as_u64();
+                at.filter(|at| Some(*at) > last_failure)
+            })
+            .await,
+        );
+    }
+    let status = upstream_status(&base, "st").await;
+    assert_eq!(status["state"], "up", "{status}");
+    assert_eq!(status["next_start_at_ms"], Value::Null, "{status}");
+
+    let mut b = McpClient::new();
+    b.initialize(&url, "2025-11-25").await;
+    let echoed = call(&b, &url, 1, "st__echo", json!({"s": "from b"})).await;
+    assert_eq!(msg::result_text(&echoed), "from b", "{echoed}");
+    let again = call(&a, &url, 3, "st__echo", json!({"s": "from a"})).await;
+    assert_eq!(msg::result_text(&again), "from a", "{again}");
 }
 
 /// C32 for a Streamable HTTP upstream with `max_message_bytes = 1024`: a JSON answer under it

@@ -264,3 +264,47 @@ async fn a_crash_looping_child_backs_off_and_is_used_again_once_it_starts() {
         "{status}"
     );
 }
+
+/// C30: a crash-looping child is known by what it wrote on stderr. The fixture writes
+/// `FATAL: cannot start (<flag> exists)` and exits 1; the call that tried the start, the
+/// back-off refusal (`message` and `data.last_failure`) and `/upstreamz`'s `last_error` all end
+/// with that line (before, they said only "exited (exit status 1)").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_looping_childs_stderr_is_in_its_errors_and_in_upstreamz() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let dir = TempDir::new("sb-crash-stderr");
+    let flag = dir.path().join("db-missing");
+    std::fs::write(&flag, "").unwrap();
+    let flag_arg = flag.to_string_lossy();
+    let args = [fixture.as_str(), "--crash-while", &flag_arg];
+    let kid = Upstream::stdio("kid", &python, &args)
+        .set("restart_backoff_ms", 60_000)
+        .set("restart_backoff_max_ms", 60_000);
+    let started = start_cluster(1, &[kid], ClusterOptions::new());
+    let node = started.cluster.node(0);
+    let mut client = McpClient::new();
+    client.initialize(&node.url(), "2025-11-25").await;
+    let caller = Caller {
+        client,
+        url: node.url(),
+        next_id: Cell::new(0),
+    };
+    let said = format!(
+        "upstream `kid` exited (exit status 1); its stderr ended with: FATAL: cannot start ({flag_arg} exists)"
+    );
+    // The probe failed at start-up; this call's start is retried at once and fails the same way.
+    let tried = caller.call("kid__echo").await;
+    assert_eq!(tried["error"]["message"], json!(said), "{tried}");
+    let refused = caller.call("kid__echo").await;
+    let error = &refused["error"];
+    assert_eq!(error["data"]["last_failure"], json!(said), "{refused}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("upstream `kid` is not started again yet after 2 failed starts")
+            && message.contains(&format!("(last: {said})")),
+        "{refused}"
+    );
+    let status = upstream_status(&node.base_url(), "kid").await;
+    assert_eq!(status["last_error"]["message"], json!(said), "{status}");
+}

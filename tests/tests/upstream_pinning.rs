@@ -19,7 +19,7 @@ use switchboard_tests::counter::{replicas_on_one_port, Replica};
 use switchboard_tests::dns::{dnsmasq_binary, Dns};
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::expect::session_gone_everywhere;
-use switchboard_tests::metrics::upstreamz;
+use switchboard_tests::metrics::{counter, upstreamz};
 use switchboard_tests::peers::available_or_skip;
 use switchboard_tests::upstreams::{start_cluster, ConfiguredCluster, Upstream};
 
@@ -50,6 +50,25 @@ fn error(response: &Value) -> &Value {
 
 fn ip(replica: &Replica) -> IpAddr {
     replica.addr().ip()
+}
+
+/// The DNS records of every replica but the one labelled `gone`.
+fn records_without(replicas: &[Replica], gone: &str) -> Vec<(&'static str, IpAddr)> {
+    replicas
+        .iter()
+        .filter(|r| r.label() != gone)
+        .map(|r| (NAME, ip(r)))
+        .collect()
+}
+
+/// How many `initialize` requests `replica` received.
+fn initializes(replica: &Replica) -> usize {
+    replica
+        .state()
+        .seen()
+        .iter()
+        .filter(|s| s.method == "initialize")
+        .count()
 }
 
 /// Three replicas on 127.0.0.2-4 (one port), a dnsmasq answering `counter.test` with all three,
@@ -188,12 +207,7 @@ async fn when_the_pinned_replica_is_gone_the_next_call_says_the_state_was_lost()
     let gone = by_label(&mut replicas, &pinned);
     let gone_addr = gone.addr();
     gone.stop();
-    let left: Vec<(&str, IpAddr)> = replicas
-        .iter()
-        .filter(|r| r.label() != pinned)
-        .map(|r| (NAME, ip(r)))
-        .collect();
-    dns.set(&left);
+    dns.set(&records_without(&replicas, &pinned));
 
     let response = call(&client, &urls[1], 16, "increment").await;
     let err = error(&response);
@@ -238,22 +252,11 @@ async fn with_end_session_a_gone_replica_ends_the_client_session() {
         replicas
             .iter()
             .filter(|r| r.label() != pinned)
-            .map(|r| {
-                r.state()
-                    .seen()
-                    .iter()
-                    .filter(|s| s.method == "initialize")
-                    .count()
-            })
+            .map(initializes)
             .collect()
     };
     let inits_before = inits(&replicas);
-    let left: Vec<(&str, IpAddr)> = replicas
-        .iter()
-        .filter(|r| r.label() != pinned)
-        .map(|r| (NAME, ip(r)))
-        .collect();
-    dns.set(&left);
+    dns.set(&records_without(&replicas, &pinned));
 
     let response = call(&client, &urls[2], 16, "increment").await;
     let err = error(&response);
@@ -288,6 +291,14 @@ async fn with_end_session_a_gone_replica_ends_the_client_session() {
 fn behind_a_balancer(
     options: BalancerOptions,
 ) -> Option<(Vec<Replica>, Balancer, ConfiguredCluster)> {
+    behind_a_balancer_with(options, &[])
+}
+
+/// [`behind_a_balancer`] with `extra` settings of the upstream.
+fn behind_a_balancer_with(
+    options: BalancerOptions,
+    extra: &[(&'static str, &str)],
+) -> Option<(Vec<Replica>, Balancer, ConfiguredCluster)> {
     let present = haproxy_binary().is_some();
     if !available_or_skip("upstream_pinning", &[("haproxy", present)]) {
         return None;
@@ -297,7 +308,10 @@ fn behind_a_balancer(
         .collect();
     let backends: Vec<String> = replicas.iter().map(|r| r.addr().to_string()).collect();
     let balancer = Balancer::start_with(&backends, &options);
-    let upstream = Upstream::http("counter", &balancer.url()).prefix("");
+    let mut upstream = Upstream::http("counter", &balancer.url()).prefix("");
+    for (key, value) in extra {
+        upstream = upstream.set(key, value);
+    }
     let cluster = start_cluster(3, &[upstream], ClusterOptions::new());
     Some((replicas, balancer, cluster))
 }
@@ -358,6 +372,38 @@ async fn behind_a_round_robin_balancer_the_error_names_the_initialized_404() {
         assert!(message.contains(needle), "{needle:?} in {message}");
     }
     assert!(!message.contains("it ended the session"), "{message}");
+}
+
+/// C02: the same round-robin balancer with `stateless = true` declared for the stateful
+/// replicas. The error does not recommend setting what is already set: it says the upstream is
+/// declared stateless but its replicas do not share sessions, so `stateless = true` must go and
+/// sessions be pinned. Before, it ended "or set `stateless = true` if the upstream keeps nothing
+/// per session".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn declared_stateless_replicas_that_share_no_sessions_are_told_to_drop_stateless() {
+    let declared = [("stateless", "true")];
+    let Some((_replicas, _balancer, started)) =
+        behind_a_balancer_with(BalancerOptions::default(), &declared)
+    else {
+        return;
+    };
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let response = call(&client, &urls[1], 2, "increment").await;
+    let err = error(&response);
+    assert_eq!(err["code"], -32006, "{response}");
+    let message = err["message"].as_str().unwrap();
+    for needle in [
+        "`notifications/initialized` answered HTTP 404",
+        "the upstream's replicas do not share sessions",
+        "declared `stateless = true`, but replicas that do not share sessions make it stateful",
+        "remove `stateless = true`",
+        "cookie affinity",
+    ] {
+        assert!(message.contains(needle), "{needle:?} in {message}");
+    }
+    assert!(!message.contains("or set `stateless = true`"), "{message}");
 }
 
 /// C02 step 3 behind a sticky balancer (HAProxy `balance source`, with `option redispatch`):
@@ -423,18 +469,7 @@ async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
     let down = by_label(&mut replicas, &pinned);
     let down_addr = down.addr();
     down.stop();
-    let inits = |replicas: &[Replica]| -> usize {
-        replicas
-            .iter()
-            .map(|r| {
-                r.state()
-                    .seen()
-                    .iter()
-                    .filter(|s| s.method == "initialize")
-                    .count()
-            })
-            .sum()
-    };
+    let inits = |replicas: &[Replica]| -> usize { replicas.iter().map(initializes).sum() };
     let before = inits(&replicas);
     let response = call(&client, &urls[1], 20, "increment").await;
     let err = error(&response);
@@ -456,4 +491,159 @@ async fn a_refusing_replica_that_still_resolves_is_unavailable_not_lost() {
         assert_eq!(count, 1);
         assert_ne!(served_by, pinned);
     }
+}
+
+/// The `state` of `counter` in node `node`'s `/upstreamz`, with the document.
+async fn counter_state(started: &ConfiguredCluster, node: usize) -> (String, Value) {
+    let doc = upstreamz(&started.cluster.node(node).base_url()).await;
+    let state = doc["upstreams"][0]["state"].as_str().unwrap_or_default();
+    (state.to_owned(), doc)
+}
+
+/// C02 with C30: the health of a replicated upstream is its endpoints'. Three client sessions
+/// through node 1 land on the three replicas; one replica stops (its address still resolves):
+/// its session's call fails with -32006, and node 1 shows `counter` `degraded` (that endpoint
+/// `down`, `switchboard_upstream_up` 1), also after another session's call succeeds. Only when
+/// every replica is stopped and a new session could reach none is it `down` (gauge 0). Before,
+/// the state was the last call's: `down` after the one failed call, `up` after the next good one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_stopped_replica_of_three_makes_the_upstream_degraded_not_down() {
+    let Some((mut replicas, _dns, started)) = three_endpoints(&[]) else {
+        return;
+    };
+    let url = started.cluster.url(0);
+    let base = started.cluster.node(0).base_url();
+    let mut sessions: Vec<(String, McpClient)> = Vec::new();
+    for _ in 0..9 {
+        let mut client = McpClient::new();
+        client.initialize(&url, "2025-11-25").await;
+        let (_, served_by) = counted(&call(&client, &url, 1, "increment").await);
+        if sessions.iter().all(|(r, _)| *r != served_by) {
+            sessions.push((served_by, client));
+        }
+        if sessions.len() == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        sessions.len(),
+        3,
+        "new sessions go round robin over the replicas"
+    );
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "up", "{doc}");
+
+    let (stopped, client) = &sessions[0];
+    let stopped_addr = by_label(&mut replicas, stopped).addr();
+    by_label(&mut replicas, stopped).stop();
+    let failed = call(client, &url, 2, "increment").await;
+    assert_eq!(
+        error(&failed)["data"]["endpoint"],
+        stopped_addr.to_string(),
+        "{failed}"
+    );
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "degraded", "{doc}");
+    let endpoint = doc["upstreams"][0]["endpoints"]
+        .as_array()
+        .and_then(|all| {
+            all.iter()
+                .find(|e| e["address"] == stopped_addr.to_string())
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(endpoint["state"], "down", "{doc}");
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="counter"}"#).await,
+        1
+    );
+    let (_, other) = &sessions[1];
+    assert_eq!(counted(&call(other, &url, 2, "increment").await).0, 2);
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(
+        state, "degraded",
+        "a good call does not hide the stopped replica: {doc}"
+    );
+
+    for replica in &mut replicas {
+        replica.stop();
+    }
+    let mut late = McpClient::new();
+    late.initialize(&url, "2025-11-25").await;
+    let none = call(&late, &url, 1, "increment").await;
+    assert_eq!(error(&none)["code"], -32006, "{none}");
+    let (state, doc) = counter_state(&started, 0).await;
+    assert_eq!(state, "down", "no replica can be reached: {doc}");
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="counter"}"#).await,
+        0
+    );
+}
+
+/// C02: an address that left the name stays in `/upstreamz` while a session this node knows is
+/// pinned to it (`resolved: false`, `sessions: 1`), as the README says; that session's calls
+/// still go there. Before, the node listed only the last resolution's addresses and those a
+/// request reached since, so the pinned address vanished from the list at the resolution.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_that_left_the_name_is_listed_while_a_session_is_pinned_to_it() {
+    let Some((replicas, dns, started)) = three_endpoints(&[("resolve_interval_ms", "100")]) else {
+        return;
+    };
+    let url = started.cluster.url(0);
+    let base = started.cluster.node(0).base_url();
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let pinned = increments(&client, std::slice::from_ref(&url), 10, 2, 0).await;
+    let pinned_addr = by_label_ref(&replicas, &pinned).addr().to_string();
+    dns.set(&records_without(&replicas, &pinned));
+
+    // New sessions through node 1 make it resolve the name again (at most every 100 ms).
+    let endpoints = eventually("node 1 to resolve the name again", T, || async {
+        let mut other = McpClient::new();
+        other.initialize(&url, "2025-11-25").await;
+        let (_, served_by) = counted(&call(&other, &url, 1, "increment").await);
+        let doc = upstreamz(&base).await;
+        let endpoints = doc["upstreams"][0]["endpoints"].as_array()?.clone();
+        let resolved_again = endpoints
+            .iter()
+            .all(|e| e["address"] != pinned_addr.as_str() || e["resolved"] == false);
+        (served_by != pinned && resolved_again).then_some(endpoints)
+    })
+    .await;
+    let listed = endpoints
+        .iter()
+        .find(|e| e["address"] == pinned_addr.as_str())
+        .unwrap_or_else(|| panic!("{pinned_addr} is missing: {endpoints:?}"));
+    assert_eq!(
+        (listed["resolved"].clone(), listed["sessions"].clone()),
+        (json!(false), json!(1)),
+        "{listed}"
+    );
+    assert_eq!(
+        endpoints.iter().filter(|e| e["resolved"] == true).count(),
+        2,
+        "{endpoints:?}"
+    );
+
+    let (count, served_by) = counted(&call(&client, &url, 20, "increment").await);
+    assert_eq!((count, served_by.as_str()), (3, pinned.as_str()));
+    let doc = upstreamz(&base).await;
+    let listed = doc["upstreams"][0]["endpoints"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["address"] == pinned_addr.as_str()))
+        .cloned()
+        .unwrap_or_else(|| panic!("{doc}"));
+    assert_eq!(
+        (listed["state"].clone(), listed["resolved"].clone()),
+        (json!("up"), json!(false)),
+        "{doc}"
+    );
+}
+
+/// The replica labelled `label` (shared borrow).
+fn by_label_ref<'a>(replicas: &'a [Replica], label: &str) -> &'a Replica {
+    replicas
+        .iter()
+        .find(|r| r.label() == label)
+        .unwrap_or_else(|| panic!("no replica {label}"))
 }

@@ -5,8 +5,10 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use switchboard_tests::auth_upstream::{AuthUpstream, Policy};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::counter::Replica;
 use switchboard_tests::metrics::{counter, upstream_status, upstreamz};
 use switchboard_tests::ports::free_port;
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
@@ -154,4 +156,55 @@ async fn upstreamz_and_metrics_report_each_upstream_as_this_node_sees_it() {
         200,
         "an upstream's outage leaves the node ready"
     );
+}
+
+/// C30 with C02 and C33: an error that says nothing about the server's availability does not
+/// make the upstream `down`. `web` (a `counter` server on 127.0.0.1) restarts and forgets the
+/// session: the next call gets the lost-session error, and `web` stays `up` (the error is its
+/// `last_error`; `switchboard_upstream_up` stays 1). `locked` refuses the configured credentials
+/// with 401: it answered, so it is `up` too, its refusal the `last_error`. Before, both showed
+/// `down` from that one call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_session_and_a_refusal_the_server_answered_leave_the_upstream_up() {
+    let mut replica = Replica::start("127.0.0.1:0".parse().unwrap(), "only");
+    let locked = AuthUpstream::start(Policy::Require("Bearer right".into())).await;
+    let upstreams = [
+        Upstream::http("web", &replica.url()),
+        Upstream::http("locked", &locked.url("/mcp")).header("Authorization", "Bearer wrong"),
+    ];
+    let started = start_cluster(1, &upstreams, ClusterOptions::new());
+    let node = started.cluster.node(0);
+    let (base, url) = (node.base_url(), node.url());
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let counted = call(&client, &url, 1, "web__increment").await;
+    assert_eq!(
+        counted["result"]["structuredContent"]["count"], 1,
+        "{counted}"
+    );
+
+    replica.start_again();
+    let lost = call(&client, &url, 2, "web__increment").await;
+    assert_eq!(
+        lost["error"]["data"]["reason"], "upstream_session_lost",
+        "{lost}"
+    );
+    let web = upstream_status(&base, "web").await;
+    assert_eq!(web["state"], "up", "{web}");
+    let message = web["last_error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("lost this session's state"), "{web}");
+    assert_eq!(
+        counter(&base, r#"switchboard_upstream_up{upstream="web"}"#).await,
+        1
+    );
+    let again = call(&client, &url, 3, "web__increment").await;
+    assert_eq!(again["result"]["structuredContent"]["count"], 1, "{again}");
+
+    let refused = call(&client, &url, 4, "locked__echo").await;
+    assert_eq!(refused["error"]["data"]["status"], 401, "{refused}");
+    let status = upstream_status(&base, "locked").await;
+    assert_eq!(status["state"], "up", "{status}");
+    let message = status["last_error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("refused the credentials"), "{status}");
+    assert_eq!(status["call_errors"], 1, "{status}");
 }

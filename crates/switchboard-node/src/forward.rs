@@ -203,13 +203,6 @@ pub fn decode_forwarded(text: &str) -> Forwarded {
     Forwarded::Answered(decode_value(&v))
 }
 
-/// The inverse of [`encode_outcome`].
-pub fn decode_outcome(text: &str) -> Result<Value, RpcError> {
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| RpcError::new(codes::INTERNAL_ERROR, format!("bad forwarded outcome: {e}")))?;
-    decode_value(&v)
-}
-
 fn decode_value(v: &Value) -> Result<Value, RpcError> {
     if let Some(r) = v.get("result") {
         return Ok(r.clone());

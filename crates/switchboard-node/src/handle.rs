@@ -135,24 +135,6 @@ impl SessionHandle for NodeSession {
         }
     }
 
-    /// One store round trip for all of them, then this view.
-    async fn set_upstream_sessions(
-        &self,
-        entries: Vec<(String, Option<String>)>,
-    ) -> Result<(), String> {
-        let update = SessionUpdate::UpstreamSessions(entries.clone());
-        match self.app.store.update(self.session_id(), update).await {
-            Ok(true) => {
-                for (upstream, id) in entries {
-                    self.local.set_upstream_session(&upstream, id).await?;
-                }
-                Ok(())
-            }
-            Ok(false) => Err("the client session has ended".into()),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
     /// One store round trip; on a lost race this view takes the entries as stored.
     async fn swap_upstream_sessions(
         &self,

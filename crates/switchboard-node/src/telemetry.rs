@@ -64,7 +64,8 @@ pub fn render() -> String {
 }
 
 /// The `switchboard_upstream_*` series of each upstream in `statuses`, in the Prometheus text
-/// format: `switchboard_upstream_up` (1 when its state is `up`, else 0),
+/// format: `switchboard_upstream_up` (1 when its state is `up` or `degraded`: it answers calls,
+/// maybe not all of them; 0 when `down` or `unknown`),
 /// `switchboard_upstream_state` (1 for its one state among `unknown`, `up`, `degraded`, `down`),
 /// `switchboard_upstream_children` (stdio children running here), and the counters
 /// `switchboard_upstream_calls_total`, `switchboard_upstream_call_errors_total` and
@@ -72,7 +73,7 @@ pub fn render() -> String {
 pub fn render_upstreams(statuses: &[UpstreamStatus]) -> String {
     type Value = fn(&UpstreamStatus) -> u64;
     let series: [(&str, &str, &str, Value); 5] = [
-        ("switchboard_upstream_up", "gauge", "1 when the upstream is up as this node sees it, else 0.", |s| u64::from(s.state == State::Up)),
+        ("switchboard_upstream_up", "gauge", "1 when the upstream answers calls as this node sees it (state up or degraded), else 0.", |s| u64::from(matches!(s.state, State::Up | State::Degraded))),
         ("switchboard_upstream_children", "gauge", "stdio children of the upstream running on this node.", |s| s.children.len() as u64),
         ("switchboard_upstream_calls_total", "counter", "Calls of clients to the upstream through this node.", |s| s.calls),
         ("switchboard_upstream_call_errors_total", "counter", "Calls to the upstream through this node answered with a JSON-RPC error (cancellations not counted).", |s| s.call_errors),
@@ -291,10 +292,16 @@ mod tests {
         let mut files = UpstreamStatus::new("files", "stdio");
         files.state = State::Up;
         files.restarts = 2;
-        let text = super::render_upstreams(&[odd, files]);
+        let mut gone = UpstreamStatus::new("gone", "http");
+        gone.state = State::Down;
+        let text = super::render_upstreams(&[odd, files, gone]);
         assert!(
-            text.contains("switchboard_upstream_up{upstream=\"a\\\"b\\\\c\\nd\"} 0\n"),
+            text.contains("switchboard_upstream_up{upstream=\"gone\"} 0\n"),
             "{text}"
+        );
+        assert!(
+            text.contains("switchboard_upstream_up{upstream=\"a\\\"b\\\\c\\nd\"} 1\n"),
+            "degraded answers: {text}"
         );
         assert!(
             text.contains("switchboard_upstream_up{upstream=\"files\"} 1\n"),

@@ -76,9 +76,6 @@ pub enum SessionUpdate {
         /// Its `Mcp-Session-Id`; `None` removes it.
         session_id: Option<String>,
     },
-    /// Several entries of the upstream-session map at once, in order (`None` removes one): an
-    /// upstream session and what belongs to it, written in one store round trip.
-    UpstreamSessions(Vec<(String, Option<String>)>),
 }
 
 /// Settings of a store. All durations are wall-clock.

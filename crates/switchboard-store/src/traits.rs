@@ -99,9 +99,9 @@ pub trait SessionStore: Send + Sync {
     ) -> StoreResult<OwnerClaim>;
 
     /// Compare-and-set in the upstream-session map: when `upstream`'s entry equals `expected`
-    /// (`None`: absent), applies `entries` in order (`None` removes one), as
-    /// [`SessionUpdate::UpstreamSessions`] would. Otherwise stores nothing and answers the map as
-    /// it is, so a node that lost a race to initialize an upstream session adopts the winner's.
+    /// (`None`: absent), applies `entries` in order (`None` removes one), all in one step.
+    /// Otherwise stores nothing and answers the map as it is, so a node that lost a race to
+    /// initialize an upstream session adopts the winner's.
     async fn swap_upstream_sessions(
         &self,
         sid: &str,

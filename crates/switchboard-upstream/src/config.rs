@@ -1,5 +1,5 @@
-//! The `[[upstreams]]` tables of the config file, and [`build`], which turns them into the
-//! node's [`Upstream`].
+//! The `[[upstreams]]` tables of the config file: their fields, defaults and checks. The
+//! `build` module turns them into the node's upstream.
 //!
 //! ```toml
 //! tool_separator = "__"          # UpstreamsConfig::separator (the binary's key name)
@@ -21,36 +21,31 @@
 //! ```
 //!
 //! No `[[upstreams]]` at all means the built-in demo server alone, unprefixed. Otherwise every
-//! listed upstream becomes a member of an [`Aggregate`], even a single one, so names always get
-//! their prefix.
+//! listed upstream becomes a member of an [`crate::aggregate::Aggregate`], even a single one, so
+//! names always get their prefix.
+//!
+//! Submodule `checks`: what serde cannot check ([`UpstreamsConfig::problems`]).
+
+mod checks;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::names::{check_member_name, check_separator};
-use crate::aggregate::names::{check_prefix, Namespaces};
-use crate::aggregate::{Aggregate, Member, DEFAULT_SEPARATOR};
-use crate::demo::DemoUpstream;
-use crate::placement::NodeBound;
-use crate::tracked::Tracked;
-use crate::upstream::Upstream;
+use crate::aggregate::DEFAULT_SEPARATOR;
+use crate::http::wire::DEFAULT_MAX_MESSAGE_BYTES;
+use crate::stdio::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
+use crate::stdio::framing::DEFAULT_MAX_LINE_BYTES;
+use crate::stdio::restarts::RestartPolicy;
 
 /// Default per-upstream request timeout, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;
-
-/// Default `max_line_bytes` of a stdio upstream: 16 MiB.
-pub const DEFAULT_MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
-
-/// Default `max_message_bytes` of an http or sse upstream: 32 MiB.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// What an upstream is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum UpstreamKind {
-    /// The built-in demo server ([`DemoUpstream`]).
+    /// The built-in demo server ([`crate::demo::DemoUpstream`]).
     Demo,
     /// A child process speaking newline-delimited JSON-RPC on stdin/stdout (MCP 2025-11-25,
     /// basic/transports, stdio).
@@ -136,7 +131,7 @@ pub struct UpstreamConfig {
     /// stdio: after the second failed start in a row, how long the next start waits, in ms
     /// (default 500, more than 0); each further failure doubles it, with jitter, up to
     /// `restart_backoff_max_ms`. Meanwhile calls that need a new child fail at once with -32006
-    /// and `data.retry_after_ms` ([`crate::stdio`], restart back-off).
+    /// and `data.retry_after_ms` (the `stdio` module doc, restart back-off).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart_backoff_ms: Option<u64>,
     /// stdio: the longest wait between two starts of a crash-looping child, in ms (default
@@ -179,7 +174,7 @@ pub struct UpstreamConfig {
     pub max_message_bytes: Option<u64>,
     /// http: the protocol revision the server speaks when it is not a session-era server:
     /// `"2026-07-28"` makes every request a self-contained stateless one
-    /// ([`crate::http::modern::ModernHttpUpstream`]). Absent (default): the session era
+    /// (`http::modern::ModernHttpUpstream`). Absent (default): the session era
     /// (`initialize`, `Mcp-Session-Id`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
@@ -298,125 +293,11 @@ impl UpstreamConfig {
         (!prefix.is_empty()).then_some(prefix)
     }
 
-    /// Every problem of this table alone, each message starting `upstream `NAME``: the name,
-    /// the prefix's characters, `timeout_ms`, `max_line_bytes` and `max_message_bytes` > 0, the
-    /// stdio restart settings, the fields its kind needs (stdio: `command`;
-    /// http, sse: an `http(s)://` `url`) and refuses (another kind's fields), header names and
-    /// the `${VAR}` syntax of header values.
-    pub fn problems(&self, separator: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Err(e) = check_member_name(&self.name) {
-            out.push(e);
-        }
-        let name = &self.name;
-        if let Some(prefix) = self.effective_prefix() {
-            out.extend(check_prefix(name, prefix, separator).err());
-        }
-        for (key, value) in [
-            ("timeout_ms", Some(self.timeout_ms)),
-            ("max_line_bytes", self.max_line_bytes),
-            ("max_message_bytes", self.max_message_bytes),
-        ] {
-            if value == Some(0) {
-                out.push(format!("upstream `{name}`: {key} must be greater than 0"));
-            }
-        }
-        out.extend(self.replication_problems());
-        let kind = self.kind.as_str();
-        let stdio = self.kind == UpstreamKind::Stdio;
-        let web = matches!(self.kind, UpstreamKind::Http | UpstreamKind::Sse);
-        let set = [
-            ("command", self.command.is_some(), stdio),
-            ("args", !self.args.is_empty(), stdio),
-            ("env", !self.env.is_empty(), stdio),
-            ("cwd", self.cwd.is_some(), stdio),
-            ("shared", self.shared, stdio),
-            (
-                "restart_backoff_ms",
-                self.restart_backoff_ms.is_some(),
-                stdio,
-            ),
-            (
-                "restart_backoff_max_ms",
-                self.restart_backoff_max_ms.is_some(),
-                stdio,
-            ),
-            ("restart_stable_ms", self.restart_stable_ms.is_some(), stdio),
-            (
-                "max_attached_sessions",
-                self.max_attached_sessions.is_some(),
-                stdio,
-            ),
-            ("max_line_bytes", self.max_line_bytes.is_some(), stdio),
-            ("url", self.url.is_some(), web),
-            ("headers", !self.headers.is_empty(), web),
-            ("max_message_bytes", self.max_message_bytes.is_some(), web),
-            (
-                "revision",
-                self.revision.is_some(),
-                self.kind == UpstreamKind::Http,
-            ),
-        ];
-        for (field, present, allowed) in set {
-            if present && !allowed {
-                out.push(format!(
-                    "upstream `{name}`: `{field}` does not apply to kind `{kind}`"
-                ));
-            }
-        }
-        if stdio && self.command.as_deref().is_none_or(|c| c.trim().is_empty()) {
-            out.push(format!("upstream `{name}`: kind `stdio` needs a `command`"));
-        }
-        if stdio {
-            out.extend(self.stdio_problems());
-        }
-        if web {
-            let url = self.url.as_deref().unwrap_or_default();
-            let ok = ["http://", "https://"].iter().any(|s| {
-                url.starts_with(s) && url.len() > s.len() && !url.contains(char::is_whitespace)
-            });
-            if !ok {
-                out.push(format!(
-                    "upstream `{name}`: kind `{kind}` needs a `url` starting with http:// or https://"
-                ));
-            }
-        }
-        if let Some(revision) = &self.revision {
-            let stateless = switchboard_protocol::Revision::parse_stateless(revision).is_some();
-            if self.kind == UpstreamKind::Http && !stateless {
-                let served: Vec<&str> = switchboard_protocol::Revision::STATELESS
-                    .iter()
-                    .map(|r| r.as_str())
-                    .collect();
-                out.push(format!(
-                    "upstream `{name}`: revision `{revision}` is not a stateless revision ({}); \
-                     leave it out for a session-era server",
-                    served.join(", ")
-                ));
-            }
-        }
-        for (header, value) in &self.headers {
-            let token = !header.is_empty()
-                && header
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c));
-            if !token {
-                out.push(format!(
-                    "upstream `{name}`: `{header}` is not a valid header name"
-                ));
-            }
-            if let Err(e) = expand(value, |_| Some(String::new())) {
-                out.push(format!("upstream `{name}`: header `{header}`: {e}"));
-            }
-        }
-        out
-    }
-
     /// The stdio restart settings with their defaults.
-    pub fn restart_policy(&self) -> crate::stdio::RestartPolicy {
-        let defaults = crate::stdio::RestartPolicy::default();
+    pub fn restart_policy(&self) -> RestartPolicy {
+        let defaults = RestartPolicy::default();
         let ms = std::time::Duration::from_millis;
-        crate::stdio::RestartPolicy {
+        RestartPolicy {
             backoff: self.restart_backoff_ms.map_or(defaults.backoff, ms),
             backoff_max: self.restart_backoff_max_ms.map_or(defaults.backoff_max, ms),
             stable: self.restart_stable_ms.map_or(defaults.stable, ms),
@@ -424,92 +305,12 @@ impl UpstreamConfig {
     }
 
     /// stdio, shared: the most sessions attached to the shared child (default
-    /// [`crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS`]).
+    /// [`DEFAULT_MAX_ATTACHED_SESSIONS`]).
     pub fn max_attached_sessions(&self) -> usize {
         self.max_attached_sessions
-            .map_or(crate::stdio::DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
+            .map_or(DEFAULT_MAX_ATTACHED_SESSIONS, |n| {
                 usize::try_from(n).unwrap_or(usize::MAX)
             })
-    }
-
-    /// `restart_backoff_ms` and `restart_stable_ms` > 0, `restart_backoff_max_ms` ≥
-    /// `restart_backoff_ms` (each with its default when unset); `max_attached_sessions` > 0
-    /// and only with `shared = true`.
-    fn stdio_problems(&self) -> Vec<String> {
-        let name = &self.name;
-        let policy = self.restart_policy();
-        let mut out = Vec::new();
-        match self.max_attached_sessions {
-            Some(0) => out.push(format!(
-                "upstream `{name}`: max_attached_sessions must be greater than 0"
-            )),
-            Some(_) if !self.shared => out.push(format!(
-                "upstream `{name}`: max_attached_sessions applies only with `shared = true`"
-            )),
-            _ => {}
-        }
-        for (field, value) in [
-            ("restart_backoff_ms", policy.backoff),
-            ("restart_stable_ms", policy.stable),
-        ] {
-            if value.is_zero() {
-                out.push(format!("upstream `{name}`: {field} must be greater than 0"));
-            }
-        }
-        if policy.backoff_max < policy.backoff {
-            out.push(format!(
-                "upstream `{name}`: restart_backoff_max_ms ({}) must be at least restart_backoff_ms ({})",
-                policy.backoff_max.as_millis(),
-                policy.backoff.as_millis()
-            ));
-        }
-        out
-    }
-
-    /// The problems of the replication fields (`stateless`, `on_upstream_loss`,
-    /// `resolve_interval_ms`, `nameservers`, `max_endpoints`, `max_cookie_bytes`): only a
-    /// session-era http upstream has them, and their values must make sense.
-    fn replication_problems(&self) -> Vec<String> {
-        let name = &self.name;
-        let session_http = self.kind == UpstreamKind::Http && self.revision.is_none();
-        let set = [
-            ("stateless", self.stateless),
-            ("on_upstream_loss", self.on_upstream_loss.is_some()),
-            ("resolve_interval_ms", self.resolve_interval_ms.is_some()),
-            ("nameservers", !self.nameservers.is_empty()),
-            ("max_endpoints", self.max_endpoints.is_some()),
-            ("max_cookie_bytes", self.max_cookie_bytes.is_some()),
-        ];
-        let mut out = Vec::new();
-        for (field, present) in set {
-            if present && !session_http {
-                out.push(format!(
-                    "upstream `{name}`: `{field}` applies only to kind `http` without `revision`"
-                ));
-            }
-        }
-        if self.stateless && self.on_upstream_loss.is_some() {
-            out.push(format!(
-                "upstream `{name}`: `on_upstream_loss` does not apply to a `stateless` upstream \
-                 (a session it forgot is initialized again and the request retried)"
-            ));
-        }
-        if self.resolve_interval_ms == Some(0) {
-            out.push(format!(
-                "upstream `{name}`: resolve_interval_ms must be greater than 0"
-            ));
-        }
-        if self.max_endpoints == Some(0) {
-            out.push(format!(
-                "upstream `{name}`: max_endpoints must be greater than 0"
-            ));
-        }
-        for ns in &self.nameservers {
-            if let Err(e) = crate::http::endpoints::parse_nameserver(ns) {
-                out.push(format!("upstream `{name}`: {e}"));
-            }
-        }
-        out
     }
 
     /// A copy with `${VAR}` in header values replaced by `lookup(VAR)`. Errors naming the upstream,
@@ -556,108 +357,6 @@ pub fn expand(text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<Str
     }
     out.push_str(rest);
     Ok(out)
-}
-
-impl UpstreamsConfig {
-    /// Every problem: the separator's, then [`UpstreamsConfig::upstream_problems`]. Empty means
-    /// valid.
-    pub fn problems(&self) -> Vec<String> {
-        let mut out: Vec<String> = check_separator(&self.separator).err().into_iter().collect();
-        out.extend(self.upstream_problems());
-        out
-    }
-
-    /// The problems of the `[[upstreams]]` tables: each table's ([`UpstreamConfig::problems`]),
-    /// names used twice, and (when the separator and every table are valid) prefixes whose
-    /// namespaces overlap.
-    pub fn upstream_problems(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for (i, upstream) in self.upstreams.iter().enumerate() {
-            out.extend(upstream.problems(&self.separator));
-            if self.upstreams[..i].iter().any(|u| u.name == upstream.name) {
-                out.push(format!("upstream name `{}` is used twice", upstream.name));
-            }
-        }
-        if out.is_empty() && check_separator(&self.separator).is_ok() {
-            let spec: Vec<(&str, Option<&str>)> = self
-                .upstreams
-                .iter()
-                .map(|u| (u.name.as_str(), u.effective_prefix()))
-                .collect();
-            out.extend(Namespaces::new(&spec, &self.separator).err());
-        }
-        out
-    }
-}
-
-/// The node's upstream: the demo server alone when `config.upstreams` is empty, else an
-/// [`Aggregate`] of every configured upstream. Header values are expanded from the process
-/// environment here. Errors (naming the upstream) on any problem of [`UpstreamsConfig::problems`],
-/// an unset variable, or a table its kind's constructor refuses.
-pub fn build(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
-    if config.upstreams.is_empty() {
-        let demo = Arc::new(DemoUpstream::new());
-        return Ok(Arc::new(Tracked::new(
-            "demo",
-            UpstreamKind::Demo.as_str(),
-            demo,
-        )));
-    }
-    let problems = config.problems();
-    if !problems.is_empty() {
-        return Err(problems.join("; "));
-    }
-    let members = config
-        .upstreams
-        .iter()
-        .map(|u| {
-            Ok(Member {
-                name: u.name.clone(),
-                prefix: u.effective_prefix().map(str::to_owned),
-                upstream: build_one(u)?,
-            })
-        })
-        .collect::<Result<Vec<Member>, String>>()?;
-    Ok(Arc::new(Aggregate::new(members, &config.separator)?))
-}
-
-/// One upstream, its header values expanded from the process environment, inside the
-/// [`Tracked`] wrapper that counts its calls.
-pub fn build_one(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
-    let config = config.expanded(|var| std::env::var(var).ok())?;
-    let inner = build_kind(&config)?;
-    Ok(Arc::new(Tracked::new(
-        &config.name,
-        config.kind.as_str(),
-        inner,
-    )))
-}
-
-/// The upstream of one (expanded) table, by kind.
-fn build_kind(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
-    let timeout = std::time::Duration::from_millis(config.timeout_ms);
-    match config.kind {
-        UpstreamKind::Demo => Ok(Arc::new(DemoUpstream::new())),
-        UpstreamKind::Http if config.revision.is_some() => Ok(Arc::new(
-            crate::http::modern::ModernHttpUpstream::from_config(config)?,
-        )),
-        UpstreamKind::Http => Ok(Arc::new(crate::http::HttpUpstream::from_config(config)?)),
-        // A legacy SSE connection and a per-session stdio child live in one process: their
-        // requests run on the node that owns them (see `placement`).
-        UpstreamKind::Sse => {
-            let sse = crate::sse::SseUpstream::from_config(config)?;
-            Ok(Arc::new(NodeBound::new(Arc::new(sse), timeout)))
-        }
-        UpstreamKind::Stdio => {
-            let stdio = crate::stdio::StdioUpstream::from_config(config)?;
-            if stdio.is_shared() {
-                // One child for every session: each node simply uses its own.
-                Ok(Arc::new(stdio))
-            } else {
-                Ok(Arc::new(NodeBound::new(Arc::new(stdio), timeout)))
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -19,8 +19,9 @@
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
 //!   namespaced by prefix, resources routed by URI, merged lists with cursors).
-//! - [`config`]: the `[[upstreams]]` config tables and [`config::build`], which makes the
-//!   node's upstream from them.
+//! - [`config`]: the `[[upstreams]]` config tables: fields, defaults and checks.
+//! - [`build`]: the node's upstream made from those tables ([`build::upstreams`]), each one
+//!   wrapped in [`tracked::Tracked`] (and [`placement::NodeBound`] when node-bound).
 //! - [`demo`]: the built-in demo server [`demo::DemoUpstream`] (tools echo, add, countdown,
 //!   sample, elicit, list_roots, notify; resource `demo://greeting`; prompt `greet`; completions).
 //!   User documentation: `docs/demo-upstream.md`.
@@ -32,6 +33,7 @@
 //!   session, or one shared), speaking newline-delimited JSON-RPC on stdin/stdout.
 
 pub mod aggregate;
+pub mod build;
 pub mod config;
 pub mod demo;
 pub mod http;

@@ -8,21 +8,30 @@
 //!
 //! ## States
 //! [`State`] means, per kind:
-//! - **stdio**, from its children in this process (`crate::stdio`): `unknown` before any
+//! - **stdio**, from its children in this process (the `stdio` module): `unknown` before any
 //!   child was started here (the start-up probe counts); `up` when the last start succeeded and
 //!   no restart back-off is in force; `degraded` while in back-off with some children still
 //!   running (they serve their sessions; a session that needs a new child is refused at once);
 //!   `down` while in back-off with no child running (every call that needs a child is refused at
 //!   once until [`UpstreamStatus::next_start_at_ms`]).
-//! - **http**, **sse**, **demo**, from the outcome of the last call through this node
-//!   ([`crate::tracked::Tracked`]): `unknown` before any call finished; `up` when it reached the
-//!   server (a result, or an error answered by the server itself); `degraded` when it ran out of
-//!   time (-32005: reachable but too slow, or hanging); `down` when the server was unavailable
-//!   (-32006: unreachable, refused at the HTTP level, exited).
+//! - **http**, **sse**, **demo**, from the outcome of the last call through this node that says
+//!   something of the server's availability (the `Tracked` wrapper, `tracked`): `unknown`
+//!   before any such call finished; `up` when it reached the server (a result, an error
+//!   answered by the server itself, a refusal it answered at the HTTP level with a JSON-RPC
+//!   error or of the credentials, a message over the size limit); `degraded` when it ran out of
+//!   time (-32005: reachable but too slow, or hanging); `down` when the server could not be
+//!   reached or failed otherwise (-32006). A cancelled call and a lost upstream session
+//!   (`data.reason = "upstream_session_lost"`: the server forgot the session, or the replica
+//!   holding it left the name, and a new one is made) change nothing.
+//! - **http whose URL names a host** (endpoints listed): from its endpoints the last resolution
+//!   returned, once this node has tried one: `down` when none can be reached (every one was
+//!   tried and refused), `degraded` when some cannot be (or the last call timed out or failed),
+//!   `up` when none failed and the last call was answered. One stopped replica of three is
+//!   `degraded`, not `down`.
 //!
 //! ## Counters
 //! `calls` and `call_errors` are counted in one place for every kind, where a configured
-//! upstream is called ([`crate::tracked::Tracked`]): a request forwarded to the node owning a
+//! upstream is called (the `Tracked` wrapper): a request forwarded to the node owning a
 //! stdio child is counted on the node the client's request reached, once. A call error is a call
 //! answered with a JSON-RPC error of any code (the server's own refusals included) except a
 //! cancellation (-32004). `restarts` is kind-specific (stdio: children started to replace one
@@ -81,8 +90,8 @@ impl LastError {
 }
 
 /// One network endpoint of an upstream: for a Streamable HTTP upstream whose URL names a host,
-/// each address the host resolves to (and any address a session is still pinned to); empty for
-/// an IP-address URL and the other kinds.
+/// each address the host resolves to (and any address that left the name while sessions this
+/// node remembers are still pinned to it); empty for an IP-address URL and the other kinds.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EndpointStatus {
     /// The endpoint's address (`ip:port`).

@@ -1,6 +1,6 @@
 //! [`Tracked`]: the one place where calls to a configured upstream are counted, for every kind.
 //!
-//! [`crate::config::build`] puts it around each configured upstream (and around the demo server
+//! The `build` step puts it around each configured upstream (and around the demo server
 //! when none is configured), outside the node-bound wrapper, so a call counts once, on the node
 //! the client's request reached, however it is then carried out. Its status is the inner
 //! upstream's ([`Upstream::statuses`]; stdio reports its children, restarts and back-off) with
@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_protocol::codes;
 
-use crate::status::{LastError, State, UpstreamStatus};
+use crate::status::{EndpointStatus, LastError, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 /// A configured upstream with its call counters.
@@ -52,23 +52,80 @@ impl Tracked {
 
     fn record(&self, outcome: &Result<Value, RpcError>) {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let state = match outcome {
-            Ok(_) => State::Up,
-            Err(e) if e.code == codes::REQUEST_ABORTED => return,
-            Err(e) => {
-                self.call_errors.fetch_add(1, Ordering::Relaxed);
-                match e.code {
-                    codes::UPSTREAM_UNAVAILABLE => State::Down,
-                    codes::UPSTREAM_TIMEOUT => State::Degraded,
-                    _ => State::Up,
-                }
-            }
-        };
+        let failure = outcome.as_ref().err();
+        if failure.is_some_and(|e| e.code != codes::REQUEST_ABORTED) {
+            self.call_errors.fetch_add(1, Ordering::Relaxed);
+        }
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
-        last.state = state;
-        if let (Err(e), State::Down | State::Degraded) = (outcome, state) {
+        if let Some(state) = health(outcome) {
+            last.state = state;
+        }
+        if let Some(e) = failure.filter(|e| is_failure(e.code)) {
             last.error = Some(LastError::now(e.message.clone()));
         }
+    }
+}
+
+/// -32006 (unavailable) or -32005 (timed out): the errors `last_error` keeps.
+fn is_failure(code: i64) -> bool {
+    matches!(code, codes::UPSTREAM_UNAVAILABLE | codes::UPSTREAM_TIMEOUT)
+}
+
+/// What one call's outcome says of the upstream's availability (see [`crate::status`]): `up`
+/// for a result or any answer of the server's own, `degraded` for a timeout, `down` for an
+/// upstream that could not be reached or failed; `None` for an outcome that says nothing of it:
+/// a cancellation, or a lost upstream session (`data.reason = "upstream_session_lost"`: the
+/// server forgot the session or the replica holding it left, and a new one is made).
+fn health(outcome: &Result<Value, RpcError>) -> Option<State> {
+    let Err(e) = outcome else {
+        return Some(State::Up);
+    };
+    match e.code {
+        codes::REQUEST_ABORTED => None,
+        codes::UPSTREAM_TIMEOUT => Some(State::Degraded),
+        codes::UPSTREAM_UNAVAILABLE if lost_session(e) => None,
+        codes::UPSTREAM_UNAVAILABLE if answered(e) => Some(State::Up),
+        codes::UPSTREAM_UNAVAILABLE => Some(State::Down),
+        _ => Some(State::Up),
+    }
+}
+
+/// A lost upstream session (`http::loss`).
+fn lost_session(e: &RpcError) -> bool {
+    let reason = e.data.as_ref().and_then(|d| d.get("reason"));
+    reason.and_then(Value::as_str) == Some(crate::http::LOST_SESSION_REASON)
+}
+
+/// A -32006 the server answered: an HTTP-level refusal carrying its JSON-RPC error
+/// (`data.error`), its refusal of the credentials (`data.status`, 401 or 403), or a message over
+/// the size limit (`data.max_message_bytes`, `data.max_line_bytes`).
+fn answered(e: &RpcError) -> bool {
+    let Some(data) = e.data.as_ref() else {
+        return false;
+    };
+    data.get("error").is_some_and(Value::is_object)
+        || data.get("status").is_some_and(Value::is_u64)
+        || data.get("max_message_bytes").is_some()
+        || data.get("max_line_bytes").is_some()
+}
+
+/// The state of an upstream with network endpoints, from those the last resolution returned:
+/// `down` when none of them can be reached (each was tried and could not be), `degraded` when
+/// some could not be (or, none failing, the last call timed out or failed), else `up`; the last
+/// call's state (`last`) while this node has tried none of them.
+fn over_endpoints(last: State, endpoints: &[EndpointStatus]) -> State {
+    let resolved: Vec<State> = endpoints
+        .iter()
+        .filter(|e| e.resolved)
+        .map(|e| e.state)
+        .collect();
+    let tried = resolved.iter().filter(|s| **s != State::Unknown).count();
+    let down = resolved.iter().filter(|s| **s == State::Down).count();
+    match (tried, down) {
+        (0, _) => last,
+        (_, d) if d == resolved.len() => State::Down,
+        (_, 0) if matches!(last, State::Up | State::Unknown) => State::Up,
+        _ => State::Degraded,
     }
 }
 
@@ -154,7 +211,7 @@ impl Upstream for Tracked {
         status.call_errors = self.call_errors.load(Ordering::Relaxed);
         let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         if status.state == State::Unknown {
-            status.state = last.state;
+            status.state = over_endpoints(last.state, &status.endpoints);
             status.last_error = latest(status.last_error.take(), last.error.clone());
         } else if status.last_error.is_none() {
             status.last_error = last.error.clone();
@@ -229,5 +286,84 @@ mod tests {
             (status.calls, status.call_errors, status.state),
             (4, 2, State::Down)
         );
+    }
+
+    fn unavailable(data: Value) -> Result<Value, RpcError> {
+        Err(RpcError {
+            code: codes::UPSTREAM_UNAVAILABLE,
+            message: "upstream `a` ...".into(),
+            data: Some(data),
+        })
+    }
+
+    /// Errors that say nothing of the upstream's availability leave it `up` (a lost session is
+    /// still the last error); one that says it could not be reached makes it `down`.
+    #[test]
+    fn only_errors_about_availability_change_the_state() {
+        let tracked = Tracked::new("a", "http", Arc::new(DemoUpstream::new()));
+        tracked.record(&Ok(json!({})));
+        let quiet = [
+            json!({"upstream": "a", "endpoint": "127.0.0.2:80", "reason": "upstream_session_lost"}),
+            json!({"upstream": "a", "endpoint": "127.0.0.2:80", "error": {"code": -32600, "message": "no"}}),
+            json!({"upstream": "a", "status": 401, "www_authenticate": null}),
+            json!({"upstream": "a", "max_message_bytes": 1024}),
+        ];
+        for data in quiet {
+            tracked.record(&unavailable(data.clone()));
+            let status = &tracked.statuses()[0];
+            assert_eq!(status.state, State::Up, "{data}");
+            assert!(status.last_error.is_some(), "{data}");
+        }
+        tracked.record(&unavailable(
+            json!({"upstream": "a", "endpoint": "127.0.0.2:80"}),
+        ));
+        assert_eq!(tracked.statuses()[0].state, State::Down);
+        tracked.record(&unavailable(
+            json!({"upstream": "a", "reason": "upstream_session_lost"}),
+        ));
+        assert_eq!(
+            tracked.statuses()[0].state,
+            State::Down,
+            "a loss says nothing"
+        );
+    }
+
+    fn endpoint(state: State, resolved: bool) -> EndpointStatus {
+        EndpointStatus {
+            address: "127.0.0.2:80".into(),
+            state,
+            resolved,
+            sessions: 0,
+        }
+    }
+
+    /// With several endpoints: `down` only when every resolved one tried could not be reached,
+    /// `degraded` when some could not.
+    #[test]
+    fn the_state_over_endpoints_needs_every_one_down_to_be_down() {
+        use State::{Degraded, Down, Unknown, Up};
+        let cases = [
+            (Down, vec![(Up, true), (Down, true), (Up, true)], Degraded),
+            (
+                Down,
+                vec![(Down, true), (Unknown, true), (Unknown, true)],
+                Degraded,
+            ),
+            (Down, vec![(Down, true), (Down, true), (Down, true)], Down),
+            (Up, vec![(Up, true), (Unknown, true), (Down, false)], Up),
+            (Degraded, vec![(Up, true), (Up, true)], Degraded),
+            (Down, vec![(Up, true), (Up, true)], Degraded),
+            (Down, vec![(Unknown, true), (Down, false)], Down),
+            (Up, vec![], Up),
+        ];
+        for (last, endpoints, want) in cases {
+            let endpoints: Vec<EndpointStatus> =
+                endpoints.iter().map(|(s, r)| endpoint(*s, *r)).collect();
+            assert_eq!(
+                over_endpoints(last, &endpoints),
+                want,
+                "{last:?} {endpoints:?}"
+            );
+        }
     }
 }

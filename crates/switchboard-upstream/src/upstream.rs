@@ -148,24 +148,13 @@ pub trait SessionHandle: Send + Sync {
     /// Errors when the store fails or the client session has ended.
     async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String>;
 
-    /// Records (or forgets) several entries at once: in a node, one store round trip, so every
-    /// node sees all of them or none (an upstream session and its binding). The default writes
-    /// them one by one, in order.
-    async fn set_upstream_sessions(
-        &self,
-        entries: Vec<(String, Option<String>)>,
-    ) -> Result<(), String> {
-        for (upstream, id) in entries {
-            self.set_upstream_session(&upstream, id).await?;
-        }
-        Ok(())
-    }
-
     /// Compare-and-set: when `upstream`'s entry is `expected` (`None`: absent), records
-    /// `entries` as [`SessionHandle::set_upstream_sessions`] does and answers `true`. Otherwise
-    /// records nothing, answers `false`, and this view now shows the entries as they are (another
-    /// node initialized the upstream session first: use its). Errors when the store fails or
-    /// the client session has ended. The default compares with this view.
+    /// `entries` in order (`None` forgets one) and answers `true`; in a node, in one store round
+    /// trip, so every node sees all of them or none (an upstream session and its binding).
+    /// Otherwise records nothing, answers `false`, and this view now shows the entries as they
+    /// are (another node initialized the upstream session first: use its). Errors when the store
+    /// fails or the client session has ended. The default compares with this view and writes
+    /// the entries one by one with [`SessionHandle::set_upstream_session`].
     async fn swap_upstream_sessions(
         &self,
         upstream: &str,
@@ -175,7 +164,9 @@ pub trait SessionHandle: Send + Sync {
         if self.upstream_session(upstream).as_deref() != expected {
             return Ok(false);
         }
-        self.set_upstream_sessions(entries).await?;
+        for (name, id) in entries {
+            self.set_upstream_session(&name, id).await?;
+        }
         Ok(true)
     }
 
@@ -292,9 +283,9 @@ pub trait Upstream: Send + Sync {
 
     /// What this node knows of the health of the configured upstreams behind this one
     /// ([`crate::status`]): an aggregate returns its members', a wrapper its inner one's, a
-    /// stdio upstream its children, restarts and back-off. The default, none:
-    /// [`crate::tracked::Tracked`], which [`crate::config::build`] puts around every configured
-    /// upstream, makes one from its call counters.
+    /// stdio upstream its children, restarts and back-off. The default, none: the `Tracked`
+    /// wrapper (`tracked`), which the `build` step puts around every configured upstream,
+    /// makes one from its call counters.
     fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
         Vec::new()
     }

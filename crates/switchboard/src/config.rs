@@ -1,6 +1,6 @@
 //! The one typed config tree of a node: flat keys, units in the names, every default here.
 //!
-//! [`crate::load()`] merges defaults < TOML file < `SWITCHBOARD_*` environment < flags into a
+//! `load()` (the `load` module) merges defaults < TOML file < `SWITCHBOARD_*` environment < flags into a
 //! [`Config`]; [`Config::validate`] checks what serde cannot; [`Config::node_config`] and
 //! [`Config::store_config`] hand the values to the node and the store.
 
@@ -266,7 +266,7 @@ impl Config {
     /// `node_id` is a label: the process runs as `<node_id>.<4 random hex>`, so a restarted
     /// process (same pod name, same flag) is never mistaken for the dead one whose requests,
     /// streams and stdio children the cluster is still failing over; an empty `node_id` becomes 8
-    /// random hex characters. Only `serve` calls this ([`crate::run::run_on`]); `switchboard
+    /// random hex characters. Only `serve` calls this (`run::run_on`); `switchboard
     /// config` prints the id as configured.
     pub fn resolved(mut self) -> Self {
         self.node_id = if self.node_id.is_empty() {
@@ -385,7 +385,7 @@ impl Config {
         problems
     }
 
-    /// The upstreams and their separator, for [`switchboard_upstream::config::build`].
+    /// The upstreams and their separator, for [`switchboard_upstream::build::upstreams`].
     pub fn upstreams_config(&self) -> UpstreamsConfig {
         UpstreamsConfig {
             separator: self.tool_separator.clone(),
@@ -482,7 +482,7 @@ impl Config {
         }
     }
 
-    /// The config as a TOML document that [`crate::load()`] reads back to the same value.
+    /// The config as a TOML document that `load()` reads back to the same value.
     pub fn to_toml(&self) -> String {
         // Strings, integers, string lists and `[[upstreams]]` tables of those always serialize.
         toml::to_string(self).expect("the config serializes as TOML")

@@ -22,8 +22,8 @@ pub const ENV_PREFIX: &str = "SWITCHBOARD_";
 /// Environment variable naming the TOML config file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "SWITCHBOARD_CONFIG";
 
-/// Everything a config is merged from. Built by [`crate::cli::ConfigArgs::sources`]; tests build
-/// it directly so they never touch the process environment.
+/// Everything a config is merged from. Built by `ConfigArgs::sources` (the `cli` module); tests
+/// build it directly so they never touch the process environment.
 #[derive(Clone, Debug, Default)]
 pub struct Sources {
     /// The TOML file, if any. A named file that does not exist is an error.
@@ -273,13 +273,34 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
                     format!("{path} ({from}): unknown key `{key}`")
                 }
                 (Kind::UnknownField(key, _), _, _) => format!("unknown config key `{key}`"),
-                (kind, path, None) if path.is_empty() => kind.to_string(),
-                (kind, path, Some(from)) if path.is_empty() => format!("{from}: {kind}"),
-                (kind, path, None) => format!("{path}: {kind}"),
-                (kind, path, Some(from)) => format!("{path} ({from}): {kind}"),
+                (kind, path, None) if path.is_empty() => problem(kind),
+                (kind, path, Some(from)) if path.is_empty() => format!("{from}: {}", problem(kind)),
+                (kind, path, None) => format!("{path}: {}", problem(kind)),
+                (kind, path, Some(from)) => format!("{path} ({from}): {}", problem(kind)),
             }
         })
         .collect()
+}
+
+/// What a figment error says about the value: figment's own text, except for a value that is
+/// none of the allowed ones, whose list figment quotes twice (``expected ``a` or `b```).
+fn problem(kind: &figment::error::Kind) -> String {
+    match kind {
+        figment::error::Kind::UnknownVariant(found, allowed) => {
+            format!("unknown value `{found}`, expected {}", one_of(allowed))
+        }
+        kind => kind.to_string(),
+    }
+}
+
+/// `` `a` ``, `` `a` or `b` ``, `` `a`, `b` or `c` ``.
+fn one_of(allowed: &[&str]) -> String {
+    let quoted: Vec<String> = allowed.iter().map(|a| format!("`{a}`")).collect();
+    match quoted.split_last() {
+        None => "nothing".to_owned(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// Where the merged value of `key` came from: `in FILE`, `from ORIGIN` or `by default` (the

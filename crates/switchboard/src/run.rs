@@ -66,7 +66,7 @@ pub async fn run_on(
     let local = listener.local_addr().map_err(RunError::Serve)?;
     let store = build_store(&config).await?;
     let upstream: Arc<dyn Upstream> =
-        switchboard_upstream::config::build(&config.upstreams_config())
+        switchboard_upstream::build::upstreams(&config.upstreams_config())
             .map_err(RunError::Upstream)?;
     tracing::info!(
         node_id = %config.node_id,

@@ -68,7 +68,7 @@ fn the_worked_example_loads() {
         .upstreams
         .iter()
         .all(|u| u.kind == UpstreamKind::Demo));
-    let upstream = switchboard_upstream::config::build(&config.upstreams_config()).unwrap();
+    let upstream = switchboard_upstream::build::upstreams(&config.upstreams_config()).unwrap();
     assert_eq!(upstream.members().len(), 2);
     // Every field of a table is shown in the example, at least in a comment.
     let text = std::fs::read_to_string(repo_file("examples/upstreams.toml")).unwrap();
@@ -218,6 +218,6 @@ fn the_stdio_and_http_example_loads_and_builds() {
             ("remote", UpstreamKind::Http)
         ]
     );
-    let upstream = switchboard_upstream::config::build(&config.upstreams_config()).unwrap();
+    let upstream = switchboard_upstream::build::upstreams(&config.upstreams_config()).unwrap();
     assert_eq!(upstream.members().len(), 2);
 }

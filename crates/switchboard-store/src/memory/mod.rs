@@ -219,7 +219,9 @@ impl SessionStore for MemoryStore {
         if s.record.upstream_sessions.get(upstream).map(String::as_str) != expected {
             return Ok(UpstreamSwap::Changed(s.record.upstream_sessions.clone()));
         }
-        apply_update(&mut s.record, SessionUpdate::UpstreamSessions(entries));
+        for (upstream, id) in entries {
+            set_upstream_entry(&mut s.record, upstream, id);
+        }
         Ok(UpstreamSwap::Swapped)
     }
 
@@ -273,25 +275,17 @@ fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
         } => record.subscriptions.retain(|u| *u != uri),
         SessionUpdate::UpstreamSession {
             upstream,
-            session_id: Some(id),
-        } => {
-            record.upstream_sessions.insert(upstream, id);
-        }
-        SessionUpdate::UpstreamSession {
-            upstream,
-            session_id: None,
-        } => {
-            record.upstream_sessions.remove(&upstream);
-        }
-        SessionUpdate::UpstreamSessions(entries) => {
-            for (upstream, id) in entries {
-                match id {
-                    Some(id) => record.upstream_sessions.insert(upstream, id),
-                    None => record.upstream_sessions.remove(&upstream),
-                };
-            }
-        }
+            session_id,
+        } => set_upstream_entry(record, upstream, session_id),
     }
+}
+
+/// Records `upstream`'s entry of the upstream-session map (`None` removes it).
+fn set_upstream_entry(record: &mut SessionRecord, upstream: String, id: Option<String>) {
+    match id {
+        Some(id) => record.upstream_sessions.insert(upstream, id),
+        None => record.upstream_sessions.remove(&upstream),
+    };
 }
 
 #[async_trait]

@@ -255,8 +255,7 @@ return {1}
     )
 });
 
-/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`, `upsn`), a, b.
-/// `upsn`: `a` is a JSON array of `[name, value]` pairs (`value` null removes `name`).
+/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
 pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -277,15 +276,9 @@ elseif kind == 'sub' or kind == 'unsub' then
   end
   if kind == 'sub' and not found then table.insert(out, a) end
   redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
-elseif kind == 'ups' or kind == 'unups' or kind == 'upsn' then
+elseif kind == 'ups' or kind == 'unups' then
   local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
-  if kind == 'ups' then ups[a] = b
-  elseif kind == 'unups' then ups[a] = nil
-  else
-    for _, pair in ipairs(cjson.decode(a)) do
-      if pair[2] == cjson.null then ups[pair[1]] = nil else ups[pair[1]] = pair[2] end
-    end
-  end
+  if kind == 'ups' then ups[a] = b else ups[a] = nil end
   redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
 end
 changed()

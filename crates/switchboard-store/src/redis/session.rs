@@ -247,11 +247,6 @@ impl SessionStore for RedisStore {
                 upstream,
                 session_id: None,
             } => ("unups", upstream, String::new()),
-            SessionUpdate::UpstreamSessions(entries) => {
-                // A JSON array of [name, value-or-null] pairs, applied in order by the script.
-                let pairs: Vec<(String, Option<String>)> = entries;
-                ("upsn", serde_json::to_string(&pairs)?, String::new())
-            }
         };
         let mut inv = self.session_call(&UPDATE, &self.session_keys(sid), None);
         inv.arg(kind).arg(a).arg(b);

@@ -180,37 +180,6 @@ pub async fn updates_change_the_record(kind: Kind) {
         })
         .await;
     }
-    // Several entries in one update, applied in order (a name set then removed is gone).
-    let many = |pairs: &[(&str, Option<&str>)]| {
-        SessionUpdate::UpstreamSessions(
-            pairs
-                .iter()
-                .map(|(n, v)| ((*n).to_owned(), v.map(str::to_owned)))
-                .collect(),
-        )
-    };
-    up(many(&[
-        ("one", Some("u-2")),
-        (
-            "one#pin",
-            Some(r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#),
-        ),
-        ("gone", Some("x")),
-        ("gone", None),
-    ]))
-    .await;
-    let got = begin_ok(&b, &id, None).await;
-    assert_eq!(
-        got.upstream_sessions,
-        BTreeMap::from([
-            ("one".to_owned(), "u-2".to_owned()),
-            (
-                "one#pin".to_owned(),
-                r#"{"session":"u-2","endpoint":"127.0.0.2:80"}"#.to_owned()
-            ),
-        ])
-    );
-    up(many(&[("one#pin", None)])).await;
     up(upstream("one", None)).await;
     let got = begin_ok(&b, &id, None).await;
     assert!(
@@ -248,10 +217,13 @@ pub async fn upstream_sessions_swap_only_when_as_expected(kind: Kind) {
     ]);
     assert_eq!(late, UpstreamSwap::Changed(current.clone()));
     assert_eq!(begin_ok(&b, &id, None).await.upstream_sessions, current);
-    // Replacing the session it expects works; a removal among the entries removes.
+    // Replacing the session it expects works; a removal among the entries removes, and the
+    // entries apply in order (a name set then removed is gone).
     let swap = vec![
         ("up".to_owned(), Some("s3|r".to_owned())),
         ("up#pin".to_owned(), None),
+        ("gone".to_owned(), Some("x".to_owned())),
+        ("gone".to_owned(), None),
     ];
     let replaced = b
         .swap_upstream_sessions(&id, "up", Some("s1|r"), swap)

@@ -1,8 +1,6 @@
-//! Parsing, validation, environment expansion and building of `[[upstreams]]`.
+//! Parsing, validation and environment expansion of `[[upstreams]]`.
 
 use std::collections::BTreeMap;
-
-use serde_json::json;
 
 use super::*;
 
@@ -205,56 +203,13 @@ fn header_values_expand_environment_variables() {
     );
 }
 
-#[tokio::test]
-async fn build_makes_the_demo_alone_or_an_aggregate() {
-    let alone = build(&UpstreamsConfig::default()).unwrap();
-    assert_eq!(alone.name(), "demo");
-    let config = parse(
-        "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n[[upstreams]]\nname = \"b\"\nkind = \"demo\"\n",
-    )
-    .unwrap();
-    let agg = build(&config).unwrap();
-    assert_eq!(agg.name(), "switchboard");
-    assert_eq!(agg.members().len(), 2);
-    let ctx = crate::aggregate::tests::ctx();
-    let tools = agg.request("tools/list", json!({}), ctx).await.unwrap();
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
-    assert!(
-        names.contains(&"a__echo") && names.contains(&"b__echo"),
-        "{names:?}"
-    );
-}
-
-#[test]
-fn build_refuses_bad_configs_and_unset_variables() {
-    let bad = parse("[[upstreams]]\nname = \"a b\"\nkind = \"demo\"\n").unwrap();
-    let err = build(&bad).err().unwrap();
-    assert!(err.contains("upstream name `a b`"), "{err}");
-    let mut http = UpstreamConfig::new("web", UpstreamKind::Http);
-    http.url = Some("http://127.0.0.1:9/mcp".into());
-    http.headers = BTreeMap::from([(
-        "Authorization".into(),
-        "${SWITCHBOARD_TEST_SURELY_UNSET_VAR}".into(),
-    )]);
-    let err = build_one(&http).err().unwrap();
-    assert!(
-        err.contains("`SWITCHBOARD_TEST_SURELY_UNSET_VAR` is not set"),
-        "{err}"
-    );
-}
-
 #[test]
 fn revision_names_a_stateless_server_of_kind_http_only() {
     let ok = "[[upstreams]]\nname = \"m\"\nkind = \"http\"\nurl = \"http://127.0.0.1:1/mcp\"\n\
               revision = \"2026-07-28\"\n";
     assert_eq!(problems(ok), "");
     let config = parse(ok).unwrap();
-    let built = build(&config).expect("builds");
+    let built = crate::build::upstreams(&config).expect("builds");
     assert!(
         built.serves_stateless(),
         "a 2026-07-28 server keeps no session"
@@ -364,7 +319,7 @@ fn replication_settings_parse_and_apply_to_session_era_http_only() {
     assert_eq!(counter.on_upstream_loss, Some(OnUpstreamLoss::EndSession));
     assert_eq!(counter.resolve_interval_ms, Some(2000));
     assert!(config.upstreams[1].stateless);
-    assert!(build(&config).is_ok());
+    assert!(crate::build::upstreams(&config).is_ok());
     let text = problems(
         r#"
         [[upstreams]]
@@ -402,4 +357,38 @@ fn replication_settings_parse_and_apply_to_session_era_http_only() {
         assert!(text.contains(needle), "{needle:?} in:\n{text}");
     }
     assert!(parse("[[upstreams]]\nname = \"x\"\nkind = \"http\"\nurl = \"http://a/\"\non_upstream_loss = \"retry\"\n").is_err());
+}
+
+/// `nameservers` on a URL whose host is an IP address would do nothing (an IP address is not
+/// resolved): it is refused, naming the key and the host; a host name with the same
+/// nameservers is accepted. Before, it was accepted silently.
+#[test]
+fn nameservers_for_an_ip_address_url_are_refused() {
+    let text = problems(
+        r#"
+        [[upstreams]]
+        name = "v4"
+        kind = "http"
+        url = "http://127.0.0.1:3001/mcp"
+        nameservers = ["127.0.0.1:5353"]
+
+        [[upstreams]]
+        name = "v6"
+        kind = "http"
+        url = "http://[::1]:3001/mcp"
+        nameservers = ["127.0.0.1:5353"]
+        "#,
+    );
+    for host in [
+        "v4`: `nameservers` does nothing here: the `url`'s host 127.0.0.1 is",
+        "v6`: `nameservers` does nothing here: the `url`'s host [::1] is",
+    ] {
+        let needle = format!("upstream `{host} an IP address, which is not resolved");
+        assert!(text.contains(&needle), "{needle:?} in:\n{text}");
+    }
+    let named = parse(
+        "[[upstreams]]\nname = \"n\"\nkind = \"http\"\nurl = \"http://mcp.test:3001/mcp\"\nnameservers = [\"127.0.0.1:5353\"]\n",
+    )
+    .unwrap();
+    assert!(named.problems().is_empty(), "{:?}", named.problems());
 }

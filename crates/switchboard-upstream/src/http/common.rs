@@ -1,5 +1,5 @@
 //! Pieces both network upstreams share (Streamable HTTP here and legacy HTTP+SSE in
-//! [`crate::sse`]): the HTTP client, our request ids, the errors that name an upstream, the
+//! the `sse` module): the HTTP client, our request ids, the errors that name an upstream, the
 //! answer to a server-to-client request, the cancellation sent when a call is abandoned, and what
 //! the upstream said about itself in `initialize`.
 
@@ -75,61 +75,6 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
             timeout.as_millis()
         ),
         data: Some(json!({"upstream": name})),
-    }
-}
-
-/// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
-/// SSE): -32006 naming the upstream, the message that failed and the endpoint that answered
-/// (also as `data.endpoint`); an HTTP-level refusal keeps the upstream's own error as
-/// `data.error`; a refusal of the credentials is [`credentials_refused`], a message over the
-/// size limit [`too_large`].
-pub(crate) fn exchange_error(name: &str, e: crate::http::wire::WireError) -> RpcError {
-    use crate::http::wire::WireError;
-    let text = e.describe();
-    match e {
-        WireError::Refused(refusal) => credentials_refused(name, refusal),
-        WireError::TooLarge(limit) => {
-            too_large(name, "max_message_bytes", limit, "the request failed")
-        }
-        WireError::Rpc { at, error, .. } => RpcError {
-            code: codes::UPSTREAM_UNAVAILABLE,
-            message: format!("upstream `{name}` refused the request: {text}"),
-            data: Some(json!({"upstream": name, "endpoint": at.endpoint,
-                "error": {"code": error.code, "message": error.message, "data": error.data}})),
-        },
-        WireError::Gone { at, .. } | WireError::Unreachable { at, .. } => {
-            with_endpoint(unavailable(name, text), &at.endpoint)
-        }
-        WireError::Failed(why) => unavailable(name, why),
-    }
-}
-
-/// -32006 for a 401 or 403 of upstream `name` (case C33), the one place this error is built:
-/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized): …``
-/// with `data.upstream`, `data.status`, `data.www_authenticate` (every value as sent, or null)
-/// and, when the body was a JSON-RPC error, `data.error`. The client's own credentials are never
-/// sent upstream, so the fix is the upstream's configured `headers`, which the message says.
-pub(crate) fn credentials_refused(name: &str, refusal: crate::http::wire::Refusal) -> RpcError {
-    let status = refusal.status;
-    let mut message =
-        format!("upstream `{name}` refused the credentials switchboard sent it (HTTP {status})");
-    if let Some(e) = &refusal.error {
-        message.push_str(": ");
-        message.push_str(&e.message);
-    }
-    message.push_str("; check the `headers` configured for it");
-    let mut data = json!({
-        "upstream": name,
-        "status": status.as_u16(),
-        "www_authenticate": refusal.www_authenticate,
-    });
-    if let Some(e) = refusal.error {
-        data["error"] = json!({"code": e.code, "message": e.message, "data": e.data});
-    }
-    RpcError {
-        code: codes::UPSTREAM_UNAVAILABLE,
-        message,
-        data: Some(data),
     }
 }
 

@@ -58,14 +58,6 @@ pub(crate) struct SseParser {
     started: bool,
 }
 
-impl Default for SseParser {
-    fn default() -> Self {
-        SseParser::new(
-            usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES).unwrap_or(usize::MAX),
-        )
-    }
-}
-
 impl SseParser {
     /// A parser buffering at most `max` bytes of one event (its lines included).
     pub fn new(max: usize) -> SseParser {
@@ -221,7 +213,7 @@ impl EventReader {
             }
             let chunk = match self.body.next().await? {
                 Ok(chunk) => chunk,
-                Err(e) => return Some(Err(super::wire::describe(&e))),
+                Err(e) => return Some(Err(super::exchange::describe(&e))),
             };
             match self.parser.push(&chunk) {
                 Ok(events) => self.ready.extend(events),
@@ -238,8 +230,13 @@ impl EventReader {
 mod tests {
     use super::*;
 
+    /// A parser with the default `max_message_bytes`, as a connection has it.
+    fn parser() -> SseParser {
+        SseParser::new(usize::try_from(crate::http::wire::DEFAULT_MAX_MESSAGE_BYTES).unwrap())
+    }
+
     fn parse_all(chunks: &[&[u8]]) -> Vec<SseEvent> {
-        let mut p = SseParser::default();
+        let mut p = parser();
         chunks.iter().flat_map(|c| p.push(c).unwrap()).collect()
     }
 
@@ -282,7 +279,7 @@ mod tests {
 
     #[test]
     fn a_long_cut_line_does_not_keep_its_buffer() {
-        let mut p = SseParser::default();
+        let mut p = parser();
         let long = vec![b'x'; 4 * KEEP_LINE_BUFFER];
         p.push(b"data: ").unwrap();
         p.push(&long).unwrap();

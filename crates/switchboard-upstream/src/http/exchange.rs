@@ -6,9 +6,10 @@ use std::net::SocketAddr;
 
 use reqwest::header::{HeaderMap, WWW_AUTHENTICATE};
 use reqwest::{Response, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
+use switchboard_protocol::codes;
 
-use super::common::rpc_error;
+use super::common::{rpc_error, too_large, unavailable, with_endpoint};
 use crate::upstream::RpcError;
 
 /// How much of an unexpected error body is quoted in an error message.
@@ -34,7 +35,7 @@ impl std::fmt::Display for At {
 /// Why an exchange failed.
 #[derive(Debug)]
 pub(crate) enum WireError {
-    /// 404 to a request that carried our `Mcp-Session-Id` (or the 400 rule of [`super::wire::Wire::post`]):
+    /// 404 to a request that carried our `Mcp-Session-Id` (or the 400 rule of `Wire::post`):
     /// the upstream ended or forgot the session (MCP 2025-11-25, basic/transports, Session
     /// Management items 3–4). The request was not run.
     Gone {
@@ -71,7 +72,7 @@ pub(crate) enum WireError {
 }
 
 impl WireError {
-    /// Whether the error's text is about a session (see the 400 rule in [`super::wire::Wire::post`]).
+    /// Whether the error's text is about a session (see the 400 rule in `Wire::post`).
     pub(crate) fn mentions_session(&self) -> bool {
         let text = match self {
             WireError::Gone { .. } => return true,
@@ -122,6 +123,60 @@ pub(crate) struct Refusal {
     pub www_authenticate: Option<String>,
     /// The JSON-RPC error of the body, when it held one.
     pub error: Option<RpcError>,
+}
+
+/// The JSON-RPC error a client gets for a failed exchange with upstream `name` (HTTP or legacy
+/// SSE): -32006 naming the upstream, the message that failed and the endpoint that answered
+/// (also as `data.endpoint`); an HTTP-level refusal keeps the upstream's own error as
+/// `data.error`; a refusal of the credentials is [`credentials_refused`], a message over the
+/// size limit [`too_large`].
+pub(crate) fn exchange_error(name: &str, e: WireError) -> RpcError {
+    let text = e.describe();
+    match e {
+        WireError::Refused(refusal) => credentials_refused(name, refusal),
+        WireError::TooLarge(limit) => {
+            too_large(name, "max_message_bytes", limit, "the request failed")
+        }
+        WireError::Rpc { at, error, .. } => RpcError {
+            code: codes::UPSTREAM_UNAVAILABLE,
+            message: format!("upstream `{name}` refused the request: {text}"),
+            data: Some(json!({"upstream": name, "endpoint": at.endpoint,
+                "error": {"code": error.code, "message": error.message, "data": error.data}})),
+        },
+        WireError::Gone { at, .. } | WireError::Unreachable { at, .. } => {
+            with_endpoint(unavailable(name, text), &at.endpoint)
+        }
+        WireError::Failed(why) => unavailable(name, why),
+    }
+}
+
+/// -32006 for a 401 or 403 of upstream `name` (case C33), the one place this error is built:
+/// ``upstream `NAME` refused the credentials switchboard sent it (HTTP 401 Unauthorized): …``
+/// with `data.upstream`, `data.status`, `data.www_authenticate` (every value as sent, or null)
+/// and, when the body was a JSON-RPC error, `data.error`. The client's own credentials are never
+/// sent upstream, so the fix is the upstream's configured `headers`, which the message says.
+pub(crate) fn credentials_refused(name: &str, refusal: Refusal) -> RpcError {
+    let status = refusal.status;
+    let mut message =
+        format!("upstream `{name}` refused the credentials switchboard sent it (HTTP {status})");
+    if let Some(e) = &refusal.error {
+        message.push_str(": ");
+        message.push_str(&e.message);
+    }
+    message.push_str("; check the `headers` configured for it");
+    let mut data = json!({
+        "upstream": name,
+        "status": status.as_u16(),
+        "www_authenticate": refusal.www_authenticate,
+    });
+    if let Some(e) = refusal.error {
+        data["error"] = json!({"code": e.code, "message": e.message, "data": e.data});
+    }
+    RpcError {
+        code: codes::UPSTREAM_UNAVAILABLE,
+        message,
+        data: Some(data),
+    }
 }
 
 /// A whole body of at most `max` bytes: refused from its `Content-Length` when that is larger,

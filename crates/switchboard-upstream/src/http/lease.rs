@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::listen::{decode_position, End, Listener};
-use super::session::UpstreamSession;
+use super::session::{lease_name, UpstreamSession};
 use super::HttpUpstream;
 use crate::placement::Owner;
 use crate::upstream::SessionHandle;
@@ -31,11 +31,6 @@ pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
 const CHECKED_CAPACITY: usize = 4096;
 /// How long stopping a listener may take before it is left to finish on its own.
 const STOP_WAIT: Duration = Duration::from_secs(3);
-
-/// The lease (and stored position) name of `upstream`'s GET stream.
-pub(crate) fn lease_name(upstream: &str) -> String {
-    format!("{upstream}#get")
-}
 
 /// One running listener.
 struct Running {

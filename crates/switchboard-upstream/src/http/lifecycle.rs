@@ -233,19 +233,31 @@ impl HttpUpstream {
 
     /// The error text for a `notifications/initialized` refused right after `initialize` made
     /// the session: the replicas share no sessions and the two requests reached different ones.
+    /// What to do depends on `stateless`: when it is set, it is what is wrong.
     fn split_handshake(&self, init_at: &str, at: &str, status: reqwest::StatusCode) -> String {
         let same = if init_at == at {
             format!("the same address as `initialize`, {init_at}, so something in front of it (a balancer) sent the two to different replicas")
         } else {
             format!("`initialize` was answered at {init_at}")
         };
+        let pin = "give the balancer cookie affinity (switchboard keeps the cookies it sets per \
+                   upstream session), or use a name that resolves to every replica (a headless \
+                   Service)";
+        let advice = if self.replication.stateless {
+            format!(
+                "The upstream is declared `stateless = true`, but replicas that do not share \
+                 sessions make it stateful: remove `stateless = true` and pin each session to \
+                 one replica: {pin}"
+            )
+        } else {
+            format!(
+                "Pin each session to one replica: {pin}, or set `stateless = true` if the \
+                 upstream keeps nothing per session"
+            )
+        };
         format!(
             "`notifications/initialized` answered HTTP {} at {at} for the session `initialize` had \
-             just created ({same}); the upstream's replicas do not share sessions. Pin each \
-             session to one replica: give the balancer cookie affinity (switchboard keeps the \
-             cookies it sets per upstream session), use a name that resolves to every replica \
-             (a headless Service), or set `stateless = true` if the upstream keeps nothing per \
-             session",
+             just created ({same}); the upstream's replicas do not share sessions. {advice}",
             status.as_u16()
         )
     }

@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::common::answer_server_request;
 use super::events::EventReader;
-use super::session::UpstreamSession;
+use super::session::{lease_name, UpstreamSession};
 use super::wire::{Opened, Wire, WireError};
 use crate::upstream::{ClientPeer, SessionHandle};
 
@@ -123,7 +123,7 @@ impl Listener {
                     // No client request waits on this stream: the refusal can only be logged
                     // (warned once per run, the same text a request would get).
                     failures += 1;
-                    let error = super::common::credentials_refused(&self.name, refusal);
+                    let error = super::exchange::credentials_refused(&self.name, refusal);
                     if failures == 1 {
                         tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
                     } else {
@@ -264,7 +264,7 @@ impl Listener {
         let value = encode_position(&self.upstream, &last);
         match self
             .session
-            .set_upstream_session(&super::lease::lease_name(&self.name), Some(value))
+            .set_upstream_session(&lease_name(&self.name), Some(value))
             .await
         {
             Ok(()) => {

@@ -44,12 +44,13 @@ use serde_json::Value;
 
 use self::call::Call;
 use self::common::{
-    bounded, cancelled_notification, exchange_error, message, next_request_id, outcome,
-    CancelGuard, Facts,
+    bounded, cancelled_notification, message, next_request_id, outcome, CancelGuard, Facts,
 };
 use self::endpoints::Resolution;
+pub(crate) use self::loss::REASON as LOST_SESSION_REASON;
 use self::session::{binding_name, Known, UpstreamSession};
-use self::wire::{Wire, WireError};
+pub use self::wire::DEFAULT_MAX_MESSAGE_BYTES;
+use self::wire::{exchange_error, Wire, WireError};
 use crate::config::OnUpstreamLoss;
 use crate::status::{EndpointStatus, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
@@ -202,15 +203,24 @@ impl HttpUpstream {
         })
     }
 
-    /// The endpoints of the URL's host as this node knows them (empty for an IP address, and
-    /// before the first resolution), for the status API.
+    /// The endpoints of the URL's host as this node knows them, for the status API: the last
+    /// resolution's addresses, those a request reached since, and those the upstream sessions
+    /// this node remembers are pinned to (`resolved: false` when they left the name). Empty for
+    /// an IP address.
     pub fn endpoints(&self) -> Vec<EndpointStatus> {
         let Some(endpoints) = self.wire.endpoints() else {
             return Vec::new();
         };
         let pinned = self.known.pinned();
-        endpoints
-            .status()
+        let mut listed = endpoints.status();
+        // An address that left the name while sessions this node remembers are pinned to it.
+        for addr in pinned.keys() {
+            if !listed.iter().any(|(a, ..)| a == addr) {
+                listed.push((*addr, false, None));
+            }
+        }
+        listed.sort();
+        listed
             .into_iter()
             .map(|(addr, resolved, reached)| EndpointStatus {
                 address: addr.to_string(),
@@ -226,8 +236,8 @@ impl HttpUpstream {
     }
 
     /// An upstream from its `[[upstreams]]` table (`kind = "http"`): `name`, `url`, `headers`,
-    /// `max_message_bytes`, the replication settings and `timeout_ms`. Header values are used as they are: [`crate::config::build_one`]
-    /// expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
+    /// `max_message_bytes`, the replication settings and `timeout_ms`. Header values are used
+    /// as they are: the `build` step expands `${VAR}` before calling this. Errors naming the upstream on another kind, a
     /// missing or invalid URL, or an invalid header.
     pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<HttpUpstream, String> {
         let name = &config.name;
@@ -273,7 +283,7 @@ impl HttpUpstream {
     }
 
     /// Sets the largest message read from the server, in bytes (default
-    /// [`crate::config::DEFAULT_MAX_MESSAGE_BYTES`]).
+    /// [`DEFAULT_MAX_MESSAGE_BYTES`]).
     pub fn with_max_message_bytes(mut self, bytes: usize) -> HttpUpstream {
         self.wire = Arc::new(self.wire.with_max_message(bytes));
         self

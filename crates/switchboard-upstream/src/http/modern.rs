@@ -37,8 +37,8 @@ use switchboard_protocol::param_headers::{self, ToolHeaders};
 use switchboard_protocol::{codes, header_value, meta, Revision};
 
 use super::call::Call;
-use super::common::{bounded, exchange_error, message, next_request_id, outcome, Facts};
-use super::wire::{Wire, WireError};
+use super::common::{bounded, message, next_request_id, outcome, Facts};
+use super::wire::{exchange_error, Wire, WireError};
 use crate::upstream::{ClientPeer, PeerError, RequestContext, RpcError, Upstream};
 
 /// How many `InputRequiredResult` rounds one request may go through before it fails.

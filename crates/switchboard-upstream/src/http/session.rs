@@ -52,6 +52,11 @@ pub(crate) fn binding_name(upstream: &str) -> String {
     format!("{upstream}#pin")
 }
 
+/// The lease (and stored position) name of `upstream`'s GET stream (see `lease`).
+pub(crate) fn lease_name(upstream: &str) -> String {
+    format!("{upstream}#get")
+}
+
 impl UpstreamSession {
     /// A session without a binding.
     pub fn new(id: Option<String>, revision: String) -> UpstreamSession {

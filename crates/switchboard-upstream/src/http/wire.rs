@@ -14,7 +14,7 @@
 //! body kept for the client (case C33).
 //!
 //! Nothing the upstream sends is held whole beyond `max_message_bytes`
-//! ([`crate::config::DEFAULT_MAX_MESSAGE_BYTES`] unless configured): a JSON body (refused from its
+//! ([`DEFAULT_MAX_MESSAGE_BYTES`] unless configured): a JSON body (refused from its
 //! `Content-Length` when that is larger, else cut off as it arrives), one SSE event, an error body.
 //! Over it, the exchange fails with [`WireError::TooLarge`] (case C32).
 
@@ -31,9 +31,14 @@ use switchboard_protocol::headers;
 use super::common::http_client;
 use super::endpoints::{Endpoints, Resolution};
 use super::events::EventReader;
-pub(crate) use super::exchange::{describe, At, Refusal, WireError};
+pub(crate) use super::exchange::{describe, exchange_error, At, WireError};
 use super::exchange::{failure, read_body};
 use super::session::UpstreamSession;
+
+/// Default `max_message_bytes` of an http or sse upstream: the largest message read from the
+/// server, in bytes (32 MiB): a JSON answer body, one SSE event (its lines included), an error
+/// body.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
 
 /// The `Accept` of every POST (MCP 2025-11-25, basic/transports, Sending Messages to the
 /// Server item 2: both JSON and an event stream).
@@ -124,8 +129,7 @@ impl Wire {
             headers: header_map(static_headers)?,
             client: http_client()?,
             endpoints: None,
-            max_message: usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES)
-                .unwrap_or(usize::MAX),
+            max_message: usize::try_from(DEFAULT_MAX_MESSAGE_BYTES).unwrap_or(usize::MAX),
         })
     }
 

@@ -21,11 +21,10 @@ use switchboard_protocol::codes;
 
 use self::connection::Connection;
 use crate::http::common::{
-    bounded, cancelled_notification, client_initialize_params, exchange_error, message,
-    next_request_id, outcome, probe_initialize_params, unavailable, CancelGuard, Facts,
-    CONNECT_TIMEOUT,
+    bounded, cancelled_notification, client_initialize_params, message, next_request_id, outcome,
+    probe_initialize_params, unavailable, CancelGuard, Facts, CONNECT_TIMEOUT,
 };
-use crate::http::wire::{Wire, WireError};
+use crate::http::wire::{exchange_error, Wire, WireError};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 /// A connection unused for this long is closed (its client session has most likely ended on
@@ -90,7 +89,7 @@ impl SseUpstream {
     }
 
     /// An upstream from its `[[upstreams]]` table (`kind = "sse"`; `url` is the SSE endpoint).
-    /// Header values are used as they are ([`crate::config::build_one`] expands `${VAR}`).
+    /// Header values are used as they are (the `build` step expands `${VAR}`).
     pub fn from_config(config: &crate::config::UpstreamConfig) -> Result<SseUpstream, String> {
         let name = &config.name;
         if config.kind != crate::config::UpstreamKind::Sse {

@@ -24,7 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::SseUpstream;
 use crate::config::{UpstreamConfig, UpstreamKind};
-use crate::http::tests::{call, ctx, eventually, refused_url, serve, session, text, FakePeer};
+use crate::http::tests::{
+    call, ctx, echo, eventually, refused_url, serve, session, text, FakePeer,
+};
 use crate::{SessionHandle, Upstream};
 
 #[derive(Default)]
@@ -170,14 +172,7 @@ async fn initializes_with_the_clients_params_and_answers_on_the_stream() {
     let up = upstream(&url, Duration::from_secs(10));
     let s = session("l-1");
     let peer = FakePeer::quiet();
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "old"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "old").await.unwrap();
     assert_eq!(text(&r), "old");
     assert!(r["structuredContent"]["id"]
         .as_str()
@@ -194,13 +189,7 @@ async fn initializes_with_the_clients_params_and_answers_on_the_stream() {
     assert_eq!(up.server_info()["name"], "legacy");
     assert_eq!(up.instructions().as_deref(), Some("legacy fixture"));
     // The same connection serves the next request.
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "again"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "again").await.unwrap();
     assert_eq!(legacy.received("initialize").len(), 1);
     assert_eq!(up.open_connections(), 1);
     stop.cancel();
@@ -301,23 +290,10 @@ async fn a_lost_connection_is_reopened_and_session_end_closes_it() {
     let up = upstream(&url, Duration::from_secs(10));
     let s = session("l-5");
     let peer = FakePeer::quiet();
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "first"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "first").await.unwrap();
     legacy.drop_streams();
     assert!(eventually(|| up.open_connections() == 0).await);
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "back"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "back").await.unwrap();
     assert_eq!(text(&r), "back");
     assert_eq!(legacy.received("initialize").len(), 2);
     up.notify("notifications/roots/list_changed", Value::Null, s.clone())
@@ -390,14 +366,7 @@ async fn an_event_over_max_message_bytes_fails_the_call_and_the_connection() {
         e.data,
         Some(json!({"upstream": "old", "max_message_bytes": 2048}))
     );
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "ok"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "ok").await.unwrap();
     assert_eq!(text(&r), "ok");
     assert_eq!(legacy.received("initialize").len(), 2, "a new connection");
     stop.cancel();

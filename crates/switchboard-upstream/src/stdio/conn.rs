@@ -68,8 +68,12 @@ pub(crate) struct Conn {
     pub(crate) started: Instant,
     /// Set when we stopped it for reasons of ours (session ended, shutdown), as opposed to it
     /// exiting on its own or being stopped for a fault of its own (a stdout line over the
-    /// limit), which count as crashes.
+    /// limit).
     pub(crate) stopped_by_us: AtomicBool,
+    /// Set when it was stopped for a stdout line over `max_line_bytes`: a fault of one message
+    /// (a large result), which after the handshake fails the calls in flight but is no failed
+    /// start (see `restarts`).
+    pub(crate) overflowed: AtomicBool,
     /// One child for all sessions: rewrite progress tokens, drop unattributable notifications.
     pub(crate) shared: bool,
     outbox: mpsc::Sender<Map<String, Value>>,
@@ -110,6 +114,7 @@ impl Conn {
             started_at: std::time::SystemTime::now(),
             started: Instant::now(),
             stopped_by_us: AtomicBool::new(false),
+            overflowed: AtomicBool::new(false),
             shared,
             outbox,
             state: Mutex::default(),
@@ -180,6 +185,25 @@ impl Conn {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Passes a notification of the child to the client through `peer`: on the stream of the
+    /// call the peer belongs to, or on the session's standalone stream. Not delivered (the
+    /// stream is gone) is logged only.
+    pub(crate) async fn deliver(
+        &self,
+        peer: &Arc<dyn ClientPeer>,
+        message: Value,
+        standalone: bool,
+    ) {
+        let sent = if standalone {
+            peer.notify_standalone(message).await
+        } else {
+            peer.notify(message).await
+        };
+        if let Err(e) = sent {
+            tracing::debug!(upstream = %self.upstream, session = %self.label, error = %e, "notification not delivered");
+        }
     }
 
     /// Sends `method` to the child and waits for its answer, until `deadline` or `cancel`.

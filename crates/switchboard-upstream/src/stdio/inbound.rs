@@ -18,6 +18,7 @@
 //!   with the child's original id.
 //! - A line that is not JSON-RPC is logged (cut to 200 bytes) and skipped (case C28).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -43,6 +44,7 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
             Ok(None) => break,
             Err(FrameError::TooLong(max)) => {
                 tracing::warn!(upstream = %conn.upstream, session = %conn.label, max, "child wrote a stdout line longer than the limit; stopping it");
+                conn.overflowed.store(true, Ordering::Release);
                 conn.fail_calls(too_large(
                     &conn.upstream,
                     "max_line_bytes",
@@ -139,7 +141,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
             ) {
                 *slot = client;
             }
-            deliver(conn, &call.peer, raw, false).await;
+            conn.deliver(&call.peer, raw, false).await;
         }
         "notifications/cancelled" => {
             let key = raw
@@ -153,7 +155,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
         "notifications/message" => {
             let calls = conn.calls();
             match calls.as_slice() {
-                [only] => deliver(conn, &only.peer, raw, false).await,
+                [only] => conn.deliver(&only.peer, raw, false).await,
                 _ => standalone(conn, raw).await,
             }
         }
@@ -164,26 +166,10 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
 /// Sends a notification to the session's standalone stream through its last client peer.
 async fn standalone(conn: &Conn, raw: Value) {
     match conn.session_peer() {
-        Some(peer) => deliver(conn, &peer, raw, true).await,
+        Some(peer) => conn.deliver(&peer, raw, true).await,
         None => {
             tracing::debug!(upstream = %conn.upstream, session = %conn.label, "notification before any client request; dropped")
         }
-    }
-}
-
-pub(super) async fn deliver(
-    conn: &Conn,
-    peer: &Arc<dyn ClientPeer>,
-    message: Value,
-    standalone: bool,
-) {
-    let sent = if standalone {
-        peer.notify_standalone(message).await
-    } else {
-        peer.notify(message).await
-    };
-    if let Err(e) = sent {
-        tracing::debug!(upstream = %conn.upstream, session = %conn.label, error = %e, "notification not delivered");
     }
 }
 

@@ -49,7 +49,7 @@
 //! The child gets exactly the configured environment plus `PATH` and `HOME` inherited from the
 //! node (nothing else of the node's environment, credentials included, leaks into it), and the
 //! configured working directory. stderr is always drained into `tracing` (case C29). A stdout
-//! line longer than `max_line_bytes` ([`DEFAULT_MAX_LINE`] unless configured) fails the calls in
+//! line longer than `max_line_bytes` ([`DEFAULT_MAX_LINE_BYTES`] unless configured) fails the calls in
 //! flight with -32006 naming the upstream and the limit, and stops the child (case C32).
 //!
 //! ## Cluster
@@ -61,12 +61,12 @@
 //! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child),
 //! `restarts` (failed starts and their back-off).
 
-mod attached;
+pub(crate) mod attached;
 mod conn;
-mod framing;
+pub(crate) mod framing;
 mod inbound;
 mod process;
-mod restarts;
+pub(crate) mod restarts;
 mod shared;
 mod start;
 mod stderr;
@@ -88,6 +88,7 @@ use tokio::time::Instant;
 use self::attached::Attached;
 pub use self::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
 use self::conn::{notification, Call, Conn};
+pub use self::framing::DEFAULT_MAX_LINE_BYTES;
 use self::process::{Limits, Spec};
 use self::restarts::Restarts;
 pub use self::restarts::{
@@ -98,10 +99,6 @@ use self::start::{Meta, Slot};
 use crate::config::{UpstreamConfig, UpstreamKind};
 use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
-
-/// Longest stdout line a child may write unless `max_line_bytes` says otherwise, in bytes
-/// (16 MiB, [`crate::config::DEFAULT_MAX_LINE_BYTES`]).
-pub const DEFAULT_MAX_LINE: usize = crate::config::DEFAULT_MAX_LINE_BYTES as usize;
 
 /// How long each step of stopping a child waits (stdin closed → SIGTERM → SIGKILL).
 pub const DEFAULT_KILL_GRACE: Duration = Duration::from_secs(2);
@@ -151,7 +148,7 @@ impl StdioUpstream {
             shared,
             timeout,
             limits: Limits {
-                max_line: DEFAULT_MAX_LINE,
+                max_line: usize::try_from(DEFAULT_MAX_LINE_BYTES).unwrap_or(usize::MAX),
                 kill_grace: DEFAULT_KILL_GRACE,
             },
             sessions: Mutex::default(),
@@ -209,7 +206,8 @@ impl StdioUpstream {
         self
     }
 
-    /// Sets the longest stdout line a child may write (default [`DEFAULT_MAX_LINE`]).
+    /// Sets the longest stdout line a child may write, in bytes (default
+    /// [`DEFAULT_MAX_LINE_BYTES`]).
     pub fn with_max_line(mut self, bytes: usize) -> StdioUpstream {
         self.limits.max_line = bytes;
         self

@@ -5,7 +5,8 @@
 //! its exit, so it is reaped and never left a zombie (case C31). Four tasks serve a child: the
 //! stdin writer, the stdout reader ([`super::inbound`]), the stderr drain ([`super::stderr`])
 //! and the supervisor, which on exit fails every call in flight with -32006
-//! "upstream `NAME` exited (…)".
+//! "upstream `NAME` exited (…)" (when it exited on its own, followed by its last stderr lines:
+//! "; its stderr ended with: …", see [`super::stderr::Tail::last_words`]).
 //!
 //! Stopping (session ended, shutdown): close stdin, wait the grace period, SIGTERM the process
 //! group, wait the grace period again, SIGKILL the group.
@@ -180,10 +181,17 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
         },
     };
     // Let the reader deliver what the child wrote before exiting. When the pipe stays open,
-    // a grandchild holds it: the rest of the group goes too.
-    let drained = tokio::time::timeout(DRAIN_AFTER_EXIT, conn.stdout_done.cancelled())
-        .await
-        .is_ok();
+    // a grandchild holds it: the rest of the group goes too. A child that exited on its own
+    // gets the same time for its last stderr lines, which its error quotes.
+    let (drained, _) = tokio::join!(
+        tokio::time::timeout(DRAIN_AFTER_EXIT, conn.stdout_done.cancelled()),
+        async {
+            if !asked {
+                let _ = tokio::time::timeout(DRAIN_AFTER_EXIT, conn.stderr_tail.closed()).await;
+            }
+        }
+    );
+    let drained = drained.is_ok();
     if asked || !drained {
         signal_group(pid, Signal::SIGKILL);
     }
@@ -191,7 +199,11 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
         Ok(s) => describe(s),
         Err(e) => format!("wait failed: {e}"),
     };
-    let error = unavailable(format!("upstream `{}` exited ({status})", conn.upstream));
+    let mut message = format!("upstream `{}` exited ({status})", conn.upstream);
+    if let Some(words) = conn.stderr_tail.last_words().filter(|_| !asked) {
+        message.push_str(&format!("; its stderr ended with: {words}"));
+    }
+    let error = unavailable(message);
     // A child stopped for a fault of its own (a stdout line over the limit) was already failed.
     let for_us = asked && conn.alive();
     conn.stopped_by_us

@@ -3,8 +3,11 @@
 //!
 //! - **A failed start** is a child that could not be spawned, failed the `initialize` handshake
 //!   (exited before answering, answered with an error or without a result, or did not answer
-//!   within `timeout_ms`), or exited on its own less than `restart_stable_ms` after it was
-//!   started. A start the client cancelled is neither a failure nor a success.
+//!   within `timeout_ms`, or wrote a line over `max_line_bytes` before answering), or exited on
+//!   its own less than `restart_stable_ms` after it was started. A child stopped for a line over
+//!   `max_line_bytes` after its handshake is not one (a request's large result: the calls in
+//!   flight fail and the next request starts a new child at once), nor is a start the client
+//!   cancelled.
 //! - **Back-off**: after the n-th consecutive failed start the next start waits a random time
 //!   between d and 2d, where d = min(`restart_backoff_ms` × 2^(n−2), `restart_backoff_max_ms`) / 2
 //!   (so at most `restart_backoff_max_ms`); the first failure after a stable run is retried at
@@ -204,7 +207,8 @@ impl Restarts {
         tracing::warn!(upstream = %self.upstream, failures, wait_ms = wait.as_millis() as u64, error = %error.message, "stdio child failed to start or exited early; next start backs off");
     }
 
-    /// A child exited on its own after running stably: remembered, not counted as a failure.
+    /// A child exited on its own after running stably, or was stopped after its handshake for a
+    /// line over `max_line_bytes`: remembered, not counted as a failure.
     pub(super) fn crashed(&self, error: &RpcError) {
         self.lock().last_failure = Some(LastError::now(error.message.clone()));
     }

@@ -22,7 +22,6 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use super::conn::Conn;
-use super::inbound::deliver;
 use crate::upstream::ClientPeer;
 
 /// How many sessions' standalone streams one broadcast writes to at once.
@@ -58,10 +57,10 @@ async fn log_message(conn: &Conn, raw: Value) {
         return dropped(conn, method, "calls of several sessions are in flight");
     }
     if let [only] = calls.as_slice() {
-        return deliver(conn, &only.peer, raw, false).await;
+        return conn.deliver(&only.peer, raw, false).await;
     }
     match conn.attached.peer(&first.session) {
-        Some(peer) => deliver(conn, &peer, raw, true).await,
+        Some(peer) => conn.deliver(&peer, raw, true).await,
         None => dropped(conn, method, "its session has no standalone stream here"),
     }
 }

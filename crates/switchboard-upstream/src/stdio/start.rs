@@ -299,8 +299,11 @@ impl StdioUpstream {
     }
 }
 
-/// Follows a started child: once it has run for the stable time the back-off is reset; when it
-/// exits on its own, that is a failed start if it ran shorter, else only remembered.
+/// Follows a started child (its handshake is done): once it has run for the stable time the
+/// back-off is reset; when it exits on its own, that is a failed start if it ran shorter, else
+/// only remembered. A child stopped for a stdout line over `max_line_bytes` is only remembered
+/// however long it ran: one large answer says nothing about whether the command starts (its
+/// calls in flight failed; the next request starts a new child at once).
 fn watch(restarts: Arc<Restarts>, conn: Arc<Conn>) {
     tokio::spawn(async move {
         let stable = restarts.policy().stable;
@@ -316,7 +319,7 @@ fn watch(restarts: Arc<Restarts>, conn: Arc<Conn>) {
             return;
         }
         let error = conn.failure();
-        if ran_stably {
+        if ran_stably || conn.overflowed.load(Ordering::Acquire) {
             restarts.crashed(&error);
         } else {
             restarts.failed(&error);

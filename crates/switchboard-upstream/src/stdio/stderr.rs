@@ -4,19 +4,25 @@
 //! INFO under the target `switchboard::stdio::stderr`, with fields `upstream` and `session`.
 //! Lines are cut at [`MAX_STDERR_LINE`] bytes (output without newlines becomes several events);
 //! bytes are decoded lossily (stderr is diagnostics, not protocol). The last [`TAIL_LINES`] lines
-//! are kept for diagnostics and logged at WARN when the child exits unexpectedly. At most
+//! are kept for diagnostics and logged at WARN when the child exits unexpectedly; the newest of
+//! them (at most [`STDERR_IN_ERRORS`] characters) end the error of a child that exited on its own. At most
 //! [`MAX_LOGGED_LINES_PER_SECOND`] lines a second are logged per child; the rest are counted.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio_util::sync::CancellationToken;
 
 /// Longest stderr line logged as one event, in bytes.
 pub(crate) const MAX_STDERR_LINE: usize = 8 * 1024;
 
 /// How many stderr lines are kept for diagnostics.
 pub(crate) const TAIL_LINES: usize = 20;
+
+/// How much of a child's last stderr lines, in characters, the error of a child that exited on
+/// its own carries (and with it the restart back-off's error and `/upstreamz`'s `last_error`).
+pub(crate) const STDERR_IN_ERRORS: usize = 200;
 
 /// stderr lines of one child logged per second at most; past it lines are still read (the child
 /// never blocks) and kept in the tail, but only counted, and the count is logged once the second
@@ -55,13 +61,16 @@ impl Budget {
     }
 }
 
-/// The last stderr lines of one child.
+/// The last stderr lines of one child, and whether its stderr has closed.
 #[derive(Clone, Default)]
-pub(crate) struct Tail(Arc<Mutex<VecDeque<String>>>);
+pub(crate) struct Tail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    closed: CancellationToken,
+}
 
 impl Tail {
     fn push(&self, line: String) {
-        let mut tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tail = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         if tail.len() == TAIL_LINES {
             tail.pop_front();
         }
@@ -70,9 +79,46 @@ impl Tail {
 
     /// The kept lines, oldest first.
     pub(crate) fn lines(&self) -> Vec<String> {
-        let tail = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let tail = self.lines.lock().unwrap_or_else(|p| p.into_inner());
         tail.iter().cloned().collect()
     }
+
+    /// Waits until the child's stderr has closed and every line of it is kept.
+    pub(crate) async fn closed(&self) {
+        self.closed.cancelled().await
+    }
+
+    /// The last lines for an error message: as many of the newest lines as fit in
+    /// [`STDERR_IN_ERRORS`] characters, oldest first, joined with ` | `; the newest alone cut to
+    /// that length (ending in `…`) when it is longer. `None` when the child wrote nothing.
+    pub(crate) fn last_words(&self) -> Option<String> {
+        last_words(&self.lines(), STDERR_IN_ERRORS)
+    }
+}
+
+/// See [`Tail::last_words`]: the newest `lines` within `max` characters.
+fn last_words(lines: &[String], max: usize) -> Option<String> {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut used = 0;
+    for line in lines
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .filter(|l| !l.is_empty())
+    {
+        let len = line.chars().count() + if kept.is_empty() { 0 } else { 3 };
+        if used + len > max {
+            if kept.is_empty() {
+                let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+                return Some(format!("{cut}…"));
+            }
+            break;
+        }
+        used += len;
+        kept.push(line);
+    }
+    kept.reverse();
+    (!kept.is_empty()).then(|| kept.join(" | "))
 }
 
 /// Reads `stderr` until end of stream, logging each line; returns when the pipe closes.
@@ -125,6 +171,7 @@ pub(crate) async fn drain(
     }
     emit(&line);
     budget.flush(&upstream, &session);
+    tail.closed.cancel();
 }
 
 #[cfg(test)]
@@ -144,5 +191,42 @@ mod budget_tests {
         tokio::time::advance(std::time::Duration::from_secs(1)).await;
         assert!(b.take("u", "s"), "a new second, a new budget");
         assert_eq!(b.dropped, 0, "the dropped count was reported and reset");
+    }
+}
+
+#[cfg(test)]
+mod last_words_tests {
+    use super::last_words;
+
+    fn lines(all: &[&str]) -> Vec<String> {
+        all.iter().map(|l| l.to_string()).collect()
+    }
+
+    #[test]
+    fn the_newest_lines_that_fit_oldest_first() {
+        let tail = lines(&[
+            "starting",
+            "",
+            "error: cannot open database `app.db`",
+            "  exiting  ",
+        ]);
+        assert_eq!(
+            last_words(&tail, 200).as_deref(),
+            Some("starting | error: cannot open database `app.db` | exiting")
+        );
+        assert_eq!(
+            last_words(&tail, 50).as_deref(),
+            Some("error: cannot open database `app.db` | exiting"),
+            "the oldest line does not fit"
+        );
+        assert_eq!(last_words(&lines(&["", " "]), 200), None);
+    }
+
+    #[test]
+    fn a_newest_line_longer_than_the_bound_is_cut() {
+        let long = "é".repeat(500);
+        let words = last_words(&lines(&["before", &long]), 200).unwrap();
+        assert_eq!(words.chars().count(), 200, "{words}");
+        assert!(words.starts_with("éé") && words.ends_with('…'), "{words}");
     }
 }

@@ -164,6 +164,37 @@ fn bad_values_are_named_with_their_key_and_source() {
     }
 }
 
+/// A value that is none of the allowed ones names them once each, quoted once: before,
+/// `on_upstream_loss = "restart"` gave ``expected ``reinitialize` or `end_session```.
+#[test]
+fn an_unknown_value_lists_the_allowed_ones_quoted_once() {
+    let file = TempToml::new(
+        "[[upstreams]]\nname = \"web\"\nkind = \"http\"\nurl = \"http://127.0.0.1:9/mcp\"\n\
+         on_upstream_loss = \"restart\"\n",
+    );
+    let sources = Sources {
+        file: Some(file.path().to_owned()),
+        ..Sources::default()
+    };
+    let text = error_text(&sources);
+    let expected = format!(
+        "upstreams.0.on_upstream_loss (in {}): unknown value `restart`, expected \
+         `reinitialize` or `end_session`",
+        file.path().display()
+    );
+    assert!(text.contains(&expected), "{text}");
+    let sources = Sources {
+        env: env(&[("SWITCHBOARD_LOG_FORMAT", "xml")]),
+        ..Sources::default()
+    };
+    let text = error_text(&sources);
+    assert!(
+        text.contains("unknown value `xml`, expected `text` or `json`"),
+        "{text}"
+    );
+    assert_eq!(one_of(&["a", "b", "c"]), "`a`, `b` or `c`");
+}
+
 #[test]
 fn validation_errors_come_after_a_clean_merge() {
     let sources = Sources {

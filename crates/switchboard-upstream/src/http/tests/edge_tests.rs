@@ -8,7 +8,7 @@ use switchboard_protocol::codes;
 use tokio_util::sync::CancellationToken;
 
 use super::edge::{self, Edge};
-use super::{call, ctx, eventually, refused_url, session, text, FakePeer};
+use super::{call, ctx, echo, eventually, refused_url, session, text, FakePeer};
 use crate::config::{OnUpstreamLoss, UpstreamConfig, UpstreamKind};
 use crate::http::Replication;
 use crate::{HttpUpstream, LocalSession, PeerError, SessionHandle, Upstream};
@@ -45,14 +45,7 @@ async fn later_requests_carry_the_upstreams_revision_session_and_static_headers(
     let (stop, edge, up) = started(false).await;
     let s = session("c20");
     let peer = FakePeer::quiet();
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "a"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "a").await.unwrap();
     assert_eq!(text(&r), "a");
     let init = &edge.seen_method("initialize")[0];
     assert_eq!(init.body["params"]["protocolVersion"], "2025-11-25");
@@ -89,22 +82,9 @@ async fn a_404_reinitializes_a_stateless_upstream_with_the_stored_params_and_ret
     let (stop, edge, up) = started_declared_stateless().await;
     let s = session("c-404");
     let peer = FakePeer::quiet();
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "1"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     edge.expire_all();
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "2").await.unwrap();
     assert_eq!(text(&r), "2");
     let inits = edge.seen_method("initialize");
     assert_eq!(inits.len(), 2);
@@ -119,14 +99,7 @@ async fn a_404_reinitializes_a_stateless_upstream_with_the_stored_params_and_ret
     // A server that forgets every session at once: exactly one retry, then a clear error.
     edge.forget_always();
     let before = edge.seen_method("tools/call").len();
-    let err = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "3"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap_err();
+    let err = echo(&up, &s, &peer, "3").await.unwrap_err();
     assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
     assert!(err.message.contains("upstream `edge`"), "{}", err.message);
     assert_eq!(edge.seen_method("tools/call").len() - before, 2);
@@ -139,32 +112,15 @@ async fn a_400_about_the_session_also_reinitializes_a_stateless_upstream_and_ret
     edge.unknown_session_is_400();
     let s = session("c-400");
     let peer = FakePeer::quiet();
-    let first = call("echo", json!({"text": "1"}));
-    up.request("tools/call", first, ctx(&s, &peer))
-        .await
-        .unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     edge.expire_all();
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "2").await.unwrap();
     assert_eq!(text(&r), "2", "re-initialized and retried");
     assert_eq!(edge.seen_method("initialize").len(), 2);
     // Every request refused the same way: one retry, then an error naming the upstream and
     // carrying its own error as data.
     edge.forget_always();
-    let err = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "3"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap_err();
+    let err = echo(&up, &s, &peer, "3").await.unwrap_err();
     assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
     assert!(err.message.contains("upstream `edge`"), "{}", err.message);
     stop.cancel();
@@ -374,13 +330,7 @@ async fn stateless_servers_get_no_session_header() {
     let (stop, edge, up) = started(true).await;
     let s = session("c-stateless");
     let peer = FakePeer::quiet();
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "x"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "x").await.unwrap();
     assert_eq!(s.upstream_session("edge").as_deref(), Some("|2025-06-18"));
     assert!(edge
         .seen()
@@ -458,17 +408,9 @@ async fn a_lost_session_of_a_stateful_upstream_fails_the_request_and_reinitializ
     let (stop, edge, up) = started(false).await;
     let s = session("c-lost");
     let peer = FakePeer::quiet();
-    let one = call("echo", json!({"text": "1"}));
-    up.request("tools/call", one, ctx(&s, &peer)).await.unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     edge.expire_all();
-    let err = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap_err();
+    let err = echo(&up, &s, &peer, "2").await.unwrap_err();
     assert_eq!(err.code, codes::UPSTREAM_UNAVAILABLE);
     let data = err.data.clone().unwrap();
     assert_eq!(data["upstream"], "edge");
@@ -495,14 +437,7 @@ async fn a_lost_session_of_a_stateful_upstream_fails_the_request_and_reinitializ
         s.upstream_session("edge").as_deref(),
         Some("edge-1|2025-06-18")
     );
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "3"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "3").await.unwrap();
     assert_eq!(text(&r), "3");
     assert_eq!(
         edge.seen().last().unwrap().headers["mcp-session-id"],
@@ -525,17 +460,9 @@ async fn a_lost_session_ends_the_client_session_when_configured() {
     let up = replicated(&url, replication);
     let s: Arc<LocalSession> = session("c-end-on-loss");
     let peer = FakePeer::quiet();
-    let one = call("echo", json!({"text": "1"}));
-    up.request("tools/call", one, ctx(&s, &peer)).await.unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     edge.expire_all();
-    let err = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap_err();
+    let err = echo(&up, &s, &peer, "2").await.unwrap_err();
     assert_eq!(err.data.as_ref().unwrap()["session_ended"], true);
     assert!(
         err.message.contains("the client session has ended"),
@@ -563,13 +490,7 @@ async fn cookies_the_upstream_sets_go_back_on_every_request_of_its_session() {
     let up = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
     let s = session("c-cookie");
     let peer = FakePeer::quiet();
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "1"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     let seen = edge.seen();
     assert_eq!(
         seen[0].headers["cookie"], "team=blue",
@@ -588,14 +509,7 @@ async fn cookies_the_upstream_sets_go_back_on_every_request_of_its_session() {
     assert_eq!(binding, r#"{"session":"edge-0","cookies":"SRV=e1"}"#);
     // Another node (a fresh upstream over the same record) sends it too.
     let other = HttpUpstream::new("edge", &url, [("Cookie", "team=blue")], timeout).unwrap();
-    other
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    echo(&other, &s, &peer, "2").await.unwrap();
     assert_eq!(
         edge.seen().last().unwrap().headers["cookie"],
         "team=blue; SRV=e1"
@@ -616,13 +530,7 @@ async fn a_node_that_loses_the_race_to_initialize_uses_the_winners_session() {
     );
     let s = session("c-race");
     let peer = FakePeer::quiet();
-    a.request(
-        "tools/call",
-        call("echo", json!({"text": "1"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&a, &s, &peer, "1").await.unwrap();
     // B's request found no upstream session when it started.
     let used = b.start_session(&ctx(&s, &peer), None).await.unwrap();
     assert_eq!(used.id.as_deref(), Some("edge-0"), "the winner's");
@@ -640,14 +548,7 @@ async fn a_node_that_loses_the_race_to_initialize_uses_the_winners_session() {
         deleted[0].headers["mcp-session-id"], "edge-1",
         "its own, unused"
     );
-    let r = b
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&b, &s, &peer, "2").await.unwrap();
     assert_eq!(text(&r), "2");
     assert_eq!(
         edge.seen().last().unwrap().headers["mcp-session-id"],

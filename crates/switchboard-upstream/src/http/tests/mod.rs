@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use switchboard_protocol::Revision;
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::{ClientPeer, PeerError, RequestContext};
+use crate::upstream::{ClientPeer, PeerError, RequestContext, RpcError, Upstream};
 use crate::LocalSession;
 
 /// What the fake client does with a server-to-client request.
@@ -107,6 +107,17 @@ pub(crate) fn ctx(session: &Arc<LocalSession>, peer: &Arc<FakePeer>) -> RequestC
 /// `{"name": name, "arguments": args}`.
 pub(crate) fn call(name: &str, args: Value) -> Value {
     json!({"name": name, "arguments": args})
+}
+
+/// `tools/call` of the servers' `echo` tool with `text`, in `session` with `peer`.
+pub(crate) async fn echo(
+    up: &dyn Upstream,
+    session: &Arc<LocalSession>,
+    peer: &Arc<FakePeer>,
+    text: &str,
+) -> Result<Value, RpcError> {
+    let params = call("echo", json!({ "text": text }));
+    up.request("tools/call", params, ctx(session, peer)).await
 }
 
 /// The text of the first content block of a tool result.

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::{call, client_params, ctx, rmcp_server, session, text, FakePeer};
+use super::{call, client_params, ctx, echo, rmcp_server, session, text, FakePeer};
 use crate::http::session::UpstreamSession;
 use crate::{HttpUpstream, SessionHandle, Upstream};
 
@@ -40,14 +40,7 @@ async fn replays_the_clients_initialize_and_stores_the_upstream_session() {
     assert_eq!(up.server_info()["name"], "rmcp-fixture");
 
     // The next request continues the same upstream session.
-    let echoed = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "hi"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let echoed = echo(&up, &s, &peer, "hi").await.unwrap();
     assert_eq!(text(&echoed), "hi");
     assert_eq!(s.upstream_session("fx"), Some(stored));
     let tools = up
@@ -184,14 +177,7 @@ async fn a_stateless_server_is_used_without_a_session_id() {
     let up = upstream(&rmcp_server::start(&stop, false).await);
     let s = session("client-x");
     let peer = FakePeer::quiet();
-    let result = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "stateless"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let result = echo(&up, &s, &peer, "stateless").await.unwrap();
     assert_eq!(text(&result), "stateless");
     let stored = UpstreamSession::decode(&s.upstream_session("fx").unwrap()).unwrap();
     assert_eq!(stored.id, None);
@@ -205,13 +191,7 @@ async fn an_rmcp_server_that_lost_the_session_is_initialized_again() {
     let up = upstream(&url);
     let s = session("client-gone");
     let peer = FakePeer::quiet();
-    up.request(
-        "tools/call",
-        call("echo", json!({"text": "1"})),
-        ctx(&s, &peer),
-    )
-    .await
-    .unwrap();
+    echo(&up, &s, &peer, "1").await.unwrap();
     let before = UpstreamSession::decode(&s.upstream_session("fx").unwrap()).unwrap();
     // The session ends behind our back (as when the server expires it).
     let deleted = reqwest::Client::new()
@@ -224,14 +204,7 @@ async fn an_rmcp_server_that_lost_the_session_is_initialized_again() {
     assert!(deleted.status().is_success(), "{}", deleted.status());
     // The request that finds it gone is not run: it fails saying the state was lost, and a new
     // upstream session is ready for the next one.
-    let lost = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "2"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap_err();
+    let lost = echo(&up, &s, &peer, "2").await.unwrap_err();
     assert_eq!(lost.code, switchboard_protocol::codes::UPSTREAM_UNAVAILABLE);
     assert_eq!(
         lost.data.as_ref().unwrap()["reason"],
@@ -244,14 +217,7 @@ async fn an_rmcp_server_that_lost_the_session_is_initialized_again() {
     );
     let after = UpstreamSession::decode(&s.upstream_session("fx").unwrap()).unwrap();
     assert_ne!(after.id, before.id);
-    let r = up
-        .request(
-            "tools/call",
-            call("echo", json!({"text": "3"})),
-            ctx(&s, &peer),
-        )
-        .await
-        .unwrap();
+    let r = echo(&up, &s, &peer, "3").await.unwrap();
     assert_eq!(text(&r), "3");
     stop.cancel();
 }

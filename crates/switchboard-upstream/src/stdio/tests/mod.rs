@@ -3,11 +3,13 @@
 //!
 //! - `framing`: the line reader and writer on their own (C27, C28).
 //! - `lifecycle`: handshake, probe, exits, respawn, stopping and reaping (C21, C31).
+//! - `restarts`: what counts as a failed start (C30, C32).
 //! - `routing`: progress, sampling, cancellation, timeouts, notifications, ids (C22, C27–C29).
 //! - `shared`: one child for several sessions (C03).
 
 mod framing;
 mod lifecycle;
+mod restarts;
 mod routing;
 mod shared;
 
