@@ -9,8 +9,8 @@
 //!   child or connection; keeping the old one would give the session two, both sending the
 //!   client their unsolicited messages.
 //!
-//! [`check`] runs on every sweep ([`crate::background`], `reaper_interval_ms`) and at once when
-//! a heartbeat finds that the previous one had lapsed. It costs one store round trip per
+//! [`check`] runs on every sweep (the background reaper task, `reaper_interval_ms`) and at once
+//! when a heartbeat finds that the previous one had lapsed. It costs one store round trip per
 //! [`BATCH`] sessions held. A draining node stops nothing another node took over: the requests
 //! still running in it finish there (a request that found the owner stopping moved the session
 //! meanwhile), and the end of the drain stops everything.

@@ -46,8 +46,8 @@ pub struct AppState {
     /// `subscriptions/listen` streams open here.
     pub listeners: crate::stateless::listen::Listeners,
     /// Owner claims of node-bound upstreams this node has sent ([`crate::placement`]), counted
-    /// before each is sent: [`crate::held::check`] stops nothing when one was sent while it read
-    /// the owners.
+    /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
+    /// was sent while it read the owners.
     pub owner_claims: AtomicU64,
     conn_seq: AtomicU64,
 }
