@@ -21,6 +21,7 @@
 //! - [`metrics`]: a node's `/metrics` counters and `/upstreamz` statuses.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
+//! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded polling helper.
 //! - [`ports`]: free loopback ports.
@@ -47,6 +48,7 @@ pub mod redis_server;
 pub mod resp;
 pub mod rmcp_route;
 pub mod sse;
+pub mod sse_upstream;
 pub mod temp;
 pub mod upstreams;
 pub mod ws;

@@ -216,6 +216,28 @@ impl Node {
         }
     }
 
+    /// Sends SIGSTOP by PID: the process stalls (no heartbeat, no answers) until
+    /// [`Node::resume`], as a node in a long GC pause or a frozen VM would. A stopped node still
+    /// dies on drop (SIGKILL).
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends SIGCONT by PID after [`Node::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let status = Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status()
+                .expect("run kill");
+            assert!(status.success(), "kill {signal} {pid}");
+        }
+    }
+
     /// Waits (at most `limit`) for the process to exit; its exit code, or `None` if it is still
     /// running then (or was killed by a signal).
     pub fn wait_exit(&mut self, limit: std::time::Duration) -> Option<i32> {

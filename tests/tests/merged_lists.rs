@@ -5,9 +5,11 @@
 //! - Rolling SIGTERM restarts of every node, each time of the node that owns the session's child,
 //!   under a `tools/list` every 50 ms: every answer lists every tool of both upstreams, and no
 //!   request fails (the child moves to a live node within the request that finds its owner
-//!   stopping).
+//!   stopping). The same with a legacy HTTP+SSE upstream in place of the stdio one (its
+//!   connection moves the same way).
 //! - After SIGKILL of the owner: every list is complete or an error naming `fx`; once the dead
-//!   node's heartbeat lapsed, a live node runs a new child and lists are complete.
+//!   node's heartbeat lapsed, a live node runs a new child and lists are complete. The same with
+//!   the legacy HTTP+SSE upstream.
 //! - A member that refuses connections fails `tools/list` with an error naming it (all of them
 //!   when several are down), while calls of the other member work.
 
@@ -22,7 +24,8 @@ use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::msg;
 use switchboard_tests::ports::free_port;
-use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
+use switchboard_tests::sse_upstream::SseUpstream;
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, ConfiguredCluster, Upstream};
 
 const T: Duration = Duration::from_secs(20);
 
@@ -80,11 +83,14 @@ fn index_of(cluster: &Cluster, owner: &str) -> usize {
         .unwrap_or_else(|| panic!("no node named {name}"))
 }
 
-/// The pid the fixture's `echo` reports (its result's `pid`).
-fn child_pid(response: &Value) -> u64 {
-    response["result"]["pid"]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no pid in {response}"))
+/// What names the session's `fx` resource in an `echo` answer: the stdio fixture's child `pid`,
+/// or the legacy SSE fixture's connection id (`structuredContent.connection`).
+fn resource_of(response: &Value) -> String {
+    let result = &response["result"];
+    let pid = result["pid"].as_u64().map(|p| p.to_string());
+    let connection = result["structuredContent"]["connection"].as_str();
+    pid.or_else(|| connection.map(str::to_owned))
+        .unwrap_or_else(|| panic!("no pid or connection in {response}"))
 }
 
 /// A `tools/list` every 50 ms, round robin over the nodes in the rotation (a balancer with
@@ -211,14 +217,21 @@ fn handed_back(cluster: &Cluster) -> usize {
         .sum()
 }
 
-/// C08: rolling SIGTERM restarts, each time of the node owning the session's stdio child (then of
-/// the one not restarted yet), under a `tools/list` every 50 ms: every answer lists every tool of
-/// both upstreams, exactly, and none fails. A call running on the stopping node finishes there;
-/// meanwhile the lists forwarded to it are handed back and move the child to a live node. Before,
-/// lists after a restart left out all of `fx`'s tools (4 of 50 here; 38 of 104 in the case).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn rolling_sigterm_restarts_never_shorten_a_list() {
-    let mut started = start_cluster(3, &fixture_and_demo(), ClusterOptions::new());
+/// What [`rolling_restarts_under_lists`] leaves: the cluster, the client and its session, the
+/// owners of the session's `fx` resource in turn.
+struct Rolled {
+    started: ConfiguredCluster,
+    client: McpClient,
+    owners: Vec<String>,
+}
+
+/// Rolling SIGTERM restarts of the three nodes serving `upstreams` (a node-bound `fx` among
+/// them), each time of the node owning the session's `fx` resource (then of the one not
+/// restarted yet), under a `tools/list` every 50 ms: asserts that every answer lists every tool,
+/// exactly, that none fails, that the resource moved with two restarts or more, and that a
+/// stopping owner handed requests back on each move.
+async fn rolling_restarts_under_lists(upstreams: &[Upstream]) -> Rolled {
+    let mut started = start_cluster(3, upstreams, ClusterOptions::new());
     let urls = started.cluster.urls();
     let mut client = McpClient::new_connections();
     client.initialize(&urls[0], "2025-11-25").await;
@@ -270,7 +283,7 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
     );
     assert!(
         owners.len() >= 3,
-        "the child moved with two restarts or more: {owners:?}"
+        "the resource moved with two restarts or more: {owners:?}"
     );
     let handed_back = handed_back(&started.cluster);
     assert!(
@@ -282,8 +295,61 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
         .collect();
     eprintln!(
         "{total} lists (per node {per_node:?}), all complete ({tools} tools); owners of the \
-         child in turn: {owners:?}; requests handed back by a stopping owner: {handed_back}"
+         resource in turn: {owners:?}; requests handed back by a stopping owner: {handed_back}"
     );
+    Rolled {
+        started,
+        client,
+        owners,
+    }
+}
+
+/// C08: rolling SIGTERM restarts, each time of the node owning the session's stdio child (then of
+/// the one not restarted yet), under a `tools/list` every 50 ms: every answer lists every tool of
+/// both upstreams, exactly, and none fails. A call running on the stopping node finishes there;
+/// meanwhile the lists forwarded to it are handed back and move the child to a live node. Before,
+/// lists after a restart left out all of `fx`'s tools (4 of 50 here; 38 of 104 in the case).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_sigterm_restarts_never_shorten_a_list() {
+    rolling_restarts_under_lists(&fixture_and_demo()).await;
+}
+
+/// C08 with a legacy HTTP+SSE upstream (`kind = "sse"`, MCP 2024-11-05: one SSE connection per
+/// client session, held by its owner node): the same rolling SIGTERM restarts under a
+/// `tools/list` every 50 ms; every answer is complete and none fails. Each move opens a new
+/// connection on the new owner, initialized with the client's own stored `initialize`
+/// (`clientInfo` "replay"), and the connections of the nodes that exited are closed: the session
+/// has exactly one connection at the end, the one its requests reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rolling_sigterm_restarts_never_shorten_a_list_with_a_legacy_sse_upstream() {
+    let server = SseUpstream::start().await;
+    let upstreams = [Upstream::sse("fx", &server.url()), Upstream::demo("demo")];
+    let rolled = rolling_restarts_under_lists(&upstreams).await;
+    let url = rolled.started.cluster.url(1);
+    let whoami = rolled
+        .client
+        .call_tool(&url, 900, "fx__whoami", json!({}))
+        .await;
+    let whoami = whoami.answer(json!(900), T).await.response;
+    let info: Value = serde_json::from_str(&msg::result_text(&whoami)).expect("clientInfo");
+    assert_eq!(
+        info["name"], "replay",
+        "the client's own initialize: {whoami}"
+    );
+    let replayed = server
+        .initializes()
+        .iter()
+        .filter(|p| p["clientInfo"]["name"] == "replay")
+        .count();
+    assert!(
+        replayed >= rolled.owners.len(),
+        "one initialize with the client's params per owner ({:?}): {replayed}",
+        rolled.owners
+    );
+    eventually("one connection left, the owner's", T, || async {
+        (server.open_connections() == 1).then_some(())
+    })
+    .await;
 }
 
 /// C08: after SIGKILL of the node owning the session's stdio child, every list through the other
@@ -291,10 +357,32 @@ async fn rolling_sigterm_restarts_never_shorten_a_list() {
 /// (`node_ttl_ms`), a live node runs a new child and lists are complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigkill_of_the_owner_lists_are_complete_or_name_the_upstream() {
+    after_sigkill_of_the_owner(&fixture_and_demo()).await;
+}
+
+/// C08 with a legacy HTTP+SSE upstream: after SIGKILL of the node holding the session's
+/// connection, every list is complete or an error naming `fx`; once the dead node's heartbeat
+/// lapsed a live node opens a new connection and lists are complete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigkill_of_the_owner_lists_are_complete_or_name_the_legacy_sse_upstream() {
+    let server = SseUpstream::start().await;
+    let upstreams = [Upstream::sse("fx", &server.url()), Upstream::demo("demo")];
+    let _cluster = after_sigkill_of_the_owner(&upstreams).await;
+    eventually("one connection left, the new owner's", T, || async {
+        (server.open_connections() == 1).then_some(())
+    })
+    .await;
+}
+
+/// SIGKILL of the node owning the session's `fx` resource among three nodes serving
+/// `upstreams`, then lists through the other two until three complete ones after the heartbeat
+/// lapsed: each is complete or an error naming `fx`; the resource is new, on a live node. Returns
+/// the cluster, still running.
+async fn after_sigkill_of_the_owner(upstreams: &[Upstream]) -> ConfiguredCluster {
     let ttl = Duration::from_millis(1500);
     let mut started = start_cluster(
         3,
-        &fixture_and_demo(),
+        upstreams,
         ClusterOptions::new().fast_liveness(ttl.as_millis() as u64),
     );
     let urls = started.cluster.urls();
@@ -310,7 +398,7 @@ async fn after_sigkill_of_the_owner_lists_are_complete_or_name_the_upstream() {
             reply.answer(json!(id), T).await.response
         }
     };
-    let old_pid = child_pid(&echo(1, urls[0].clone()).await);
+    let old = resource_of(&echo(1, urls[0].clone()).await);
     let expected = list(&client, &urls[1], 2).await.expect("a first list");
     assert!(owner(&started.cluster, &sid).is_some_and(|o| o.starts_with("a.")));
 
@@ -353,13 +441,14 @@ async fn after_sigkill_of_the_owner_lists_are_complete_or_name_the_upstream() {
     let first_took = first.get().expect("a first answer");
     let new_owner = owner(&started.cluster, &sid).expect("an owner");
     assert!(!new_owner.starts_with("a."), "moved off a: {new_owner}");
-    let new_pid = child_pid(&echo(99, urls[2].clone()).await);
-    assert_ne!(new_pid, old_pid, "a new child on a live node");
+    let new = resource_of(&echo(99, urls[2].clone()).await);
+    assert_ne!(new, old, "a new child (or connection) on a live node");
     eprintln!(
         "after SIGKILL: {} complete lists, {} errors naming fx; the first took {first_took:?}; owner now {new_owner}",
         complete.get(),
         errors.get()
     );
+    started
 }
 
 /// C08: a member that refuses connections fails `tools/list` with -32006 naming it (`data.upstream`,

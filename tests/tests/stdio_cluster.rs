@@ -216,3 +216,161 @@ async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     )
     .await;
 }
+
+/// The live (not zombie) fixture children of process `parent`.
+fn fixture_children(parent: u32) -> Vec<u64> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u64> = entries
+        .flatten()
+        .filter_map(|e| {
+            let pid: u64 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let mut fields = rest.split(' ');
+            let (state, ppid) = (fields.next()?, fields.next()?);
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let fixture = String::from_utf8_lossy(&cmdline).contains("stdio_server.py");
+            (state != "Z" && ppid == parent.to_string() && fixture).then_some(pid)
+        })
+        .collect();
+    pids.sort();
+    pids
+}
+
+/// C08, C31: the node owning a session's child stalls (SIGSTOP) past `node_ttl_ms`, node B takes
+/// the session over with a new child; when A wakes (SIGCONT), its heartbeat finds it had lapsed
+/// and A stops its old child at once, well before the next sweep (`reaper_interval_ms` is a
+/// minute here): within 5 s the session has exactly one live child, B's, and the old one is gone
+/// from the process table (reaped, no zombie). The request B forwarded to A during the stall is
+/// handed back when A wakes, starting no child there. Requests through A reach B's child.
+/// Before, both children lived on until the session ended, both sending their unsolicited
+/// messages.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
+    let options = ClusterOptions::new()
+        .fast_liveness(1500)
+        .set("reaper_interval_ms", 60_000);
+    let started = start_cluster(2, &[upstream], options);
+    let urls = started.cluster.urls();
+    let (a, b) = (started.cluster.node(0), started.cluster.node(1));
+    let (a_pid, b_pid) = (a.pid().expect("a runs"), b.pid().expect("b runs"));
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let old = child_pid(&call(&client, &urls[0], 1, "echo", json!({"s": "x"})).await);
+    assert_eq!(fixture_children(a_pid), vec![old], "the child runs on a");
+
+    a.pause();
+    let mut id = 10;
+    let new = eventually("b to take the session over", T, || {
+        id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"s": "y"}}});
+        let (client, url) = (&client, &urls[1]);
+        async move {
+            let answer = client.post(url, &body).await.answer(json!(id), T).await;
+            if let Some(e) = answer.response.get("error") {
+                assert_eq!(e["code"], -32006, "only the stalled owner shows: {e}");
+                return None;
+            }
+            Some(child_pid(&answer.response["result"]))
+        }
+    })
+    .await;
+    assert_ne!(new, old, "a new child on b");
+    assert_eq!(fixture_children(b_pid), vec![new]);
+    assert!(alive(old), "a's child outlives a's stall so far");
+
+    a.resume();
+    let woke = std::time::Instant::now();
+    eventually(
+        "a to stop its old child, leaving one",
+        Duration::from_secs(5),
+        || async {
+            let gone = !std::path::Path::new(&format!("/proc/{old}")).exists();
+            let one = fixture_children(a_pid).is_empty() && fixture_children(b_pid) == vec![new];
+            (gone && one).then_some(())
+        },
+    )
+    .await;
+    let took = woke.elapsed();
+    // The request b forwarded to a during the stall reaches a when it wakes: a hands it back
+    // instead of starting a child for a session it no longer owns.
+    eventually("a to hand back the forward of the stall", T, || async {
+        let log = a.log_tail(500);
+        log.contains("a forwarded request moves to its origin")
+            .then_some(())
+    })
+    .await;
+    let log = a.log_tail(500);
+    assert!(
+        log.contains("heartbeat had lapsed")
+            && log.contains("another node owns this session's node-bound upstream now (this node"),
+        "a says why:\n{log}"
+    );
+    assert!(fixture_children(a_pid).is_empty(), "no child on a");
+    let via_a = child_pid(&call(&client, &urls[0], 90, "echo", json!({"s": "z"})).await);
+    assert_eq!(via_a, new, "requests through a reach b's child");
+    assert_eq!(fixture_children(b_pid), vec![new], "still one child");
+    eprintln!("old child {old} on a gone {took:?} after SIGCONT; b's child {new} is the one");
+}
+
+/// The owner of the session's child (`node_id` of the record's `fixture` entry).
+fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str) -> String {
+    let key = format!("sb:{{{sid}}}:s");
+    let reply = started.cluster.redis().query(&["HGET", &key, "own"]);
+    let owners: Value = reply
+        .ok()
+        .and_then(|r| serde_json::from_str(r.as_str()?).ok())
+        .unwrap_or_default();
+    owners["fixture"].as_str().unwrap_or_default().to_owned()
+}
+
+/// C08: a draining owner whose session moved to another node (a request found it stopping)
+/// keeps its old child until the call running in it has finished, even though its sweeps
+/// (`reaper_interval_ms` 200 here) see the record naming the new owner: the call answers with
+/// its result, not with the child's exit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_owner_keeps_its_old_child_for_the_call_running_in_it() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
+    let options = ClusterOptions::new().set("reaper_interval_ms", 200);
+    let mut started = start_cluster(2, &[upstream], options);
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let sid = client.session_id.clone().expect("session id");
+    let old = child_pid(&call(&client, &urls[0], 1, "echo", json!({"s": "x"})).await);
+    let slow = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 3, "tag": "finished"}}});
+    let running = client.post(&urls[0], &slow).await;
+    assert!(running.is_sse(), "the slow call runs");
+    let running = tokio::spawn(running.answer(json!(2), T));
+    started.cluster.node(0).terminate();
+    let new = eventually("the session to move to b", T, || {
+        let (client, url) = (&client, &urls[1]);
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"s": "y"}}});
+            let answer = client.post(url, &body).await.answer(json!(3), T).await;
+            answer.response.get("result").map(child_pid)
+        }
+    })
+    .await;
+    assert_ne!(new, old, "a new child on b");
+    assert!(owner_of(&started, &sid).starts_with("b."));
+    let finished = running.await.expect("the slow call's reader").response;
+    assert_eq!(
+        text(&finished["result"]),
+        "finished",
+        "the call ran to its end in the old child: {finished}"
+    );
+    let code = tokio::task::block_in_place(|| started.cluster.node_mut(0).wait_exit(T));
+    assert_eq!(code, Some(0), "a drained and exited");
+    assert!(!alive(old), "the old child went with its node");
+}

@@ -131,3 +131,53 @@ async fn notifications_of_a_shared_child_reach_the_attached_sessions_on_any_node
     );
     assert_eq!(next(&mut get1).await["method"], CHANGED);
 }
+
+/// C23: with `max_attached_sessions = 2`, S1 subscribes to `fx://one` through node A's shared
+/// child and is detached when S3 attaches; S1's next request attaches it again, and the child's
+/// `resources/updated` for `fx://one` (sent during S3's call) reaches S1's GET stream again, before
+/// the list change that follows it. Before, S1 came back without its subscription and got only
+/// the list change, although the child still held the subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detached_session_gets_its_subscriptions_back_when_it_returns() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let hub = Upstream::stdio("hub", &python, &[fixture.as_str()])
+        .set("shared", true)
+        .set("max_attached_sessions", 2);
+    let started = start_cluster(2, &[hub], ClusterOptions::new());
+    let (a, b) = (started.cluster.url(0), started.cluster.url(1));
+    let mut sessions = vec![McpClient::new(), McpClient::new(), McpClient::new()];
+    for s in &mut sessions {
+        s.initialize(&a, "2025-11-25").await;
+    }
+    let mut get1 = standalone(&sessions[0], &b).await;
+    call(&sessions[0], &a, 1, "hub__echo", json!({"s": "1"})).await;
+    let subscribe = json!({"uri": "fx://one"});
+    request(&sessions[0], &a, 2, "resources/subscribe", subscribe).await;
+    call(&sessions[1], &a, 1, "hub__echo", json!({"s": "2"})).await;
+    call(&sessions[2], &a, 1, "hub__echo", json!({"s": "3"})).await;
+    let log = started.cluster.node(0).log_tail(500);
+    assert!(
+        log.contains("max_attached_sessions reached"),
+        "S1 was detached:\n{log}"
+    );
+
+    call(&sessions[0], &a, 3, "hub__echo", json!({"s": "back"})).await;
+    let info = call(&sessions[0], &a, 4, "hub__info", json!({})).await;
+    assert_eq!(
+        info["info"]["subscriptions"],
+        json!([["resources/subscribe", "fx://one"]]),
+        "the child still holds the subscription"
+    );
+    let updated =
+        json!({"method": "notifications/resources/updated", "params": {"uri": "fx://one"}});
+    call(&sessions[2], &a, 2, "hub__notify", updated).await;
+    call(&sessions[2], &a, 3, "hub__notify", json!({})).await;
+    let got = next(&mut get1).await;
+    assert_eq!(
+        (got["method"].clone(), got["params"]["uri"].clone()),
+        (json!("notifications/resources/updated"), json!("fx://one")),
+        "S1 hears of its resource again: {got}"
+    );
+    assert_eq!(next(&mut get1).await["method"], CHANGED);
+}

@@ -33,13 +33,21 @@ where
     }
 }
 
-/// Marks this node alive; other nodes fail its requests once it stops.
+/// Marks this node alive; other nodes fail its requests once it stops. A heartbeat that finds
+/// the previous one had lapsed (the node stalled, or could not reach the store, past
+/// `node_ttl_ms`) checks at once what other nodes may have taken over meanwhile
+/// ([`crate::held::check`]).
 async fn heartbeat(app: App) {
     if app.retired.load(std::sync::atomic::Ordering::SeqCst) {
         return;
     }
-    if let Err(e) = app.store.heartbeat().await {
-        tracing::warn!(error = %e, "liveness heartbeat failed");
+    match app.store.heartbeat().await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
+            tokio::spawn(async move { crate::held::check(&app).await });
+        }
+        Err(e) => tracing::warn!(error = %e, "liveness heartbeat failed"),
     }
 }
 
@@ -65,20 +73,12 @@ async fn keep_alive(app: App) {
 }
 
 /// One reaper pass (the store makes sure only one node does it at a time), then this node's own
-/// sweep: whatever upstreams hold here for a session that no longer exists (lost with a Redis
-/// restart or flush, so no reaper will ever report it) is released.
+/// check of what upstreams hold here ([`crate::held::check`]): for sessions that no longer exist,
+/// or node-bound resources another node owns now.
 async fn reap(app: App) {
     match app.store.reap(1000).await {
         Ok(ids) => telemetry::sessions_reaped(ids.len()),
         Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
     }
-    let held = app.upstream.held_sessions().into_iter();
-    for sid in held.filter(|sid| !crate::stateless::is_local_only(sid)) {
-        if let Ok(false) = app.store.exists(&sid).await {
-            tracing::info!(session = %sid, "releasing upstream resources of a session that no longer exists");
-            app.hub.close_session(&sid);
-            app.calls.end_session(&sid);
-            app.upstream.session_ended(&sid).await;
-        }
-    }
+    crate::held::check(&app).await;
 }

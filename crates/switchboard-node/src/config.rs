@@ -45,7 +45,8 @@ pub struct NodeConfig {
     /// Interval of this node's liveness heartbeat in the store (default 1 s); must be well under the
     /// store's `node_ttl`.
     pub heartbeat_interval: Duration,
-    /// Interval of the reaper pass (default 10 s). The pass runs on one node at a time.
+    /// Interval of the reaper pass (default 10 s). The pass runs on one node at a time; after it
+    /// each node checks what its upstreams hold against the store (the `held` module).
     pub reaper_interval: Duration,
     /// A resumed stream whose request runs on another node checks that node's liveness this often
     /// (default 1 s); a dead node's request is answered with a JSON-RPC error.

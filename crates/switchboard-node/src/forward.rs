@@ -260,7 +260,9 @@ pub struct Incoming {
 /// stopping (draining, or retired) it runs none: the origin is answered "moved" at once
 /// ([`encode_moved`]) and runs the request on a live node, so no request waits for this node's
 /// heartbeat to lapse (case C08). The call is registered before that check, so a drain that
-/// began after it waits for it.
+/// began after it waits for it. Nor does it run one when the session record names another
+/// owner now (this node stalled past `node_ttl_ms` and was taken over while the request waited
+/// in its inbox): "moved" too, so it never starts a second child or connection for the session.
 pub async fn execute(app: App, inc: Incoming) {
     let key = format!("fwd:{}:{}", inc.origin, inc.call);
     let cancel = app.calls.start(&inc.sid, &key);
@@ -271,7 +273,13 @@ pub async fn execute(app: App, inc: Incoming) {
         lock(&app.forwards.running).insert((inc.origin.clone(), inc.call.clone()), cancel.clone());
         let outcome = run(&app, &inc, cancel).await;
         lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
-        encode_outcome(&outcome)
+        match outcome {
+            Some(outcome) => encode_outcome(&outcome),
+            None => {
+                tracing::info!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "another node owns this session's node-bound upstream now: a forwarded request moves to its origin");
+                encode_moved(app.node_id())
+            }
+        }
     };
     app.calls.end(&inc.sid, &key);
     let msg = BusMessage::ForwardDone {
@@ -283,26 +291,41 @@ pub async fn execute(app: App, inc: Incoming) {
     }
 }
 
-async fn run(app: &App, inc: &Incoming, cancel: CancellationToken) -> Result<Value, RpcError> {
-    let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
-    let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
+/// Runs a forwarded request on the local member; `None` (not run) when the session record names
+/// another owner of its upstream.
+async fn run(
+    app: &App,
+    inc: &Incoming,
+    cancel: CancellationToken,
+) -> Option<Result<Value, RpcError>> {
     let record = match app.store.begin(&inc.sid, None).await {
         Ok(BeginOutcome::Ready(r))
         | Ok(BeginOutcome::DuplicateId { record: r, .. })
         | Ok(BeginOutcome::Busy(r)) => r,
         Ok(BeginOutcome::Missing) => {
-            return Err(RpcError::new(
-                codes::INVALID_REQUEST,
-                "the session has ended",
-            ))
+            let ended = RpcError::new(codes::INVALID_REQUEST, "the session has ended");
+            return Some(Err(ended));
         }
         Err(e) => {
-            return Err(RpcError::new(
-                codes::INTERNAL_ERROR,
-                format!("session store error: {e}"),
-            ))
+            let message = format!("session store error: {e}");
+            return Some(Err(RpcError::new(codes::INTERNAL_ERROR, message)));
         }
     };
+    let owner = record.owners.get(&inc.upstream);
+    if owner.is_some_and(|o| o != app.node_id()) {
+        return None;
+    }
+    Some(run_member(app, inc, &record, cancel).await)
+}
+
+async fn run_member(
+    app: &App,
+    inc: &Incoming,
+    record: &switchboard_store::SessionRecord,
+    cancel: CancellationToken,
+) -> Result<Value, RpcError> {
+    let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
+    let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
     let member = find_member(&app.upstream, &inc.upstream).ok_or_else(|| {
         RpcError::new(
             codes::UPSTREAM_UNAVAILABLE,
@@ -346,7 +369,7 @@ async fn run(app: &App, inc: &Incoming, cancel: CancellationToken) -> Result<Val
             .cloned(),
         cancel: cancel.clone(),
         peer: Arc::new(peer),
-        session: NodeSession::new(&record, app),
+        session: NodeSession::new(record, app),
     };
     let method = request
         .get("method")

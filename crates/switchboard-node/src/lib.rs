@@ -35,6 +35,8 @@
 //! - [`calls`]: requests running here and server requests waiting here.
 //! - [`dispatch`]: this node's bus inbox.
 //! - [`background`]: heartbeat, session keep-alive, reaper.
+//! - [`held`]: what upstreams hold here, checked against the store (gone sessions, owners taken
+//!   over).
 //! - `server`: the HTTP/1 connection loop under the router (accept, serve, drain).
 //! - [`sse`]: SSE framing and headers.
 //! - [`telemetry`]: domain events, logged and counted in one place.
@@ -53,6 +55,7 @@ pub mod forward;
 pub mod get;
 pub mod guard;
 pub mod handle;
+pub mod held;
 pub mod hub;
 pub mod initialize;
 pub mod legacy_sse;

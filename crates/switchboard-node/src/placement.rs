@@ -4,6 +4,7 @@
 //! ([`crate::forward`]): the owner's outcome, "moved" when it is stopping, or lost when its
 //! heartbeat lapsed first (see [`switchboard_upstream::placement`] for what the caller does).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,6 +43,7 @@ impl NodePlacement {
         takeover: bool,
     ) -> Result<Owner, RpcError> {
         let me = self.app.node_id();
+        self.app.owner_claims.fetch_add(1, Ordering::SeqCst);
         match self
             .app
             .store

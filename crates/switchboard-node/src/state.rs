@@ -45,6 +45,10 @@ pub struct AppState {
     pub param_headers: crate::stateless::params::ParamHeaders,
     /// `subscriptions/listen` streams open here.
     pub listeners: crate::stateless::listen::Listeners,
+    /// Owner claims of node-bound upstreams this node has sent ([`crate::placement`]), counted
+    /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
+    /// was sent while it read the owners.
+    pub owner_claims: AtomicU64,
     conn_seq: AtomicU64,
 }
 
@@ -74,6 +78,7 @@ impl AppState {
             forwards: Default::default(),
             retired: Default::default(),
             shutdown: CancellationToken::new(),
+            owner_claims: AtomicU64::new(0),
             conn_seq: AtomicU64::new(0),
         })
     }

@@ -77,6 +77,15 @@ pub trait SessionStore: Send + Sync {
     /// Whether the session exists, without touching it (its expiry stays as it is).
     async fn exists(&self, sid: &str) -> StoreResult<bool>;
 
+    /// For each of `sids`, in order, the owners of its node-bound resources as recorded
+    /// ([`SessionRecord::owners`]: upstream name → node), or `None` when the session is gone;
+    /// nothing is touched. One round trip for all of them (Redis: a pipeline), so a node checks
+    /// every session it holds something for at once.
+    async fn owners_of(
+        &self,
+        sids: &[String],
+    ) -> StoreResult<Vec<Option<std::collections::BTreeMap<String, String>>>>;
+
     /// Applies one change to the record. `false` when the session is gone.
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
 
@@ -223,8 +232,11 @@ pub trait Liveness: Send + Sync {
     fn node_id(&self) -> &str;
 
     /// Marks this node alive for `node_ttl`. Call it regularly (well within `node_ttl`): the Redis
-    /// backend also keeps its session index alive with it.
-    async fn heartbeat(&self) -> StoreResult<()>;
+    /// backend also keeps its session index alive with it. `true` when the previous heartbeat
+    /// was still live; `false` on the first one and after a lapse (the node stalled, or could not
+    /// reach the store, for longer than `node_ttl`), when other nodes may have found this one dead
+    /// and taken over what it owned.
+    async fn heartbeat(&self) -> StoreResult<bool>;
 
     /// Marks this node stopped at once (it drained and is exiting), so other nodes take over
     /// what it owned without waiting for `node_ttl`. The caller stops heartbeating first.

@@ -146,7 +146,9 @@ pub struct UpstreamConfig {
     /// stdio with `shared = true`: the most client sessions attached to the shared child on one
     /// node (default 10000, more than 0), which receive its list changes and log messages
     /// outside calls; past it the least recently active session is detached (it gets no more
-    /// of them; logged).
+    /// of them until its next request there attaches it again, with the resource subscriptions
+    /// it had made through the child, which are kept for at most this many detached sessions;
+    /// logged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attached_sessions: Option<u64>,
     /// stdio: the longest line the child may write on stdout, in bytes, its newline not counted

@@ -22,6 +22,12 @@
 //! The whole request, hops included, is bounded by the upstream's `timeout_ms`: past it the
 //! client gets -32005 naming the upstream (a forward still out is cancelled on its owner).
 //!
+//! ## A node that was taken over
+//! A node that stalled (or lost the store) past `node_ttl_ms` may have been taken over while it
+//! still holds the old resource. It stops what it holds once the session record names another
+//! owner ([`Upstream::owned_sessions`]): the node checks at once when its heartbeat finds it
+//! had lapsed, and on every sweep (`reaper_interval_ms`), so a session never keeps two.
+//!
 //! ## What a move loses
 //! The new resource starts from the stored `initialize` only: whatever the old child (or SSE
 //! connection) kept in memory is gone, and so are resource subscriptions and a logging level the
@@ -270,6 +276,13 @@ impl Upstream for NodeBound {
 
     fn held_sessions(&self) -> Vec<String> {
         self.inner.held_sessions()
+    }
+
+    /// Everything the inner upstream holds here is held as the session's owner.
+    fn owned_sessions(&self) -> Vec<(String, String)> {
+        let name = self.inner.name();
+        let held = self.inner.held_sessions().into_iter();
+        held.map(|sid| (name.to_owned(), sid)).collect()
     }
 
     /// The inner upstream's (this node's children of it, when it is a stdio upstream).

@@ -266,6 +266,18 @@ pub trait Upstream: Send + Sync {
         Vec::new()
     }
 
+    /// `(upstream name, client session)` of every node-bound resource this process holds under
+    /// an ownership claim (a per-session stdio child, a legacy SSE connection: see
+    /// [`crate::placement`]). The node stops those whose session record names another owner
+    /// now (a node that stalled past `node_ttl_ms` and was taken over), by
+    /// [`Upstream::session_ended`] of the member of that name. The default: every member's.
+    fn owned_sessions(&self) -> Vec<(String, String)> {
+        self.members()
+            .iter()
+            .flat_map(|m| m.owned_sessions())
+            .collect()
+    }
+
     /// The node is about to exit (after its drain): stop every process and connection this
     /// upstream holds, and wait until they are gone (no orphaned children, MCP stdio transport).
     async fn shutdown(&self) {}

@@ -55,6 +55,8 @@ pub struct Config {
     /// Interval of this node's heartbeat in ms (default 1000); must be below `node_ttl_ms`.
     pub heartbeat_interval_ms: u64,
     /// Interval of the reaper pass in ms (default 10000); expired sessions linger at most this long.
+    /// Also how often each node checks what its upstreams hold against the store (resources of
+    /// gone sessions, node-bound ones another node took over).
     pub reaper_interval_ms: u64,
     /// How often a resumed stream checks that the node running its request is alive, in ms
     /// (default 1000).

@@ -164,6 +164,18 @@ impl SessionStore for MemoryStore {
         Ok(self.lock().live(sid, Instant::now()).is_some())
     }
 
+    async fn owners_of(
+        &self,
+        sids: &[String],
+    ) -> StoreResult<Vec<Option<std::collections::BTreeMap<String, String>>>> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        Ok(sids
+            .iter()
+            .map(|sid| shared.live(sid, now).map(|s| s.record.owners.clone()))
+            .collect())
+    }
+
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         let mut shared = self.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {
@@ -465,14 +477,14 @@ impl Liveness for MemoryStore {
         &self.config.node_id
     }
 
-    async fn heartbeat(&self) -> StoreResult<()> {
+    async fn heartbeat(&self) -> StoreResult<bool> {
         let now = Instant::now();
         let mut shared = self.lock();
         shared.nodes.retain(|_, until| *until > now);
-        shared
+        let previous = shared
             .nodes
             .insert(self.config.node_id.clone(), now + self.config.node_ttl);
-        Ok(())
+        Ok(previous.is_some())
     }
 
     async fn retire(&self) -> StoreResult<()> {

@@ -177,10 +177,13 @@ impl Liveness for RedisStore {
     }
 
     /// Also keeps the session index alive (its TTL is `2 × idle_ttl`, pushed by every heartbeat,
-    /// create and reaper pass), so it cannot lapse while any node is running.
-    async fn heartbeat(&self) -> StoreResult<()> {
+    /// create and reaper pass), so it cannot lapse while any node is running. One pipeline:
+    /// `EXISTS` of the liveness key (was the previous heartbeat live?), then `SET … PX`.
+    async fn heartbeat(&self) -> StoreResult<bool> {
         let mut pipe = ::redis::pipe();
-        pipe.cmd("SET")
+        pipe.cmd("EXISTS")
+            .arg(self.keys.node(&self.config.node_id))
+            .cmd("SET")
             .arg(self.keys.node(&self.config.node_id))
             .arg("1")
             .arg("PX")
@@ -190,7 +193,8 @@ impl Liveness for RedisStore {
             .arg(self.keys.sessions())
             .arg(2 * self.idle_ms())
             .ignore();
-        self.query(&pipe).await
+        let (live,): (i64,) = self.query(&pipe).await?;
+        Ok(live == 1)
     }
 
     async fn retire(&self) -> StoreResult<()> {

@@ -202,6 +202,33 @@ impl SessionStore for RedisStore {
         Ok(n == 1)
     }
 
+    /// One pipeline of `HMGET <record> ct own` (`ct` is in every record: its absence means the
+    /// session is gone).
+    async fn owners_of(
+        &self,
+        sids: &[String],
+    ) -> StoreResult<Vec<Option<std::collections::BTreeMap<String, String>>>> {
+        if sids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut p = pipe();
+        for sid in sids {
+            p.cmd("HMGET")
+                .arg(self.session_keys(sid).record())
+                .arg("ct")
+                .arg("own");
+        }
+        let replies: Vec<(Option<String>, Option<String>)> = self.query(&p).await?;
+        replies
+            .into_iter()
+            .map(|(created, owners)| match (created, owners) {
+                (None, _) => Ok(None),
+                (Some(_), None) => Ok(Some(Default::default())),
+                (Some(_), Some(json)) => Ok(Some(serde_json::from_str(&json)?)),
+            })
+            .collect()
+    }
+
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         let (kind, a, b) = match update {
             SessionUpdate::Initialized => ("ready", String::new(), String::new()),

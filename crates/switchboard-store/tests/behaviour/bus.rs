@@ -1,5 +1,7 @@
 //! Reply and cancel routing between nodes.
 
+use std::collections::BTreeMap;
+
 use switchboard_store::*;
 
 use crate::harness::*;
@@ -117,6 +119,35 @@ pub async fn owners_are_claimed_by_compare_and_set(kind: Kind) {
         a.claim_owner(&id, "files", Some("b")).await.unwrap(),
         OwnerClaim::Missing
     );
+}
+
+pub async fn owners_of_many_sessions_are_read_at_once(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let (one, two, gone) = (
+        new_session(&a).await,
+        new_session(&a).await,
+        new_session(&a).await,
+    );
+    a.claim_owner(&one, "files", None).await.unwrap();
+    b.claim_owner(&one, "tool", None).await.unwrap();
+    a.delete_session(&gone).await.unwrap();
+    let sids = [one.clone(), two.clone(), gone.clone(), sid()];
+    let owners = b.owners_of(&sids).await.unwrap();
+    let expected = BTreeMap::from([
+        ("files".to_owned(), "a".to_owned()),
+        ("tool".to_owned(), "b".to_owned()),
+    ]);
+    assert_eq!(
+        owners,
+        vec![Some(expected), Some(BTreeMap::new()), None, None],
+        "owners of a live session (none claimed: empty); a deleted or unknown one is None"
+    );
+    // A takeover shows at once.
+    a.claim_owner(&one, "tool", Some("b")).await.unwrap();
+    let owners = b.owners_of(&sids[..1]).await.unwrap();
+    assert_eq!(owners[0].as_ref().unwrap()["tool"], "a");
+    assert!(b.owners_of(&[]).await.unwrap().is_empty());
 }
 
 pub async fn messages_reach_the_named_node(kind: Kind) {

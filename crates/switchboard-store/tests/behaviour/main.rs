@@ -76,6 +76,7 @@ both_backends! {
         cancellations_reach_the_running_node,
         a_full_inbox_holds_messages_back_without_losing_them,
         owners_are_claimed_by_compare_and_set,
+        owners_of_many_sessions_are_read_at_once,
         messages_reach_the_named_node,
         broadcasts_reach_every_node,
     ],

@@ -298,14 +298,26 @@ pub async fn liveness_follows_heartbeats(kind: Kind) {
     let env = Env::new(kind, |c| c.node_ttl = Duration::from_millis(300));
     let (a, b) = (env.node("a").await, env.node("b").await);
     assert!(!b.is_alive("a").await.unwrap());
-    a.heartbeat().await.unwrap();
+    assert!(
+        !a.heartbeat().await.unwrap(),
+        "the first heartbeat follows none"
+    );
     assert!(b.is_alive("a").await.unwrap());
     assert!(!b.is_alive("b").await.unwrap());
+    assert!(
+        a.heartbeat().await.unwrap(),
+        "the previous one is still live"
+    );
     eventually("node a to be dead", Duration::from_secs(3), || {
         let b = b.clone();
         async move { (!b.is_alive("a").await.unwrap()).then_some(()) }
     })
     .await;
+    assert!(
+        !a.heartbeat().await.unwrap(),
+        "a heartbeat after a lapse says so: other nodes may have taken over"
+    );
+    assert!(b.is_alive("a").await.unwrap());
 }
 
 pub async fn the_first_proposed_secret_is_agreed_by_every_node(kind: Kind) {

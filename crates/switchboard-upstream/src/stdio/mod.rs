@@ -414,7 +414,8 @@ impl Upstream for StdioUpstream {
         vec![status]
     }
 
-    /// Per session: the sessions with a child here. Shared: the sessions attached to the child.
+    /// Per session: the sessions with a child here. Shared: the sessions attached to the child,
+    /// and detached ones whose subscriptions through it are kept (`attached`).
     fn held_sessions(&self) -> Vec<String> {
         if self.shared {
             return self.attached.sessions();

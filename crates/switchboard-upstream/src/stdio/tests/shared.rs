@@ -234,6 +234,94 @@ async fn attached_sessions_are_capped_least_recently_active_first() {
     up.shutdown().await;
 }
 
+/// C23: a session detached at `max_attached_sessions` keeps its subscriptions through the child
+/// (which still holds them): when its next request attaches it again, `resources/updated` of its
+/// URI reaches it again; kept subscriptions go when the session ends. Before, it came back with
+/// none and got list changes but no updates.
+#[tokio::test]
+async fn a_detached_session_gets_its_subscriptions_back_when_it_attaches_again() {
+    let up = shared().with_max_attached_sessions(2);
+    let peers: Vec<(Arc<Peer>, Arc<Peer>)> = (0..3).map(|_| (Peer::new(), Peer::new())).collect();
+    let session = |k: usize| {
+        let (request, standalone) = &peers[k];
+        attaching(["A", "B", "C"][k], request, standalone)
+    };
+    call(&up, session(0), "echo", json!({})).await.unwrap();
+    let subscribe = json!({"uri": "fx://a"});
+    up.request("resources/subscribe", subscribe, session(0))
+        .await
+        .unwrap();
+    call(&up, session(1), "echo", json!({})).await.unwrap();
+    call(&up, session(2), "echo", json!({})).await.unwrap();
+    let mut held = up.held_sessions();
+    held.sort();
+    assert_eq!(
+        held,
+        ["A", "B", "C"],
+        "A is detached, its subscription kept"
+    );
+
+    // A's next request attaches it again (detaching B, now the least recent).
+    call(&up, session(0), "echo", json!({})).await.unwrap();
+    let updated = json!({"method": "notifications/resources/updated", "params": {"uri": "fx://a"}});
+    call(&up, session(2), "notify", updated).await.unwrap();
+    assert_eq!(
+        standalone_methods(&peers[0].1),
+        ["notifications/resources/updated"],
+        "A hears of its resource again"
+    );
+    assert!(
+        standalone_methods(&peers[2].1).is_empty(),
+        "C did not subscribe"
+    );
+    assert_eq!(up.dropped_notifications(), 0);
+
+    up.session_ended("A").await;
+    call(&up, session(2), "echo", json!({})).await.unwrap();
+    let mut held = up.held_sessions();
+    held.sort();
+    assert_eq!(held, ["C"], "nothing is kept for an ended session");
+    up.shutdown().await;
+}
+
+/// The subscriptions of at most `max_attached_sessions` detached sessions are kept: past it those
+/// of the one detached longest are forgotten.
+#[tokio::test]
+async fn kept_subscriptions_are_bounded_by_max_attached_sessions() {
+    let up = shared().with_max_attached_sessions(1);
+    let peers: Vec<(Arc<Peer>, Arc<Peer>)> = (0..3).map(|_| (Peer::new(), Peer::new())).collect();
+    let session = |k: usize| {
+        let (request, standalone) = &peers[k];
+        attaching(["A", "B", "C"][k], request, standalone)
+    };
+    for (k, uri) in [(0, "fx://a"), (1, "fx://b")] {
+        up.request("resources/subscribe", json!({"uri": uri}), session(k))
+            .await
+            .unwrap();
+    }
+    // C detaches B, whose subscription is kept instead of A's.
+    call(&up, session(2), "echo", json!({})).await.unwrap();
+    let mut held = up.held_sessions();
+    held.sort();
+    assert_eq!(held, ["B", "C"]);
+    for k in [0, 1] {
+        call(&up, session(k), "echo", json!({})).await.unwrap();
+        let uri = ["fx://a", "fx://b"][k];
+        let updated = json!({"method": "notifications/resources/updated", "params": {"uri": uri}});
+        call(&up, session(k), "notify", updated).await.unwrap();
+    }
+    assert!(
+        standalone_methods(&peers[0].1).is_empty(),
+        "A's was forgotten"
+    );
+    assert_eq!(
+        standalone_methods(&peers[1].1),
+        ["notifications/resources/updated"]
+    );
+    assert_eq!(up.dropped_notifications(), 1);
+    up.shutdown().await;
+}
+
 #[tokio::test]
 async fn state_is_shared_and_the_child_outlives_sessions() {
     let up = shared();
