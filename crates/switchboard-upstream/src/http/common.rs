@@ -80,14 +80,14 @@ pub(crate) fn timed_out(name: &str, timeout: Duration) -> RpcError {
 
 /// -32006 for a message of upstream `name` over its size limit (case C32), the one place this
 /// error is built for every kind: ``upstream `NAME` sent a message larger than SETTING (N bytes)
-/// answering `tools/call` at 10.0.0.5:8080; CONSEQUENCE`` (the exchange `at`, when the message
-/// answered one) with `data.upstream` and `data.<setting>` = the limit ([`exchange_error`] adds
+/// answering `tools/call` at 10.0.0.5:8080; CONSEQUENCE`` (`at`: the exchange, when the message
+/// answered one) with `data.upstream` and `data.<setting>` = the limit (`exchange_error` adds
 /// `data.endpoint`). Nothing of the message is passed on (no truncation).
 pub(crate) fn too_large(
     name: &str,
     setting: &str,
     limit: usize,
-    at: Option<&crate::http::wire::At>,
+    at: Option<&dyn std::fmt::Display>,
     consequence: &str,
 ) -> RpcError {
     let mut data = json!({"upstream": name});

@@ -48,6 +48,20 @@ impl Warned {
         }
         sessions.insert(session.to_owned())
     }
+
+    /// Logs the cookies `dropped` of upstream session `session` of `upstream`, not kept for
+    /// `max_cookie_bytes` = `max`: one line per answer, a warning the first time for this
+    /// upstream session on this node, debug after.
+    pub(crate) fn not_kept(&self, upstream: &str, session: &str, dropped: &[String], max: usize) {
+        let cookies = dropped.join(", ");
+        if self.first(session) {
+            tracing::warn!(upstream = %upstream, upstream_session = session, cookies, max_cookie_bytes = max,
+                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes (warned once per upstream session)");
+        } else {
+            tracing::debug!(upstream = %upstream, upstream_session = session, cookies, max_cookie_bytes = max,
+                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes");
+        }
+    }
 }
 
 /// The jar after merging: `jar` is `None` when nothing changed (else the new `Cookie` value,

@@ -45,7 +45,7 @@ pub(crate) enum WireError {
         status: StatusCode,
         /// Whether the body was a JSON-RPC error, as MCP servers (every SDK) send: the server
         /// itself answered. Without one, something in front of it may have (an ingress with no
-        /// route for a moment), so the loss is confirmed first (see [`super::loss`]).
+        /// route for a moment), so the loss is confirmed first (see the `loss` module).
         json_rpc: bool,
     },
     /// An HTTP error status whose body was a JSON-RPC error.
@@ -201,7 +201,7 @@ pub(crate) fn exchange_error(name: &str, e: WireError) -> RpcError {
             name,
             "max_message_bytes",
             limit,
-            at.as_ref(),
+            at.as_ref().map(|at| at as &dyn std::fmt::Display),
             "the request failed",
         ),
         WireError::Rpc { error, .. } => RpcError {

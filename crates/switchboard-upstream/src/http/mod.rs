@@ -422,19 +422,11 @@ impl HttpUpstream {
         }
     }
 
-    /// Logs the cookies of upstream session `session` not kept for `max_cookie_bytes`: a warning
-    /// the first time for this upstream session on this node, debug after (see [`cookies`]).
+    /// Logs the cookies of upstream session `session` not kept ([`cookies::Warned::not_kept`]).
     fn cookies_not_kept(&self, session: &UpstreamSession, dropped: &[String]) {
-        let max = self.replication.max_cookie_bytes;
         let id = session.id.as_deref().unwrap_or_default();
-        let cookies = dropped.join(", ");
-        if self.cookie_warnings.first(id) {
-            tracing::warn!(upstream = %self.name, upstream_session = id, cookies, max_cookie_bytes = max,
-                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes (warned once per upstream session)");
-        } else {
-            tracing::debug!(upstream = %self.name, upstream_session = id, cookies, max_cookie_bytes = max,
-                "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes");
-        }
+        let max = self.replication.max_cookie_bytes;
+        self.cookie_warnings.not_kept(&self.name, id, dropped, max);
     }
 
     /// The `notifications/cancelled` sent if a call is abandoned before its answer.
