@@ -80,6 +80,26 @@ impl Dns {
         }
     }
 
+    /// Sends SIGSTOP by PID: dnsmasq stops answering (queries wait unanswered, as with a
+    /// nameserver that hangs) until [`Dns::resume`]. A stopped dnsmasq still dies on drop.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Sends SIGCONT by PID after [`Dns::pause`].
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let pid = self.daemon.pid();
+        let status = Command::new("kill")
+            .args([signal, &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill {signal} {pid}");
+    }
+
     /// dnsmasq's own output (queries, reloads).
     pub fn log(&self) -> String {
         self.daemon.log()

@@ -276,3 +276,59 @@ async fn upstreamz_does_not_show_a_resolution_older_than_the_interval_as_current
         .unwrap_or_default();
     assert_eq!(listed.len(), 2, "{doc}");
 }
+
+/// C02: a nameserver that stops answering (dnsmasq stopped with SIGSTOP) once the endpoints
+/// are known costs a new upstream session at most `RERESOLVE_WAIT` (1 s), not the resolver's
+/// own retries (about 15 s, which a 6 s `timeout_ms` did not survive), and concurrent new
+/// sessions do not queue behind one another's lookups: each of three answers within its
+/// `timeout_ms` on the endpoints resolved before, and the node said why it kept them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nameserver_that_stops_answering_leaves_new_sessions_on_the_known_endpoints() {
+    if !available_or_skip(
+        "upstream_status",
+        &[("dnsmasq", dnsmasq_binary().is_some())],
+    ) {
+        return;
+    }
+    let replicas = replicas_on_one_port(2, 2);
+    let name = "counter.test";
+    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (name, r.addr().ip())).collect();
+    let dns = Dns::start(&records);
+    let port = replicas[0].addr().port();
+    let upstream = Upstream::http("counter", &format!("http://{name}:{port}/mcp"))
+        .prefix("")
+        .set("nameservers", format!("[\"{}\"]", dns.nameserver()))
+        .set("resolve_interval_ms", 1)
+        .set("timeout_ms", 6000);
+    let started = start_cluster(1, &[upstream], ClusterOptions::new());
+    let url = started.cluster.url(0);
+    let mut first = McpClient::new();
+    first.initialize(&url, "2025-11-25").await;
+    let answer = call(&first, &url, 1, "increment").await;
+    assert!(
+        answer.get("result").is_some(),
+        "resolved and called: {answer}"
+    );
+
+    dns.pause();
+    let sessions = (0..3).map(|n| {
+        let url = url.clone();
+        async move {
+            let mut client = McpClient::new();
+            client.initialize(&url, "2025-11-25").await;
+            (n, call(&client, &url, 1, "increment").await)
+        }
+    });
+    for (n, answer) in futures::future::join_all(sessions).await {
+        assert!(
+            answer.get("result").is_some(),
+            "new session {n} with the nameserver stopped: {answer}"
+        );
+    }
+    dns.resume();
+    let log = started.cluster.node(0).log_tail(usize::MAX);
+    assert!(
+        log.contains("keeping its last endpoints"),
+        "the node says it kept the endpoints:\n{log}"
+    );
+}

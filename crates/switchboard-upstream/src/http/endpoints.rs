@@ -13,7 +13,9 @@
 //! once per `resolve_interval_ms` when a session picks an endpoint or the status API is read
 //! with an older view ([`Endpoints::refresh_if_stale`]), and at once (cache cleared)
 //! when a pinned endpoint refuses a connection, to tell a replica that is gone from one that
-//! fails for a moment. The last good resolution is kept when resolving fails. At most
+//! fails for a moment. The last good resolution is kept when resolving fails or takes longer
+//! than [`RERESOLVE_WAIT`] (the interval then counts from the failed attempt, so a nameserver
+//! that stopped answering is asked once per interval, and only one request waits on it). At most
 //! `max_endpoints` addresses are used (the resolution's first, sorted); the pools of addresses
 //! that left the resolution are dropped at the next resolution, and a session still pinned to
 //! one gets a pool built for it on demand (not kept).
@@ -38,6 +40,12 @@ use super::common::build_http_client;
 pub const DEFAULT_RESOLVE_INTERVAL_MS: u64 = 5_000;
 /// The default of `max_endpoints`.
 pub const DEFAULT_MAX_ENDPOINTS: usize = 64;
+/// How long a request waits for the host to be resolved again once its endpoints are known.
+/// Past it the known endpoints are used and the attempt counts as failed (tried again after
+/// `resolve_interval_ms`), so a nameserver that stopped answering (a resolver's own retries
+/// take 10 s and more) costs a request at most this, not its whole `timeout_ms`. The first
+/// resolution, with no endpoints to fall back on, waits as long as the resolver does.
+pub const RERESOLVE_WAIT: Duration = Duration::from_secs(1);
 
 /// How an upstream's host is resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,7 +73,12 @@ impl Default for Resolution {
 #[derive(Default)]
 struct Current {
     addrs: Vec<SocketAddr>,
+    /// When the last resolution succeeded.
     at: Option<Instant>,
+    /// When the last resolution was attempted (succeeded or not), and its error if it failed:
+    /// the interval counts from here, so a failing nameserver is asked once per interval.
+    tried: Option<Instant>,
+    failure: Option<String>,
     clients: HashMap<SocketAddr, reqwest::Client>,
     /// Whether the last request to each address connected (kept for the resolved addresses and
     /// those requests went to since).
@@ -162,7 +175,7 @@ impl Endpoints {
     pub async fn refresh_if_stale(&self) {
         let stale = self
             .lock()
-            .at
+            .tried
             .is_some_and(|at| at.elapsed() >= self.settings.interval);
         if stale {
             let _ = self.resolved(false).await;
@@ -194,43 +207,72 @@ impl Endpoints {
         out
     }
 
-    /// The current addresses, resolving again when `now` or when older than the interval.
+    /// The current addresses, resolving again when `now` or when the last attempt is older than
+    /// the interval. With endpoints known, a request does not queue behind a resolution already
+    /// running (it takes the known ones) and waits at most [`RERESOLVE_WAIT`] for its own; a
+    /// failed resolution keeps them. Errors only when no endpoint was ever resolved.
     async fn resolved(&self, now: bool) -> Result<Vec<SocketAddr>, String> {
-        let fresh = |c: &Current| {
-            c.at.is_some_and(|at| at.elapsed() < self.settings.interval) && !c.addrs.is_empty()
+        let (kept, fresh) = {
+            let c = self.lock();
+            let fresh = c
+                .tried
+                .is_some_and(|t| t.elapsed() < self.settings.interval);
+            (c.addrs.clone(), fresh)
         };
-        if !now {
-            let current = self.lock();
-            if fresh(&current) {
-                return Ok(current.addrs.clone());
-            }
+        if !now && fresh && !kept.is_empty() {
+            return Ok(kept);
         }
         let started = Instant::now();
-        let _one = self.resolving.lock().await;
+        let _one = if kept.is_empty() || now {
+            self.resolving.lock().await
+        } else {
+            match self.resolving.try_lock() {
+                Ok(one) => one,
+                Err(_) => return Ok(kept),
+            }
+        };
         {
-            // Someone resolved while we waited for the lock.
+            // Someone tried while we waited for the lock.
             let current = self.lock();
-            if current.at.is_some_and(|at| at >= started) && !current.addrs.is_empty() {
-                return Ok(current.addrs.clone());
+            if current.tried.is_some_and(|t| t >= started) {
+                return match (&current.failure, current.addrs.is_empty()) {
+                    (Some(e), true) => Err(e.clone()),
+                    _ => Ok(current.addrs.clone()),
+                };
             }
         }
         if now {
             self.resolver.clear_cache();
         }
-        match self.lookup().await {
+        let looked = if kept.is_empty() {
+            self.lookup().await
+        } else {
+            tokio::time::timeout(RERESOLVE_WAIT, self.lookup())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "resolving `{}` took longer than {} ms",
+                        self.host,
+                        RERESOLVE_WAIT.as_millis()
+                    ))
+                })
+        };
+        let mut current = self.lock();
+        current.tried = Some(Instant::now());
+        match looked {
             Ok(addrs) => {
-                let mut current = self.lock();
                 current.clients.retain(|a, _| addrs.contains(a));
                 current.reached.retain(|a, _| addrs.contains(a));
                 if current.addrs != addrs {
                     tracing::info!(host = %self.host, endpoints = ?addrs, "resolved the upstream's endpoints");
                 }
                 current.addrs.clone_from(&addrs);
-                current.at = Some(Instant::now());
+                current.at = current.tried;
+                current.failure = None;
                 Ok(addrs)
             }
             Err(e) => {
-                let current = self.lock();
+                current.failure = Some(e.clone());
                 if current.addrs.is_empty() {
                     return Err(e);
                 }
