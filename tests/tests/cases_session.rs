@@ -121,6 +121,14 @@ async fn c01_session_made_on_a_works_on_b_and_c_and_delete_ends_it_everywhere() 
         !finished,
         "a deleted session's call must not finish normally: {rest:?}"
     );
+    // Its stream ends with the request's -32004, not with nothing (the log is gone by then).
+    let cancelled = rest.iter().filter_map(|e| e.json()).find(|m| m["id"] == 5);
+    assert_eq!(
+        cancelled.map(|m| m["error"].clone()),
+        Some(json!({"code": -32004, "message": "request cancelled",
+            "data": {"reason": "session_ended"}})),
+        "the countdown's stream after DELETE: {rest:?}"
+    );
     eventually("no Redis key of the deleted session", T, || async {
         cluster.session_keys(&sid).is_empty().then_some(())
     })

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use switchboard_protocol::{codes, jsonrpc, RequestId};
 use tokio::sync::mpsc;
 
 use crate::telemetry;
@@ -41,7 +42,14 @@ struct Conn {
     holder: String,
     tx: mpsc::Sender<Outbound>,
     lagged: Arc<AtomicBool>,
+    /// The request whose POST stream this is: when the session ends while the connection is
+    /// open, its -32004 is written as the last event instead of closing without a word.
+    request: Option<RequestId>,
 }
+
+/// The position of an event written straight to a connection, past anything it has written:
+/// its log is gone (the session ended), so it is never resumed from.
+pub const PAST_THE_LOG: &str = "18446744073709551615-0";
 
 type Conns = Arc<Mutex<HashMap<String, HashMap<String, Conn>>>>;
 
@@ -79,6 +87,18 @@ fn remove_if_holder(conns: &Conns, sid: &str, stream: &str, holder: &str) -> Opt
     removed
 }
 
+/// The answer of a request whose session ended while it ran (MCP gives no code for it; -32004
+/// is this project's "did not finish", see the README's errors).
+fn session_ended(id: &RequestId) -> serde_json::Value {
+    let data = serde_json::json!({"reason": "session_ended"});
+    jsonrpc::error_response(
+        Some(id),
+        codes::REQUEST_ABORTED,
+        "request cancelled",
+        Some(data),
+    )
+}
+
 /// Local registry of held streams.
 pub struct Hub {
     conns: Conns,
@@ -97,12 +117,37 @@ impl Hub {
     /// Registers `holder` as the local connection of the stream. A previous local connection of the
     /// same stream is told to close (it was taken over).
     pub fn register(&self, sid: &str, stream: &str, holder: &str) -> ConnHandle {
+        self.register_ending(sid, stream, holder, None)
+    }
+
+    /// [`Hub::register`] for the POST stream of `request`: when the session ends while it is
+    /// open ([`Hub::close_session`]), the request's -32004 `request cancelled` (with
+    /// `data.reason = "session_ended"`) is its last event, since the stream's log is gone and
+    /// the cancelled request can no longer log its own answer.
+    pub fn register_request(
+        &self,
+        sid: &str,
+        stream: &str,
+        holder: &str,
+        request: &RequestId,
+    ) -> ConnHandle {
+        self.register_ending(sid, stream, holder, Some(request.clone()))
+    }
+
+    fn register_ending(
+        &self,
+        sid: &str,
+        stream: &str,
+        holder: &str,
+        request: Option<RequestId>,
+    ) -> ConnHandle {
         let (tx, rx) = mpsc::channel(self.queue);
         let lagged = Arc::new(AtomicBool::new(false));
         let conn = Conn {
             holder: holder.to_owned(),
             tx,
             lagged: lagged.clone(),
+            request,
         };
         let old = self
             .lock()
@@ -160,11 +205,20 @@ impl Hub {
         remove_if_holder(&self.conns, sid, stream, holder);
     }
 
-    /// Closes every connection of a session (it ended).
+    /// Closes every connection of a session (it ended); the POST stream of a request
+    /// ([`Hub::register_request`]) ends with that request's -32004 first.
     pub fn close_session(&self, sid: &str) {
         if let Some(streams) = self.lock().remove(sid) {
             for c in streams.into_values() {
-                let _ = c.tx.try_send(Outbound::Close);
+                let last = match c.request {
+                    Some(id) => Outbound::Event(Box::new(StreamEvent {
+                        position: PAST_THE_LOG.to_owned(),
+                        data: session_ended(&id).to_string(),
+                        end: true,
+                    })),
+                    None => Outbound::Close,
+                };
+                let _ = c.tx.try_send(last);
             }
         }
     }

@@ -132,7 +132,10 @@ async fn request(
     };
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
-    let conn = app.hub.register(sid.as_str(), &stream, &holder);
+    // Should the session end while the request runs, the hub ends this stream with its -32004.
+    let conn = app
+        .hub
+        .register_request(sid.as_str(), &stream, &holder, &id);
     let revision = session::revision(&record);
     let inflight = InflightRequest {
         request_key: key,

@@ -348,7 +348,7 @@ impl ResponseStream {
             Err(e) => {
                 tracing::warn!(error = %e, session = %sid, "could not log the final response of a session that ends");
                 // Past any position the connection has written: ends its stream all the same.
-                format!("{}-0", u64::MAX)
+                crate::hub::PAST_THE_LOG.to_owned()
             }
         };
         let event = crate::hub::Outbound::Event(Box::new(StreamEvent {
