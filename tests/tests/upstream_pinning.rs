@@ -741,7 +741,18 @@ async fn an_address_that_left_the_name_is_listed_while_a_session_is_pinned_to_it
 
     let (count, served_by) = counted(&call(&client, &url, 20, "increment").await);
     assert_eq!((count, served_by.as_str()), (3, pinned.as_str()));
-    let doc = upstreamz(&base).await;
+    // Read once the name was resolved again after that call (reading `/upstreamz` resolves
+    // again when the view is older than 100 ms): what the call found is still shown.
+    let called_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or_default();
+    let doc = eventually("a resolution after the pinned call", T, || async {
+        let doc = upstreamz(&base).await;
+        let at = doc["upstreams"][0]["resolved_at_ms"].as_u64()?;
+        (at > called_ms).then_some(doc)
+    })
+    .await;
     let listed = doc["upstreams"][0]["endpoints"]
         .as_array()
         .and_then(|all| all.iter().find(|e| e["address"] == pinned_addr.as_str()))

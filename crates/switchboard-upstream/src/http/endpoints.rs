@@ -83,6 +83,10 @@ struct Current {
     /// Whether the last request to each address connected (kept for the resolved addresses and
     /// those requests went to since).
     reached: HashMap<SocketAddr, bool>,
+    /// The same for addresses that left the name at a resolution (not listed by `status`, but
+    /// a session may still be pinned to one: [`Endpoints::reached_of`]); at most
+    /// `max_endpoints` entries, cleared when full.
+    left: HashMap<SocketAddr, bool>,
 }
 
 /// The endpoints of one upstream whose URL names a host.
@@ -159,6 +163,17 @@ impl Endpoints {
             current.clients.insert(addr, client.clone());
         }
         Ok(client)
+    }
+
+    /// Whether this node's last request to `addr` connected (`None`: no request yet), also for
+    /// an address that left the name since.
+    pub fn reached_of(&self, addr: SocketAddr) -> Option<bool> {
+        let current = self.lock();
+        current
+            .reached
+            .get(&addr)
+            .or_else(|| current.left.get(&addr))
+            .copied()
     }
 
     /// Records whether a request to `addr` could connect.
@@ -262,6 +277,17 @@ impl Endpoints {
         match looked {
             Ok(addrs) => {
                 current.clients.retain(|a, _| addrs.contains(a));
+                let gone: Vec<(SocketAddr, bool)> = current
+                    .reached
+                    .iter()
+                    .filter(|(a, _)| !addrs.contains(a))
+                    .map(|(a, r)| (*a, *r))
+                    .collect();
+                if current.left.len() + gone.len() > self.settings.max_endpoints {
+                    current.left.clear();
+                }
+                current.left.extend(gone);
+                current.left.retain(|a, _| !addrs.contains(a));
                 current.reached.retain(|a, _| addrs.contains(a));
                 if current.addrs != addrs {
                     tracing::info!(host = %self.host, endpoints = ?addrs, "resolved the upstream's endpoints");

@@ -220,7 +220,7 @@ impl HttpUpstream {
         // An address that left the name while sessions this node remembers are pinned to it.
         for addr in pinned.keys() {
             if !listed.iter().any(|(a, ..)| a == addr) {
-                listed.push((*addr, false, None));
+                listed.push((*addr, false, endpoints.reached_of(*addr)));
             }
         }
         listed.sort();
