@@ -57,7 +57,7 @@ async fn keep_alive(app: App) {
     let mut sids = app.hub.sessions();
     sids.extend(app.calls.sessions());
     // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
-    sids.retain(|sid| !crate::stateless::is_local_only(sid));
+    sids.retain(|sid| !crate::stateless::names::is_local_only(sid));
     sids.sort();
     sids.dedup();
     for sid in sids {

@@ -8,7 +8,7 @@ use std::time::Duration;
 pub struct NodeConfig {
     /// Path of the MCP endpoint (default `/mcp`).
     pub endpoint_path: String,
-    /// Path of the WebSocket transport ([`crate::websocket`], default `/ws`); empty: no WebSocket
+    /// Path of the WebSocket transport (`crate::websocket`, default `/ws`); empty: no WebSocket
     /// route (the path gets 404).
     pub websocket_path: String,
     /// Origins allowed besides loopback ones (`http(s)://localhost|127.0.0.1|[::1][:port]`, always
@@ -95,14 +95,14 @@ pub struct NodeConfig {
     /// session's principal is `anonymous`.
     pub auth: Option<crate::auth::AuthSettings>,
     /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05, basic/transports,
-    /// HTTP with SSE; [`crate::legacy_sse`]), default `/sse`. Empty: the legacy transport is off
+    /// HTTP with SSE; `crate::legacy_sse`), default `/sse`. Empty: the legacy transport is off
     /// (both its paths get 404).
     pub legacy_sse_path: String,
     /// Path clients of the legacy transport POST their messages to (`?sessionId=<id>`), default
     /// `/messages`. Empty: the legacy transport is off.
     pub legacy_messages_path: String,
     /// Multi round-trip requests of the stateless era: the keys that seal `requestState`, its
-    /// lifetime and size limit ([`crate::stateless::mrtr`]).
+    /// lifetime and size limit (`crate::stateless::mrtr`).
     pub mrtr: crate::stateless::mrtr::MrtrSettings,
 }
 

@@ -376,5 +376,5 @@ async fn run_member(
         .and_then(Value::as_str)
         .unwrap_or_default();
     let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    crate::run::until_cancelled(member.request(method, params, ctx), &cancel).await
+    crate::cancel::until_cancelled(member.request(method, params, ctx), &cancel).await
 }

@@ -47,6 +47,7 @@ pub mod app;
 pub mod auth;
 pub mod background;
 pub mod calls;
+pub mod cancel;
 pub mod config;
 pub mod delete;
 pub mod dispatch;

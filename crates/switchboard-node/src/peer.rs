@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
+use switchboard_protocol::logging::{required_capability, severity};
 use switchboard_protocol::{jsonrpc, RequestId, StreamId};
 use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
@@ -16,37 +17,6 @@ use tokio_util::sync::CancellationToken;
 use crate::response::ResponseStream;
 use crate::state::App;
 use switchboard_store::BusMessage;
-
-/// RFC 5424 severities in ascending order, as MCP `logging` names them.
-const LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
-/// Whether `level` is a valid MCP log level.
-pub fn is_log_level(level: &str) -> bool {
-    LEVELS.contains(&level)
-}
-
-pub(crate) fn severity(level: &str) -> usize {
-    LEVELS.iter().position(|l| *l == level).unwrap_or(0)
-}
-
-/// The client capability a server-to-client method needs (MCP 2025-11-25, client/*).
-pub(crate) fn required_capability(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
-}
 
 /// Where messages that belong on the request's stream go.
 pub enum Route {
@@ -208,14 +178,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn levels_order_and_capabilities() {
-        assert!(severity("error") > severity("info"));
-        assert!(is_log_level("warning") && !is_log_level("verbose"));
-        assert_eq!(
-            required_capability("sampling/createMessage"),
-            Some("sampling")
-        );
-        assert_eq!(required_capability("ping"), None);
+    fn server_request_ids_are_unique_and_prefixed() {
         let a = new_server_request_id();
         assert!(a.0.as_str().unwrap().starts_with("s-"));
         assert_ne!(a, new_server_request_id());

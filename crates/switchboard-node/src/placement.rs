@@ -1,7 +1,7 @@
 //! The node's [`Placement`] service: who owns a session's node-bound upstream resource (a
 //! compare-and-set in the session record, [`switchboard_store::SessionStore::claim_owner`]),
 //! taking it over from a node that stopped, and running a request on the owner over the bus
-//! ([`crate::forward`]): the owner's outcome, "moved" when it is stopping, or lost when its
+//! (`crate::forward`): the owner's outcome, "moved" when it is stopping, or lost when its
 //! heartbeat lapsed first (see [`switchboard_upstream::placement`] for what the caller does).
 
 use std::sync::atomic::Ordering;

@@ -13,9 +13,10 @@ use switchboard_upstream::{RequestContext, RpcError};
 use tokio_util::sync::CancellationToken;
 
 use crate::handle::NodeSession;
-use crate::peer::{is_log_level, NodePeer, Route};
+use crate::peer::{NodePeer, Route};
 use crate::response::ResponseStream;
 use crate::state::App;
+use switchboard_protocol::logging::is_log_level;
 
 /// One request to execute.
 pub struct Job {
@@ -47,7 +48,7 @@ pub fn spawn(mut job: Job) {
         };
         let ending = Arc::new(OnceLock::new());
         let work = execute(&job, params, cancel.clone(), &ending);
-        let outcome = until_cancelled(work, &cancel).await;
+        let outcome = crate::cancel::until_cancelled(work, &cancel).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
@@ -68,27 +69,6 @@ pub fn spawn(mut job: Job) {
         }
         job.app.calls.end(&job.session.id, &key);
     });
-}
-
-/// How long a cancelled request's upstream call may take to wind down (tell its server, e.g. a
-/// stdio child or another node, with `notifications/cancelled`) before it is dropped.
-const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Runs `work` to its end, unless `cancel` fires: then `work` gets [`CANCEL_GRACE`] to notice the
-/// cancellation itself (upstreams watch the same token and pass it on), and the outcome is the
-/// cancellation error either way. Dropping `work` at once would skip that hand-on.
-pub async fn until_cancelled<F>(work: F, cancel: &CancellationToken) -> Result<Value, RpcError>
-where
-    F: std::future::Future<Output = Result<Value, RpcError>>,
-{
-    tokio::pin!(work);
-    tokio::select! {
-        r = &mut work => r,
-        _ = cancel.cancelled() => {
-            let _ = tokio::time::timeout(CANCEL_GRACE, &mut work).await;
-            Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled"))
-        }
-    }
 }
 
 /// Runs `job`, whose `params` (taken out of `job.raw`) are `params`; an upstream's request to

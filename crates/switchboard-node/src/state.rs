@@ -45,7 +45,7 @@ pub struct AppState {
     pub param_headers: crate::stateless::params::ParamHeaders,
     /// `subscriptions/listen` streams open here.
     pub listeners: crate::stateless::listen::Listeners,
-    /// Owner claims of node-bound upstreams this node has sent ([`crate::placement`]), counted
+    /// Owner claims of node-bound upstreams this node has sent (`crate::placement`), counted
     /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
     /// was sent while it read the owners.
     pub owner_claims: AtomicU64,

@@ -14,12 +14,14 @@
 //! - [`meta`]: the reserved `_meta` keys and `resultType` values of MCP 2026-07-28.
 //! - [`ids`]: session ids, stream ids and event ids (their formats and parsers).
 //! - [`codes`]: JSON-RPC and MCP error codes.
+//! - [`logging`]: the MCP log levels and the client capabilities server requests need.
 
 pub mod codes;
 pub mod header_value;
 pub mod headers;
 pub mod ids;
 pub mod jsonrpc;
+pub mod logging;
 pub mod meta;
 pub mod param_headers;
 pub mod revision;

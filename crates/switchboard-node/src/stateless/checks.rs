@@ -10,7 +10,7 @@
 //! 6. the method is one we serve in this era (404, -32601).
 //!
 //! `Mcp-Param-*` of `tools/call` are checked after these, against the tool's `x-mcp-header`
-//! declarations ([`super::params`]); headers no declaration names are accepted, as
+//! declarations (`super::params`); headers no declaration names are accepted, as
 //! intermediaries must forward them.
 
 use http::HeaderMap;
@@ -18,7 +18,7 @@ use serde_json::Value;
 use switchboard_protocol::{header_value, headers, meta, Revision};
 
 use super::refusal::Refusal;
-use crate::peer::is_log_level;
+use switchboard_protocol::logging::is_log_level;
 
 /// What the checks read from a valid request.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,9 +32,9 @@ pub struct Checked {
 }
 
 /// The methods served on the stateless path. `server/discover` is answered by the node, the
-/// rest by the upstream, `subscriptions/listen` by [`super::listen`]. `ping`, `logging/setLevel`,
+/// rest by the upstream, `subscriptions/listen` by `super::listen`. `ping`, `logging/setLevel`,
 /// `initialize` and `resources/subscribe` are gone in 2026-07-28. The tasks extension's methods
-/// are answered by the node ([`super::tasks`]); its `tasks/result` and `tasks/list` are gone.
+/// are answered by the node (`super::tasks`); its `tasks/result` and `tasks/list` are gone.
 pub const METHODS: [&str; 13] = [
     "server/discover",
     "subscriptions/listen",

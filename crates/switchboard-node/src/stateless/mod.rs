@@ -25,6 +25,7 @@
 pub mod checks;
 pub mod listen;
 pub mod mrtr;
+pub mod names;
 pub mod params;
 pub mod park;
 pub mod peer;
@@ -53,14 +54,6 @@ use refusal::Refusal;
 /// The 406 of `subscriptions/listen` from a client that accepts only JSON.
 const LISTEN_NEEDS_SSE: &str =
     "subscriptions/listen is answered with a stream: Accept must allow text/event-stream";
-
-/// Whether `sid`, a session name of [`crate::calls::Calls`] or an upstream's held sessions,
-/// names something of this node alone (a 2026-07-28 request's ephemeral session, a task's call)
-/// rather than a session of the store: the keep-alive and held-session sweeps, which end what
-/// the store no longer knows, must leave those alone.
-pub fn is_local_only(sid: &str) -> bool {
-    run::is_ephemeral(sid) || sid.starts_with(tasks::create::TASK_PREFIX)
-}
 
 /// Whether a POST belongs to the stateless era (see the module docs).
 pub fn is_modern(h: &HeaderMap, body: &Body) -> bool {

@@ -5,9 +5,9 @@
 //! - `notifications/message` goes out only when the request's `_meta` named a log level, and
 //!   only at or above it (per-request `logLevel`; without it, none).
 //! - There is no standalone stream: unsolicited notifications a `subscriptions/listen` stream can
-//!   carry go to every listener of the cluster ([`super::listen`]); the rest are dropped (logged
+//!   carry go to every listener of the cluster (`super::listen`); the rest are dropped (logged
 //!   at debug).
-//! - Server-to-client requests become MRTR questions ([`super::mrtr`]): answered at once from
+//! - Server-to-client requests become MRTR questions (`super::mrtr`): answered at once from
 //!   the retry's inputs when it carries them, else recorded and parked until the run stops,
 //!   which then answers `InputRequiredResult`. Refused with -32021 when the request did not
 //!   declare the capability the method needs (recorded, so the request answers -32021), and
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::mrtr::{Ask, Inputs};
 use super::park::Sink;
-use crate::peer::{required_capability, severity};
+use switchboard_protocol::logging::{required_capability, severity};
 
 /// What the request's task hands the HTTP side, in order.
 #[derive(Debug)]

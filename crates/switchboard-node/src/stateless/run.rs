@@ -17,20 +17,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
 use super::mrtr::{self, Inputs};
+use super::names::EPHEMERAL_PREFIX;
 use super::park::{RoundGuard, Rounds, Sink};
 use super::peer::{Item, StatelessPeer};
 use super::refusal::Refusal;
 use crate::state::App;
 use crate::telemetry;
-
-/// The prefix of the ephemeral session ids of 2026-07-28 requests: never in the store, so the
-/// node's session sweeps leave them alone ([`is_ephemeral`]).
-pub const EPHEMERAL_PREFIX: &str = "stateless-";
-
-/// Whether `sid` names the ephemeral session of a 2026-07-28 request.
-pub fn is_ephemeral(sid: &str) -> bool {
-    sid.starts_with(EPHEMERAL_PREFIX)
-}
 
 /// Starts the request; its notifications and then its response arrive on the receiver.
 /// Dropping the guard (the response stream closed) cancels it, unless it parked. `inputs`: its
@@ -111,7 +103,7 @@ pub fn spawn(
             run.token.clone(),
         );
         let work = upstream.request(&method, mrtr::upstream_params(params), ctx);
-        let work = crate::run::until_cancelled(work, &token);
+        let work = crate::cancel::until_cancelled(work, &token);
         let mut run = run;
         if let Some(response) = run.drive(work).await {
             run.sink.send(Item::Final(response)).await;

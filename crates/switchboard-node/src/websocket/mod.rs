@@ -10,7 +10,7 @@
 //! - The upgrade must offer the subprotocol `mcp` (`Sec-WebSocket-Protocol: mcp`), which the
 //!   answer selects; without it: 400, and a GET that is no upgrade gets 426, each with a JSON-RPC
 //!   error body. Origin/Host checks and the optional bearer-token check run on the upgrade request
-//!   like on `/mcp` (see [`crate::app`]).
+//!   like on `/mcp` (see `crate::app`).
 //! - A new socket's first message must be `initialize`: it creates the session exactly as a POST
 //!   would ([`crate::initialize::create`]); the answer's `result._meta["io.switchboard/sessionId"]`
 //!   names it.
@@ -157,7 +157,7 @@ pub struct Attached {
 /// Makes a new holder the connection of the session's standalone stream (the previous one, on
 /// any node, is closed) and reads the log after `last` (the first page; the connection pages on).
 /// Without `last` the socket starts at the log's newest event. As on GET streams (see
-/// [`crate::get`]): an id of another stream or from the future is 400, a trimmed one 410.
+/// `crate::get`): an id of another stream or from the future is 400, a trimmed one 410.
 pub async fn attach(
     app: &App,
     record: SessionRecord,

@@ -13,7 +13,7 @@
 //!
 //! Re-running is what makes the retry land anywhere: it suits upstreams that keep no
 //! per-session state ([`switchboard_upstream::Upstream::serves_stateless`]). Requests of the
-//! others park instead ([`Mode::Park`], [`super::park`]), and a task's questions wait for
+//! others park instead ([`Mode::Park`], `super::park`), and a task's questions wait for
 //! `tasks/update` ([`Mode::Task`]). Questions are keyed by what they ask: `<method>-<8 hex of the
 //! SHA-256 of method and params>-<n>` (the n-th identical question of the run), so an upstream
 //! that asks the same things in the same order meets its answers again.
@@ -166,7 +166,7 @@ pub enum Mode {
     /// It parks the run, which answers `InputRequiredResult`; the retry resumes it.
     Park,
     /// It waits while a task shows it in `inputRequests`; `tasks/update` answers it
-    /// ([`super::tasks`]).
+    /// (`super::tasks`).
     Task,
 }
 

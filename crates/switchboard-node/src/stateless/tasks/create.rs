@@ -33,6 +33,7 @@ use super::super::{answer, run};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::accept::Answers;
 use crate::state::App;
+use crate::stateless::names::TASK_PREFIX;
 use crate::{sse, telemetry};
 
 /// The [`crate::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
@@ -40,10 +41,6 @@ use crate::{sse, telemetry};
 pub fn calls_key(task_id: &str) -> (String, &'static str) {
     (format!("{TASK_PREFIX}{task_id}"), "task")
 }
-
-/// The prefix of the [`calls_key`] session names: not sessions of the store, so the node's
-/// session sweeps leave them alone ([`crate::stateless::is_local_only`]).
-pub const TASK_PREFIX: &str = "task:";
 
 /// Runs a task-capable request from a client that declared the extension.
 pub async fn call(
