@@ -3,12 +3,14 @@
 
 use std::time::Duration;
 
+use crate::stateless::mrtr::seal::KEY_LEN;
+
 /// Settings of one node's HTTP front. Defaults are what `Default` gives.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {
     /// Path of the MCP endpoint (default `/mcp`).
     pub endpoint_path: String,
-    /// Path of the WebSocket transport (`crate::websocket`, default `/ws`); empty: no WebSocket
+    /// Path of the WebSocket transport (the `websocket` module, default `/ws`); empty: no WebSocket
     /// route (the path gets 404).
     pub websocket_path: String,
     /// Origins allowed besides loopback ones (`http(s)://localhost|127.0.0.1|[::1][:port]`, always
@@ -95,15 +97,15 @@ pub struct NodeConfig {
     /// session's principal is `anonymous`.
     pub auth: Option<crate::auth::AuthSettings>,
     /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05, basic/transports,
-    /// HTTP with SSE; `crate::legacy_sse`), default `/sse`. Empty: the legacy transport is off
+    /// HTTP with SSE; the `legacy_sse` module), default `/sse`. Empty: the legacy transport is off
     /// (both its paths get 404).
     pub legacy_sse_path: String,
     /// Path clients of the legacy transport POST their messages to (`?sessionId=<id>`), default
     /// `/messages`. Empty: the legacy transport is off.
     pub legacy_messages_path: String,
     /// Multi round-trip requests of the stateless era: the keys that seal `requestState`, its
-    /// lifetime and size limit (`crate::stateless::mrtr`).
-    pub mrtr: crate::stateless::mrtr::MrtrSettings,
+    /// lifetime and size limit (the stateless MRTR module).
+    pub mrtr: MrtrSettings,
 }
 
 impl Default for NodeConfig {
@@ -140,6 +142,34 @@ impl Default for NodeConfig {
             legacy_sse_path: "/sse".into(),
             legacy_messages_path: "/messages".into(),
             mrtr: Default::default(),
+        }
+    }
+}
+
+/// MRTR settings (config keys `mrtr_*`), read by the stateless MRTR module.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MrtrSettings {
+    /// Keys that seal (the first) and open (all) `requestState`, 32 bytes each. Empty: the node
+    /// uses the cluster's agreed key (one random key kept in the store, same on every node).
+    pub keys: Vec<[u8; KEY_LEN]>,
+    /// How long a `requestState` stays valid after it was issued (default 10 minutes).
+    pub state_ttl: Duration,
+    /// Largest sealed `requestState` the node issues, in bytes (default 65,536): answers are
+    /// carried in it, so a run that gathers more fails with a JSON-RPC error instead.
+    pub max_state_bytes: usize,
+    /// Most requests parked on one node at once (default 1,000): each holds its upstream call
+    /// (a stdio child, an upstream session) until its retry or `state_ttl`; past it a request
+    /// that asks a question fails with -32603 instead of parking.
+    pub max_parked: usize,
+}
+
+impl Default for MrtrSettings {
+    fn default() -> Self {
+        MrtrSettings {
+            keys: Vec::new(),
+            state_ttl: Duration::from_secs(600),
+            max_state_bytes: 65_536,
+            max_parked: 1000,
         }
     }
 }

@@ -8,15 +8,15 @@
 //! request on the local member upstream with a peer that routes back to the origin, or, while
 //! this node is stopping, answers "moved" without running it ([`encode_moved`]).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+pub mod registry;
+
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, Revision};
 use switchboard_store::{BeginOutcome, BusMessage};
 use switchboard_upstream::placement::Forwarded;
-use switchboard_upstream::{ClientPeer, RequestContext, RpcError, Upstream};
+use switchboard_upstream::{RequestContext, RpcError, Upstream};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -24,18 +24,7 @@ use crate::handle::NodeSession;
 use crate::peer::{NodePeer, Route};
 use crate::state::App;
 
-struct Waiting {
-    peer: Arc<dyn ClientPeer>,
-    done: Option<oneshot::Sender<String>>,
-}
-
-/// Both sides' bookkeeping of forwarded calls on this node.
-#[derive(Default)]
-pub struct Forwards {
-    seq: AtomicU64,
-    waiting: Mutex<HashMap<String, Waiting>>,
-    pub(crate) running: Mutex<HashMap<(String, String), CancellationToken>>,
-}
+pub use registry::Forwards;
 
 /// How waiting for another node's outcome ended ([`await_outcome`]).
 pub enum Awaited {
@@ -108,59 +97,6 @@ pub async fn await_outcome(
             }
         }
     }
-}
-
-impl Forwards {
-    /// Origin: a new call id, and the receiver of its outcome text.
-    pub fn start(&self, peer: Arc<dyn ClientPeer>) -> (String, oneshot::Receiver<String>) {
-        let call = self.seq.fetch_add(1, Ordering::Relaxed).to_string();
-        let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(
-            call.clone(),
-            Waiting {
-                peer,
-                done: Some(tx),
-            },
-        );
-        (call, rx)
-    }
-
-    /// Origin: the call is over (answered, cancelled or its owner died).
-    pub fn finish(&self, call: &str) {
-        lock(&self.waiting).remove(call);
-    }
-
-    /// Origin: puts a message the owner produced on the client's stream.
-    pub async fn relay(&self, call: &str, message: &str) {
-        let peer = lock(&self.waiting).get(call).map(|w| w.peer.clone());
-        let (Some(peer), Ok(value)) = (peer, serde_json::from_str::<Value>(message)) else {
-            return;
-        };
-        if let Err(e) = peer.send_raw(value).await {
-            tracing::warn!(error = %e, call, "could not relay a forwarded call's message");
-        }
-    }
-
-    /// Origin: the owner finished the call.
-    pub fn done(&self, call: &str, outcome: String) {
-        if let Some(tx) = lock(&self.waiting)
-            .get_mut(call)
-            .and_then(|w| w.done.take())
-        {
-            let _ = tx.send(outcome);
-        }
-    }
-
-    /// Owner: the origin cancelled the call.
-    pub fn cancel(&self, origin: &str, call: &str) {
-        if let Some(t) = lock(&self.running).get(&(origin.to_owned(), call.to_owned())) {
-            t.cancel();
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).
@@ -270,9 +206,9 @@ pub async fn execute(app: App, inc: Incoming) {
         tracing::debug!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
         encode_moved(app.node_id())
     } else {
-        lock(&app.forwards.running).insert((inc.origin.clone(), inc.call.clone()), cancel.clone());
+        app.forwards.track(&inc.origin, &inc.call, cancel.clone());
         let outcome = run(&app, &inc, cancel).await;
-        lock(&app.forwards.running).remove(&(inc.origin.clone(), inc.call.clone()));
+        app.forwards.untrack(&inc.origin, &inc.call);
         match outcome {
             Some(outcome) => encode_outcome(&outcome),
             None => {

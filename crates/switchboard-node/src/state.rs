@@ -1,4 +1,7 @@
 //! What every handler shares: config, store, upstream, and this node's live things.
+//!
+//! The feature registries it holds are leaf modules that know nothing of this one, so the
+//! features may depend on the state without the state depending on them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,9 +10,17 @@ use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 use tokio_util::sync::CancellationToken;
 
+use crate::auth::Auth;
 use crate::calls::Calls;
 use crate::config::NodeConfig;
+use crate::forward::registry::Forwards;
 use crate::hub::Hub;
+use crate::stateless::listen::registry::Listeners;
+use crate::stateless::mrtr::seal::{key_ring, KeyRing};
+use crate::stateless::params::registry::ParamHeaders;
+use crate::stateless::park::registry::Parking;
+use crate::stateless::seats::Seats;
+use crate::stateless::tasks::registry::Running;
 
 /// Shared state of one node.
 pub struct AppState {
@@ -24,28 +35,28 @@ pub struct AppState {
     /// Requests running here and server requests waiting here.
     pub calls: Calls,
     /// Calls forwarded to or from other nodes.
-    pub forwards: crate::forward::Forwards,
+    pub forwards: Forwards,
     /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
     pub retired: std::sync::atomic::AtomicBool,
     /// The authorization layer, when configured.
-    pub auth: Option<crate::auth::Auth>,
+    pub auth: Option<Auth>,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
     /// The keys that seal and open MRTR `requestState` (from `cfg.mrtr.keys`; a random key of
     /// this process alone when that is empty, which [`crate::serve`] never leaves it).
-    pub mrtr: crate::stateless::mrtr::KeyRing,
+    pub mrtr: KeyRing,
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
-    pub parking: crate::stateless::park::Parking,
+    pub parking: Parking,
     /// 2026-07-28 requests running here in an upstream session of their own
-    /// (`max_ephemeral_sessions`).
-    pub ephemeral_sessions: std::sync::atomic::AtomicUsize,
+    /// (`max_ephemeral_sessions` seats).
+    pub ephemeral_sessions: Arc<Seats>,
     /// Tasks whose calls run here, with their open questions.
-    pub tasks: crate::stateless::tasks::Running,
+    pub tasks: Running,
     /// The tools' `x-mcp-header` declarations, for `Mcp-Param-*` checks.
-    pub param_headers: crate::stateless::params::ParamHeaders,
+    pub param_headers: ParamHeaders,
     /// `subscriptions/listen` streams open here.
-    pub listeners: crate::stateless::listen::Listeners,
-    /// Owner claims of node-bound upstreams this node has sent (`crate::placement`), counted
+    pub listeners: Listeners,
+    /// Owner claims of node-bound upstreams this node has sent (the `placement` module), counted
     /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
     /// was sent while it read the owners.
     pub owner_claims: AtomicU64,
@@ -58,19 +69,16 @@ pub type App = Arc<AppState>;
 impl AppState {
     /// Builds the state.
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
-        let mrtr = crate::stateless::mrtr::key_ring(&cfg.mrtr.keys);
+        let mrtr = key_ring(&cfg.mrtr.keys);
         Arc::new(AppState {
             mrtr,
             parking: Default::default(),
             param_headers: Default::default(),
             tasks: Default::default(),
-            ephemeral_sessions: Default::default(),
+            ephemeral_sessions: Arc::new(Seats::new(cfg.max_ephemeral_sessions)),
             hub: Hub::new(cfg.connection_queue),
-            listeners: crate::stateless::listen::Listeners::new(
-                cfg.max_listeners,
-                cfg.listen_queue,
-            ),
-            auth: cfg.auth.clone().map(crate::auth::Auth::new),
+            listeners: Listeners::new(cfg.max_listeners, cfg.listen_queue),
+            auth: cfg.auth.clone().map(Auth::new),
             cfg,
             store,
             upstream,

@@ -31,6 +31,7 @@ pub mod park;
 pub mod peer;
 pub mod refusal;
 pub mod run;
+pub mod seats;
 pub mod tasks;
 
 use std::convert::Infallible;
@@ -48,7 +49,7 @@ use crate::accept::Answers;
 use crate::error::HttpError;
 use crate::state::App;
 use crate::{sse, telemetry};
-use peer::Item;
+use park::Item;
 use refusal::Refusal;
 
 /// The 406 of `subscriptions/listen` from a client that accepts only JSON.

@@ -11,13 +11,15 @@
 //! and the upstream decides). The fetch runs in an ephemeral upstream session like any
 //! stateless request.
 
+pub mod registry;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use http::HeaderMap;
 use serde_json::{json, Map, Value};
-use switchboard_protocol::param_headers::{self, ToolHeaders};
+use switchboard_protocol::param_headers;
 use switchboard_protocol::{Revision, StreamId};
 use switchboard_upstream::{ClientPeer, LocalSession, PeerError, RequestContext};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +27,8 @@ use tokio_util::sync::CancellationToken;
 use super::names::EPHEMERAL_PREFIX;
 use super::refusal::Refusal;
 use crate::state::App;
+
+pub use registry::ParamHeaders;
 
 /// A list younger than this is not fetched again for an unknown tool name.
 pub const MIN_AGE: Duration = Duration::from_secs(5);
@@ -34,13 +38,6 @@ pub const MAX_AGE: Duration = Duration::from_secs(60);
 const PAGE_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most pages one fetch reads.
 const MAX_PAGES: usize = 100;
-
-/// This node's knowledge of the tools' mirrored arguments.
-#[derive(Default)]
-pub struct ParamHeaders {
-    known: ToolHeaders,
-    fetching: tokio::sync::Mutex<()>,
-}
 
 /// Checks the `Mcp-Param-*` headers of a `tools/call` with `params` against its arguments.
 pub async fn check(app: &App, h: &HeaderMap, params: &Value) -> Result<(), Refusal> {

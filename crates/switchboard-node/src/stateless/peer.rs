@@ -22,17 +22,8 @@ use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
 
 use super::mrtr::{Ask, Inputs};
-use super::park::Sink;
+use super::park::registry::{Item, Sink};
 use switchboard_protocol::logging::{required_capability, severity};
-
-/// What the request's task hands the HTTP side, in order.
-#[derive(Debug)]
-pub enum Item {
-    /// A notification for the request's stream.
-    Note(Value),
-    /// The final JSON-RPC response.
-    Final(Value),
-}
 
 /// The way back to the client for one 2026-07-28 request.
 pub struct StatelessPeer {

@@ -6,7 +6,6 @@
 //! of that token in the response body, so closing the response stream cancels the request (MCP
 //! 2026-07-28, basic/transports, Cancellation: closing the stream MUST be treated as cancelling).
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
@@ -18,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 use super::checks::Checked;
 use super::mrtr::{self, Inputs};
 use super::names::EPHEMERAL_PREFIX;
-use super::park::{RoundGuard, Rounds, Sink};
-use super::peer::{Item, StatelessPeer};
+use super::park::{Item, RoundGuard, Rounds, Sink};
+use super::peer::StatelessPeer;
 use super::refusal::Refusal;
 use crate::state::App;
 use crate::telemetry;
@@ -43,7 +42,7 @@ pub fn spawn(
     let seat = if app.upstream.serves_stateless() {
         None
     } else {
-        Some(Seat::take(app).ok_or_else(|| {
+        Some(app.ephemeral_sessions.take().ok_or_else(|| {
             Refusal::Overloaded(format!(
                 "{} requests already run in upstream sessions of their own on this node \
                  (max_ephemeral_sessions); try again later",
@@ -113,27 +112,6 @@ pub fn spawn(
         drop(seat);
     });
     Ok((rx, guard))
-}
-
-/// One of the node's `max_ephemeral_sessions` seats, given back when dropped.
-struct Seat(App);
-
-impl Seat {
-    fn take(app: &App) -> Option<Seat> {
-        let max = app.cfg.max_ephemeral_sessions;
-        app.ephemeral_sessions
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
-                (n < max).then_some(n + 1)
-            })
-            .ok()
-            .map(|_| Seat(app.clone()))
-    }
-}
-
-impl Drop for Seat {
-    fn drop(&mut self) {
-        self.0.ephemeral_sessions.fetch_sub(1, Ordering::SeqCst);
-    }
 }
 
 /// One request's run, across its MRTR rounds.

@@ -13,7 +13,7 @@
 //!
 //! Re-running is what makes the retry land anywhere: it suits upstreams that keep no
 //! per-session state ([`switchboard_upstream::Upstream::serves_stateless`]). Requests of the
-//! others park instead ([`Mode::Park`], `super::park`), and a task's questions wait for
+//! others park instead ([`Mode::Park`], the `park` module), and a task's questions wait for
 //! `tasks/update` ([`Mode::Task`]). Questions are keyed by what they ask: `<method>-<8 hex of the
 //! SHA-256 of method and params>-<n>` (the n-th identical question of the run), so an upstream
 //! that asks the same things in the same order meets its answers again.
@@ -36,7 +36,8 @@ use serde_json::{json, Map, Value};
 use switchboard_protocol::meta;
 use tokio::sync::{oneshot, Notify};
 
-pub use seal::{KeyRing, SealError, KEY_LEN};
+pub use crate::config::MrtrSettings;
+pub use seal::{key_ring, random_key, KeyRing, SealError, KEY_LEN};
 
 /// How long a run that asked a question waits for concurrent questions before it stops.
 pub const GATHER: Duration = Duration::from_millis(20);
@@ -50,34 +51,6 @@ const RETRY_MEMBERS: [&str; 2] = ["inputResponses", "requestState"];
 
 /// The name the cluster's agreed key is stored under ([`switchboard_store::Secrets`]).
 pub const SECRET_NAME: &str = "mrtr-request-state";
-
-/// MRTR settings (config keys `mrtr_*`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct MrtrSettings {
-    /// Keys that seal (the first) and open (all) `requestState`, 32 bytes each. Empty: the node
-    /// uses the cluster's agreed key (one random key kept in the store, same on every node).
-    pub keys: Vec<[u8; KEY_LEN]>,
-    /// How long a `requestState` stays valid after it was issued (default 10 minutes).
-    pub state_ttl: Duration,
-    /// Largest sealed `requestState` the node issues, in bytes (default 65,536): answers are
-    /// carried in it, so a run that gathers more fails with a JSON-RPC error instead.
-    pub max_state_bytes: usize,
-    /// Most requests parked on one node at once (default 1,000): each holds its upstream call
-    /// (a stdio child, an upstream session) until its retry or `state_ttl`; past it a request
-    /// that asks a question fails with -32603 instead of parking.
-    pub max_parked: usize,
-}
-
-impl Default for MrtrSettings {
-    fn default() -> Self {
-        MrtrSettings {
-            keys: Vec::new(),
-            state_ttl: Duration::from_secs(600),
-            max_state_bytes: 65_536,
-            max_parked: 1000,
-        }
-    }
-}
 
 /// What the sealed `requestState` carries (short names: it travels on every retry).
 #[derive(Debug, Serialize, Deserialize, PartialEq)]
@@ -166,7 +139,7 @@ pub enum Mode {
     /// It parks the run, which answers `InputRequiredResult`; the retry resumes it.
     Park,
     /// It waits while a task shows it in `inputRequests`; `tasks/update` answers it
-    /// (`super::tasks`).
+    /// (the `tasks` module).
     Task,
 }
 
@@ -401,21 +374,6 @@ impl Inputs {
             "requestState": sealed,
         }))
     }
-}
-
-/// The ring of `keys`, or of one random key of this process when there are none.
-pub fn key_ring(keys: &[[u8; KEY_LEN]]) -> KeyRing {
-    if keys.is_empty() {
-        return KeyRing::new(&[random_key()]);
-    }
-    KeyRing::new(keys)
-}
-
-/// A fresh random key.
-pub fn random_key() -> [u8; KEY_LEN] {
-    let mut key = [0u8; KEY_LEN];
-    aws_lc_rs::rand::fill(&mut key).expect("system random source");
-    key
 }
 
 /// `config` with its MRTR keys settled: unchanged when keys are configured, else the cluster's

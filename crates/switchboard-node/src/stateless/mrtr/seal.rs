@@ -109,6 +109,21 @@ fn kid(key: &[u8; KEY_LEN]) -> [u8; KID_LEN] {
     out
 }
 
+/// The ring of `keys`, or of one random key of this process when there are none.
+pub fn key_ring(keys: &[[u8; KEY_LEN]]) -> KeyRing {
+    if keys.is_empty() {
+        return KeyRing::new(&[random_key()]);
+    }
+    KeyRing::new(keys)
+}
+
+/// A fresh random key.
+pub fn random_key() -> [u8; KEY_LEN] {
+    let mut key = [0u8; KEY_LEN];
+    aws_lc_rs::rand::fill(&mut key).expect("system random source");
+    key
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

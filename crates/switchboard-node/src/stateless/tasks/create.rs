@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::super::checks::Checked;
 use super::super::mrtr::Inputs;
-use super::super::peer::Item;
+use super::super::park::Item;
 use super::super::{answer, run};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::accept::Answers;

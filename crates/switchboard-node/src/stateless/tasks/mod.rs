@@ -30,39 +30,17 @@
 
 pub mod create;
 pub mod methods;
+pub mod registry;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
 use switchboard_store::{Settled, TaskChange, TaskRecord, TaskStatus};
 
 use super::checks::Checked;
-use super::mrtr::Inputs;
 use crate::state::App;
 
-/// The tasks whose calls run on this node, with their questions.
-#[derive(Default)]
-pub struct Running(Mutex<HashMap<String, Arc<Inputs>>>);
-
-impl Running {
-    fn insert(&self, task_id: &str, inputs: Arc<Inputs>) {
-        lock(&self.0).insert(task_id.to_owned(), inputs);
-    }
-
-    fn remove(&self, task_id: &str) {
-        lock(&self.0).remove(task_id);
-    }
-
-    fn get(&self, task_id: &str) -> Option<Arc<Inputs>> {
-        lock(&self.0).get(task_id).cloned()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub use registry::Running;
 
 /// The running call of task `task_id` asks `open` (key → request): the record turns
 /// `input_required` with them as `inputRequests`.
