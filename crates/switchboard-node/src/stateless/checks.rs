@@ -10,7 +10,7 @@
 //! 6. the method is one we serve in this era (404, -32601).
 //!
 //! `Mcp-Param-*` of `tools/call` are checked after these, against the tool's `x-mcp-header`
-//! declarations (`super::params`); headers no declaration names are accepted, as
+//! declarations (the `params` module); headers no declaration names are accepted, as
 //! intermediaries must forward them.
 
 use http::HeaderMap;
@@ -32,9 +32,9 @@ pub struct Checked {
 }
 
 /// The methods served on the stateless path. `server/discover` is answered by the node, the
-/// rest by the upstream, `subscriptions/listen` by `super::listen`. `ping`, `logging/setLevel`,
+/// rest by the upstream, `subscriptions/listen` by the `listen` module. `ping`, `logging/setLevel`,
 /// `initialize` and `resources/subscribe` are gone in 2026-07-28. The tasks extension's methods
-/// are answered by the node (`super::tasks`); its `tasks/result` and `tasks/list` are gone.
+/// are answered by the node (the `tasks` module); its `tasks/result` and `tasks/list` are gone.
 pub const METHODS: [&str; 13] = [
     "server/discover",
     "subscriptions/listen",

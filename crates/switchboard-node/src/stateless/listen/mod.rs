@@ -3,9 +3,9 @@
 //!
 //! Path of a notification: an upstream raises it outside a request's own traffic
 //! ([`switchboard_upstream::ClientPeer::notify_standalone`] of a 2026-07-28 request's
-//! [`super::peer::StatelessPeer`]) → [`Raiser::raise`] broadcasts it on the bus
+//! `StatelessPeer`, the stateless `peer` module) → [`Raiser::raise`] broadcasts it on the bus
 //! ([`switchboard_store::Bus::broadcast`]; Redis: one `PUBLISH` on the cluster channel every
-//! node subscribes to) → every node's inbox (`crate::dispatch`) → [`deliver`] → the
+//! node subscribes to) → every node's inbox (the `dispatch` module) → [`deliver`] → the
 //! [`Listeners`] of that node whose filter matches → each stream. So a notification raised on
 //! any node reaches every listening client on every node, once.
 //!
