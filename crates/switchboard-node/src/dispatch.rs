@@ -4,7 +4,7 @@ use serde_json::Value;
 use switchboard_store::BusMessage;
 use tokio::sync::mpsc;
 
-use crate::forward;
+use crate::forward::owner;
 use crate::hub::StreamEvent;
 use crate::state::App;
 
@@ -69,7 +69,7 @@ async fn handle(app: &App, msg: BusMessage) {
             request,
             context,
         } => {
-            let inc = forward::Incoming {
+            let inc = owner::Incoming {
                 call,
                 origin,
                 sid,
@@ -77,7 +77,7 @@ async fn handle(app: &App, msg: BusMessage) {
                 request,
                 context,
             };
-            tokio::spawn(forward::execute(app.clone(), inc));
+            tokio::spawn(owner::execute(app.clone(), inc));
         }
         BusMessage::ForwardNotify {
             sid,
@@ -85,7 +85,7 @@ async fn handle(app: &App, msg: BusMessage) {
             method,
             params,
         } => {
-            tokio::spawn(forward::notify(app.clone(), sid, upstream, method, params));
+            tokio::spawn(owner::notify(app.clone(), sid, upstream, method, params));
         }
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),

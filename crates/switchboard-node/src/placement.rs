@@ -1,7 +1,7 @@
 //! The node's [`Placement`] service: who owns a session's node-bound upstream resource (a
 //! compare-and-set in the session record, [`switchboard_store::SessionStore::claim_owner`]),
 //! taking it over from a node that stopped, and running a request on the owner over the bus
-//! (`crate::forward`): the owner's outcome, "moved" when it is stopping, or lost when its
+//! (`crate::forward::origin`): the owner's outcome, "moved" when it is stopping, or lost when its
 //! heartbeat lapsed first (see [`switchboard_upstream::placement`] for what the caller does).
 
 use std::sync::atomic::Ordering;
@@ -14,7 +14,7 @@ use switchboard_store::{BusMessage, OwnerClaim};
 use switchboard_upstream::placement::{Forwarded, Owner, Placement};
 use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
 
-use crate::forward::{decode_forwarded, Awaited};
+use crate::forward::origin::{await_outcome, decode_forwarded, Awaited};
 use crate::state::App;
 
 /// Placement backed by the store (owner records, liveness) and the bus.
@@ -160,9 +160,7 @@ impl Placement for NodePlacement {
             .to_string(),
         };
         let deadline = tokio::time::Instant::now() + wait;
-        let awaited =
-            crate::forward::await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline))
-                .await;
+        let awaited = await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline)).await;
         app.forwards.finish(&call);
         let unavailable = |why: String| {
             RpcError::new(

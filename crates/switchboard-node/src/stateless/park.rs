@@ -27,7 +27,7 @@ use switchboard_upstream::{ClientPeer, PeerError};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::forward::Awaited;
+use crate::forward::origin::{await_outcome, Awaited};
 use crate::state::App;
 
 pub use registry::{Item, Park, Parking, Resumed, RoundGuard, Rounds, Sink};
@@ -90,8 +90,7 @@ pub fn resume_from(
     };
     let (app, node, token) = (app.clone(), node.to_owned(), cancel.clone());
     tokio::spawn(async move {
-        let outcome =
-            crate::forward::await_outcome(&app, &node, &call, msg, done, &token, None).await;
+        let outcome = await_outcome(&app, &node, &call, msg, done, &token, None).await;
         app.forwards.finish(&call);
         let response = match outcome {
             Awaited::Done(text) => match serde_json::from_str::<Value>(&text) {
