@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 /// The protocol revision the clients negotiate.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
-/// Why a request failed; [`CallError::kind`] names the counter it lands in.
+/// Why a request failed: an HTTP status, a JSON-RPC error, a timeout or a transport failure.
 #[derive(Debug)]
 pub enum CallError {
     /// The answer had a non-2xx status.

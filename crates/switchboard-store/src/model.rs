@@ -30,7 +30,7 @@ pub struct SessionRecord {
     /// Upstream name → that upstream's own `Mcp-Session-Id`.
     pub upstream_sessions: BTreeMap<String, String>,
     /// Upstream name → the node that owns this session's node-bound resource of it (a stdio
-    /// child). Claimed with [`SessionStore::claim_owner`]; a dead owner's entry is taken over.
+    /// child). Claimed with `SessionStore::claim_owner`; a dead owner's entry is taken over.
     #[serde(default)]
     pub owners: BTreeMap<String, String>,
     /// Creation time, milliseconds since the Unix epoch.
@@ -129,7 +129,7 @@ impl Default for StoreConfig {
     }
 }
 
-/// What [`SessionStore::claim_owner`] did.
+/// What `SessionStore::claim_owner` did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OwnerClaim {
     /// This node now owns it.

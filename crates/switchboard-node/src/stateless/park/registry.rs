@@ -134,7 +134,7 @@ pub struct Park {
 }
 
 impl Parking {
-    /// Parks a request of `principal`; a retry takes it (see [`resume_here`] and [`resume_remote`]).
+    /// Parks a request of `principal`; a retry takes it (see `resume_here` and `resume_remote` in `stateless::park`).
     pub fn park(&self, principal: &str, token: &CancellationToken, rounds: &Arc<Rounds>) -> Park {
         let bytes: [u8; 16] = rand::random();
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
