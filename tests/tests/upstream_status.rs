@@ -222,21 +222,10 @@ async fn a_lost_session_and_a_refusal_the_server_answered_leave_the_upstream_up(
 /// own resolved again.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstreamz_does_not_show_a_resolution_older_than_the_interval_as_current() {
-    if !available_or_skip(
-        "upstream_status",
-        &[("dnsmasq", dnsmasq_binary().is_some())],
-    ) {
+    let Some((replicas, records, dns, upstream)) = replicas_behind_one_name(3) else {
         return;
-    }
-    let replicas = replicas_on_one_port(2, 3);
-    let name = "counter.test";
-    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (name, r.addr().ip())).collect();
-    let dns = Dns::start(&records);
-    let port = replicas[0].addr().port();
-    let upstream = Upstream::http("counter", &format!("http://{name}:{port}/mcp"))
-        .prefix("")
-        .set("nameservers", format!("[\"{}\"]", dns.nameserver()))
-        .set("resolve_interval_ms", 300);
+    };
+    let upstream = upstream.set("resolve_interval_ms", 300);
     let started = start_cluster(2, &[upstream], ClusterOptions::new());
     for node in 0..2 {
         let url = started.cluster.url(node);
@@ -284,20 +273,10 @@ async fn upstreamz_does_not_show_a_resolution_older_than_the_interval_as_current
 /// `timeout_ms` on the endpoints resolved before, and the node said why it kept them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_nameserver_that_stops_answering_leaves_new_sessions_on_the_known_endpoints() {
-    if !available_or_skip(
-        "upstream_status",
-        &[("dnsmasq", dnsmasq_binary().is_some())],
-    ) {
+    let Some((_replicas, _records, dns, upstream)) = replicas_behind_one_name(2) else {
         return;
-    }
-    let replicas = replicas_on_one_port(2, 2);
-    let name = "counter.test";
-    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (name, r.addr().ip())).collect();
-    let dns = Dns::start(&records);
-    let port = replicas[0].addr().port();
-    let upstream = Upstream::http("counter", &format!("http://{name}:{port}/mcp"))
-        .prefix("")
-        .set("nameservers", format!("[\"{}\"]", dns.nameserver()))
+    };
+    let upstream = upstream
         .set("resolve_interval_ms", 1)
         .set("timeout_ms", 6000);
     let started = start_cluster(1, &[upstream], ClusterOptions::new());
@@ -331,4 +310,28 @@ async fn a_nameserver_that_stops_answering_leaves_new_sessions_on_the_known_endp
         log.contains("keeping its last endpoints"),
         "the node says it kept the endpoints:\n{log}"
     );
+}
+
+/// The replicas, the name's records, the DNS server and the upstream of [`replicas_behind_one_name`].
+type BehindOneName = (Vec<Replica>, Vec<(&'static str, IpAddr)>, Dns, Upstream);
+
+/// `n` counter replicas on 127.0.0.2.. (one port), the name `counter.test` answering all of
+/// them from a private dnsmasq, and the `counter` upstream naming it with that nameserver; `None`
+/// (test skipped, said why) without dnsmasq.
+fn replicas_behind_one_name(n: u8) -> Option<BehindOneName> {
+    if !available_or_skip(
+        "upstream_status",
+        &[("dnsmasq", dnsmasq_binary().is_some())],
+    ) {
+        return None;
+    }
+    let replicas = replicas_on_one_port(2, n);
+    let name = "counter.test";
+    let records: Vec<(&str, IpAddr)> = replicas.iter().map(|r| (name, r.addr().ip())).collect();
+    let dns = Dns::start(&records);
+    let port = replicas[0].addr().port();
+    let upstream = Upstream::http("counter", &format!("http://{name}:{port}/mcp"))
+        .prefix("")
+        .set("nameservers", format!("[\"{}\"]", dns.nameserver()));
+    Some((replicas, records, dns, upstream))
 }
