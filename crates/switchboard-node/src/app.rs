@@ -33,9 +33,12 @@ use axum::routing::{get as get_route, on, MethodFilter, MethodRouter};
 use axum::Router;
 use http::{Method, StatusCode};
 
-use crate::error::HttpError;
+use crate::edge::error::HttpError;
 use crate::state::App;
-use crate::{auth, delete, get, guard, legacy_sse, post, telemetry, websocket};
+use crate::{
+    edge::auth, edge::guard, telemetry, transport::legacy_sse, transport::streamable::delete,
+    transport::streamable::get, transport::streamable::post, transport::websocket,
+};
 
 /// Builds the router.
 pub fn router(app: App) -> Router {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::stateless::mrtr::seal::KEY_LEN;
+use crate::transport::stateless::mrtr::seal::KEY_LEN;
 
 /// Settings of one node's HTTP front. Defaults are what `Default` gives.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,9 +93,9 @@ pub struct NodeConfig {
     /// How often this node refreshes the expiry of sessions that have an open stream or a running
     /// call here (default 10 s; keep it well under the store's `idle_ttl`).
     pub session_touch_interval: Duration,
-    /// The OAuth 2.1 resource-server layer ([`crate::auth`]); `None` (the default): off, every
+    /// The OAuth 2.1 resource-server layer ([`crate::edge::auth`]); `None` (the default): off, every
     /// session's principal is `anonymous`.
-    pub auth: Option<crate::auth::AuthSettings>,
+    pub auth: Option<crate::edge::auth::AuthSettings>,
     /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05, basic/transports,
     /// HTTP with SSE; the `legacy_sse` module), default `/sse`. Empty: the legacy transport is off
     /// (both its paths get 404).

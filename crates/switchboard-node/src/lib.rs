@@ -8,71 +8,35 @@
 //! calls [`serve`] with an already-bound listener. Nothing here outlives a process except through
 //! the store: a node holds only open connections, running calls and waiters.
 //!
-//! Modules:
-//! - [`app`]: the router; the request path in one file.
-//! - [`accept`]: the `Accept` policy (which answer forms a client takes: JSON, SSE or both).
-//! - [`auth`]: the optional OAuth 2.1 resource-server layer (bearer JWTs, RFC 9728 metadata,
-//!   sessions bound to their principal).
-//! - [`config`]: [`NodeConfig`], every limit of the HTTP front.
-//! - [`error`]: [`error::HttpError`], each refusal's HTTP status and JSON-RPC code.
-//! - [`guard`]: Origin, Host, Content-Type and protocol-version header checks.
-//! - [`post`], [`get`], [`delete`], [`initialize`]: the handlers.
-//! - [`stateless`]: the MCP 2026-07-28 era on the same endpoint (no session, `_meta` and
-//!   `Mcp-Method`/`Mcp-Name` checks, `server/discover`, stream close as cancellation).
-//! - [`legacy_sse`]: the legacy HTTP+SSE transport (MCP 2024-11-05) for old clients, its request
-//!   path in one file.
-//! - [`websocket`]: the WebSocket transport (subprotocol `mcp`, one session per socket,
-//!   resumable on any node), its request path in one module.
-//! - [`handle`]: the [`switchboard_upstream::SessionHandle`] given to upstreams.
-//! - [`session`]: reading `Mcp-Session-Id` and loading the session.
-//! - [`run`]: executing one request (session methods here, the rest upstream).
-//! - [`response`]: one POST's answer channel (JSON or SSE, logged before sent).
-//! - [`peer`]: the [`switchboard_upstream::ClientPeer`] given to upstreams.
-//! - [`placement`], [`forward`]: node-bound upstreams — ownership and running requests on the
-//!   owner node over the bus.
-//! - [`pump`]: the task behind an open SSE connection.
-//! - [`hub`]: the SSE connections held by this node.
-//! - [`calls`]: requests running here and server requests waiting here.
-//! - [`dispatch`]: this node's bus inbox.
-//! - [`background`]: heartbeat, session keep-alive, reaper.
-//! - [`held`]: what upstreams hold here, checked against the store (gone sessions, owners taken
-//!   over).
-//! - `server`: the HTTP/1 connection loop under the router (accept, serve, drain).
-//! - [`sse`]: SSE framing and headers.
-//! - [`telemetry`]: domain events, logged and counted in one place.
-//! - [`state`]: what handlers share.
+//! Modules, in the order a request meets them:
+//! - `app`: the router; the request path in one file.
+//! - `edge`: the connection loop, header checks, `Accept`, authentication, refusals.
+//! - `transport`: Streamable HTTP, legacy HTTP+SSE, WebSocket and the 2026-07-28 era.
+//! - `session`: reading `Mcp-Session-Id` and loading the session, `initialize`, and the
+//!   session handle given to upstreams.
+//! - `exec`: a request while it runs here: its task, answer channel, client peer, cancellation.
+//! - `streams`: SSE connections, the task behind each, SSE framing.
+//! - `cluster`: the bus inbox, ownership of node-bound upstreams, forwarding to the owner,
+//!   what upstreams hold here, background work.
+//! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
+//!   logged and counted in one place).
+//!
+//! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings) and
+//! [`mrtr`] (the MRTR key settings); everything else is internal to the crate.
 
-pub mod accept;
-pub mod app;
-pub mod auth;
-pub mod background;
-pub mod calls;
-pub mod cancel;
-pub mod config;
-pub mod delete;
-pub mod dispatch;
-pub mod error;
-pub mod forward;
-pub mod get;
-pub mod guard;
-pub mod handle;
-pub mod held;
-pub mod hub;
-pub mod initialize;
-pub mod legacy_sse;
-pub mod peer;
-pub mod placement;
-pub mod post;
-pub mod pump;
-pub mod response;
-pub mod run;
-mod server;
-pub mod session;
-pub mod sse;
-pub mod state;
-pub mod stateless;
-pub mod telemetry;
-pub mod websocket;
+pub(crate) mod app;
+pub(crate) mod cluster;
+pub(crate) mod config;
+pub(crate) mod edge;
+pub(crate) mod exec;
+pub(crate) mod session;
+pub(crate) mod state;
+pub(crate) mod streams;
+pub(crate) mod telemetry;
+pub(crate) mod transport;
+
+pub use edge::auth;
+pub use transport::stateless::mrtr;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -87,7 +51,7 @@ const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
 /// closes standalone streams (clients reopen them on other nodes), declines requests other nodes
-/// forward here for node-bound upstreams (they run them themselves, see [`forward::owner::execute`]),
+/// forward here for node-bound upstreams (they run them themselves, see `cluster::forward::owner::execute`),
 /// and lets running requests finish for at most `drain_timeout`; then it marks this node stopped
 /// in the store and only then stops what upstreams hold here (stdio children).
 ///
@@ -119,14 +83,14 @@ pub async fn serve(
     if tokio::time::timeout(PREPARE_WAIT, probing).await.is_err() {
         tracing::warn!(wait = ?PREPARE_WAIT, "upstream probes still running; serving meanwhile (capabilities default until they answer)");
     }
-    let config = stateless::mrtr::settle_keys(config, &*store)
+    let config = mrtr::settle_keys(config, &*store)
         .await
         .map_err(std::io::Error::other)?;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);
-    tokio::spawn(dispatch::run(app.clone(), inbox));
-    background::spawn_all(&app);
+    tokio::spawn(cluster::inbox::run(app.clone(), inbox));
+    cluster::background::spawn_all(&app);
     let router = app::router(app.clone());
     let listener = listener.tap_io(|tcp| {
         if let Err(e) = tcp.set_nodelay(true) {
@@ -137,7 +101,7 @@ pub async fn serve(
     // Each connection gets a clone of the router (reference counted): no per-connection rebuild
     // of its route table (about 2.3 KiB per connection, held as long as an SSE stream is open;
     // massif, issue 4).
-    let server = server::serve(
+    let server = edge::server::serve(
         listener,
         router,
         app.cfg.max_request_head_bytes,
@@ -168,7 +132,7 @@ pub async fn serve(
     // Tell the cluster this node is gone before stopping what upstreams hold here, so the
     // sessions it owned resources of move on at once (no waiting for node_ttl) and no request is
     // sent here for a child about to be stopped; forwards that still arrive are answered "moved"
-    // (`forward::owner::execute`), and in-flight work elsewhere stops waiting for this node.
+    // (`cluster::forward::owner::execute`), and in-flight work elsewhere stops waiting for this node.
     app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Err(e) = app.store.retire().await {
         tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");

@@ -10,17 +10,17 @@ use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 use tokio_util::sync::CancellationToken;
 
-use crate::auth::Auth;
-use crate::calls::Calls;
+use crate::cluster::forward::registry::Forwards;
 use crate::config::NodeConfig;
-use crate::forward::registry::Forwards;
-use crate::hub::Hub;
-use crate::stateless::listen::registry::Listeners;
-use crate::stateless::mrtr::seal::{key_ring, KeyRing};
-use crate::stateless::params::registry::ParamHeaders;
-use crate::stateless::park::registry::Parking;
-use crate::stateless::seats::Seats;
-use crate::stateless::tasks::registry::Running;
+use crate::edge::auth::Auth;
+use crate::exec::running::Calls;
+use crate::streams::hub::Hub;
+use crate::transport::stateless::listen::registry::Listeners;
+use crate::transport::stateless::mrtr::seal::{key_ring, KeyRing};
+use crate::transport::stateless::params::registry::ParamHeaders;
+use crate::transport::stateless::park::registry::Parking;
+use crate::transport::stateless::seats::Seats;
+use crate::transport::stateless::tasks::registry::Running;
 
 /// Shared state of one node.
 pub struct AppState {

@@ -1,9 +1,9 @@
 //! The `mrtr_*` keys: the keys that seal MRTR `requestState`, its lifetime and size limit
-//! ([`switchboard_node::stateless::mrtr`]).
+//! ([`switchboard_node::mrtr`]).
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use switchboard_node::stateless::mrtr::{MrtrSettings, KEY_LEN};
+use switchboard_node::mrtr::{MrtrSettings, KEY_LEN};
 
 use super::{ms, Config};
 

@@ -1,0 +1,84 @@
+//! The node's periodic work: liveness heartbeat, keeping sessions with open work alive, and the
+//! reaper pass. These keep running while the node drains (its running requests still need a live
+//! heartbeat and a session that does not expire) and end with the process.
+
+use std::time::Duration;
+
+use tokio::time::{interval, MissedTickBehavior};
+
+use crate::state::App;
+use crate::telemetry;
+
+/// Starts every background loop.
+pub fn spawn_all(app: &App) {
+    tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, heartbeat));
+    tokio::spawn(every(
+        app.clone(),
+        app.cfg.session_touch_interval,
+        keep_alive,
+    ));
+    tokio::spawn(every(app.clone(), app.cfg.reaper_interval, reap));
+}
+
+async fn every<F, Fut>(app: App, period: Duration, mut f: F)
+where
+    F: FnMut(App) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut tick = interval(period.max(Duration::from_millis(10)));
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        f(app.clone()).await;
+    }
+}
+
+/// Marks this node alive; other nodes fail its requests once it stops. A heartbeat that finds
+/// the previous one had lapsed (the node stalled, or could not reach the store, past
+/// `node_ttl_ms`) checks at once what other nodes may have taken over meanwhile
+/// ([`crate::cluster::held::check`]).
+async fn heartbeat(app: App) {
+    if app.retired.load(std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    match app.store.heartbeat().await {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
+            tokio::spawn(async move { crate::cluster::held::check(&app).await });
+        }
+        Err(e) => tracing::warn!(error = %e, "liveness heartbeat failed"),
+    }
+}
+
+/// Sessions with an open stream or a running call here do not idle out (their idle clock only
+/// starts when the last request finishes). A session that is gone meanwhile is closed here.
+async fn keep_alive(app: App) {
+    let mut sids = app.hub.sessions();
+    sids.extend(app.calls.sessions());
+    // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
+    sids.retain(|sid| !crate::transport::stateless::names::is_local_only(sid));
+    sids.sort();
+    sids.dedup();
+    for sid in sids {
+        match app.store.touch(&sid).await {
+            Ok(true) => {}
+            Ok(false) => {
+                app.hub.close_session(&sid);
+                app.calls.end_session(&sid);
+            }
+            Err(e) => tracing::warn!(error = %e, session = %sid, "could not keep a session alive"),
+        }
+    }
+}
+
+/// One reaper pass (the store makes sure only one node does it at a time), then this node's own
+/// check of what upstreams hold here ([`crate::cluster::held::check`]): for sessions that no longer exist,
+/// or node-bound resources another node owns now.
+async fn reap(app: App) {
+    match app.store.reap(1000).await {
+        Ok(ids) => telemetry::sessions_reaped(ids.len()),
+        Err(e) => tracing::warn!(error = %e, "reaper pass failed"),
+    }
+    crate::cluster::held::check(&app).await;
+}

@@ -1,0 +1,197 @@
+//! The owner side of a forwarded call: the node that owns the session's node-bound upstream and
+//! runs the request another node forwarded. [`execute`] runs it on the local member upstream with
+//! a peer that routes back to the origin, or, while this node is stopping, answers "moved"
+//! without running it ([`encode_moved`]); [`notify`] delivers a forwarded client notification.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, Revision};
+use switchboard_store::{BeginOutcome, BusMessage};
+use switchboard_upstream::{RequestContext, RpcError, Upstream};
+use tokio_util::sync::CancellationToken;
+
+use crate::exec::client_peer::{NodePeer, Route};
+use crate::session::node_session::NodeSession;
+use crate::state::App;
+
+/// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).
+pub fn find_member(up: &Arc<dyn Upstream>, name: &str) -> Option<Arc<dyn Upstream>> {
+    for m in up.members() {
+        if let Some(found) = find_member(&m, name) {
+            return Some(found);
+        }
+    }
+    (up.name() == name).then(|| up.clone())
+}
+
+/// `{"result": …}` or `{"error": …}`.
+pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> String {
+    match outcome {
+        Ok(v) => json!({ "result": v }),
+        Err(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
+    }
+    .to_string()
+}
+
+/// The outcome text of a forward this node declined because it is stopping: `{"moved": <node>}`
+/// (the origin runs the request elsewhere; [`crate::cluster::forward::origin::decode_forwarded`] reads it).
+pub fn encode_moved(node: &str) -> String {
+    json!({ "moved": node }).to_string()
+}
+
+/// Owner: delivers a client notification forwarded from another node to the local member.
+pub async fn notify(app: App, sid: String, upstream: String, method: String, params: String) {
+    let Some(member) = find_member(&app.upstream, &upstream) else {
+        return;
+    };
+    let record = match app.store.begin(&sid, None).await {
+        Ok(BeginOutcome::Ready(r))
+        | Ok(BeginOutcome::DuplicateId { record: r, .. })
+        | Ok(BeginOutcome::Busy(r)) => r,
+        _ => return,
+    };
+    let params: Value = serde_json::from_str(&params).unwrap_or_default();
+    member
+        .notify(&method, params, NodeSession::new(&record, &app))
+        .await;
+}
+
+/// A forwarded request, as the owner receives it.
+pub struct Incoming {
+    /// Call id on the origin.
+    pub call: String,
+    /// The origin node.
+    pub origin: String,
+    /// Session id.
+    pub sid: String,
+    /// Member upstream name.
+    pub upstream: String,
+    /// `{"method", "params"}` JSON text.
+    pub request: String,
+    /// `{"revision", "capabilities", "progress_token", "no_requests"}` JSON text.
+    pub context: String,
+}
+
+/// Owner: runs a forwarded request here and sends its outcome to the origin. While this node is
+/// stopping (draining, or retired) it runs none: the origin is answered "moved" at once
+/// ([`encode_moved`]) and runs the request on a live node, so no request waits for this node's
+/// heartbeat to lapse (case C08). The call is registered before that check, so a drain that
+/// began after it waits for it. Nor does it run one when the session record names another
+/// owner now (this node stalled past `node_ttl_ms` and was taken over while the request waited
+/// in its inbox): "moved" too, so it never starts a second child or connection for the session.
+pub async fn execute(app: App, inc: Incoming) {
+    let key = format!("fwd:{}:{}", inc.origin, inc.call);
+    let cancel = app.calls.start(&inc.sid, &key);
+    let outcome = if app.shutdown.is_cancelled() {
+        tracing::debug!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
+        encode_moved(app.node_id())
+    } else {
+        app.forwards.track(&inc.origin, &inc.call, cancel.clone());
+        let outcome = run(&app, &inc, cancel).await;
+        app.forwards.untrack(&inc.origin, &inc.call);
+        match outcome {
+            Some(outcome) => encode_outcome(&outcome),
+            None => {
+                tracing::info!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "another node owns this session's node-bound upstream now: a forwarded request moves to its origin");
+                encode_moved(app.node_id())
+            }
+        }
+    };
+    app.calls.end(&inc.sid, &key);
+    let msg = BusMessage::ForwardDone {
+        call: inc.call.clone(),
+        outcome,
+    };
+    if let Err(e) = app.store.send_to(&inc.origin, &msg).await {
+        tracing::warn!(error = %e, origin = %inc.origin, "could not return a forwarded call's outcome");
+    }
+}
+
+/// Runs a forwarded request on the local member; `None` (not run) when the session record names
+/// another owner of its upstream.
+async fn run(
+    app: &App,
+    inc: &Incoming,
+    cancel: CancellationToken,
+) -> Option<Result<Value, RpcError>> {
+    let record = match app.store.begin(&inc.sid, None).await {
+        Ok(BeginOutcome::Ready(r))
+        | Ok(BeginOutcome::DuplicateId { record: r, .. })
+        | Ok(BeginOutcome::Busy(r)) => r,
+        Ok(BeginOutcome::Missing) => {
+            let ended = RpcError::new(codes::INVALID_REQUEST, "the session has ended");
+            return Some(Err(ended));
+        }
+        Err(e) => {
+            let message = format!("session store error: {e}");
+            return Some(Err(RpcError::new(codes::INTERNAL_ERROR, message)));
+        }
+    };
+    let owner = record.owners.get(&inc.upstream);
+    if owner.is_some_and(|o| o != app.node_id()) {
+        return None;
+    }
+    Some(run_member(app, inc, &record, cancel).await)
+}
+
+async fn run_member(
+    app: &App,
+    inc: &Incoming,
+    record: &switchboard_store::SessionRecord,
+    cancel: CancellationToken,
+) -> Result<Value, RpcError> {
+    let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
+    let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
+    let member = find_member(&app.upstream, &inc.upstream).ok_or_else(|| {
+        RpcError::new(
+            codes::UPSTREAM_UNAVAILABLE,
+            format!(
+                "upstream `{}` is not configured on node {}",
+                inc.upstream,
+                app.node_id()
+            ),
+        )
+    })?;
+    let capabilities = context
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let peer = NodePeer {
+        app: app.clone(),
+        sid: inc.sid.clone(),
+        capabilities: capabilities.clone(),
+        log_level: record.log_level.clone(),
+        route: Route::Remote {
+            origin: inc.origin.clone(),
+            call: inc.call.clone(),
+        },
+        cancel: cancel.clone(),
+        no_requests: context
+            .get("no_requests")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    };
+    let ctx = RequestContext {
+        session_id: inc.sid.clone(),
+        revision: context
+            .get("revision")
+            .and_then(Value::as_str)
+            .and_then(Revision::parse)
+            .unwrap_or(Revision::LATEST),
+        client_capabilities: capabilities,
+        progress_token: context
+            .get("progress_token")
+            .filter(|t| !t.is_null())
+            .cloned(),
+        cancel: cancel.clone(),
+        peer: Arc::new(peer),
+        session: NodeSession::new(record, app),
+    };
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+    crate::exec::cancel::until_cancelled(member.request(method, params, ctx), &cancel).await
+}

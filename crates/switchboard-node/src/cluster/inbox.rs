@@ -1,0 +1,131 @@
+//! This node's inbox: messages other nodes (and the store) send here over the bus.
+
+use serde_json::Value;
+use switchboard_store::BusMessage;
+use tokio::sync::mpsc;
+
+use crate::cluster::forward::owner;
+use crate::state::App;
+use crate::streams::hub::StreamEvent;
+
+/// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
+/// to server requests of still-running calls arrive here).
+pub async fn run(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
+    while let Some(msg) = inbox.recv().await {
+        handle(&app, msg).await;
+    }
+}
+
+async fn handle(app: &App, msg: BusMessage) {
+    match msg {
+        BusMessage::Event {
+            sid,
+            stream,
+            holder,
+            position,
+            data,
+            end,
+        } => {
+            app.hub.deliver(
+                &sid,
+                &stream,
+                &holder,
+                StreamEvent {
+                    position,
+                    data,
+                    end,
+                },
+            );
+        }
+        BusMessage::Takeover {
+            sid,
+            stream,
+            holder,
+        } => app.hub.close(&sid, &stream, &holder),
+        BusMessage::Reply {
+            sid,
+            request_key,
+            message,
+        } => {
+            let value: Value = serde_json::from_str(&message).unwrap_or(Value::Null);
+            if !app.calls.answer(&sid, &request_key, value) {
+                tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
+            }
+        }
+        BusMessage::Cancel {
+            sid,
+            request_key,
+            reason,
+        } => {
+            if app.calls.cancel(&sid, &request_key) {
+                tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
+            }
+        }
+        BusMessage::Forward {
+            call,
+            origin,
+            sid,
+            upstream,
+            request,
+            context,
+        } => {
+            let inc = owner::Incoming {
+                call,
+                origin,
+                sid,
+                upstream,
+                request,
+                context,
+            };
+            tokio::spawn(owner::execute(app.clone(), inc));
+        }
+        BusMessage::ForwardNotify {
+            sid,
+            upstream,
+            method,
+            params,
+        } => {
+            tokio::spawn(owner::notify(app.clone(), sid, upstream, method, params));
+        }
+        BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
+        BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
+        BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),
+        BusMessage::Resume {
+            call,
+            origin,
+            park,
+            answers,
+        } => {
+            let resume = crate::transport::stateless::park::resume_remote(
+                app.clone(),
+                call,
+                origin,
+                park,
+                answers,
+            );
+            tokio::spawn(resume);
+        }
+        BusMessage::TaskInput { task, answers } => {
+            let answers = serde_json::from_str::<serde_json::Value>(&answers)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default();
+            let app = app.clone();
+            tokio::spawn(async move {
+                crate::transport::stateless::tasks::deliver(&app, &task, &answers).await;
+            });
+        }
+        BusMessage::Resubscribed {} => {
+            tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
+            app.hub.catch_up_all();
+        }
+        BusMessage::Notify { origin, message } => {
+            crate::transport::stateless::listen::deliver(app, &origin, &message)
+        }
+        BusMessage::Terminated { sid } => {
+            app.hub.close_session(&sid);
+            app.calls.end_session(&sid);
+            app.upstream.session_ended(&sid).await;
+        }
+    }
+}

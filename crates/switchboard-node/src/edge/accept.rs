@@ -1,0 +1,197 @@
+//! The `Accept` policy of the MCP endpoint: which answer forms a client takes.
+//!
+//! MCP 2025-11-25 (basic/transports, Sending Messages to the Server item 2) makes the *client*
+//! list both `application/json` and `text/event-stream` on every POST, and says nothing of what a
+//! server does otherwise. Real clients send less (Anthropic's connector proxy sends only
+//! `text/event-stream`, the simplest HTTP clients only `application/json`: case C18), so the node
+//! is lenient and answers in a form the client accepts:
+//!
+//! | `Accept` of a POST | [`Answers`] | the answer |
+//! |---|---|---|
+//! | both types, a wildcard covering both (`*/*`), or none | [`Answers::Either`] | JSON or SSE, chosen per request (`sse_after_ms`) |
+//! | `text/event-stream` only | [`Answers::SseOnly`] | always an SSE stream, even when the answer is ready at once |
+//! | `application/json` only | [`Answers::JsonOnly`] | exactly one JSON body, never a stream |
+//! | neither (`text/html`) | refused | 406 with a JSON-RPC error body |
+//!
+//! Media ranges are matched as RFC 9110 §12.5.1 says: case-insensitively, the most specific
+//! range that matches a type decides its quality, and a quality of 0 refuses it
+//! (`text/event-stream;q=0, */*` accepts JSON only). Parameters other than `q` are ignored.
+//! Which of two acceptable types the client prefers (`q=0.9` against `q=0.1`) does not matter:
+//! the node still chooses per request. A GET must accept `text/event-stream`
+//! ([`check_get`]).
+//!
+//! What JSON-only costs (a request has no stream of its own): notifications tied to it
+//! (progress, log messages) go to the session's standalone stream instead (logged, so an open GET
+//! stream or a resume with `Last-Event-ID` receives them; counted by
+//! `switchboard_notifications_rerouted_total`), or, in 2026-07-28, which has no standalone
+//! stream, are dropped and counted (`switchboard_notifications_dropped_total`); a server-to-client
+//! request during it (sampling, elicitation, roots) is refused to the upstream at once with
+//! [`JSON_ONLY_REQUESTS`], so the call ends with a clear error instead of waiting for an answer
+//! that cannot come; `subscriptions/listen`, which is a stream, is refused with 406.
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use http::{header, HeaderMap, StatusCode};
+use serde_json::Value;
+use switchboard_protocol::headers;
+
+use crate::edge::error::HttpError;
+use crate::streams::sse;
+
+/// Why a server-to-client request is refused during a call of a client that accepts only
+/// `application/json` (the upstream gets it as the JSON-RPC error's message).
+pub const JSON_ONLY_REQUESTS: &str = "the client accepts only application/json (its Accept \
+     header lacks text/event-stream), so this call has no stream on which a request could be \
+     sent to it";
+
+/// The answer forms a POST's `Accept` allows (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Answers {
+    /// Both forms: the node chooses per request.
+    Either,
+    /// `application/json` only: one JSON body, never a stream.
+    JsonOnly,
+    /// `text/event-stream` only: always a stream.
+    SseOnly,
+}
+
+impl Answers {
+    /// The forms `h`'s `Accept` allows on a POST; 406 when it allows neither.
+    pub fn of_post(h: &HeaderMap) -> Result<Answers, HttpError> {
+        let json = accepts(h, headers::APPLICATION_JSON);
+        let sse = accepts(h, headers::TEXT_EVENT_STREAM);
+        match (json, sse) {
+            (true, true) => Ok(Answers::Either),
+            (true, false) => Ok(Answers::JsonOnly),
+            (false, true) => Ok(Answers::SseOnly),
+            (false, false) => Err(HttpError::NotAcceptable(
+                "Accept must allow application/json or text/event-stream",
+            )),
+        }
+    }
+
+    /// An answer that is ready now: a JSON body, or for [`Answers::SseOnly`] (when `status` is
+    /// 200) an SSE stream of that one message. Refusals with another status stay JSON, like
+    /// every HTTP error of the endpoint.
+    pub fn ready(self, status: StatusCode, body: Value) -> Response {
+        if self == Answers::SseOnly && status == StatusCode::OK {
+            return sse::body_response(Body::from(sse::data(&body.to_string())), &[]);
+        }
+        (status, axum::Json(body)).into_response()
+    }
+}
+
+/// A GET must accept `text/event-stream`, else 406.
+pub fn check_get(h: &HeaderMap) -> Result<(), HttpError> {
+    if accepts(h, headers::TEXT_EVENT_STREAM) {
+        Ok(())
+    } else {
+        Err(HttpError::NotAcceptable(
+            "Accept must allow text/event-stream",
+        ))
+    }
+}
+
+/// Whether `Accept` allows `media` (a lower-case `type/subtype`): the quality of the most
+/// specific range that matches it (exact, then `type/*`, then `*/*`) is above 0. A missing
+/// `Accept` allows anything (RFC 9110 §12.5.1); a range that does not parse is skipped.
+pub fn accepts(h: &HeaderMap, media: &str) -> bool {
+    let mut values = h
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .peekable();
+    if values.peek().is_none() {
+        return true;
+    }
+    let (main, sub) = media.split_once('/').unwrap_or((media, ""));
+    // (specificity, quality) of the best match so far: 2 exact, 1 `type/*`, 0 `*/*`.
+    let mut best: Option<(u8, f32)> = None;
+    for range in values.flat_map(|v| v.split(',')) {
+        let Ok(range) = range.trim().parse::<mime::Mime>() else {
+            continue;
+        };
+        let specificity = match (range.type_().as_str(), range.subtype().as_str()) {
+            (t, s) if t == main && s == sub => 2,
+            (t, "*") if t == main => 1,
+            ("*", "*") => 0,
+            _ => continue,
+        };
+        let quality = range
+            .get_param("q")
+            .map_or(1.0, |q| q.as_str().parse::<f32>().unwrap_or(1.0));
+        best = match best {
+            Some((s, q)) if s > specificity || (s == specificity && q >= quality) => Some((s, q)),
+            _ => Some((specificity, quality)),
+        };
+    }
+    best.is_some_and(|(_, q)| q > 0.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn accept(values: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(header::ACCEPT, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    fn answers(values: &[&'static str]) -> Option<Answers> {
+        Answers::of_post(&accept(values)).ok()
+    }
+
+    #[test]
+    fn post_forms_by_accept() {
+        use Answers::*;
+        let cases: [(&[&'static str], Option<Answers>); 14] = [
+            (&["application/json, text/event-stream"], Some(Either)),
+            (&["text/event-stream", "application/json"], Some(Either)),
+            (&["*/*"], Some(Either)),
+            (&[], Some(Either)),
+            (&["application/*, text/*"], Some(Either)),
+            (&["text/event-stream"], Some(SseOnly)),
+            (&["Text/Event-Stream; charset=utf-8"], Some(SseOnly)),
+            (&["application/json"], Some(JsonOnly)),
+            (
+                &["application/json;q=0.5, text/event-stream;q=0"],
+                Some(JsonOnly),
+            ),
+            (&["text/event-stream;q=0, */*"], Some(JsonOnly)),
+            (&["*/*;q=0, text/event-stream"], Some(SseOnly)),
+            (&["text/html"], None),
+            (&["application/json;q=0, text/event-stream;q=0.000"], None),
+            (&["not a media type"], None),
+        ];
+        for (values, expected) in cases {
+            assert_eq!(answers(values), expected, "Accept: {values:?}");
+        }
+    }
+
+    #[test]
+    fn get_needs_an_event_stream() {
+        assert!(check_get(&accept(&["text/event-stream"])).is_ok());
+        assert!(check_get(&accept(&["text/*"])).is_ok());
+        assert!(check_get(&accept(&[])).is_ok());
+        assert!(check_get(&accept(&["application/json"])).is_err());
+        assert!(check_get(&accept(&["text/event-stream;q=0"])).is_err());
+        assert!(check_get(&accept(&["text/event-stream;q=0, */*"])).is_err());
+        let e = check_get(&accept(&["text/html"])).unwrap_err();
+        assert_eq!(e.status(), StatusCode::NOT_ACCEPTABLE);
+    }
+
+    #[test]
+    fn ready_answers_follow_the_form() {
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}});
+        let sse = Answers::SseOnly.ready(StatusCode::OK, body.clone());
+        assert_eq!(sse.headers()[header::CONTENT_TYPE], "text/event-stream");
+        let refusal = Answers::SseOnly.ready(StatusCode::NOT_FOUND, body.clone());
+        assert_eq!(refusal.headers()[header::CONTENT_TYPE], "application/json");
+        let json = Answers::JsonOnly.ready(StatusCode::OK, body);
+        assert_eq!(json.headers()[header::CONTENT_TYPE], "application/json");
+    }
+}

@@ -1,0 +1,186 @@
+//! The node's [`ClientPeer`]: how an upstream talks back to the client during a request.
+//!
+//! Server-to-client requests (MCP 2025-11-25, basic/transports, Sending Messages item 6) go out on
+//! the request's own response stream with an id unique in the session across nodes (`s-` and 16
+//! random base-32 characters). The client may POST the answer to any node: the store records which
+//! node waits (`register_pending`), and the bus carries the answer here.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use serde_json::Value;
+use switchboard_protocol::logging::{required_capability, severity};
+use switchboard_protocol::{jsonrpc, RequestId, StreamId};
+use switchboard_upstream::{ClientPeer, PeerError};
+use tokio_util::sync::CancellationToken;
+
+use crate::exec::response::ResponseStream;
+use crate::state::App;
+use switchboard_store::BusMessage;
+
+/// Where messages that belong on the request's stream go.
+pub enum Route {
+    /// The client's POST is on this node: its answer channel.
+    Local(Arc<ResponseStream>),
+    /// The request was forwarded here from `origin`: messages travel back to it over the bus as
+    /// [`BusMessage::ForwardMessage`] for call `call`, and the origin puts them on the stream.
+    Remote {
+        /// The node holding the client's POST.
+        origin: String,
+        /// The call id on the origin.
+        call: String,
+    },
+    /// Not tied to any request: the session's standalone GET stream (an upstream's unsolicited
+    /// notifications and requests).
+    Standalone {
+        /// The session.
+        sid: String,
+    },
+}
+
+impl Route {
+    async fn send(&self, app: &App, message: &Value) -> Result<(), PeerError> {
+        match self {
+            Route::Standalone { sid } => app
+                .store
+                .append(sid, StreamId::STANDALONE, &message.to_string(), false)
+                .await
+                .map(|_| ())
+                .map_err(|e| PeerError::Delivery(e.to_string())),
+            Route::Local(response) => response.send(message).await,
+            Route::Remote { origin, call } => {
+                let msg = BusMessage::ForwardMessage {
+                    call: call.clone(),
+                    message: message.to_string(),
+                };
+                app.store
+                    .send_to(origin, &msg)
+                    .await
+                    .map_err(|e| PeerError::Delivery(e.to_string()))
+            }
+        }
+    }
+}
+
+/// The way back to the client for one request.
+pub struct NodePeer {
+    pub(crate) app: App,
+    pub(crate) sid: String,
+    pub(crate) capabilities: Value,
+    pub(crate) log_level: Option<String>,
+    pub(crate) route: Route,
+    pub(crate) cancel: CancellationToken,
+    /// Why server-to-client requests cannot reach the client during this call (it accepts only
+    /// JSON, or the call is part of a batch); `None` when they can.
+    pub(crate) no_requests: Option<String>,
+}
+
+impl NodePeer {
+    /// `notifications/message` below the session's level is not sent (MCP 2025-11-25,
+    /// server/utilities/logging).
+    fn filtered(&self, message: &Value) -> bool {
+        if message.get("method").and_then(Value::as_str) != Some("notifications/message") {
+            return false;
+        }
+        let (Some(min), Some(level)) = (
+            &self.log_level,
+            message.pointer("/params/level").and_then(Value::as_str),
+        ) else {
+            return false;
+        };
+        severity(level) < severity(min)
+    }
+}
+
+fn new_server_request_id() -> RequestId {
+    const A: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let bytes: [u8; 16] = rand::random();
+    let tail: String = bytes.iter().map(|b| A[(b & 31) as usize] as char).collect();
+    RequestId(Value::String(format!("s-{tail}")))
+}
+
+#[async_trait]
+impl ClientPeer for NodePeer {
+    async fn notify(&self, message: Value) -> Result<(), PeerError> {
+        if self.filtered(&message) {
+            return Ok(());
+        }
+        self.route.send(&self.app, &message).await
+    }
+
+    async fn send_raw(&self, message: Value) -> Result<(), PeerError> {
+        self.route.send(&self.app, &message).await
+    }
+
+    async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
+        if self.filtered(&message) {
+            return Ok(());
+        }
+        // The store delivers standalone-stream events to the holder through the bus (one ordered
+        // path for all writers), so nothing is handed to the local hub here.
+        self.app
+            .store
+            .append(&self.sid, StreamId::STANDALONE, &message.to_string(), false)
+            .await
+            .map(|_| ())
+            .map_err(|e| PeerError::Delivery(e.to_string()))
+    }
+
+    fn refuses_requests(&self) -> Option<String> {
+        self.no_requests.clone()
+    }
+
+    async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+        if let Some(cap) = required_capability(method) {
+            if self.capabilities.get(cap).is_none() {
+                return Err(PeerError::MissingCapability(cap));
+            }
+        }
+        // Refused before anything is registered or sent: nobody could answer (case C18).
+        if let Some(why) = &self.no_requests {
+            return Err(PeerError::Unreachable(why.clone()));
+        }
+        let id = new_server_request_id();
+        let key = id.key();
+        let waiter = self.app.calls.add_waiter(&self.sid, &key);
+        let store = &self.app.store;
+        let sent = async {
+            store
+                .register_pending(&self.sid, &key)
+                .await
+                .map_err(|e| PeerError::Delivery(e.to_string()))?;
+            self.route
+                .send(&self.app, &jsonrpc::request(&id, method, params))
+                .await
+        };
+        if let Err(e) = sent.await {
+            self.app.calls.remove_waiter(&self.sid, &key);
+            return Err(e);
+        }
+        let timeout = self.app.cfg.client_request_timeout;
+        let outcome = tokio::select! {
+            answer = waiter => answer.map_err(|_| PeerError::Cancelled),
+            _ = tokio::time::sleep(timeout) => Err(PeerError::Timeout(timeout.as_millis() as u64)),
+            _ = self.cancel.cancelled() => Err(PeerError::Cancelled),
+        };
+        if outcome.is_err() {
+            self.app.calls.remove_waiter(&self.sid, &key);
+            if let Err(e) = store.forget_pending(&self.sid, &key).await {
+                tracing::warn!(error = %e, "could not forget a pending server request");
+            }
+        }
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_request_ids_are_unique_and_prefixed() {
+        let a = new_server_request_id();
+        assert!(a.0.as_str().unwrap().starts_with("s-"));
+        assert_ne!(a, new_server_request_id());
+    }
+}

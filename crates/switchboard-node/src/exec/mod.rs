@@ -1,0 +1,14 @@
+//! A client request while it runs on this node:
+//!
+//! - [`call`]: running one request (session methods here, the rest at the upstream) in its own
+//!   task.
+//! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
+//! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
+//! - [`running`]: the requests running here and the server requests waiting for an answer.
+//! - [`cancel`]: ending a running request without dropping its upstream call mid-way.
+
+pub mod call;
+pub mod cancel;
+pub mod client_peer;
+pub mod response;
+pub mod running;

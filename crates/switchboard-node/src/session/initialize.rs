@@ -1,0 +1,119 @@
+//! `initialize`: creates the session (MCP 2025-11-25, basic/lifecycle, Initialization).
+//!
+//! The revision is negotiated in the body: a revision we speak is echoed, anything else gets our
+//! latest (Version Negotiation), so `MCP-Protocol-Version` on this request is not checked. A stale
+//! `Mcp-Session-Id` sent along is ignored: `initialize` always starts a fresh session. Nothing is
+//! stored unless the request is valid and under the session cap.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::response::Response;
+use http::{HeaderValue, StatusCode};
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
+use switchboard_store::{CreateOutcome, SessionRecord};
+
+use crate::edge::accept::Answers;
+use crate::edge::error::HttpError;
+use crate::state::App;
+use crate::telemetry;
+
+/// Handles an `initialize` request on POST: the answer as JSON (as one SSE event for a client
+/// that accepts only SSE, see [`crate::edge::accept`]), with `Mcp-Session-Id` when a session was made.
+pub async fn handle(
+    app: &App,
+    id: &RequestId,
+    raw: &Value,
+    answers: Answers,
+) -> Result<Response, HttpError> {
+    let (body, sid) = create(app, id, raw).await?;
+    let mut resp = answers.ready(StatusCode::OK, body);
+    if let Some(sid) = sid {
+        let value =
+            HeaderValue::from_str(sid.as_str()).map_err(|e| HttpError::Store(e.to_string()))?;
+        resp.headers_mut().insert(headers::MCP_SESSION_ID, value);
+    }
+    Ok(resp)
+}
+
+/// Creates the session an `initialize` request asks for, whatever the transport: the JSON-RPC
+/// answer, and the new session's id (`None` when the request was refused with a JSON-RPC error,
+/// so no session exists). At the session cap: [`HttpError::AtCapacity`].
+pub async fn create(
+    app: &App,
+    id: &RequestId,
+    raw: &Value,
+) -> Result<(Value, Option<SessionId>), HttpError> {
+    let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
+    if !params.is_object() {
+        let body = jsonrpc::error_response(
+            Some(id),
+            codes::INVALID_PARAMS,
+            "initialize params must be an object",
+            None,
+        );
+        return Ok((body, None));
+    }
+    let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
+    let sid = SessionId::generate();
+    let record = SessionRecord {
+        id: sid.to_string(),
+        revision: revision.to_string(),
+        initialize_params: params.into(),
+        initialized: false,
+        log_level: None,
+        subscriptions: Vec::new(),
+        // The token's principal when authorization is on, else "anonymous" (see crate::edge::auth).
+        principal: crate::edge::auth::current_principal(),
+        upstream_sessions: Default::default(),
+        owners: Default::default(),
+        created_ms: SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    };
+    if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
+        telemetry::session_refused();
+        return Err(HttpError::AtCapacity {
+            retry_after_secs: app.cfg.retry_after_secs,
+        });
+    }
+    telemetry::session_created(sid.as_str(), revision.as_str());
+    Ok((
+        jsonrpc::result_response(id, result(app, revision)),
+        Some(sid),
+    ))
+}
+
+/// What the server offers, shared by `initialize` (MCP 2025-11-25, basic/lifecycle) and
+/// `server/discover` (MCP 2026-07-28, server/discover): the upstream's (aggregated)
+/// capabilities, server info and instructions.
+pub(crate) struct Offer {
+    pub(crate) capabilities: Value,
+    pub(crate) server_info: Value,
+    pub(crate) instructions: Option<String>,
+}
+
+/// The upstream's current [`Offer`].
+pub(crate) fn offer(app: &App) -> Offer {
+    let up = &app.upstream;
+    Offer {
+        capabilities: up.capabilities(),
+        server_info: up.server_info(),
+        instructions: up.instructions(),
+    }
+}
+
+/// The `initialize` result for `revision` (MCP 2025-11-25, basic/lifecycle, Initialization).
+pub(crate) fn result(app: &App, revision: Revision) -> Value {
+    let offer = offer(app);
+    let mut result = json!({
+        "protocolVersion": revision.as_str(),
+        "capabilities": offer.capabilities,
+        "serverInfo": offer.server_info,
+    });
+    if let Some(text) = offer.instructions {
+        result["instructions"] = Value::String(text);
+    }
+    result
+}

@@ -1,0 +1,302 @@
+//! The task behind one open SSE connection: priming, replayed events, live events, keep-alives,
+//! and — for a resumed POST stream whose request runs on another node — watching that node's
+//! liveness so a dead node's request ends with a JSON-RPC error instead of a hang.
+//!
+//! Ordering and exactly-once: events carry their log position; the pump keeps the last position
+//! it wrote and skips anything at or before it (a live event that the replay already covered). A
+//! full queue flags the connection as lagged and the pump re-reads the log from its position.
+
+use std::sync::atomic::Ordering;
+
+use bytes::Bytes;
+use http::HeaderValue;
+use switchboard_protocol::ids::position_order;
+use switchboard_protocol::{EventId, StreamId};
+use switchboard_store::{LoggedEvent, Replay, RunningRequest};
+use tokio::sync::mpsc;
+use tokio::time::{interval, MissedTickBehavior};
+
+use crate::state::App;
+use crate::streams::hub::{ConnHandle, Outbound, StreamEvent};
+use crate::streams::sse;
+use crate::telemetry;
+
+/// Events read from a log per store round trip (a resumed or lagging connection pages through
+/// the log instead of loading it whole).
+pub const REPLAY_PAGE: usize = 256;
+
+/// What to open.
+pub struct OpenStream {
+    /// Session id.
+    pub sid: String,
+    /// Stream id.
+    pub stream: String,
+    /// This connection's holder token.
+    pub holder: String,
+    /// The hub registration made for it.
+    pub conn: ConnHandle,
+    /// A priming event id to send first (clients that negotiated 2025-11-25 or later).
+    pub priming: Option<String>,
+    /// Events to write before live ones (a resumption).
+    pub replay: Vec<LoggedEvent>,
+    /// The position the client already has (its `Last-Event-ID`), or `0-0`.
+    pub after: String,
+    /// The request of this POST stream runs on another node: watch it.
+    pub watch: Option<RunningRequest>,
+    /// Nothing more will come after the replay (the request is over): close after it.
+    pub close_after_replay: bool,
+}
+
+/// How a connection writes its events.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Framing {
+    /// Streamable HTTP: every event carries its `id` (its stream and log position).
+    EventIds,
+    /// The legacy HTTP+SSE transport (MCP 2024-11-05, basic/transports, HTTP with SSE): first an
+    /// `endpoint` event whose data is this URI (where the client POSTs), then each message as an
+    /// `event: message` without an id.
+    Legacy {
+        /// The POST URI announced in the `endpoint` event.
+        endpoint: String,
+    },
+}
+
+/// Starts the connection task and returns the SSE response it feeds.
+pub fn open(
+    app: &App,
+    s: OpenStream,
+    extra: &[(&'static str, HeaderValue)],
+) -> axum::response::Response {
+    open_framed(app, s, extra, Framing::EventIds)
+}
+
+/// [`open`] with the given framing.
+pub fn open_framed(
+    app: &App,
+    s: OpenStream,
+    extra: &[(&'static str, HeaderValue)],
+    framing: Framing,
+) -> axum::response::Response {
+    let (tx, rx) = mpsc::channel(64);
+    let pump = Pump {
+        app: app.clone(),
+        last: s.after.clone(),
+        out: tx,
+        s,
+        framing,
+    };
+    tokio::spawn(pump.run());
+    sse::response(rx, extra)
+}
+
+struct Pump {
+    app: App,
+    s: OpenStream,
+    last: String,
+    out: mpsc::Sender<Bytes>,
+    framing: Framing,
+}
+
+enum Step {
+    Continue,
+    Stop,
+}
+
+impl Pump {
+    async fn run(mut self) {
+        if let Framing::Legacy { endpoint } = &self.framing {
+            if let Step::Stop = self.send(sse::named("endpoint", endpoint)).await {
+                return self.cleanup().await;
+            }
+        }
+        if let Some(id) = self.s.priming.take() {
+            if self
+                .out
+                .send(sse::priming(&id, self.app.cfg.sse_retry_ms))
+                .await
+                .is_err()
+            {
+                return self.cleanup().await;
+            }
+        }
+        let replay = std::mem::take(&mut self.s.replay);
+        let more = replay.len() >= REPLAY_PAGE;
+        if let Step::Stop = self.write_all(replay).await {
+            return self.cleanup().await;
+        }
+        if more {
+            if let Step::Stop = self.catch_up().await {
+                return self.cleanup().await;
+            }
+        }
+        if !self.s.close_after_replay {
+            self.live().await;
+        }
+        self.cleanup().await
+    }
+
+    async fn live(&mut self) {
+        let mut keepalive = interval(self.app.cfg.keepalive_interval);
+        keepalive.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        keepalive.tick().await;
+        let mut liveness = interval(self.app.cfg.liveness_check_interval);
+        liveness.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            if self.s.conn.lagged.swap(false, Ordering::SeqCst) {
+                if let Step::Stop = self.catch_up().await {
+                    return;
+                }
+            }
+            let step = tokio::select! {
+                m = self.s.conn.rx.recv() => match m {
+                    Some(Outbound::Event(ev)) => self.write(*ev).await,
+                    Some(Outbound::CatchUp) => Step::Continue,
+                    Some(Outbound::Close) | None => Step::Stop,
+                },
+                _ = keepalive.tick() => self.keepalive().await,
+                _ = liveness.tick(), if self.s.watch.is_some() => self.check_running().await,
+                _ = self.out.closed() => Step::Stop,
+                // Draining: the standalone stream moves to another node at once; a POST stream
+                // stays until its request answers (or the drain deadline ends the process).
+                _ = self.app.shutdown.cancelled(), if self.s.stream == StreamId::STANDALONE => Step::Stop,
+            };
+            if let Step::Stop = step {
+                return;
+            }
+        }
+    }
+
+    /// The keep-alive comment; on a legacy SSE stream, first the answers of requests lost with
+    /// their dead nodes (their client reads only this stream and cannot resume a request's own),
+    /// so a legacy client hears of such a loss within `keepalive_interval_ms` after the node's
+    /// heartbeat lapsed.
+    async fn keepalive(&self) -> Step {
+        if matches!(self.framing, Framing::Legacy { .. }) {
+            crate::session::end_lost_requests_logged(&self.app, &self.s.sid).await;
+        }
+        self.send(sse::keepalive()).await
+    }
+
+    async fn send(&self, bytes: Bytes) -> Step {
+        match self.out.send(bytes).await {
+            Ok(()) => Step::Continue,
+            Err(_) => Step::Stop,
+        }
+    }
+
+    async fn write(&mut self, ev: StreamEvent) -> Step {
+        if position_order(&ev.position) <= position_order(&self.last) {
+            return Step::Continue;
+        }
+        let frame = match self.framing {
+            Framing::EventIds => {
+                let id = EventId::new(
+                    StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone),
+                    ev.position.clone(),
+                );
+                sse::event(&id.to_string(), &ev.data)
+            }
+            Framing::Legacy { .. } => sse::named("message", &ev.data),
+        };
+        if let Step::Stop = self.send(frame).await {
+            return Step::Stop;
+        }
+        self.last = ev.position;
+        if ev.end {
+            Step::Stop
+        } else {
+            Step::Continue
+        }
+    }
+
+    async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
+        for e in events {
+            let ev = StreamEvent {
+                position: e.position,
+                data: e.data,
+                end: e.end,
+            };
+            if let Step::Stop = self.write(ev).await {
+                return Step::Stop;
+            }
+        }
+        Step::Continue
+    }
+
+    /// Re-reads the log from the last written position, a page at a time, until it is exhausted.
+    async fn catch_up(&mut self) -> Step {
+        loop {
+            let page = self
+                .app
+                .store
+                .replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE)
+                .await;
+            match page {
+                Ok(Replay::Events(events)) => {
+                    let full = events.len() >= REPLAY_PAGE;
+                    if let Step::Stop = self.write_all(events).await {
+                        return Step::Stop;
+                    }
+                    if !full {
+                        return Step::Continue;
+                    }
+                }
+                Ok(other) => {
+                    tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
+                    return Step::Stop;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "connection cannot read the event log; closing it");
+                    return Step::Stop;
+                }
+            }
+        }
+    }
+
+    /// The request of this stream runs elsewhere: if its node is dead, end it with an error.
+    async fn check_running(&mut self) -> Step {
+        let Some(run) = self.s.watch.clone() else {
+            return Step::Continue;
+        };
+        let store = &self.app.store;
+        match store.is_alive(&run.node).await {
+            Ok(true) | Err(_) => return Step::Continue,
+            Ok(false) => {}
+        }
+        let data = crate::session::lost_request_event(&run.request_key, &run.node);
+        self.s.watch = None;
+        match store
+            .abort_running(&self.s.sid, &self.s.stream, &run.node, &data)
+            .await
+        {
+            Ok(Some(appended)) => {
+                telemetry::request_aborted(&self.s.sid, &self.s.stream, &run.node);
+                self.write(StreamEvent {
+                    position: appended.position,
+                    data,
+                    end: true,
+                })
+                .await
+            }
+            // Finished meanwhile: its end event arrives (or is in the log).
+            Ok(None) => self.catch_up().await,
+            Err(e) => {
+                tracing::warn!(error = %e, "could not abort a request of a dead node");
+                Step::Continue
+            }
+        }
+    }
+
+    async fn cleanup(self) {
+        let app = self.app;
+        app.hub
+            .unregister(&self.s.sid, &self.s.stream, &self.s.holder);
+        if let Err(e) = app
+            .store
+            .release(&self.s.sid, &self.s.stream, &self.s.holder)
+            .await
+        {
+            tracing::debug!(error = %e, "could not release a stream");
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Server-directed task creation for a `tools/call` from a client declaring the extension.
+//!
+//! The call starts like any 2026-07-28 request ([`super::super::call::spawn`]). If it finishes
+//! within `task_after`, the client gets its answer as usual (JSON, or SSE when it sent
+//! notifications meanwhile). Otherwise the node registers the task's cancellation handle, stores
+//! the record (`working`), and only then answers with the `CreateTaskResult` (ext-tasks, Task
+//! Creation: MUST NOT return it before a `tasks/get` would resolve). The call keeps running in
+//! a detached runner that writes its outcome into the record; notifications it sends from then
+//! on have no stream to go to and are dropped (a task's progress is read with `tasks/get`).
+//!
+//! While the client waits for the first answer, closing the response cancels the call as on any
+//! 2026-07-28 request; once the task exists only `tasks/cancel` does.
+//!
+//! A question the call asks the client (sampling, elicitation, roots) waits: the task turns
+//! `input_required` with the open questions as `inputRequests`, and `tasks/update` on any node
+//! delivers the answers to the waiting call ([`super::deliver`]), which goes on (`working`).
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::Body as HttpBody;
+use axum::response::Response;
+use serde_json::{json, Value};
+use switchboard_protocol::{codes, jsonrpc, RequestId};
+use switchboard_store::{Settled, TaskChange, TaskRecord, TaskStatus};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::super::checks::Checked;
+use super::super::mrtr::Inputs;
+use super::super::park::Item;
+use super::super::{answer, call};
+use super::{new_task_id, now_iso, wire, RESULT_TASK};
+use crate::edge::accept::Answers;
+use crate::state::App;
+use crate::transport::stateless::names::TASK_PREFIX;
+use crate::{streams::sse, telemetry};
+
+/// The [`crate::exec::running::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
+/// as a [`switchboard_store::BusMessage::Cancel`] for this (session, request) pair.
+pub fn calls_key(task_id: &str) -> (String, &'static str) {
+    (format!("{TASK_PREFIX}{task_id}"), "task")
+}
+
+/// Runs a task-capable request from a client that declared the extension.
+pub async fn call(
+    app: &App,
+    id: RequestId,
+    method: String,
+    raw: Value,
+    checked: Checked,
+    answers: Answers,
+) -> Response {
+    // The principal is a task-local of the request; the spawned task needs it passed on.
+    let principal = crate::edge::auth::current_principal();
+    let params = raw.get("params").cloned().unwrap_or(Value::Null);
+    let inputs = Arc::new(Inputs::for_task(&method, &params));
+    let spawned = call::spawn(
+        app,
+        id.clone(),
+        method,
+        raw,
+        checked,
+        Some(inputs.clone()),
+        principal.clone(),
+    );
+    let (mut rx, guard) = match spawned {
+        Ok(spawned) => spawned,
+        Err(refusal) => return refusal.respond(Some(&id)),
+    };
+    // Until the task exists, a closed response cancels the call as on any 2026-07-28 request.
+    let deadline = tokio::time::sleep(app.cfg.task_after);
+    tokio::pin!(deadline);
+    let mut notes = Vec::new();
+    loop {
+        tokio::select! {
+            item = rx.recv() => match item {
+                Some(Item::Note(v)) if notes.len() < app.cfg.connection_queue => notes.push(v),
+                Some(Item::Note(_)) => {}
+                Some(Item::Final(v)) => return finished_in_time(answers, notes, v),
+                None => return internal(answers, &id, "the request ended without an answer"),
+            },
+            _ = &mut deadline => break,
+        }
+    }
+    // From here the call's fate belongs to a task of its own, so that a client hanging up
+    // while the record is written neither cancels the call nor leaves the record `working`.
+    let run_token = guard.disarm();
+    match tokio::spawn(start_task(app.clone(), principal, rx, run_token, inputs)).await {
+        Ok(Some(record)) => answer(
+            answers,
+            jsonrpc::result_response(&id, wire(&record, RESULT_TASK)),
+        ),
+        _ => internal(answers, &id, "the task could not be stored"),
+    }
+}
+
+/// Stores the task (its cancellation handle registered first, so a `tasks/cancel` arriving
+/// right after the answer finds it) and hands the call to [`detached`]. `None`, with the call
+/// cancelled, when the store refused.
+async fn start_task(
+    app: App,
+    principal: String,
+    rx: mpsc::Receiver<Item>,
+    run_token: CancellationToken,
+    inputs: Arc<Inputs>,
+) -> Option<TaskRecord> {
+    let task_id = new_task_id();
+    let (sid, key) = calls_key(&task_id);
+    let stop = app.calls.start(&sid, key);
+    let record = new_record(&app, &task_id, principal);
+    match app.store.create_task(&record).await {
+        Ok(true) => {}
+        outcome => {
+            app.calls.end(&sid, key);
+            run_token.cancel();
+            tracing::warn!(?outcome, "task not created; the call is cancelled");
+            return None;
+        }
+    }
+    telemetry::task_created(&task_id);
+    app.tasks.insert(&task_id, inputs.clone());
+    tokio::spawn(detached(app, task_id, rx, run_token, stop, inputs));
+    Some(record)
+}
+
+/// A new `working` task run by this node for `principal`.
+fn new_record(app: &App, task_id: &str, principal: String) -> TaskRecord {
+    let now = now_iso();
+    TaskRecord {
+        task_id: task_id.to_owned(),
+        principal,
+        node: app.node_id().to_owned(),
+        status: TaskStatus::Working,
+        status_message: None,
+        created_at: now.clone(),
+        last_updated_at: now,
+        ttl_ms: millis(app.cfg.task_ttl),
+        poll_interval_ms: millis(app.cfg.task_poll_interval),
+        outcome: None,
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The answer of a call that finished before becoming a task: JSON, or SSE with the
+/// notifications it sent first (at most `connection_queue` of them are kept); always JSON for a
+/// client that accepts only JSON (the notifications dropped and counted), always SSE for one
+/// that accepts only SSE.
+fn finished_in_time(answers: Answers, notes: Vec<Value>, last: Value) -> Response {
+    if answers == Answers::JsonOnly {
+        for note in &notes {
+            telemetry::notification_dropped(note["method"].as_str().unwrap_or("?"));
+        }
+        return answer(answers, last);
+    }
+    if notes.is_empty() {
+        return answer(answers, last);
+    }
+    let frames = notes
+        .into_iter()
+        .chain(std::iter::once(last))
+        .map(|v| Ok::<_, Infallible>(sse::data(&v.to_string())));
+    sse::body_response(HttpBody::from_stream(tokio_stream::iter(frames)), &[])
+}
+
+fn internal(answers: Answers, id: &RequestId, message: &str) -> Response {
+    answer(
+        answers,
+        jsonrpc::error_response(Some(id), codes::INTERNAL_ERROR, message, None),
+    )
+}
+
+/// Drives a task's call to its end and stores the outcome. `stop` fires on `tasks/cancel`
+/// (locally or over the bus) and cancels the call; the call's own answer still arrives (the
+/// cancellation error) and finds the record already `cancelled`, which stays.
+async fn detached(
+    app: App,
+    task_id: String,
+    mut rx: mpsc::Receiver<Item>,
+    run_token: CancellationToken,
+    stop: CancellationToken,
+    inputs: Arc<Inputs>,
+) {
+    let last = loop {
+        tokio::select! {
+            item = rx.recv() => match item {
+                Some(Item::Note(_)) => {}
+                Some(Item::Final(v)) => break Some(v),
+                None => break None,
+            },
+            () = inputs.asked() => {
+                // The call asks the client something: the task shows every open question.
+                inputs.take_asked();
+                super::ask(&app, &task_id, inputs.waiting()).await;
+            }
+            _ = stop.cancelled(), if !run_token.is_cancelled() => {
+                run_token.cancel();
+                telemetry::task_cancelled(&task_id);
+            }
+        }
+    };
+    app.tasks.remove(&task_id);
+    let (sid, key) = calls_key(&task_id);
+    app.calls.end(&sid, key);
+    let change = outcome_change(last);
+    match app.store.settle_task(&task_id, &change).await {
+        Ok(Settled::Changed(r)) => telemetry::task_finished(&task_id, r.status.as_str()),
+        Ok(Settled::AlreadyTerminal(_)) => {}
+        Ok(Settled::Missing) => tracing::info!(task = %task_id, "task expired before it finished"),
+        Err(e) => tracing::warn!(task = %task_id, error = %e, "task outcome not stored"),
+    }
+}
+
+/// The record change for the call's final JSON-RPC response: `completed` with its result (a tool
+/// result with `isError: true` included), or `failed` with its error (ext-tasks, Task Status).
+pub fn outcome_change(last: Option<Value>) -> TaskChange {
+    let at = now_iso();
+    let error = |e: Value| TaskChange {
+        status: TaskStatus::Failed,
+        at: at.clone(),
+        message: e.get("message").and_then(Value::as_str).map(str::to_owned),
+        outcome: Some(e.to_string()),
+    };
+    match last {
+        Some(mut v) => match (v.get_mut("result").map(Value::take), v.get_mut("error")) {
+            (Some(result), _) => TaskChange {
+                status: TaskStatus::Completed,
+                at,
+                message: None,
+                outcome: Some(result.to_string()),
+            },
+            (None, Some(e)) => error(e.take()),
+            (None, None) => {
+                error(json!({"code": codes::INTERNAL_ERROR, "message": "malformed answer"}))
+            }
+        },
+        None => error(json!({
+            "code": codes::INTERNAL_ERROR,
+            "message": "the request ended without an answer",
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn results_complete_and_json_rpc_errors_fail() {
+        let tool_error = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"content": [], "isError": true, "resultType": "complete"}});
+        let c = outcome_change(Some(tool_error));
+        assert_eq!(c.status, TaskStatus::Completed);
+        let stored: Value = serde_json::from_str(c.outcome.as_deref().unwrap()).unwrap();
+        assert_eq!(stored["isError"], true);
+        let err = json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "bad"}});
+        let c = outcome_change(Some(err));
+        assert_eq!(
+            (c.status, c.message.as_deref()),
+            (TaskStatus::Failed, Some("bad"))
+        );
+        assert_eq!(outcome_change(None).status, TaskStatus::Failed);
+    }
+}

@@ -1,0 +1,209 @@
+//! GET on the MCP endpoint: open the standalone stream, or resume any stream of the session from
+//! `Last-Event-ID` (MCP 2025-11-25, basic/transports, Listening for Messages and Resumability).
+//!
+//! - Without `Last-Event-ID`: the session's standalone stream. A newer GET replaces an older one
+//!   on any node (the old connection ends), so each message goes to exactly one stream.
+//! - With `Last-Event-ID`: the event id names its stream; only that stream of this session is
+//!   replayed (never another stream's or another session's events), then it continues live. An id
+//!   of no stream of this session is refused with 400, an id older than the retained log with 410.
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::HeaderMap;
+use switchboard_protocol::ids::position_order;
+use switchboard_protocol::{headers, EventId, StreamId};
+use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
+
+use crate::edge::error::HttpError;
+use crate::session;
+use crate::state::App;
+use crate::streams::pump::{self, OpenStream};
+use crate::{edge::guard, telemetry};
+
+/// The GET handler.
+pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
+    match get(app, headers).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
+    crate::transport::stateless::refuse_get_or_delete(&headers)?;
+    crate::edge::accept::check_get(&headers)?;
+    let sid = session::session_id(&headers)?;
+    guard::protocol_version(&headers)?;
+    let last = match headers.get(headers::LAST_EVENT_ID) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(EventId::parse)
+                .ok_or(HttpError::BadLastEventId)?,
+        ),
+    };
+    let record = session::load(&app, &sid, None)
+        .await?
+        .unwrap_or_else(|(r, _)| r);
+    match last {
+        None => standalone(&app, &record).await,
+        Some(id) => resume(&app, &record, id).await,
+    }
+}
+
+async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpError> {
+    let sid = record.id.as_str();
+    let stream = StreamId::STANDALONE;
+    let holder = app.new_holder();
+    let conn = app.hub.register(sid, stream, &holder);
+    let last_position = match app.store.claim(sid, stream, &holder).await {
+        Ok(Claim::Claimed { last_position, .. }) => last_position,
+        Ok(Claim::Unknown) => None,
+        Err(e) => {
+            app.hub.unregister(sid, stream, &holder);
+            return Err(e.into());
+        }
+    };
+    let after = last_position.unwrap_or_else(|| EventId::START.to_owned());
+    let priming = session::revision(record)
+        .primes_streams()
+        .then(|| format!("{stream}_{after}"));
+    let open = OpenStream {
+        sid: sid.to_owned(),
+        stream: stream.to_owned(),
+        holder,
+        conn,
+        priming,
+        replay: Vec::new(),
+        after,
+        watch: None,
+        close_after_replay: false,
+    };
+    Ok(pump::open(app, open, &[]))
+}
+
+async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
+    let sid = record.id.as_str();
+    let stream = id.stream.to_string();
+    if let Err(e) = check_resumable(app, sid, &stream, &id.position).await {
+        if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
+            telemetry::replay_miss(sid, &e.to_string());
+        }
+        return Err(e);
+    }
+    let holder = app.new_holder();
+    let conn = app.hub.register(sid, &stream, &holder);
+    let prepared = prepare_resume(app, sid, &stream, &holder, &id.position).await;
+    let (replay, watch, close_after_replay) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            app.hub.unregister(sid, &stream, &holder);
+            let _ = app.store.release(sid, &stream, &holder).await;
+            if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
+                telemetry::replay_miss(sid, &e.to_string());
+            }
+            return Err(e);
+        }
+    };
+    telemetry::stream_resumed(sid, &stream, replay.len());
+    let open = OpenStream {
+        sid: sid.to_owned(),
+        stream,
+        holder,
+        conn,
+        priming: None,
+        replay,
+        after: id.position,
+        watch,
+        close_after_replay,
+    };
+    Ok(pump::open(app, open, &[]))
+}
+
+/// How far ahead of this node's clock an event position may be and still count as possibly sent
+/// (positions come from Redis's clock).
+const CLOCK_SKEW_MS: u64 = 60_000;
+
+/// Refuses a `Last-Event-ID` that cannot be resumed before anything is claimed, so that a refused
+/// resume never disturbs the connection holding the stream now: a stream this session does not
+/// have (400), an id older than the retained log (410), an id of no event sent yet (400). Read
+/// only: one replay page of one event, and a second one only when the id names the newest event
+/// or none (to tell which).
+pub(crate) async fn check_resumable(
+    app: &App,
+    sid: &str,
+    stream: &str,
+    after: &str,
+) -> Result<(), HttpError> {
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    if position_order(after).0 > now_ms + CLOCK_SKEW_MS {
+        return Err(HttpError::UnknownStream);
+    }
+    match app.store.replay(sid, stream, after, 1).await? {
+        Replay::Events(events) if !events.is_empty() || after == EventId::START => return Ok(()),
+        Replay::Events(_) => {}
+        Replay::UnknownStream => return Err(HttpError::UnknownStream),
+        Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
+    }
+    // Nothing after `after`: it is the newest event's position, or no event's at all.
+    let (ms, seq) = position_order(after);
+    let before = match seq.checked_sub(1) {
+        Some(s) => format!("{ms}-{s}"),
+        None => format!("{}-{}", ms.saturating_sub(1), u64::MAX),
+    };
+    match app.store.replay(sid, stream, &before, 1).await? {
+        Replay::Events(events) if events.first().is_some_and(|e| e.position == after) => Ok(()),
+        _ => Err(HttpError::UnknownStream),
+    }
+}
+
+type Prepared = (
+    Vec<LoggedEvent>,
+    Option<switchboard_store::RunningRequest>,
+    bool,
+);
+
+/// Claim first (so live events come to us), then see who runs the request, then read the log:
+/// an end event written after the `running` check is then either in the replay or delivered live.
+async fn prepare_resume(
+    app: &App,
+    sid: &str,
+    stream: &str,
+    holder: &str,
+    after: &str,
+) -> Result<Prepared, HttpError> {
+    let last_position = match app.store.claim(sid, stream, holder).await? {
+        Claim::Unknown => return Err(HttpError::UnknownStream),
+        Claim::Claimed { last_position, .. } => last_position,
+    };
+    let newest = last_position
+        .as_deref()
+        .map(position_order)
+        .unwrap_or((0, 0));
+    if position_order(after) > newest {
+        // An id from the future was never sent on this stream: refuse it rather than wait
+        // silently past every event up to it.
+        return Err(HttpError::UnknownStream);
+    }
+    let standalone = stream == StreamId::STANDALONE;
+    let running = if standalone {
+        None
+    } else {
+        app.store.running(sid, stream).await?
+    };
+    let events = match app
+        .store
+        .replay(sid, stream, after, pump::REPLAY_PAGE)
+        .await?
+    {
+        Replay::Events(events) => events,
+        Replay::UnknownStream => return Err(HttpError::UnknownStream),
+        Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
+    };
+    let ended = events.iter().any(|e| e.end);
+    let close_after_replay = !standalone && (ended || running.is_none());
+    let watch = running.filter(|r| r.node != app.node_id());
+    Ok((events, watch, close_after_replay))
+}

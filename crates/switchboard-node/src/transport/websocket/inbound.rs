@@ -1,0 +1,142 @@
+//! Client frames of one WebSocket: each text frame is one JSON-RPC message, handled like a POST's
+//! (the first on a new socket must be `initialize`; requests run via [`crate::exec::call::spawn`] and
+//! answer into the session's standalone log; notifications and responses go through
+//! [`crate::transport::streamable::post::deliver`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use switchboard_protocol::{codes, Body, Message, RequestId, SessionId, StreamId};
+use switchboard_store::InflightRequest;
+
+use super::conn::{Conn, Step};
+use super::frame::{self, close};
+use crate::edge::error::HttpError;
+use crate::exec::call::{self, Job};
+use crate::exec::response::ResponseStream;
+use crate::{session, transport::streamable::post};
+
+impl Conn {
+    pub(super) async fn on_text(&mut self, text: &str) -> Step {
+        match Body::parse(text.as_bytes()) {
+            Err(e) => self.direct(None, e.code(), e.message().to_owned()).await,
+            Ok(Body::Batch(_)) => {
+                let why = "one JSON-RPC message per frame: batches are not accepted on a WebSocket";
+                self.direct(None, codes::INVALID_REQUEST, why.to_owned())
+                    .await
+            }
+            Ok(Body::Single(m)) => match (&self.session, m) {
+                (None, Message::Request { id, method, raw }) if method == "initialize" => {
+                    self.initialize(id, raw).await
+                }
+                (None, m) => {
+                    let id = match &m {
+                        Message::Request { id, .. } => Some(id.clone()),
+                        _ => None,
+                    };
+                    let why = "the first message on a new WebSocket must be initialize (or resume a session with Mcp-Session-Id)";
+                    self.direct(id.as_ref(), codes::INVALID_REQUEST, why.to_owned())
+                        .await
+                }
+                (Some(_), Message::Request { id, method, raw }) => {
+                    self.request(id, method, raw).await
+                }
+                (Some(s), m) => match post::deliver(&self.app, &s.record, m).await {
+                    Ok(()) => Step::Continue,
+                    Err(e) => self.failed(e).await,
+                },
+            },
+        }
+    }
+
+    /// `initialize` on a new socket: creates the session like a POST would, attaches the socket
+    /// to its standalone stream, and logs the answer there (so it carries an event id too).
+    async fn initialize(&mut self, id: RequestId, raw: Value) -> Step {
+        let created = crate::session::initialize::create(&self.app, &id, &raw).await;
+        let (answer, sid) = match created {
+            Ok((answer, Some(sid))) => (answer, sid),
+            Ok((answer, None)) => return self.send_text(answer.to_string()).await,
+            Err(e @ HttpError::AtCapacity { .. }) => {
+                self.direct(Some(&id), e.code(), e.to_string()).await;
+                return self
+                    .close(close::TRY_AGAIN_LATER, "session limit reached")
+                    .await;
+            }
+            Err(e) => return self.direct(Some(&id), e.code(), e.to_string()).await,
+        };
+        let attached = async {
+            let record = session::load(&self.app, &sid, None)
+                .await?
+                .unwrap_or_else(|(r, _)| r);
+            super::attach(&self.app, record, None).await
+        };
+        match attached.await {
+            Ok((a, _)) => self.session = Some(a),
+            Err(e) => return self.failed(e).await,
+        }
+        self.log(&frame::with_session_id(answer, sid.as_str()))
+            .await
+    }
+
+    /// A request on an attached session: registered in flight up front (duplicate ids, the
+    /// in-flight cap and cancellation from any node work as for POST), then run; everything it
+    /// sends, its response included, goes to the standalone log.
+    async fn request(&mut self, id: RequestId, method: String, raw: Value) -> Step {
+        let Some(s) = self.session.as_mut() else {
+            return Step::Continue;
+        };
+        let app = self.app.clone();
+        let sid = s.record.id.clone();
+        let key = id.key();
+        let Some(cancel) = app.calls.try_start(&sid, &key) else {
+            return self
+                .log(&post::refusal(&id, session::Refusal::DuplicateId))
+                .await;
+        };
+        // Marked as answered on the standalone stream: if this node dies while it runs, the
+        // node the socket resumes on ends it there (`session::end_lost_requests`).
+        let inflight = InflightRequest {
+            request_key: key.clone(),
+            stream: StreamId::generate_standalone_answered().to_string(),
+            node: app.node_id().to_owned(),
+            holder: String::new(),
+        };
+        let sid_parsed = SessionId::parse(&sid);
+        let loaded = match sid_parsed {
+            Some(p) => session::load(&app, &p, Some(&inflight)).await,
+            None => Err(HttpError::UnknownSession),
+        };
+        let record = match loaded {
+            Ok(Ok(record)) => record,
+            Ok(Err((_, why))) => {
+                app.calls.end(&sid, &key);
+                return self.log(&post::refusal(&id, why)).await;
+            }
+            Err(e) => {
+                app.calls.end(&sid, &key);
+                return self.failed(e).await;
+            }
+        };
+        s.record = record.clone();
+        let response = ResponseStream::for_standalone(app.clone(), &sid, inflight);
+        call::spawn(Job {
+            app,
+            session: record,
+            id,
+            method,
+            raw,
+            response: Arc::new(response),
+            cancel,
+        });
+        Step::Continue
+    }
+
+    /// A store or session failure while handling a frame: an ended session closes the socket
+    /// (4404); anything else is reported as a JSON-RPC error and the socket stays.
+    pub(super) async fn failed(&mut self, e: HttpError) -> Step {
+        if e == HttpError::UnknownSession {
+            return self.close(close::SESSION_ENDED, "session not found").await;
+        }
+        self.direct(None, e.code(), e.to_string()).await
+    }
+}
