@@ -44,9 +44,9 @@ use crate::{
 pub fn router(app: App) -> Router {
     // Route layers run outermost-last-added: Origin/Host (2), then authorization (3), then the
     // method router (4).
-    let mut mcp = on(MethodFilter::POST, post::handle)
-        .on(MethodFilter::GET, get::handle)
-        .on(MethodFilter::DELETE, delete::handle)
+    let mut mcp = on(MethodFilter::POST, post::on_post)
+        .on(MethodFilter::GET, get::on_get)
+        .on(MethodFilter::DELETE, delete::on_delete)
         .on(MethodFilter::HEAD, not_allowed)
         .fallback(not_allowed);
     if app.auth.is_some() {
@@ -63,7 +63,7 @@ pub fn router(app: App) -> Router {
         router = router.route(&path, guarded(&app, legacy));
     }
     if !app.cfg.websocket_path.is_empty() {
-        let ws = guarded(&app, get_route(websocket::handle));
+        let ws = guarded(&app, get_route(websocket::on_upgrade));
         router = router.route(&app.cfg.websocket_path, ws);
     }
     for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {

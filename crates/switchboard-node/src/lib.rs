@@ -89,7 +89,7 @@ pub async fn serve(
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);
-    tokio::spawn(cluster::inbox::run(app.clone(), inbox));
+    tokio::spawn(cluster::inbox::listen(app.clone(), inbox));
     cluster::background::spawn_all(&app);
     let router = app::router(app.clone());
     let listener = listener.tap_io(|tcp| {

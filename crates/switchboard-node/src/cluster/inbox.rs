@@ -10,13 +10,13 @@ use crate::streams::hub::StreamEvent;
 
 /// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
 /// to server requests of still-running calls arrive here).
-pub async fn run(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
+pub async fn listen(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
     while let Some(msg) = inbox.recv().await {
-        handle(&app, msg).await;
+        deliver(&app, msg).await;
     }
 }
 
-async fn handle(app: &App, msg: BusMessage) {
+async fn deliver(app: &App, msg: BusMessage) {
     match msg {
         BusMessage::Event {
             sid,

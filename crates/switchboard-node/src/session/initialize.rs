@@ -20,7 +20,7 @@ use crate::telemetry;
 
 /// Handles an `initialize` request on POST: the answer as JSON (as one SSE event for a client
 /// that accepts only SSE, see [`crate::edge::accept`]), with `Mcp-Session-Id` when a session was made.
-pub async fn handle(
+pub async fn start_session(
     app: &App,
     id: &RequestId,
     raw: &Value,

@@ -27,7 +27,7 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
 
 /// Why a request was not registered although its session exists.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Refusal {
+pub enum NotAdmitted {
     /// A request with the same id is already in flight in the session (case C22).
     DuplicateId,
     /// The session already has `max_inflight_per_session` requests in flight.
@@ -36,7 +36,7 @@ pub enum Refusal {
 
 /// What loading a session for a request found: the record, or the record and why the request is
 /// refused.
-pub type Loaded = Result<SessionRecord, (SessionRecord, Refusal)>;
+pub type Loaded = Result<SessionRecord, (SessionRecord, NotAdmitted)>;
 
 /// Loads and touches the session (one store round trip), registering `inflight` if given. A
 /// request the store would not register comes back as `Ok(Err((record, why)))`.
@@ -165,8 +165,8 @@ fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
     let loaded = match outcome {
         BeginOutcome::Missing => return Err(HttpError::UnknownSession),
         BeginOutcome::Ready(r) => Ok(r),
-        BeginOutcome::DuplicateId { record, .. } => Err((record, Refusal::DuplicateId)),
-        BeginOutcome::Busy(record) => Err((record, Refusal::Busy)),
+        BeginOutcome::DuplicateId { record, .. } => Err((record, NotAdmitted::DuplicateId)),
+        BeginOutcome::Busy(record) => Err((record, NotAdmitted::Busy)),
     };
     // A session bound to another principal is "not found", never revealed (C34; MCP 2025-11-25
     // security best practices, Session Hijacking), checked on the record loaded anyway.

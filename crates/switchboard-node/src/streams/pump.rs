@@ -85,7 +85,7 @@ pub fn open_framed(
         s,
         framing,
     };
-    tokio::spawn(pump.run());
+    tokio::spawn(pump.stream());
     sse::response(rx, extra)
 }
 
@@ -103,7 +103,7 @@ enum Step {
 }
 
 impl Pump {
-    async fn run(mut self) {
+    async fn stream(mut self) {
         if let Framing::Legacy { endpoint } = &self.framing {
             if let Step::Stop = self.send(sse::named("endpoint", endpoint)).await {
                 return self.cleanup().await;

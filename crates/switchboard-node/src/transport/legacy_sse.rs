@@ -267,7 +267,7 @@ async fn request(
         return to_stream(
             &app,
             &sid,
-            post::refusal(&id, session::Refusal::DuplicateId),
+            post::refusal(&id, session::NotAdmitted::DuplicateId),
         )
         .await;
     };

@@ -88,7 +88,7 @@ pub async fn execute(app: App, inc: Incoming) {
         encode_moved(app.node_id())
     } else {
         app.forwards.track(&inc.origin, &inc.call, cancel.clone());
-        let outcome = run(&app, &inc, cancel).await;
+        let outcome = run_forwarded(&app, &inc, cancel).await;
         app.forwards.untrack(&inc.origin, &inc.call);
         match outcome {
             Some(outcome) => encode_outcome(&outcome),
@@ -110,7 +110,7 @@ pub async fn execute(app: App, inc: Incoming) {
 
 /// Runs a forwarded request on the local member; `None` (not run) when the session record names
 /// another owner of its upstream.
-async fn run(
+async fn run_forwarded(
     app: &App,
     inc: &Incoming,
     cancel: CancellationToken,

@@ -59,7 +59,7 @@ async fn node(store: Arc<MemoryStore>) -> App {
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
-    tokio::spawn(inbox::run(app.clone(), inbox));
+    tokio::spawn(inbox::listen(app.clone(), inbox));
     app
 }
 
@@ -276,7 +276,7 @@ async fn noted_node(store: Arc<MemoryStore>) -> (App, Arc<Mutex<Vec<String>>>) {
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
-    tokio::spawn(inbox::run(app.clone(), inbox));
+    tokio::spawn(inbox::listen(app.clone(), inbox));
     (app, seen)
 }
 
@@ -354,7 +354,7 @@ async fn where_node(store: Arc<MemoryStore>, timeout: Duration, inbox: bool) -> 
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
     if inbox {
-        tokio::spawn(inbox::run(app.clone(), messages));
+        tokio::spawn(inbox::listen(app.clone(), messages));
     }
     app
 }

@@ -94,7 +94,12 @@ pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), crate::edge::error::Htt
 }
 
 /// Answers one modern POST message in a form `answers` allows ([`crate::edge::accept`]).
-pub async fn handle(app: &App, h: &HeaderMap, message: Message, answers: Answers) -> Response {
+pub async fn serve_request(
+    app: &App,
+    h: &HeaderMap,
+    message: Message,
+    answers: Answers,
+) -> Response {
     let (id, method, raw) = match message {
         // No client notifications are defined over 2026-07-28 Streamable HTTP; accepted.
         Message::Notification { .. } => return StatusCode::ACCEPTED.into_response(),

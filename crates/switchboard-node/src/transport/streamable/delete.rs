@@ -14,7 +14,7 @@ use crate::state::App;
 use crate::{edge::guard, session, telemetry};
 
 /// The DELETE handler: 204 when the session ended, 404 when it did not exist.
-pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
+pub async fn on_delete(State(app): State<App>, headers: HeaderMap) -> Response {
     let result = async {
         crate::transport::stateless::refuse_get_or_delete(&headers)?;
         let sid = session::session_id(&headers)?;

@@ -21,7 +21,7 @@ use crate::streams::pump::{self, OpenStream};
 use crate::{edge::guard, telemetry};
 
 /// The GET handler.
-pub async fn handle(State(app): State<App>, headers: HeaderMap) -> Response {
+pub async fn on_get(State(app): State<App>, headers: HeaderMap) -> Response {
     match get(app, headers).await {
         Ok(r) => r,
         Err(e) => e.into_response(),

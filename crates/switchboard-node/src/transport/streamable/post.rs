@@ -30,7 +30,7 @@ use crate::streams::pump::{self, OpenStream};
 use crate::{edge::guard, telemetry};
 
 /// The POST handler.
-pub async fn handle(State(app): State<App>, headers: HeaderMap, body: HttpBody) -> Response {
+pub async fn on_post(State(app): State<App>, headers: HeaderMap, body: HttpBody) -> Response {
     match post(app, headers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
@@ -56,7 +56,10 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     let parsed = read_body(&app, body).await?;
     if crate::transport::stateless::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
-            return Ok(crate::transport::stateless::handle(&app, &headers, message, answers).await);
+            return Ok(crate::transport::stateless::serve_request(
+                &app, &headers, message, answers,
+            )
+            .await);
         }
     }
     let sessionless = !headers.contains_key(switchboard_protocol::headers::MCP_SESSION_ID);
@@ -70,7 +73,7 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
-            return crate::session::initialize::handle(&app, id, raw, answers).await;
+            return crate::session::initialize::start_session(&app, id, raw, answers).await;
         }
     }
     if parsed
@@ -127,7 +130,7 @@ async fn request(
     }
     // Only after the session (and its principal, C34) checked out, so a stranger learns nothing.
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        let answer = refusal(&id, session::Refusal::DuplicateId);
+        let answer = refusal(&id, session::NotAdmitted::DuplicateId);
         return Ok(answers.ready(StatusCode::OK, answer));
     };
     let stream = StreamId::generate().to_string();
@@ -292,7 +295,7 @@ async fn batch_request(
     let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
         return Ok(BatchAnswer::Now(refusal(
             &id,
-            session::Refusal::DuplicateId,
+            session::NotAdmitted::DuplicateId,
         )));
     };
     let inflight = InflightRequest {
@@ -326,13 +329,13 @@ async fn batch_request(
 }
 
 /// The JSON-RPC error for a request the store would not register.
-pub(crate) fn refusal(id: &RequestId, why: session::Refusal) -> Value {
+pub(crate) fn refusal(id: &RequestId, why: session::NotAdmitted) -> Value {
     let (code, msg) = match why {
-        session::Refusal::DuplicateId => (
+        session::NotAdmitted::DuplicateId => (
             codes::INVALID_REQUEST,
             format!("request id {} is already in flight in this session", id.0),
         ),
-        session::Refusal::Busy => (
+        session::NotAdmitted::Busy => (
             codes::OVERLOADED,
             "too many requests in flight in this session; retry when one has finished".to_owned(),
         ),

@@ -45,7 +45,7 @@ pub(super) struct Conn {
 
 /// Runs the connection until either side closes it; `attached` is the resumed session, with the
 /// first page of its replay.
-pub async fn run(app: App, ws: WebSocket, attached: Option<(Attached, Vec<LoggedEvent>)>) {
+pub async fn serve_socket(app: App, ws: WebSocket, attached: Option<(Attached, Vec<LoggedEvent>)>) {
     let (session, replay) = match attached {
         Some((a, replay)) => (Some(a), replay),
         None => (None, Vec::new()),

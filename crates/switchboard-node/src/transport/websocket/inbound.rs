@@ -90,7 +90,7 @@ impl Conn {
         let key = id.key();
         let Some(cancel) = app.calls.try_start(&sid, &key) else {
             return self
-                .log(&post::refusal(&id, session::Refusal::DuplicateId))
+                .log(&post::refusal(&id, session::NotAdmitted::DuplicateId))
                 .await;
         };
         // Marked as answered on the standalone stream: if this node dies while it runs, the

@@ -62,7 +62,7 @@ pub const SESSION_QUERY: &str = "session_id";
 pub const LAST_EVENT_QUERY: &str = "last_event_id";
 
 /// The upgrade handler.
-pub async fn handle(
+pub async fn on_upgrade(
     State(app): State<App>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
@@ -138,7 +138,7 @@ async fn upgrade(
         })
         .on_upgrade(move |socket| {
             // The upgraded socket runs in its own task: carry the request's principal into it.
-            crate::edge::auth::with_principal(principal, conn::run(app, socket, attached))
+            crate::edge::auth::with_principal(principal, conn::serve_socket(app, socket, attached))
         }))
 }
 

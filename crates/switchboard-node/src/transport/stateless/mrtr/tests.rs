@@ -1,6 +1,6 @@
 use super::*;
 
-fn run(retry: Retry) -> Inputs {
+fn settled(retry: Retry) -> Inputs {
     match retry {
         Retry::Run(inputs) => inputs,
         Retry::Resume(r) => panic!("not a re-run: {r:?}"),
@@ -25,7 +25,7 @@ fn call(args: Value) -> Value {
 /// Round 1 of `params`: asks one sampling question; returns the key and the result.
 fn first_round(params: &Value, principal: &str) -> (String, Value) {
     let inputs =
-        run(Inputs::from_request(&ring(), "tools/call", params, principal, false).unwrap());
+        settled(Inputs::from_request(&ring(), "tools/call", params, principal, false).unwrap());
     let q = json!({"messages": [], "maxTokens": 5});
     assert_eq!(
         known(inputs.answer_or_ask("sampling/createMessage", &q)),
@@ -70,7 +70,7 @@ fn a_retry_meets_its_answer_and_asks_again_when_it_is_missing() {
     let mut reordered = json!({"arguments": {"prompt": "hi"}, "name": "sample"});
     reordered["_meta"] = json!({"other": true});
     let p = retry(&reordered, &result, json!({&key: answer}));
-    let inputs = run(Inputs::from_request(&ring(), "tools/call", &p, "alice", false).unwrap());
+    let inputs = settled(Inputs::from_request(&ring(), "tools/call", &p, "alice", false).unwrap());
     let q = json!({"maxTokens": 5, "messages": []});
     assert_eq!(
         known(inputs.answer_or_ask("sampling/createMessage", &q)),
@@ -92,7 +92,7 @@ fn a_retry_meets_its_answer_and_asks_again_when_it_is_missing() {
         .all(|k| k.ends_with("-2")));
     // A retry without the response gets the same question again.
     let p = retry(&params, &result, json!({}));
-    let inputs = run(Inputs::from_request(&ring(), "tools/call", &p, "alice", false).unwrap());
+    let inputs = settled(Inputs::from_request(&ring(), "tools/call", &p, "alice", false).unwrap());
     assert_eq!(
         known(inputs.answer_or_ask("sampling/createMessage", &q)),
         None
@@ -142,7 +142,8 @@ fn states_are_bound_to_principal_request_expiry_and_key() {
         state_ttl: Duration::ZERO,
         ..MrtrSettings::default()
     };
-    let inputs = run(Inputs::from_request(&ring(), "tools/call", &params, "alice", false).unwrap());
+    let inputs =
+        settled(Inputs::from_request(&ring(), "tools/call", &params, "alice", false).unwrap());
     inputs.answer_or_ask("roots/list", &json!({}));
     let expired = inputs
         .input_required(&ring(), &settings, "alice")
@@ -155,7 +156,7 @@ fn states_are_bound_to_principal_request_expiry_and_key() {
 #[test]
 fn oversized_states_are_refused_and_upstreams_never_see_retry_members() {
     let params = call(json!({"prompt": "hi"}));
-    let inputs = run(Inputs::from_request(&ring(), "tools/call", &params, "a", false).unwrap());
+    let inputs = settled(Inputs::from_request(&ring(), "tools/call", &params, "a", false).unwrap());
     inputs.answer_or_ask("roots/list", &json!({}));
     let tiny = MrtrSettings {
         max_state_bytes: 10,
@@ -175,7 +176,7 @@ fn oversized_states_are_refused_and_upstreams_never_see_retry_members() {
     );
     let p = json!({"_meta": {"io.modelcontextprotocol/logLevel": "info"}});
     assert_eq!(upstream_params(p), json!({}));
-    let none = run(Inputs::from_request(&ring(), "tools/call", &params, "a", false).unwrap());
+    let none = settled(Inputs::from_request(&ring(), "tools/call", &params, "a", false).unwrap());
     assert!(none
         .input_required(&ring(), &MrtrSettings::default(), "a")
         .is_none());
@@ -184,7 +185,7 @@ fn oversized_states_are_refused_and_upstreams_never_see_retry_members() {
 #[tokio::test]
 async fn park_mode_waits_for_answers_and_asks_again_what_stays_open() {
     let params = call(json!({"prompt": "hi"}));
-    let inputs = run(Inputs::from_request(&ring(), "tools/call", &params, "a", true).unwrap());
+    let inputs = settled(Inputs::from_request(&ring(), "tools/call", &params, "a", true).unwrap());
     assert!(inputs.parking());
     let Ask::Wait(first) = inputs.answer_or_ask("roots/list", &json!({})) else {
         panic!("park mode waits");
