@@ -79,14 +79,6 @@ async fn execute(
     cancel: CancellationToken,
     ending: &Arc<OnceLock<String>>,
 ) -> Result<Value, RpcError> {
-    let max_token = job.app.cfg.max_progress_token_bytes;
-    if let Some(token) = params.pointer("/_meta/progressToken") {
-        if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
-            return Err(RpcError::invalid_params(format!(
-                "_meta.progressToken must be a string or number of at most {max_token} bytes"
-            )));
-        }
-    }
     let store = &job.app.store;
     let sid = &job.session.id;
     match job.method.as_str() {

@@ -1,5 +1,6 @@
 //! A client request while it runs on this node:
 //!
+//! - [`start`]: starting one request of a session, the path every session-era transport takes.
 //! - [`call`]: running one request (session methods here, the rest at the upstream) in its own
 //!   task.
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
@@ -12,3 +13,4 @@ pub mod cancel;
 pub mod client_peer;
 pub mod response;
 pub mod running;
+pub mod start;

@@ -7,7 +7,7 @@
 //! reached, and every answer, notification and server-to-client request of the session is
 //! appended to that stream's log, which the store delivers to the holder on whichever node it is
 //! (the same path an upstream's unsolicited notifications take). Requests run through the same
-//! machinery as Streamable HTTP POSTs ([`call::spawn`], [`ResponseStream::for_standalone`]);
+//! machinery as Streamable HTTP POSTs ([`crate::exec::start::start_call`]);
 //! client notifications and responses through [`post::deliver`], so `notifications/cancelled`
 //! and answers to sampling reach the node that waits for them.
 //!
@@ -41,8 +41,6 @@
 //! cluster-wide. A client whose stream dropped must open a new one and initialize again (MCP
 //! 2024-11-05 has no way to resume): the new GET makes a new session.
 
-use std::sync::Arc;
-
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -51,11 +49,10 @@ use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, Body, EventId, Message, RequestId, Revision};
 use switchboard_protocol::{SessionId, StreamId};
-use switchboard_store::{CreateOutcome, InflightRequest, SessionRecord, SessionUpdate};
+use switchboard_store::{CreateOutcome, SessionRecord, SessionUpdate};
 
 use crate::edge::error::HttpError;
-use crate::exec::call::{self, Job};
-use crate::exec::response::ResponseStream;
+use crate::exec::start::{refusal, start_call, AnswerTo, Request, Started};
 use crate::state::App;
 use crate::streams::pump::{self, Framing, OpenStream};
 use crate::{edge::guard, session, telemetry, transport::streamable::post};
@@ -257,68 +254,17 @@ async fn request(
     method: String,
     raw: Value,
 ) -> Result<(), HttpError> {
-    let key = id.key();
     // The session and its principal first, with nothing registered: a stranger's request must
     // leave no trace in the session (not even an in-flight entry).
-    if let Err((_, why)) = session::admit(&app, &sid, &key).await? {
-        return to_stream(&app, &sid, post::refusal(&id, why)).await;
+    let record = match session::admit(&app, &sid, &id.key()).await? {
+        Ok(record) => record,
+        Err((_, why)) => return to_stream(&app, &sid, refusal(&id, why)).await,
+    };
+    let request = Request { id, method, raw };
+    match start_call(&app, &record, request, AnswerTo::Standalone).await? {
+        Started::Refused(answer) => to_stream(&app, &sid, answer).await,
+        Started::Running(_) => Ok(()),
     }
-    let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        return to_stream(
-            &app,
-            &sid,
-            post::refusal(&id, session::NotAdmitted::DuplicateId),
-        )
-        .await;
-    };
-    // The request's own stream id only names its registration (marked as answered on the
-    // standalone stream, so that ending it when its node dies also tells the SSE stream:
-    // `session::end_lost_requests`).
-    let inflight = InflightRequest {
-        request_key: key.clone(),
-        stream: StreamId::generate_standalone_answered().to_string(),
-        node: app.node_id().to_owned(),
-        holder: String::new(),
-    };
-    let record = match session::load(&app, &sid, Some(&inflight)).await {
-        Ok(Ok(record)) => record,
-        Ok(Err((_, why))) => {
-            app.calls.end(sid.as_str(), &key);
-            return to_stream(&app, &sid, post::refusal(&id, why)).await;
-        }
-        Err(e) => {
-            app.calls.end(sid.as_str(), &key);
-            return Err(e);
-        }
-    };
-    let response = Arc::new(ResponseStream::for_standalone(
-        app.clone(),
-        sid.as_str(),
-        inflight,
-    ));
-    // Before `initialize` only `ping` may run (MCP 2024-11-05, basic/lifecycle): upstreams
-    // would otherwise be initialized without the client's params.
-    if record.initialize_params.is_null() && method != "ping" {
-        let e = jsonrpc::error_response(
-            Some(&id),
-            codes::INVALID_REQUEST,
-            "send initialize first",
-            None,
-        );
-        response.finish(e).await;
-        app.calls.end(sid.as_str(), &key);
-        return Ok(());
-    }
-    call::spawn(Job {
-        app,
-        session: record,
-        id,
-        method,
-        raw,
-        response,
-        cancel,
-    });
-    Ok(())
 }
 
 /// Appends one message to the session's SSE stream (the store delivers it to the holder).

@@ -47,6 +47,7 @@ use tokio_stream::StreamExt;
 
 use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
+use crate::exec::start::check_progress_token;
 use crate::state::App;
 use crate::{streams::sse, telemetry};
 use park::Item;
@@ -111,15 +112,8 @@ pub async fn serve_request(
         Ok(c) => c,
         Err(r) => return r.respond(Some(&id)),
     };
-    let max_token = app.cfg.max_progress_token_bytes;
-    if let Some(token) = params.pointer("/_meta/progressToken") {
-        if !(token.is_string() || token.is_number()) || token.to_string().len() > max_token {
-            let why = format!(
-                "_meta.progressToken must be a string or number of at most {max_token} bytes \
-                 (max_progress_token_bytes)"
-            );
-            return Refusal::InvalidParams(why).respond(Some(&id));
-        }
+    if let Err(why) = check_progress_token(params, app.cfg.max_progress_token_bytes) {
+        return Refusal::InvalidParams(why).respond(Some(&id));
     }
     if method == "tools/call" {
         if let Err(r) = params::check(app, h, params).await {

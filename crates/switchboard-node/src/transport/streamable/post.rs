@@ -4,25 +4,23 @@
 //! [`crate::edge::accept`]) → body size (413) → JSON-RPC parse (400) →
 //! era: no `Mcp-Session-Id` and modern `_meta` → the stateless path ([`crate::transport::stateless`]) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
-//! session load and admission, one store round trip → duplicate id running here (C22) → run. A
-//! request whose answer streams registers in flight before its first event (one more round trip,
-//! paid only by requests that do not answer at once).
+//! session load and admission, one store round trip → [`start_call`] (initialized, progress token,
+//! duplicate id running here, C22) → answer. A request whose answer streams registers in flight
+//! before its first event (one more round trip, paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
-
-use std::sync::Arc;
 
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
-use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId, SessionId, StreamId};
-use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
+use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
+use switchboard_store::{SessionRecord, SessionUpdate};
 
 use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
-use crate::exec::call::{self, Job};
 use crate::exec::response::{First, ResponseStream};
+use crate::exec::start::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::session;
 use crate::session::node_session::NodeSession;
 use crate::state::App;
@@ -89,7 +87,7 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     guard::protocol_version(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
-            request(app, sid, Call { id, method, raw }, answers).await
+            request(app, sid, Request { id, method, raw }, answers).await
         }
         Body::Single(m) => accept_only(app, sid, vec![m], false).await,
         Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
@@ -99,74 +97,34 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
     }
 }
 
-/// One client request as parsed.
-struct Call {
-    id: RequestId,
-    method: String,
-    raw: Value,
-}
-
-/// A single request: admitted (one store round trip), run in its own task, answered as JSON or
-/// SSE as `answers` allows. It is registered in flight only when its answer streams or takes
-/// longer than `sse_after` (see [`ResponseStream`]).
+/// A single request: admitted (one store round trip), started ([`start_call`]), answered as
+/// JSON or SSE as `answers` allows. It is registered in flight only when its answer streams or
+/// takes longer than `sse_after` (see [`ResponseStream`]).
 async fn request(
     app: App,
     sid: SessionId,
-    call: Call,
+    request: Request,
     answers: Answers,
 ) -> Result<Response, HttpError> {
-    let Call { id, method, raw } = call;
-    let key = id.key();
-    let record = match session::admit(&app, &sid, &key).await? {
+    let record = match session::admit(&app, &sid, &request.id.key()).await? {
         Ok(r) => r,
-        Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&id, why))),
+        Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),
     };
-    // A session opened by the legacy SSE GET has no `initialize` yet: only `ping` may come
-    // first (MCP 2024-11-05, basic/lifecycle), on this endpoint as on its own.
-    if record.initialize_params.is_null() && method != "ping" {
-        let message = "send initialize first (on the legacy messages endpoint)";
-        let answer = jsonrpc::error_response(Some(&id), codes::INVALID_REQUEST, message, None);
-        return Ok(answers.ready(StatusCode::OK, answer));
-    }
-    // Only after the session (and its principal, C34) checked out, so a stranger learns nothing.
-    let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        let answer = refusal(&id, session::NotAdmitted::DuplicateId);
-        return Ok(answers.ready(StatusCode::OK, answer));
-    };
-    let stream = StreamId::generate().to_string();
-    let holder = app.new_holder();
-    // Should the session end while the request runs, the hub ends this stream with its -32004.
-    let conn = app
-        .hub
-        .register_request(sid.as_str(), &stream, &holder, &id);
     let revision = session::revision(&record);
-    let inflight = InflightRequest {
-        request_key: key,
-        stream: stream.clone(),
-        node: app.node_id().to_owned(),
-        holder: holder.clone(),
+    let running = match start_call(&app, &record, request, AnswerTo::Post(answers)).await? {
+        Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
+        Started::Running(running) => running,
     };
-    let (response, mut first) = if answers == Answers::JsonOnly {
-        ResponseStream::new_json_only(app.clone(), sid.as_str(), inflight)
-    } else {
-        ResponseStream::new(app.clone(), sid.as_str(), inflight)
+    let Answer::Post {
+        mut first,
+        stream,
+        holder,
+        conn,
+    } = running.answer
+    else {
+        unreachable!("a request started for a POST answers through Answer::Post")
     };
-    let response = Arc::new(response);
-    // A client that takes only SSE gets a stream even for an answer ready at once: decided
-    // before the request runs, so its answer cannot come out as JSON first.
-    if answers == Answers::SseOnly {
-        response.switch_to_stream();
-    }
-    call::spawn(Job {
-        app: app.clone(),
-        session: record,
-        id,
-        method,
-        raw,
-        response: response.clone(),
-        cancel,
-    });
-    match decide(&app, &response, &mut first, answers).await {
+    match decide(&app, &running.response, &mut first, answers).await {
         Some(First::Json(v)) => {
             app.hub.unregister(sid.as_str(), &stream, &holder);
             Ok(json_ok(v))
@@ -255,7 +213,8 @@ async fn batch(
     for m in msgs {
         match m {
             Message::Request { id, method, raw } => {
-                answers.push(batch_request(&app, &sid, &record, id, method, raw).await?)
+                let request = Request { id, method, raw };
+                answers.push(start_call(&app, &record, request, AnswerTo::Batch).await?)
             }
             other => deliver(&app, &record, other).await?,
         }
@@ -263,8 +222,11 @@ async fn batch(
     let mut out = Vec::with_capacity(answers.len());
     for answer in answers {
         match answer {
-            BatchAnswer::Now(v) => out.push(v),
-            BatchAnswer::Later(rx) => {
+            Started::Refused(v) => out.push(v),
+            Started::Running(running) => {
+                let Answer::Batch(rx) = running.answer else {
+                    unreachable!("a request started for a batch answers through Answer::Batch")
+                };
                 if let Ok(First::Json(v)) = rx.await {
                     out.push(v);
                 }
@@ -272,75 +234,6 @@ async fn batch(
         }
     }
     Ok(form.ready(StatusCode::OK, Value::Array(out)))
-}
-
-enum BatchAnswer {
-    Now(Value),
-    Later(tokio::sync::oneshot::Receiver<First>),
-}
-
-/// One request of a batch: registered in flight like a single request (so a duplicate id is
-/// refused and `notifications/cancelled` reaches it from any node), then run; its answer joins the
-/// batch's JSON array.
-async fn batch_request(
-    app: &App,
-    sid: &SessionId,
-    record: &SessionRecord,
-    id: RequestId,
-    method: String,
-    raw: Value,
-) -> Result<BatchAnswer, HttpError> {
-    let stream = StreamId::generate().to_string();
-    let key = id.key();
-    let Some(cancel) = app.calls.try_start(sid.as_str(), &key) else {
-        return Ok(BatchAnswer::Now(refusal(
-            &id,
-            session::NotAdmitted::DuplicateId,
-        )));
-    };
-    let inflight = InflightRequest {
-        request_key: key.clone(),
-        stream,
-        node: app.node_id().to_owned(),
-        holder: String::new(),
-    };
-    match session::load(app, sid, Some(&inflight)).await {
-        Ok(Ok(_)) => {}
-        Ok(Err((_, why))) => {
-            app.calls.end(sid.as_str(), &key);
-            return Ok(BatchAnswer::Now(refusal(&id, why)));
-        }
-        Err(e) => {
-            app.calls.end(sid.as_str(), &key);
-            return Err(e);
-        }
-    }
-    let (rs, rx) = ResponseStream::for_batch(app.clone(), sid.as_str(), inflight);
-    call::spawn(Job {
-        app: app.clone(),
-        session: record.clone(),
-        id,
-        method,
-        raw,
-        response: Arc::new(rs),
-        cancel,
-    });
-    Ok(BatchAnswer::Later(rx))
-}
-
-/// The JSON-RPC error for a request the store would not register.
-pub(crate) fn refusal(id: &RequestId, why: session::NotAdmitted) -> Value {
-    let (code, msg) = match why {
-        session::NotAdmitted::DuplicateId => (
-            codes::INVALID_REQUEST,
-            format!("request id {} is already in flight in this session", id.0),
-        ),
-        session::NotAdmitted::Busy => (
-            codes::OVERLOADED,
-            "too many requests in flight in this session; retry when one has finished".to_owned(),
-        ),
-    };
-    jsonrpc::error_response(Some(id), code, msg, None)
 }
 
 fn check_batch(record: &SessionRecord, is_batch: bool) -> Result<(), HttpError> {

@@ -3,17 +3,13 @@
 //! answer into the session's standalone log; notifications and responses go through
 //! [`crate::transport::streamable::post::deliver`]).
 
-use std::sync::Arc;
-
 use serde_json::Value;
-use switchboard_protocol::{codes, Body, Message, RequestId, SessionId, StreamId};
-use switchboard_store::InflightRequest;
+use switchboard_protocol::{codes, Body, Message, RequestId};
 
 use super::conn::{Conn, Step};
 use super::frame::{self, close};
 use crate::edge::error::HttpError;
-use crate::exec::call::{self, Job};
-use crate::exec::response::ResponseStream;
+use crate::exec::start::{start_call, AnswerTo, Request, Started};
 use crate::{session, transport::streamable::post};
 
 impl Conn {
@@ -82,53 +78,21 @@ impl Conn {
     /// in-flight cap and cancellation from any node work as for POST), then run; everything it
     /// sends, its response included, goes to the standalone log.
     async fn request(&mut self, id: RequestId, method: String, raw: Value) -> Step {
-        let Some(s) = self.session.as_mut() else {
+        let Some(record) = self.session.as_ref().map(|s| s.record.clone()) else {
             return Step::Continue;
         };
         let app = self.app.clone();
-        let sid = s.record.id.clone();
-        let key = id.key();
-        let Some(cancel) = app.calls.try_start(&sid, &key) else {
-            return self
-                .log(&post::refusal(&id, session::NotAdmitted::DuplicateId))
-                .await;
-        };
-        // Marked as answered on the standalone stream: if this node dies while it runs, the
-        // node the socket resumes on ends it there (`session::end_lost_requests`).
-        let inflight = InflightRequest {
-            request_key: key.clone(),
-            stream: StreamId::generate_standalone_answered().to_string(),
-            node: app.node_id().to_owned(),
-            holder: String::new(),
-        };
-        let sid_parsed = SessionId::parse(&sid);
-        let loaded = match sid_parsed {
-            Some(p) => session::load(&app, &p, Some(&inflight)).await,
-            None => Err(HttpError::UnknownSession),
-        };
-        let record = match loaded {
-            Ok(Ok(record)) => record,
-            Ok(Err((_, why))) => {
-                app.calls.end(&sid, &key);
-                return self.log(&post::refusal(&id, why)).await;
+        let request = Request { id, method, raw };
+        match start_call(&app, &record, request, AnswerTo::Standalone).await {
+            Ok(Started::Refused(answer)) => self.log(&answer).await,
+            Ok(Started::Running(running)) => {
+                if let Some(s) = self.session.as_mut() {
+                    s.record = running.record;
+                }
+                Step::Continue
             }
-            Err(e) => {
-                app.calls.end(&sid, &key);
-                return self.failed(e).await;
-            }
-        };
-        s.record = record.clone();
-        let response = ResponseStream::for_standalone(app.clone(), &sid, inflight);
-        call::spawn(Job {
-            app,
-            session: record,
-            id,
-            method,
-            raw,
-            response: Arc::new(response),
-            cancel,
-        });
-        Step::Continue
+            Err(e) => self.failed(e).await,
+        }
     }
 
     /// A store or session failure while handling a frame: an ended session closes the socket
