@@ -24,6 +24,8 @@
 //! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings) and
 //! [`mrtr`] (the MRTR key settings); everything else is internal to the crate.
 
+#![warn(clippy::too_many_lines)]
+
 pub(crate) mod app;
 pub(crate) mod cluster;
 pub(crate) mod config;

@@ -285,21 +285,9 @@ impl Appended {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
 pub enum BusMessage {
-    /// A new event on a stream whose connection `holder` is on the receiving node.
-    Event {
-        /// Session id.
-        sid: String,
-        /// Stream id.
-        stream: String,
-        /// Connection token that should get it.
-        holder: String,
-        /// Log position.
-        position: String,
-        /// JSON-RPC text.
-        data: String,
-        /// Final event of the stream.
-        end: bool,
-    },
+    /// A new event on a stream whose connection `holder` is on the receiving node (also
+    /// published by the Redis append script, as `{"t": "event", …}`).
+    Event(BusEvent),
     /// Another connection took the stream over: connection `holder` must close.
     Takeover {
         /// Session id.
@@ -329,21 +317,7 @@ pub enum BusMessage {
         reason: Option<String>,
     },
     /// Run a request of a node-bound upstream on the node that owns it (sent to the owner).
-    Forward {
-        /// Call id, unique on the origin node.
-        call: String,
-        /// The origin node (where the client's POST is).
-        origin: String,
-        /// Session id.
-        sid: String,
-        /// The member upstream's configured name.
-        upstream: String,
-        /// The JSON-RPC request (method and params) as JSON text.
-        request: String,
-        /// What the owner needs of the request's context, as JSON text (revision, client
-        /// capabilities, progress token, log level).
-        context: String,
-    },
+    Forward(Box<ForwardRequest>),
     /// A notification or server-to-client request the owner produced for a forwarded call (sent
     /// to the origin, which puts it on the client's stream as is).
     ForwardMessage {
@@ -353,16 +327,7 @@ pub enum BusMessage {
         message: String,
     },
     /// A client notification for a node-bound upstream (sent to the owner of its resource).
-    ForwardNotify {
-        /// Session id.
-        sid: String,
-        /// The member upstream's configured name.
-        upstream: String,
-        /// The notification's method.
-        method: String,
-        /// Its params as JSON text.
-        params: String,
-    },
+    ForwardNotify(ForwardNotification),
     /// A forwarded call finished (sent to the origin).
     ForwardDone {
         /// Call id.
@@ -415,4 +380,68 @@ pub enum BusMessage {
         /// The JSON-RPC notification text, as the upstream raised it (no subscription id yet).
         message: String,
     },
+}
+
+/// A new event on a stream, for the connection `holder` on the receiving node
+/// ([`BusMessage::Event`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BusEvent {
+    /// Session id.
+    pub sid: String,
+    /// Stream id.
+    pub stream: String,
+    /// Connection token that should get it.
+    pub holder: String,
+    /// Log position.
+    pub position: String,
+    /// JSON-RPC text, as logged.
+    pub data: String,
+    /// Final event of the stream.
+    pub end: bool,
+}
+
+/// A request of a node-bound upstream sent to the node that owns it ([`BusMessage::Forward`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForwardRequest {
+    /// Call id, unique on the origin node.
+    pub call: String,
+    /// The origin node (where the client's POST is).
+    pub origin: String,
+    /// Session id.
+    pub sid: String,
+    /// The member upstream's configured name.
+    pub upstream: String,
+    /// The JSON-RPC method.
+    pub method: String,
+    /// Its params.
+    pub params: Value,
+    /// What the owner needs of the request's context.
+    pub context: ForwardContext,
+}
+
+/// What the owner of a node-bound upstream needs of a forwarded request's context.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForwardContext {
+    /// The session's protocol revision (e.g. `2025-11-25`).
+    pub revision: String,
+    /// The client's capabilities (`initialize` params).
+    pub capabilities: Value,
+    /// The request's `_meta.progressToken`, if any.
+    pub progress_token: Option<Value>,
+    /// Why the client cannot take server-to-client requests on this call (`None`: it can).
+    pub no_requests: Option<String>,
+}
+
+/// A client notification for a node-bound upstream, sent to the owner of its resource
+/// ([`BusMessage::ForwardNotify`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ForwardNotification {
+    /// Session id.
+    pub sid: String,
+    /// The member upstream's configured name.
+    pub upstream: String,
+    /// The notification's method.
+    pub method: String,
+    /// Its params.
+    pub params: Value,
 }

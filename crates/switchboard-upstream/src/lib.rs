@@ -5,8 +5,9 @@
 //! talk back to the client through the [`ClientPeer`] it is handed for each request.
 //!
 //! Depends on `switchboard-protocol` only; the node crate implements [`ClientPeer`] on top of the
-//! store. Sits at the end of the request path: limits → auth → header checks → session load →
-//! **upstream**.
+//! store. Sits at the end of the request path: the node's edge (connection, Origin/Host,
+//! authentication) → its transport handler (header checks, session load) → `start_call` →
+//! **upstream** (`docs/architecture.md` lists the files).
 //!
 //! Modules:
 //! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].

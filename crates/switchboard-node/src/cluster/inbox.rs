@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use crate::cluster::forward::owner;
 use crate::state::App;
 use crate::streams::hub::StreamEvent;
+use crate::transport::stateless::park::resume_remote;
 
 /// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
 /// to server requests of still-running calls arrive here).
@@ -18,24 +19,13 @@ pub async fn listen(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
 
 async fn deliver(app: &App, msg: BusMessage) {
     match msg {
-        BusMessage::Event {
-            sid,
-            stream,
-            holder,
-            position,
-            data,
-            end,
-        } => {
-            app.hub.deliver(
-                &sid,
-                &stream,
-                &holder,
-                StreamEvent {
-                    position,
-                    data,
-                    end,
-                },
-            );
+        BusMessage::Event(e) => {
+            let event = StreamEvent {
+                position: e.position,
+                data: e.data,
+                end: e.end,
+            };
+            app.hub.deliver(&e.sid, &e.stream, &e.holder, event);
         }
         BusMessage::Takeover {
             sid,
@@ -61,31 +51,11 @@ async fn deliver(app: &App, msg: BusMessage) {
                 tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
             }
         }
-        BusMessage::Forward {
-            call,
-            origin,
-            sid,
-            upstream,
-            request,
-            context,
-        } => {
-            let inc = owner::Incoming {
-                call,
-                origin,
-                sid,
-                upstream,
-                request,
-                context,
-            };
-            tokio::spawn(owner::execute(app.clone(), inc));
+        BusMessage::Forward(request) => {
+            tokio::spawn(owner::execute(app.clone(), *request));
         }
-        BusMessage::ForwardNotify {
-            sid,
-            upstream,
-            method,
-            params,
-        } => {
-            tokio::spawn(owner::notify(app.clone(), sid, upstream, method, params));
+        BusMessage::ForwardNotify(notification) => {
+            tokio::spawn(owner::notify(app.clone(), notification));
         }
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
@@ -96,14 +66,7 @@ async fn deliver(app: &App, msg: BusMessage) {
             park,
             answers,
         } => {
-            let resume = crate::transport::stateless::park::resume_remote(
-                app.clone(),
-                call,
-                origin,
-                park,
-                answers,
-            );
-            tokio::spawn(resume);
+            tokio::spawn(resume_remote(app.clone(), call, origin, park, answers));
         }
         BusMessage::TaskInput { task, answers } => {
             let answers = serde_json::from_str::<serde_json::Value>(&answers)

@@ -8,9 +8,11 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 use switchboard_protocol::codes;
-use switchboard_store::{BusMessage, OwnerClaim};
+use switchboard_store::{
+    BusMessage, ForwardContext, ForwardNotification, ForwardRequest, OwnerClaim,
+};
 use switchboard_upstream::placement::{Forwarded, Owner, Placement};
 use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
 
@@ -112,12 +114,12 @@ impl Placement for NodePlacement {
         let Some(owner) = session.owner(upstream).filter(|o| o != self.app.node_id()) else {
             return false;
         };
-        let msg = BusMessage::ForwardNotify {
+        let msg = BusMessage::ForwardNotify(ForwardNotification {
             sid: session.session_id().to_owned(),
             upstream: upstream.to_owned(),
             method: method.to_owned(),
-            params: params.to_string(),
-        };
+            params,
+        });
         if let Err(e) = self.app.store.send_to(&owner, &msg).await {
             tracing::warn!(error = %e, upstream, "could not forward a client notification to its owner node");
         }
@@ -145,20 +147,20 @@ impl Placement for NodePlacement {
     ) -> Forwarded {
         let app = &self.app;
         let (call, done) = app.forwards.start(ctx.peer.clone());
-        let msg = BusMessage::Forward {
+        let msg = BusMessage::Forward(Box::new(ForwardRequest {
             call: call.clone(),
             origin: app.node_id().to_owned(),
             sid: ctx.session_id.clone(),
             upstream: upstream.to_owned(),
-            request: json!({"method": method, "params": params}).to_string(),
-            context: json!({
-                "revision": ctx.revision.as_str(),
-                "capabilities": ctx.client_capabilities,
-                "progress_token": ctx.progress_token,
-                "no_requests": ctx.peer.refuses_requests(),
-            })
-            .to_string(),
-        };
+            method: method.to_owned(),
+            params: params.clone(),
+            context: ForwardContext {
+                revision: ctx.revision.as_str().to_owned(),
+                capabilities: ctx.client_capabilities.clone(),
+                progress_token: ctx.progress_token.clone(),
+                no_requests: ctx.peer.refuses_requests(),
+            },
+        }));
         let deadline = tokio::time::Instant::now() + wait;
         let awaited = await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline)).await;
         app.forwards.finish(&call);

@@ -104,71 +104,18 @@ pub(crate) async fn start_call(
         return Ok(Started::Refused(refusal(&id, NotAdmitted::DuplicateId)));
     };
     let (record, response, answer) = match to {
-        AnswerTo::Post(answers) => {
-            let stream = StreamId::generate().to_string();
-            let holder = app.new_holder();
-            // Should the session end while the request runs, the hub ends this stream with
-            // its -32004.
-            let conn = app.hub.register_request(sid, &stream, &holder, &id);
-            let inflight = InflightRequest {
-                request_key: key,
-                stream: stream.clone(),
-                node: app.node_id().to_owned(),
-                holder: holder.clone(),
-            };
-            let (response, first) = if answers == Answers::JsonOnly {
-                ResponseStream::new_json_only(app.clone(), sid, inflight)
-            } else {
-                ResponseStream::new(app.clone(), sid, inflight)
-            };
-            // A client that takes only SSE gets a stream even for an answer ready at once:
-            // decided before the request runs, so its answer cannot come out as JSON first.
-            if answers == Answers::SseOnly {
-                response.switch_to_stream();
-            }
-            let answer = Answer::Post {
-                first,
-                stream,
-                holder,
-                conn,
-            };
-            (record.clone(), Arc::new(response), answer)
-        }
+        AnswerTo::Post(answers) => post_channel(app, record, &id, key, answers),
         AnswerTo::Batch | AnswerTo::Standalone => {
-            // A request answered on the standalone stream is marked so: if this node dies while
-            // it runs, ending it there also tells the client (`session::end_lost_requests`).
-            let stream = match to {
-                AnswerTo::Batch => StreamId::generate(),
-                _ => StreamId::generate_standalone_answered(),
-            };
-            let inflight = InflightRequest {
-                request_key: key.clone(),
-                stream: stream.to_string(),
-                node: app.node_id().to_owned(),
-                holder: String::new(),
-            };
-            let parsed = SessionId::parse(sid).ok_or(HttpError::UnknownSession);
-            let loaded = match parsed {
-                Ok(p) => session::load(app, &p, Some(&inflight)).await,
-                Err(e) => Err(e),
-            };
-            let record = match loaded {
-                Ok(Ok(record)) => record,
-                Ok(Err((_, why))) => {
+            match register(app, record, &id, key.clone(), to).await {
+                Ok(Ok(registered)) => registered,
+                Ok(Err(refused)) => {
                     app.calls.end(sid, &key);
-                    return Ok(Started::Refused(refusal(&id, why)));
+                    return Ok(Started::Refused(refused));
                 }
                 Err(e) => {
                     app.calls.end(sid, &key);
                     return Err(e);
                 }
-            };
-            if to == AnswerTo::Batch {
-                let (rs, first) = ResponseStream::for_batch(app.clone(), sid, inflight);
-                (record, Arc::new(rs), Answer::Batch(first))
-            } else {
-                let rs = ResponseStream::for_standalone(app.clone(), sid, inflight);
-                (record, Arc::new(rs), Answer::Standalone)
             }
         }
     };
@@ -186,6 +133,85 @@ pub(crate) async fn start_call(
         response,
         answer,
     })))
+}
+
+/// A started request: the session as loaded, its answer channel, the transport's end.
+type Channel = (SessionRecord, Arc<ResponseStream>, Answer);
+
+/// A POST's answer channel, not registered in flight yet (the POST side registers it once its
+/// answer streams), and its SSE connection in the hub.
+fn post_channel(
+    app: &App,
+    record: &SessionRecord,
+    id: &RequestId,
+    key: String,
+    answers: Answers,
+) -> Channel {
+    let sid = record.id.as_str();
+    let stream = StreamId::generate().to_string();
+    let holder = app.new_holder();
+    // Should the session end while the request runs, the hub ends this stream with its -32004.
+    let conn = app.hub.register_request(sid, &stream, &holder, id);
+    let inflight = InflightRequest {
+        request_key: key,
+        stream: stream.clone(),
+        node: app.node_id().to_owned(),
+        holder: holder.clone(),
+    };
+    let (response, first) = if answers == Answers::JsonOnly {
+        ResponseStream::new_json_only(app.clone(), sid, inflight)
+    } else {
+        ResponseStream::new(app.clone(), sid, inflight)
+    };
+    // A client that takes only SSE gets a stream even for an answer ready at once: decided
+    // before the request runs, so its answer cannot come out as JSON first.
+    if answers == Answers::SseOnly {
+        response.switch_to_stream();
+    }
+    let answer = Answer::Post {
+        first,
+        stream,
+        holder,
+        conn,
+    };
+    (record.clone(), Arc::new(response), answer)
+}
+
+/// A batch's or the standalone stream's answer channel, registered in flight with the session
+/// load (one store round trip). `Ok(Err(error))`: the store would not register it (duplicate
+/// id, full session), answered with `error`.
+async fn register(
+    app: &App,
+    record: &SessionRecord,
+    id: &RequestId,
+    key: String,
+    to: AnswerTo,
+) -> Result<Result<Channel, Value>, HttpError> {
+    let sid = record.id.as_str();
+    // A request answered on the standalone stream is marked so: if this node dies while it
+    // runs, ending it there also tells the client (`session::end_lost_requests`).
+    let stream = match to {
+        AnswerTo::Batch => StreamId::generate(),
+        _ => StreamId::generate_standalone_answered(),
+    };
+    let inflight = InflightRequest {
+        request_key: key,
+        stream: stream.to_string(),
+        node: app.node_id().to_owned(),
+        holder: String::new(),
+    };
+    let parsed = SessionId::parse(sid).ok_or(HttpError::UnknownSession)?;
+    let record = match session::load(app, &parsed, Some(&inflight)).await? {
+        Ok(record) => record,
+        Err((_, why)) => return Ok(Err(refusal(id, why))),
+    };
+    Ok(Ok(if to == AnswerTo::Batch {
+        let (rs, first) = ResponseStream::for_batch(app.clone(), sid, inflight);
+        (record, Arc::new(rs), Answer::Batch(first))
+    } else {
+        let rs = ResponseStream::for_standalone(app.clone(), sid, inflight);
+        (record, Arc::new(rs), Answer::Standalone)
+    }))
 }
 
 /// The checks that need only the request and the session as loaded: the JSON-RPC error of the

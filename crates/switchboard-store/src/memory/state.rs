@@ -322,14 +322,14 @@ impl Shared {
             }
         }
         if rules::delivers_event(&holder, stream, &cfg.node_id) {
-            let msg = BusMessage::Event {
+            let msg = BusMessage::Event(BusEvent {
                 sid: sid.to_owned(),
                 stream: stream.to_owned(),
                 holder: holder.clone(),
                 position: position.clone(),
                 data: data.to_owned(),
                 end,
-            };
+            });
             self.deliver(holder_node(&holder), msg);
         }
         Some(Appended {

@@ -79,7 +79,7 @@ pub async fn a_full_inbox_holds_messages_back_without_losing_them(kind: Kind) {
     }
     for i in 0..total {
         match recv(&mut rb).await {
-            BusMessage::Event { data, .. } => assert_eq!(data, i.to_string()),
+            BusMessage::Event(e) => assert_eq!(e.data, i.to_string()),
             other => panic!("expected event {i}, got {other:?}"),
         }
     }

@@ -180,14 +180,14 @@ pub async fn events_reach_the_holders_node(kind: Kind) {
         sent.push(ap.position);
     }
     for (i, position) in sent.into_iter().enumerate() {
-        let want = BusMessage::Event {
+        let want = BusMessage::Event(BusEvent {
             sid: id.clone(),
             stream: s.clone(),
             holder: "b/7".into(),
             position,
             data: format!("m{i}"),
             end: i == 49,
-        };
+        });
         assert_eq!(recv(&mut rb).await, want);
     }
     quiet(&mut ra).await;
@@ -200,14 +200,14 @@ pub async fn standalone_events_always_go_through_the_inbox(kind: Kind) {
     let id = new_session(&a).await;
     a.claim(&id, "get", "a/1").await.unwrap();
     let ap = a.append(&id, "get", "note", false).await.unwrap();
-    let want = BusMessage::Event {
+    let want = BusMessage::Event(BusEvent {
         sid: id.clone(),
         stream: "get".into(),
         holder: "a/1".into(),
         position: ap.position,
         data: "note".into(),
         end: false,
-    };
+    });
     assert_eq!(recv(&mut ra).await, want);
 }
 
@@ -256,14 +256,14 @@ pub async fn abort_running_finishes_a_dead_nodes_request(kind: Kind) {
         .unwrap()
         .expect("aborted");
     assert_eq!(ap.holder.as_deref(), Some("b/1"));
-    let want = BusMessage::Event {
+    let want = BusMessage::Event(BusEvent {
         sid: id.clone(),
         stream: s.clone(),
         holder: "b/1".into(),
         position: ap.position,
         data: "{\"error\":1}".into(),
         end: true,
-    };
+    });
     assert_eq!(recv(&mut rb).await, want, "the final event");
     assert_eq!(c.running(&id, &s).await.unwrap(), None);
     assert!(!c.route_cancel(&id, "5", None).await.unwrap());
@@ -299,14 +299,14 @@ pub async fn abort_running_of_a_standalone_answered_request_goes_to_the_standalo
         .unwrap()
         .expect("aborted");
     assert_eq!(ap.holder.as_deref(), Some("b/1"));
-    let want = BusMessage::Event {
+    let want = BusMessage::Event(BusEvent {
         sid: id.clone(),
         stream: "get".into(),
         holder: "b/1".into(),
         position: ap.position,
         data: "{\"error\":1}".into(),
         end: false,
-    };
+    });
     assert_eq!(
         recv(&mut rb).await,
         want,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, Revision};
-use switchboard_store::{BeginOutcome, BusMessage};
+use switchboard_store::{BeginOutcome, BusMessage, ForwardNotification, ForwardRequest};
 use switchboard_upstream::{RequestContext, RpcError, Upstream};
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +41,13 @@ pub fn encode_moved(node: &str) -> String {
 }
 
 /// Owner: delivers a client notification forwarded from another node to the local member.
-pub async fn notify(app: App, sid: String, upstream: String, method: String, params: String) {
+pub async fn notify(app: App, notification: ForwardNotification) {
+    let ForwardNotification {
+        sid,
+        upstream,
+        method,
+        params,
+    } = notification;
     let Some(member) = find_member(&app.upstream, &upstream) else {
         return;
     };
@@ -51,26 +57,9 @@ pub async fn notify(app: App, sid: String, upstream: String, method: String, par
         | Ok(BeginOutcome::Busy(r)) => r,
         _ => return,
     };
-    let params: Value = serde_json::from_str(&params).unwrap_or_default();
     member
         .notify(&method, params, NodeSession::new(&record, &app))
         .await;
-}
-
-/// A forwarded request, as the owner receives it.
-pub struct Incoming {
-    /// Call id on the origin.
-    pub call: String,
-    /// The origin node.
-    pub origin: String,
-    /// Session id.
-    pub sid: String,
-    /// Member upstream name.
-    pub upstream: String,
-    /// `{"method", "params"}` JSON text.
-    pub request: String,
-    /// `{"revision", "capabilities", "progress_token", "no_requests"}` JSON text.
-    pub context: String,
 }
 
 /// Owner: runs a forwarded request here and sends its outcome to the origin. While this node is
@@ -80,7 +69,7 @@ pub struct Incoming {
 /// began after it waits for it. Nor does it run one when the session record names another
 /// owner now (this node stalled past `node_ttl_ms` and was taken over while the request waited
 /// in its inbox): "moved" too, so it never starts a second child or connection for the session.
-pub async fn execute(app: App, inc: Incoming) {
+pub async fn execute(app: App, inc: ForwardRequest) {
     let key = format!("fwd:{}:{}", inc.origin, inc.call);
     let cancel = app.calls.start(&inc.sid, &key);
     let outcome = if app.shutdown.is_cancelled() {
@@ -112,7 +101,7 @@ pub async fn execute(app: App, inc: Incoming) {
 /// another owner of its upstream.
 async fn run_forwarded(
     app: &App,
-    inc: &Incoming,
+    inc: &ForwardRequest,
     cancel: CancellationToken,
 ) -> Option<Result<Value, RpcError>> {
     let record = match app.store.begin(&inc.sid, None).await {
@@ -137,12 +126,11 @@ async fn run_forwarded(
 
 async fn run_member(
     app: &App,
-    inc: &Incoming,
+    inc: &ForwardRequest,
     record: &switchboard_store::SessionRecord,
     cancel: CancellationToken,
 ) -> Result<Value, RpcError> {
-    let request: Value = serde_json::from_str(&inc.request).unwrap_or_default();
-    let context: Value = serde_json::from_str(&inc.context).unwrap_or_default();
+    let context = &inc.context;
     let member = find_member(&app.upstream, &inc.upstream).ok_or_else(|| {
         RpcError::new(
             codes::UPSTREAM_UNAVAILABLE,
@@ -153,10 +141,7 @@ async fn run_member(
             ),
         )
     })?;
-    let capabilities = context
-        .get("capabilities")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let capabilities = context.capabilities.clone();
     let peer = NodePeer {
         app: app.clone(),
         sid: inc.sid.clone(),
@@ -167,31 +152,17 @@ async fn run_member(
             call: inc.call.clone(),
         },
         cancel: cancel.clone(),
-        no_requests: context
-            .get("no_requests")
-            .and_then(Value::as_str)
-            .map(str::to_owned),
+        no_requests: context.no_requests.clone(),
     };
     let ctx = RequestContext {
         session_id: inc.sid.clone(),
-        revision: context
-            .get("revision")
-            .and_then(Value::as_str)
-            .and_then(Revision::parse)
-            .unwrap_or(Revision::LATEST),
+        revision: Revision::parse(&context.revision).unwrap_or(Revision::LATEST),
         client_capabilities: capabilities,
-        progress_token: context
-            .get("progress_token")
-            .filter(|t| !t.is_null())
-            .cloned(),
+        progress_token: context.progress_token.clone().filter(|t| !t.is_null()),
         cancel: cancel.clone(),
         peer: Arc::new(peer),
         session: NodeSession::new(record, app),
     };
-    let method = request
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
-    crate::exec::cancel::until_cancelled(member.request(method, params, ctx), &cancel).await
+    let work = member.request(&inc.method, inc.params.clone(), ctx);
+    crate::exec::cancel::until_cancelled(work, &cancel).await
 }

@@ -166,77 +166,91 @@ impl Run {
                 return Some(self.respond(outcome));
             }
             let inputs = inputs?;
-            let questions = inputs.take_asked();
-            let max = self.app.cfg.mrtr.max_parked;
-            if self.app.parking.len() >= max {
-                self.token.cancel();
-                let message = format!(
-                    "{max} requests already wait for input on this node (mrtr_max_parked); \
-                     try again later"
-                );
-                let e =
-                    jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None);
-                return Some(e);
+            if let Err(answer) = self.park_round(&inputs, &mut work).await {
+                return answer;
             }
-            let park = self
-                .app
-                .parking
-                .park(&self.principal, &self.token, &self.rounds);
-            let node = self.app.node_id().to_owned();
-            let issued = inputs.result(
-                &self.app.mrtr,
-                &self.app.cfg.mrtr,
-                &self.principal,
-                &questions,
-                Some((&node, &park.id)),
+        }
+    }
+
+    /// One park round: the questions asked so far answer the current round with an
+    /// `InputRequiredResult` naming this node's parked request, then the request waits for the
+    /// retry (at most `mrtr.state_ttl`), still driving `work`. `Ok` when the retry came (its
+    /// answers are delivered and it takes the rest of the request's messages); `Err` when the run
+    /// ends here, with the answer left to send (`None`: nothing is).
+    async fn park_round<F>(
+        &mut self,
+        inputs: &Inputs,
+        work: &mut std::pin::Pin<&mut F>,
+    ) -> Result<(), Option<Value>>
+    where
+        F: std::future::Future<Output = Result<Value, RpcError>>,
+    {
+        let questions = inputs.take_asked();
+        let max = self.app.cfg.mrtr.max_parked;
+        if self.app.parking.len() >= max {
+            self.token.cancel();
+            let message = format!(
+                "{max} requests already wait for input on this node (mrtr_max_parked); \
+                 try again later"
             );
-            let result = match issued {
-                Ok(result) => result,
-                Err(message) => {
-                    self.app.parking.forget(&park.id);
-                    self.token.cancel();
-                    let e = jsonrpc::error_response(
-                        Some(&self.id),
-                        codes::INTERNAL_ERROR,
-                        message,
-                        None,
-                    );
-                    return Some(e);
-                }
-            };
-            self.rounds.park();
-            self.sink
-                .send(Item::Final(jsonrpc::result_response(&self.id, result)))
-                .await;
-            // The round is answered: drop its stream's sender so that the stream ends now, not
-            // when a retry or the state's expiry replaces it.
-            self.sink.redirect(mpsc::channel(1).0);
-            // Wait for the retry (at most the state's TTL), still driving the call so that its
-            // own timers and transport keep running.
-            let resumed = tokio::select! {
-                resumed = park.resumed => resumed.ok(),
-                () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => {
-                    tracing::info!(method = %self.method,
-                        "a parked request got no retry within mrtr_state_ttl_ms; cancelled");
-                    None
-                }
-                outcome = &mut work => {
-                    // E.g. the upstream's `timeout_ms`, which bounds the whole call, questions
-                    // included.
-                    tracing::info!(method = %self.method, error = ?outcome.err().map(|e| e.message),
-                        "a parked request ended before its retry");
-                    None
-                }
-            };
-            let Some(resumed) = resumed else {
+            let e = jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None);
+            return Err(Some(e));
+        }
+        let park = self
+            .app
+            .parking
+            .park(&self.principal, &self.token, &self.rounds);
+        let node = self.app.node_id().to_owned();
+        let issued = inputs.result(
+            &self.app.mrtr,
+            &self.app.cfg.mrtr,
+            &self.principal,
+            &questions,
+            Some((&node, &park.id)),
+        );
+        let result = match issued {
+            Ok(result) => result,
+            Err(message) => {
                 self.app.parking.forget(&park.id);
                 self.token.cancel();
-                return None;
-            };
-            self.sink.redirect(resumed.tx);
-            self.id = resumed.id;
-            inputs.deliver(&resumed.answers);
-        }
+                let e =
+                    jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None);
+                return Err(Some(e));
+            }
+        };
+        self.rounds.park();
+        self.sink
+            .send(Item::Final(jsonrpc::result_response(&self.id, result)))
+            .await;
+        // The round is answered: drop its stream's sender so that the stream ends now, not
+        // when a retry or the state's expiry replaces it.
+        self.sink.redirect(mpsc::channel(1).0);
+        // Wait for the retry (at most the state's TTL), still driving the call so that its
+        // own timers and transport keep running.
+        let resumed = tokio::select! {
+            resumed = park.resumed => resumed.ok(),
+            () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => {
+                tracing::info!(method = %self.method,
+                    "a parked request got no retry within mrtr_state_ttl_ms; cancelled");
+                None
+            }
+            outcome = work.as_mut() => {
+                // E.g. the upstream's `timeout_ms`, which bounds the whole call, questions
+                // included.
+                tracing::info!(method = %self.method, error = ?outcome.err().map(|e| e.message),
+                    "a parked request ended before its retry");
+                None
+            }
+        };
+        let Some(resumed) = resumed else {
+            self.app.parking.forget(&park.id);
+            self.token.cancel();
+            return Err(None);
+        };
+        self.sink.redirect(resumed.tx);
+        self.id = resumed.id;
+        inputs.deliver(&resumed.answers);
+        Ok(())
     }
 
     /// The final JSON-RPC response of `outcome`: -32021 when a question needed a capability
