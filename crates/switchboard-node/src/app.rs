@@ -1,37 +1,45 @@
-//! The router: where each request goes, in one place.
+//! The router and the edge stack: where each request goes, and every layer it passes before a
+//! transport handler sees it, in one place.
 //!
-//! `/mcp` (configurable) — the Streamable HTTP endpoint. Its stack, outermost first:
-//! 1. TCP_NODELAY on every accepted socket (in [`crate::serve`]).
-//! 2. Origin/Host check → 403/421 ([`guard::check_origin_and_host`]).
-//! 3. Authorization, only when `auth_*` is configured ([`auth`]): POST, GET and DELETE need a
-//!    valid bearer token → 401/403 with `WWW-Authenticate`, before any body is read (C34). The
-//!    token's principal runs with the request; the session load in step 5 checks it.
-//! 4. Method: POST ([`post`]), GET ([`get`]), DELETE ([`delete`]); anything else (HEAD,
-//!    OPTIONS, PUT, PATCH) → 405 with `Allow`.
-//! 5. Inside each handler: Accept/Content-Type → body → session id → protocol version → one
-//!    store round trip (session load, and the principal check) → the request runs.
+//! The edge of every MCP route (the Streamable HTTP endpoint, `/mcp` by default; the legacy
+//! HTTP+SSE routes; the WebSocket upgrade), outermost first:
+//! 0. The connection (`edge::server`): HTTP/1 with upgrades, TCP_NODELAY; a request head over
+//!    `max_request_head_bytes` gets 431 from hyper before any layer runs.
+//! 1. Body limit ([`edge`]: `tower-http`'s `RequestBodyLimitLayer`): a body that declares more
+//!    than `max_body_bytes` gets 413 with a JSON-RPC error before it is read; a longer one
+//!    fails with 413 when the handler reads it.
+//! 2. Origin and Host ([`origin_and_host`], `edge::guard`): 403 / 421.
+//! 3. Authentication, only when `auth_*` is configured ([`authenticate`], `edge::auth`): POST,
+//!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
+//!    body is read (C34). The token's principal runs with the request; the session load checks
+//!    it.
+//! 4. The method router: the endpoint takes POST (`transport::streamable::post`), GET
+//!    (`…::get`) and DELETE (`…::delete`); the legacy routes GET on the SSE path and POST on the
+//!    messages path (`transport::legacy_sse`); the WebSocket path GET (`transport::websocket`).
+//!    Anything else gets 405 with `Allow`.
+//! 5. The handler: its own header checks (Content-Type, Accept, `MCP-Protocol-Version`), the
+//!    JSON-RPC parse, the session load (one store round trip, the principal checked), then
+//!    `exec::start::start_call` (`docs/architecture.md` walks it).
 //!
-//! `/sse` and `/messages` (configurable; [`legacy_sse`]) — the legacy HTTP+SSE transport (MCP
-//! 2024-11-05): the same steps 2 and 3, then GET on the first and POST on the second (other
-//! methods → 405 with `Allow`); its request path is in that module.
-//!
-//! `/ws` (configurable; [`websocket`]) — the WebSocket transport: the same steps 2 and 3 on the
-//! upgrade request, then GET only (other methods → 405); its request path is in that module.
-//!
-//! `/healthz` (process up), `/readyz` (store reachable; never about upstreams, see [`ready`]),
-//! `/metrics` (Prometheus text), `/upstreamz` (this node's view of each upstream, JSON). With
-//! authorization on, also the RFC 9728 metadata, no token needed, at
+//! Outside the edge: `/healthz` (process up), `/readyz` (store reachable; never about
+//! upstreams, see [`ready`]), `/metrics` (Prometheus text), `/upstreamz` (this node's view of
+//! each upstream, JSON), and with authorization on the RFC 9728 metadata, no token needed, at
 //! `/.well-known/oauth-protected-resource<resource path>` and at the root
-//! `/.well-known/oauth-protected-resource` ([`auth::metadata::served_paths`]).
+//! `/.well-known/oauth-protected-resource` (`edge::auth::metadata::served_paths`).
 
 use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get as get_route, on, MethodFilter, MethodRouter};
 use axum::Router;
 use http::{Method, StatusCode};
+use tower::util::{MapRequestLayer, MapResponseLayer};
+use tower::ServiceBuilder;
+use tower_http::body::Limited;
+use tower_http::limit::{RequestBodyLimitLayer, ResponseBody};
 
 use crate::edge::error::HttpError;
 use crate::state::App;
@@ -40,30 +48,24 @@ use crate::{
     transport::streamable::get, transport::streamable::post, transport::websocket,
 };
 
-/// Builds the router.
+/// Builds the router: each MCP route behind [`edge`], the probes and metadata beside it.
 pub fn router(app: App) -> Router {
-    // Route layers run outermost-last-added: Origin/Host (2), then authorization (3), then the
-    // method router (4).
-    let mut mcp = on(MethodFilter::POST, post::on_post)
+    let mcp = on(MethodFilter::POST, post::on_post)
         .on(MethodFilter::GET, get::on_get)
         .on(MethodFilter::DELETE, delete::on_delete)
         .on(MethodFilter::HEAD, not_allowed)
         .fallback(not_allowed);
-    if app.auth.is_some() {
-        mcp = mcp.route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
-    }
-    let mcp = mcp.route_layer(middleware::from_fn_with_state(app.clone(), origin_and_host));
     let mut router = Router::new()
-        .route(&app.cfg.endpoint_path, mcp)
+        .route(&app.cfg.endpoint_path, edge(&app, mcp))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(ready))
         .route("/metrics", get_route(metrics))
         .route("/upstreamz", get_route(upstreamz));
     for (path, legacy) in legacy_sse::routes(&app) {
-        router = router.route(&path, guarded(&app, legacy));
+        router = router.route(&path, edge(&app, legacy));
     }
     if !app.cfg.websocket_path.is_empty() {
-        let ws = guarded(&app, get_route(websocket::on_upgrade));
+        let ws = edge(&app, get_route(websocket::on_upgrade));
         router = router.route(&app.cfg.websocket_path, ws);
     }
     for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {
@@ -72,15 +74,50 @@ pub fn router(app: App) -> Router {
     router.with_state(app)
 }
 
-/// Steps 2 and 3 around another transport's routes: Origin/Host, then authorization when on.
-fn guarded(app: &App, mut route: MethodRouter<App>) -> MethodRouter<App> {
-    if app.auth.is_some() {
-        route = route.route_layer(middleware::from_fn_with_state(app.clone(), authenticate));
-    }
-    route.route_layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
+/// Layers 1 to 3 of the module's stack around an MCP route's methods (layer 4), outermost
+/// first.
+fn edge(app: &App, routes: MethodRouter<App>) -> MethodRouter<App> {
+    let max_body = app.cfg.max_body_bytes;
+    let stack = ServiceBuilder::new()
+        // 1. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
+        //    answered with the edge's JSON-RPC error; every body is counted as the handler
+        //    reads it, and handed on as axum's body type.
+        .layer(MapResponseLayer::new(move |r| {
+            too_large_as_json_rpc(r, max_body)
+        }))
+        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(MapRequestLayer::new(|r: http::Request<Limited<Body>>| {
+            r.map(Body::new)
+        }))
+        // 2. Origin and Host.
+        .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
+        // 3. Authentication, when configured.
+        .option_layer(
+            app.auth
+                .is_some()
+                .then(|| middleware::from_fn_with_state(app.clone(), authenticate)),
+        );
+    routes.route_layer(stack)
 }
 
-/// Step 3: POST, GET and DELETE need a valid token; the rest go on to their 405.
+/// Layer 1's answer: `tower-http` refuses a body declared too large with a plain-text 413; the
+/// client gets the edge's JSON-RPC error instead (the same as for a body found too long while
+/// it is read). Other responses pass unchanged.
+fn too_large_as_json_rpc(
+    response: http::Response<ResponseBody<Body>>,
+    max_body: usize,
+) -> Response {
+    let plain = !response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && plain {
+        return HttpError::PayloadTooLarge(max_body).into_response();
+    }
+    response.map(Body::new)
+}
+
+/// Layer 3: POST, GET and DELETE need a valid token; the rest go on to their 405.
 async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Response {
     let Some(auth) = app.auth.as_ref() else {
         return next.run(req).await;
@@ -102,6 +139,7 @@ async fn protected_resource_metadata(State(app): State<App>) -> Response {
     }
 }
 
+/// Layer 2: `Origin` and `Host` against `allowed_origins` / `allowed_hosts`.
 async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {
     match guard::check_origin_and_host(&app.cfg, req.headers()) {
         Ok(()) => next.run(req).await,
@@ -164,5 +202,86 @@ async fn ready(State(app): State<App>) -> Response {
     match probe {
         Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use axum::body::Body;
+    use serde_json::Value;
+    use switchboard_protocol::codes;
+    use switchboard_store::memory::MemoryStore;
+    use switchboard_store::StoreConfig;
+    use switchboard_upstream::demo::DemoUpstream;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::state::AppState;
+    use crate::NodeConfig;
+
+    fn router_with_max_body(max_body_bytes: usize) -> Router {
+        let config = NodeConfig {
+            max_body_bytes,
+            ..NodeConfig::default()
+        };
+        let store = MemoryStore::new(StoreConfig::default_for("edge"));
+        router(AppState::new(config, store, Arc::new(DemoUpstream::new())))
+    }
+
+    fn post(body: Body, length: Option<usize>) -> http::Request<Body> {
+        let mut req = http::Request::post("/mcp")
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        if let Some(n) = length {
+            req = req.header("content-length", n);
+        }
+        req.body(body).unwrap()
+    }
+
+    async fn json_rpc_413(response: Response) {
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
+            .await
+            .unwrap();
+        let body: Value = serde_json::from_slice(&bytes).unwrap();
+        assert_eq!(body["error"]["code"], codes::INVALID_REQUEST, "{body}");
+        assert!(body["id"].is_null(), "{body}");
+    }
+
+    #[tokio::test]
+    async fn a_body_declared_too_large_gets_a_json_rpc_413_before_it_is_read() {
+        let text = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","pad":"{}"}}"#,
+            "x".repeat(200)
+        );
+        let response = router_with_max_body(64)
+            .oneshot(post(Body::from(text.clone()), Some(text.len())))
+            .await
+            .unwrap();
+        json_rpc_413(response).await;
+    }
+
+    #[tokio::test]
+    async fn a_streamed_body_that_grows_too_large_gets_a_json_rpc_413() {
+        let chunks = (0..10).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b' '; 32])));
+        let body = Body::from_stream(futures::stream::iter(chunks));
+        let response = router_with_max_body(64)
+            .oneshot(post(body, None))
+            .await
+            .unwrap();
+        json_rpc_413(response).await;
+    }
+
+    #[tokio::test]
+    async fn a_body_within_the_limit_reaches_the_handler() {
+        // No session and no `initialize`: the handler's own 400 shows the edge let it through.
+        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let response = router_with_max_body(1024)
+            .oneshot(post(Body::from(text), Some(text.len())))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
     }
 }

@@ -35,13 +35,14 @@ pub async fn on_post(State(app): State<App>, headers: HeaderMap, body: HttpBody)
     }
 }
 
-/// Reads a POSTed body of at most `max_body_bytes` (else 413) and parses its JSON-RPC (400 with
-/// -32700 or -32600). Shared by this endpoint and the legacy transport's message endpoint.
+/// Reads a POSTed body and parses its JSON-RPC (400 with -32700 or -32600). Shared by this
+/// endpoint and the legacy transport's message endpoint. The edge limits the body
+/// (`crate::app`, layer 1): a body that declares more gets 413 before it is read, and one that
+/// turns out longer while it is read fails here with 413 too.
 pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpError> {
-    let max = app.cfg.max_body_bytes;
-    let bytes = axum::body::to_bytes(body, max)
+    let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
-        .map_err(|_| HttpError::PayloadTooLarge(max))?;
+        .map_err(|_| HttpError::PayloadTooLarge(app.cfg.max_body_bytes))?;
     Body::parse(&bytes).map_err(|e| match e.code() {
         codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
         _ => HttpError::InvalidRequest(e.message().to_owned()),
