@@ -20,7 +20,9 @@ use crate::model::BusMessage;
 use crate::rules::INBOX_CAPACITY;
 use crate::traits::StoreResult;
 
+/// The shortest wait before reconnecting the inbox (the first try after a loss waits 50–100 ms).
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
+/// The longest wait before reconnecting the inbox.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(10);
@@ -52,6 +54,20 @@ async fn connect(client: &Client, channels: &[String]) -> StoreResult<PubSub> {
     }
 }
 
+/// The waits between the inbox's reconnection attempts: `backon`'s exponential schedule with
+/// jitter, each in [d, 2d) with d doubling from [`FIRST_BACKOFF`] up to half of [`MAX_BACKOFF`],
+/// so that after a Redis restart the nodes do not reconnect in lockstep.
+fn reconnects() -> backon::ExponentialBackoff {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::new()
+        .with_jitter()
+        .with_factor(2.0)
+        .with_min_delay(FIRST_BACKOFF)
+        .with_max_delay(MAX_BACKOFF / 2)
+        .without_max_times()
+        .build()
+}
+
 /// Why [`pump`] stopped.
 enum Stop {
     /// The receiver was dropped: the inbox is no longer wanted.
@@ -62,14 +78,14 @@ enum Stop {
 
 async fn run(client: Client, channels: Vec<String>, first: PubSub, tx: mpsc::Sender<BusMessage>) {
     let mut current = Some(first);
-    let mut backoff = FIRST_BACKOFF;
+    let mut backoff = reconnects();
     loop {
         let pubsub = match current.take() {
             Some(p) => p,
             None => match connect(&client, &channels).await {
                 Ok(p) => {
                     tracing::info!(?channels, "bus inbox resubscribed");
-                    backoff = FIRST_BACKOFF;
+                    backoff = reconnects();
                     // Whatever was published meanwhile is gone: tell the node, which re-reads
                     // the event logs of the streams it holds.
                     if tx.send(BusMessage::Resubscribed {}).await.is_err() {
@@ -78,12 +94,12 @@ async fn run(client: Client, channels: Vec<String>, first: PubSub, tx: mpsc::Sen
                     p
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, retry_in = ?backoff, "bus inbox cannot reconnect");
+                    let wait = backoff.next().unwrap_or(MAX_BACKOFF);
+                    tracing::warn!(error = %e, retry_in = ?wait, "bus inbox cannot reconnect");
                     tokio::select! {
-                        _ = tokio::time::sleep(backoff) => {}
+                        _ = tokio::time::sleep(wait) => {}
                         _ = tx.closed() => return,
                     }
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
                     continue;
                 }
             },

@@ -121,7 +121,7 @@ impl Call<'_> {
     }
 
     /// An event-stream answer, resumed up to [`MAX_RESUMES`] times in a row when it breaks
-    /// after events with ids, waiting the upstream's `retry` (at most [`MAX_RETRY`]); never when
+    /// after events with ids, waiting from the upstream's `retry`, longer and jittered at each try (at most [`MAX_RETRY`]); never when
     /// it broke on an event over `max_message_bytes`.
     async fn follow(
         &self,
@@ -150,12 +150,12 @@ impl Call<'_> {
                 let why = format!("{why} (gave up after {MAX_RESUMES} resumptions)");
                 return Err(WireError::failed(at, why));
             }
-            place.resumes += 1;
-            let delay = place
+            let base = place
                 .retry
                 .map(Duration::from_millis)
-                .unwrap_or(DEFAULT_RETRY)
-                .min(MAX_RETRY);
+                .unwrap_or(DEFAULT_RETRY);
+            let delay = super::backoff::reconnect_delay(base, MAX_RETRY, place.resumes);
+            place.resumes += 1;
             tracing::info!(upstream = self.name, last_event_id = last, reason = %why,
                 attempt = place.resumes, delay_ms = delay.as_millis() as u64,
                 "resuming the upstream's response stream");

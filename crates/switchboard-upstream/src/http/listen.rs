@@ -308,11 +308,11 @@ impl Listener {
     }
 }
 
-/// The wait before reconnecting: the upstream's `retry`, or [`BASE_DELAY`] doubled per failure
-/// in a row; never more than [`MAX_DELAY`].
+/// The wait before reconnecting: from the upstream's `retry` (or [`BASE_DELAY`]), growing with
+/// the failures in a row, jittered, never more than [`MAX_DELAY`] (see [`super::backoff`]).
 fn reconnect_delay(retry: Option<u64>, failures: u32) -> Duration {
     let base = retry.map(Duration::from_millis).unwrap_or(BASE_DELAY);
-    base.saturating_mul(1 << failures.min(4)).min(MAX_DELAY)
+    super::backoff::reconnect_delay(base, MAX_DELAY, failures)
 }
 
 #[cfg(test)]
@@ -332,9 +332,13 @@ mod tests {
 
     #[test]
     fn delays_grow_and_are_capped() {
-        assert_eq!(reconnect_delay(None, 0), BASE_DELAY);
-        assert_eq!(reconnect_delay(Some(100), 1), Duration::from_millis(200));
-        assert_eq!(reconnect_delay(None, 30), MAX_DELAY);
-        assert_eq!(reconnect_delay(Some(60_000), 0), MAX_DELAY);
+        let first = reconnect_delay(None, 0);
+        assert!(first >= BASE_DELAY && first < BASE_DELAY * 2, "{first:?}");
+        let second = reconnect_delay(Some(100), 1);
+        let ms = Duration::from_millis;
+        assert!(second >= ms(200) && second < ms(400), "{second:?}");
+        assert!(reconnect_delay(None, 30) <= MAX_DELAY);
+        assert!(reconnect_delay(None, 30) >= MAX_DELAY / 2);
+        assert!(reconnect_delay(Some(60_000), 0) <= MAX_DELAY);
     }
 }

@@ -20,6 +20,7 @@
 //! - `events`: the SSE parser (also used by [`crate::sse`]).
 //! - `common`: what both network upstreams share (client, ids, errors, facts).
 
+mod backoff;
 mod call;
 pub(crate) mod common;
 pub(crate) mod cookies;
