@@ -77,7 +77,7 @@ async fn a_stalled_owner_closes_its_connection_once_another_node_took_the_sessio
     let upstream = Upstream::sse("legacy", &server.url()).prefix("");
     let options = ClusterOptions::new()
         .fast_liveness(1500)
-        .set("reaper_interval_ms", 60_000);
+        .set("cluster.reaper_interval", "60s");
     let started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let mut client = McpClient::new();

@@ -196,7 +196,7 @@ async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     let started = start_cluster(
         1,
         &[upstream],
-        ClusterOptions::new().set("reaper_interval_ms", 300),
+        ClusterOptions::new().set("cluster.reaper_interval", "300ms"),
     );
     let url = started.cluster.url(0);
     let mut client = McpClient::new();
@@ -254,7 +254,7 @@ async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let options = ClusterOptions::new()
         .fast_liveness(1500)
-        .set("reaper_interval_ms", 60_000);
+        .set("cluster.reaper_interval", "60s");
     let started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let (a, b) = (started.cluster.node(0), started.cluster.node(1));
@@ -339,7 +339,7 @@ async fn a_draining_owner_keeps_its_old_child_for_the_call_running_in_it() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
-    let options = ClusterOptions::new().set("reaper_interval_ms", 200);
+    let options = ClusterOptions::new().set("cluster.reaper_interval", "200ms");
     let mut started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let mut client = McpClient::new();
