@@ -23,7 +23,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a node until SIGTERM or Ctrl-C (the default).
     Serve,
-    /// Print the effective merged config as TOML and exit.
+    /// Print the effective merged config tree as TOML sections and exit.
     Config,
 }
 
