@@ -151,7 +151,7 @@ async fn c11_progress_arrives_unbuffered_with_proper_sse_headers() {
 }
 
 /// C11 steps 3 and 4: the GET stream has the SSE headers, a priming event, comment keep-alives
-/// every `keepalive_interval_ms`, and notifier messages as they happen.
+/// every `http.keepalive_interval`, and notifier messages as they happen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c11_get_stream_keepalives_and_live_notifications() {
     let cluster = Cluster::start(

@@ -80,7 +80,7 @@ fn quiet_cluster() -> Cluster {
 }
 
 /// Background work slowed to minutes (the touch of busy sessions to `touch_ms`, which must stay
-/// under `idle_ttl_ms`).
+/// under `session.idle_ttl`).
 fn quiet_cluster_with(idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
     let options = ClusterOptions::new()
         .set("cluster.heartbeat_interval", "300s")

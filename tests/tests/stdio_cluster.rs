@@ -239,9 +239,9 @@ fn fixture_children(parent: u32) -> Vec<u64> {
     pids
 }
 
-/// C08, C31: the node owning a session's child stalls (SIGSTOP) past `node_ttl_ms`, node B takes
+/// C08, C31: the node owning a session's child stalls (SIGSTOP) past the node TTL, node B takes
 /// the session over with a new child; when A wakes (SIGCONT), its heartbeat finds it had lapsed
-/// and A stops its old child at once, well before the next sweep (`reaper_interval_ms` is a
+/// and A stops its old child at once, well before the next sweep (`cluster.reaper_interval` is a
 /// minute here): within 5 s the session has exactly one live child, B's, and the old one is gone
 /// from the process table (reaped, no zombie). The request B forwarded to A during the stall is
 /// handed back when A wakes, starting no child there. Requests through A reach B's child.
@@ -332,7 +332,7 @@ fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str
 
 /// C08: a draining owner whose session moved to another node (a request found it stopping)
 /// keeps its old child until the call running in it has finished, even though its sweeps
-/// (`reaper_interval_ms` 200 here) see the record naming the new owner: the call answers with
+/// (`cluster.reaper_interval` 200 here) see the record naming the new owner: the call answers with
 /// its result, not with the child's exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_owner_keeps_its_old_child_for_the_call_running_in_it() {

@@ -54,9 +54,9 @@ pub async fn run(
     run_on(listener, config, shutdown).await
 }
 
-/// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.http.listen` is not
-/// used; `loopback_only` comes from the listener's address. An empty `node_id` becomes a random
-/// one here, at serve time.
+/// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.http.listen` is
+/// not used; `loopback_only` comes from the listener's address. An empty `cluster.node_id` becomes
+/// a random one here, at serve time.
 pub async fn run_on(
     listener: TcpListener,
     config: Config,
@@ -98,7 +98,7 @@ pub async fn run_on(
     Ok(())
 }
 
-/// The memory store when no `redis_url` is set, else the Redis store.
+/// The memory store when no `redis.url` is set, else the Redis store.
 async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
     if config.redis.url.is_empty() {
         return Ok(MemoryStore::new(config.store_config()));
