@@ -24,7 +24,7 @@ impl ClusterOptions {
         ClusterOptions::default()
     }
 
-    /// Sets `key` to the TOML value `value` (e.g. `set("idle_ttl_ms", 1500)`), replacing an
+    /// Sets `key` to the TOML value `value` (e.g. `set("session.idle_ttl", "1500ms")`), replacing an
     /// earlier value of the same key.
     pub fn set(mut self, key: &str, value: impl Display) -> ClusterOptions {
         self.settings.retain(|(k, _)| k != key);
@@ -38,20 +38,23 @@ impl ClusterOptions {
         self
     }
 
-    /// Fast failure detection: heartbeats every 300 ms, a node dead after `node_ttl_ms`, resumed
-    /// streams checking liveness every 300 ms.
+    /// Fast failure detection: heartbeats every 300 ms, a node dead after `node_ttl_ms` ms
+    /// (`cluster.node_ttl`), resumed streams checking liveness every 300 ms.
     pub fn fast_liveness(self, node_ttl_ms: u64) -> ClusterOptions {
-        self.set("heartbeat_interval_ms", 300)
-            .set("node_ttl_ms", node_ttl_ms)
-            .set("liveness_check_interval_ms", 300)
+        self.set("cluster.heartbeat_interval", "300ms")
+            .set("cluster.node_ttl", format!("{node_ttl_ms}ms"))
+            .set("cluster.liveness_check_interval", "300ms")
     }
 
     /// Short idle expiry with a frequent reaper; busy sessions are touched every quarter TTL
-    /// (the node requires `session_touch_interval_ms < idle_ttl_ms`).
+    /// (the node requires `session.touch_interval < session.idle_ttl`); both arguments in ms.
     pub fn idle_expiry(self, idle_ttl_ms: u64, reaper_interval_ms: u64) -> ClusterOptions {
-        self.set("idle_ttl_ms", idle_ttl_ms)
-            .set("reaper_interval_ms", reaper_interval_ms)
-            .set("session_touch_interval_ms", (idle_ttl_ms / 4).max(1))
+        self.set("session.idle_ttl", format!("{idle_ttl_ms}ms"))
+            .set("cluster.reaper_interval", format!("{reaper_interval_ms}ms"))
+            .set(
+                "session.touch_interval",
+                format!("{}ms", (idle_ttl_ms / 4).max(1)),
+            )
     }
 }
 

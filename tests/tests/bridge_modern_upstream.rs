@@ -247,7 +247,7 @@ async fn a_task_of_a_bridged_call_holds_the_upstreams_result() {
     let logs = TempDir::new("sb-bridge");
     let upstream = modern_upstream(&logs);
     let member = Upstream::http("m", &upstream.url()).revision("2026-07-28");
-    let options = ClusterOptions::new().set("task_after_ms", 200);
+    let options = ClusterOptions::new().set("stateless.tasks.after", "200ms");
     let configured = start_cluster(2, &[member], options);
     let urls = configured.cluster.urls();
     let caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
@@ -323,7 +323,7 @@ async fn a_2024_11_05_sse_client_answers_the_stateless_upstreams_question_on_ano
 async fn a_retry_the_upstream_no_longer_accepts_starts_the_request_over() {
     // The upstream's requestState lives 300 ms: an answer slower than that is refused by it.
     let logs = TempDir::new("sb-bridge");
-    let settings = [("mrtr_state_ttl_ms".to_owned(), "300".to_owned())];
+    let settings = [("stateless.mrtr.state_ttl".to_owned(), "300ms".to_owned())];
     let mut upstream = Node::spawn("upstream", None, &settings, logs.path());
     assert!(upstream.wait_ready(), "{}", upstream.log_tail(40));
     let configured = cluster_in_front(&upstream);

@@ -134,7 +134,7 @@ async fn a_stateless_client_answers_a_session_upstreams_question_on_any_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_call_not_resumed_in_time_is_dropped() {
-    let configured = cluster(ClusterOptions::new().set("mrtr_state_ttl_ms", 800));
+    let configured = cluster(ClusterOptions::new().set("stateless.mrtr.state_ttl", "800ms"));
     let urls = configured.cluster.urls();
     let first = ask(1, "late?");
     let asked = response(&urls[0], &first).await;
@@ -183,7 +183,7 @@ async fn closing_the_retry_stream_on_another_node_cancels_the_parked_call() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_parked_round_ends_its_stream_and_parking_is_capped() {
-    let configured = cluster(ClusterOptions::new().set("mrtr_max_parked", 1));
+    let configured = cluster(ClusterOptions::new().set("stateless.mrtr.max_parked", 1));
     let urls = configured.cluster.urls();
     // The first round's answer ends its stream at once, though the call waits (600 s TTL).
     let first = ask(1, "first?");
@@ -203,7 +203,7 @@ async fn a_parked_round_ends_its_stream_and_parking_is_capped() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn upstream_sessions_of_stateless_requests_are_capped_per_node() {
-    let configured = cluster(ClusterOptions::new().set("max_ephemeral_sessions", 1));
+    let configured = cluster(ClusterOptions::new().set("stateless.max_ephemeral_sessions", 1));
     let urls = configured.cluster.urls();
     // A parked call keeps its upstream session (and its seat) while it waits.
     let first = ask(1, "holding?");

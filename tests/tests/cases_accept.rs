@@ -151,7 +151,7 @@ async fn c18_each_accept_value_gets_the_form_it_allows() {
 }
 
 /// C18: a client accepting only JSON calls `countdown` with a progress token: exactly one JSON
-/// body with the result, although the call takes far longer than `sse_after_ms`; its progress
+/// body with the result, although the call takes far longer than `http.sse_after`; its progress
 /// notifications reach the session's standalone stream (open on the other node) instead of
 /// being lost, and are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

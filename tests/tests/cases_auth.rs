@@ -32,12 +32,12 @@ fn cluster() -> Cluster {
     Cluster::start(
         2,
         ClusterOptions::new()
-            .set("auth_resource_url", GW)
-            .set("auth_authorization_servers", ISSUER)
-            .set("auth_scopes_supported", "mcp:tools,mcp:admin")
-            .set("auth_required_scopes", "mcp:tools")
-            .set("auth_issuer", ISSUER)
-            .set("auth_jwt_hs256_secrets", SECRET),
+            .set("auth.resource_url", GW)
+            .set("auth.authorization_servers", ISSUER)
+            .set("auth.scopes_supported", "mcp:tools,mcp:admin")
+            .set("auth.required_scopes", "mcp:tools")
+            .set("auth.issuer", ISSUER)
+            .set("auth.jwt_hs256_secrets", SECRET),
     )
 }
 

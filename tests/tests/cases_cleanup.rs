@@ -75,7 +75,7 @@ async fn c09_abandoned_sessions_expire_and_leave_no_keys() {
 async fn thousand_abandoned_sessions_are_reaped_everywhere() {
     let options = ClusterOptions::new()
         .idle_expiry(2000, 300)
-        .set("max_sessions", 5000);
+        .set("session.max_sessions", 5000);
     let cluster = Cluster::start(3, options);
     let baseline = cluster.baseline_keys().await;
     let sids = abandon_sessions(&cluster.urls(), 1000, 16).await;
@@ -163,7 +163,7 @@ async fn c09_open_get_stream_keeps_the_session_alive() {
 /// C09 step 5: past `max_sessions`, `initialize` gets 503 with `Retry-After` and no session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_sessions_past_the_cap_get_503() {
-    let cluster = Cluster::start(3, ClusterOptions::new().set("max_sessions", 5));
+    let cluster = Cluster::start(3, ClusterOptions::new().set("session.max_sessions", 5));
     let urls = cluster.urls();
     let mut first = McpClient::new();
     first.initialize(&urls[0], "2025-06-18").await;

@@ -415,7 +415,7 @@ async fn c21_initialized_racing_a_request_on_another_node() {
 /// `cases_accept.rs`), Content-Type (parameters allowed), body size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn post_accept_content_type_and_size_rules() {
-    let cluster = Cluster::start(3, ClusterOptions::new().set("max_body_bytes", 4096));
+    let cluster = Cluster::start(3, ClusterOptions::new().set("http.max_body", 4096));
     let urls = cluster.urls();
     let mut client = McpClient::new();
     client.initialize(&urls[0], "2025-06-18").await;
@@ -499,7 +499,7 @@ async fn post_accept_content_type_and_size_rules() {
 /// a loopback-bound node); refusals create no session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn origin_and_host_are_checked() {
-    let options = ClusterOptions::new().set("allowed_origins", r#"["https://app.example"]"#);
+    let options = ClusterOptions::new().set("http.allowed_origins", r#"["https://app.example"]"#);
     let cluster = Cluster::start(3, options);
     let urls = cluster.urls();
     let port = cluster.node(0).port();

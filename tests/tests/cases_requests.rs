@@ -279,7 +279,7 @@ async fn c26_elicitation_and_roots_answered_on_other_nodes() {
 async fn c26_error_answer_no_answer_and_undeclared_capability_end_the_call() {
     let cluster = Cluster::start(
         3,
-        ClusterOptions::new().set("client_request_timeout_ms", 1000),
+        ClusterOptions::new().set("session.client_request_timeout", "1s"),
     );
     let urls = cluster.urls();
     let mut client = McpClient::new();

@@ -151,10 +151,13 @@ async fn c11_progress_arrives_unbuffered_with_proper_sse_headers() {
 }
 
 /// C11 steps 3 and 4: the GET stream has the SSE headers, a priming event, comment keep-alives
-/// every `keepalive_interval_ms`, and notifier messages as they happen.
+/// every `http.keepalive_interval`, and notifier messages as they happen.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c11_get_stream_keepalives_and_live_notifications() {
-    let cluster = Cluster::start(3, ClusterOptions::new().set("keepalive_interval_ms", 200));
+    let cluster = Cluster::start(
+        3,
+        ClusterOptions::new().set("http.keepalive_interval", "200ms"),
+    );
     let mut client = McpClient::new();
     client.initialize(&cluster.url(0), "2025-11-25").await;
     let headers = client
@@ -509,7 +512,10 @@ async fn c15_event_ids_of_other_sessions_and_unknown_ids_are_refused() {
 /// Resuming from an event the capped log has already dropped is 410; from a retained one, 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c15_resume_from_trimmed_history_is_410() {
-    let cluster = Cluster::start(3, ClusterOptions::new().set("max_events_per_stream", 3));
+    let cluster = Cluster::start(
+        3,
+        ClusterOptions::new().set("session.max_events_per_stream", 3),
+    );
     let urls = cluster.urls();
     let mut client = McpClient::new();
     client.initialize(&urls[0], "2025-11-25").await;

@@ -53,7 +53,7 @@ async fn sigterm_lets_a_running_countdown_finish_and_closes_the_get_stream() {
         Some(0),
         "the node exits 0 after draining"
     );
-    // A drained node tells the cluster at once (no waiting for node_ttl_ms): its liveness key is
+    // A drained node tells the cluster at once (no wait for cluster.node_ttl): its liveness key is
     // gone, so what it owned moves to other nodes on the next request.
     let liveness = format!("sb:node:{}.*", cluster.node(0).id());
     assert!(

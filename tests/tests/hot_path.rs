@@ -80,16 +80,16 @@ fn quiet_cluster() -> Cluster {
 }
 
 /// Background work slowed to minutes (the touch of busy sessions to `touch_ms`, which must stay
-/// under `idle_ttl_ms`).
+/// under `session.idle_ttl`).
 fn quiet_cluster_with(idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
     let options = ClusterOptions::new()
-        .set("heartbeat_interval_ms", 300_000)
-        .set("node_ttl_ms", 600_000)
-        .set("reaper_interval_ms", 300_000)
-        .set("idle_ttl_ms", idle_ttl_ms)
-        .set("session_touch_interval_ms", touch_ms)
+        .set("cluster.heartbeat_interval", "300s")
+        .set("cluster.node_ttl", "600s")
+        .set("cluster.reaper_interval", "300s")
+        .set("session.idle_ttl", format!("{idle_ttl_ms}ms"))
+        .set("session.touch_interval", format!("{touch_ms}ms"))
         // Every answer as plain JSON, even on a loaded machine.
-        .set("sse_after_ms", 30_000);
+        .set("http.sse_after", "30s");
     Cluster::start(1, options)
 }
 

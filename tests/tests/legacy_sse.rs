@@ -68,7 +68,7 @@ async fn refusals_and_idle_expiry() {
     // Keep-alives every 300 ms: a node notices a closed SSE connection when it next writes to it.
     let options = ClusterOptions::new()
         .idle_expiry(1500, 300)
-        .set("keepalive_interval_ms", 300);
+        .set("http.keepalive_interval", "300ms");
     let cluster = Cluster::start(2, options);
     let baseline = cluster.baseline_keys().await;
     let http = reqwest::Client::new();
@@ -150,7 +150,7 @@ async fn refusals_and_idle_expiry() {
 async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
     let options = ClusterOptions::new()
         .fast_liveness(600)
-        .set("keepalive_interval_ms", 300);
+        .set("http.keepalive_interval", "300ms");
     let mut cluster = Cluster::start(2, options);
     let http = reqwest::Client::new();
     let (mut stream, path) = open_session(&http, &cluster.node(0).base_url()).await;
@@ -185,7 +185,7 @@ async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
 async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answer() {
     let options = ClusterOptions::new()
         .fast_liveness(600)
-        .set("keepalive_interval_ms", 100);
+        .set("http.keepalive_interval", "100ms");
     let mut cluster = Cluster::start(3, options);
     let http = reqwest::Client::new();
     let (mut stream, path) = open_session(&http, &cluster.node(0).base_url()).await;

@@ -188,7 +188,7 @@ async fn restart_with_a_call_running(
     let running = client.post(&cluster.url(victim), &slow).await;
     assert!(
         running.is_sse(),
-        "the slow call runs (SSE after sse_after_ms)"
+        "the slow call runs (SSE after http.sse_after)"
     );
     let running = tokio::spawn(running.answer(json!(id), T));
     cluster.node(victim).terminate();
@@ -354,7 +354,7 @@ async fn rolling_sigterm_restarts_never_shorten_a_list_with_a_legacy_sse_upstrea
 
 /// C08: after SIGKILL of the node owning the session's stdio child, every list through the other
 /// nodes is complete or an error naming `fx`, never short; once the dead node's heartbeat lapsed
-/// (`node_ttl_ms`), a live node runs a new child and lists are complete.
+/// (`cluster.node_ttl`), a live node runs a new child and lists are complete.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_sigkill_of_the_owner_lists_are_complete_or_name_the_upstream() {
     after_sigkill_of_the_owner(&fixture_and_demo()).await;

@@ -142,7 +142,7 @@ async fn echo_until_answered(client: &McpClient, url: &str, id: u64, refused: i6
 async fn fill_with_requests_of_a_dead_node(revision: &str) -> (Cluster, McpClient, Vec<String>) {
     let options = ClusterOptions::new()
         .fast_liveness(600)
-        .set("max_inflight_per_session", 2);
+        .set("session.max_inflight", 2);
     let mut cluster = Cluster::start(2, options);
     let mut client = McpClient::new();
     client.initialize(&cluster.url(0), revision).await;

@@ -2,7 +2,7 @@
 //! connection per client session, held by the session's owner node (node-bound, like a stdio
 //! child). The rolling-restart and SIGKILL failover cases of C08 with it are in `merged_lists.rs`;
 //! here, calls keep working through a live node once the connection's owner stopped, and an owner
-//! that stalled past `node_ttl_ms` and was taken over closes its old connection when it wakes.
+//! that stalled past `cluster.node_ttl` and was taken over closes its old connection when it wakes.
 
 use std::time::{Duration, Instant};
 
@@ -66,10 +66,10 @@ async fn a_call_keeps_working_after_the_owner_of_the_connection_stops() {
     assert_eq!(again, new, "the same connection serves the session");
 }
 
-/// C08: the node holding a session's legacy SSE connection stalls (SIGSTOP) past `node_ttl_ms`,
+/// C08: the node holding a session's legacy SSE connection stalls (SIGSTOP) past the node TTL,
 /// B takes the session over with a new connection (the server then has two open for it); when A
 /// wakes (SIGCONT) it closes its old one at once, long before its next sweep
-/// (`reaper_interval_ms` is a minute here): within 5 s the server has exactly one connection
+/// (`cluster.reaper_interval` is a minute here): within 5 s the server has exactly one connection
 /// open, B's, which requests through A reach. Before, both stayed open until the session ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_owner_closes_its_connection_once_another_node_took_the_session_over() {
@@ -77,7 +77,7 @@ async fn a_stalled_owner_closes_its_connection_once_another_node_took_the_sessio
     let upstream = Upstream::sse("legacy", &server.url()).prefix("");
     let options = ClusterOptions::new()
         .fast_liveness(1500)
-        .set("reaper_interval_ms", 60_000);
+        .set("cluster.reaper_interval", "60s");
     let started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let mut client = McpClient::new();

@@ -22,7 +22,7 @@ const GREETING: &str = "demo://greeting";
 
 /// Keep-alives every 300 ms, so a closed stream is noticed quickly.
 fn options() -> ClusterOptions {
-    ClusterOptions::new().set("keepalive_interval_ms", 300)
+    ClusterOptions::new().set("http.keepalive_interval", "300ms")
 }
 
 /// A 2026-07-28 request with `params` and the required `_meta`.

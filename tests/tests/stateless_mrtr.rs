@@ -196,14 +196,14 @@ async fn configured_keys_rotate_and_states_expire() {
         assert!(node.wait_ready(), "{}", node.log_tail(40));
         node
     };
-    let old = spawn(0, &[("mrtr_state_keys", ring(&[&k1]))]);
-    let rotated = spawn(1, &[("mrtr_state_keys", ring(&[&k2, &k1]))]);
-    let new = spawn(2, &[("mrtr_state_keys", ring(&[&k2]))]);
+    let old = spawn(0, &[("stateless.mrtr.state_keys", ring(&[&k1]))]);
+    let rotated = spawn(1, &[("stateless.mrtr.state_keys", ring(&[&k2, &k1]))]);
+    let new = spawn(2, &[("stateless.mrtr.state_keys", ring(&[&k2]))]);
     let short = spawn(
         3,
         &[
-            ("mrtr_state_keys", ring(&[&k1])),
-            ("mrtr_state_ttl_ms", "300".into()),
+            ("stateless.mrtr.state_keys", ring(&[&k1])),
+            ("stateless.mrtr.state_ttl", "300ms".into()),
         ],
     );
     let caps = json!({"sampling": {}});

@@ -108,10 +108,10 @@ async fn eventually_status(url: &str, task_id: &str, status: &str) -> Value {
 /// Tasks of 300 ms and more; the keep-alive sweep every 300 ms must leave task calls alone.
 fn options() -> ClusterOptions {
     ClusterOptions::new()
-        .set("session_touch_interval_ms", 300)
-        .set("task_after_ms", 300)
-        .set("task_ttl_ms", 600_000)
-        .set("task_poll_interval_ms", 200)
+        .set("session.touch_interval", "300ms")
+        .set("stateless.tasks.after", "300ms")
+        .set("stateless.tasks.ttl", "600s")
+        .set("stateless.tasks.poll_interval", "200ms")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -261,10 +261,10 @@ fn token(sub: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_is_bound_to_its_principal() {
     let options = options()
-        .set("auth_resource_url", GW)
-        .set("auth_authorization_servers", ISSUER)
-        .set("auth_issuer", ISSUER)
-        .set("auth_jwt_hs256_secrets", SECRET);
+        .set("auth.resource_url", GW)
+        .set("auth.authorization_servers", ISSUER)
+        .set("auth.issuer", ISSUER)
+        .set("auth.jwt_hs256_secrets", SECRET);
     let cluster = Cluster::start(2, options);
     let urls = cluster.urls();
     let (alice, bob) = (token("alice"), token("bob"));

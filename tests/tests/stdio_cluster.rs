@@ -196,7 +196,7 @@ async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     let started = start_cluster(
         1,
         &[upstream],
-        ClusterOptions::new().set("reaper_interval_ms", 300),
+        ClusterOptions::new().set("cluster.reaper_interval", "300ms"),
     );
     let url = started.cluster.url(0);
     let mut client = McpClient::new();
@@ -239,9 +239,9 @@ fn fixture_children(parent: u32) -> Vec<u64> {
     pids
 }
 
-/// C08, C31: the node owning a session's child stalls (SIGSTOP) past `node_ttl_ms`, node B takes
+/// C08, C31: the node owning a session's child stalls (SIGSTOP) past the node TTL, node B takes
 /// the session over with a new child; when A wakes (SIGCONT), its heartbeat finds it had lapsed
-/// and A stops its old child at once, well before the next sweep (`reaper_interval_ms` is a
+/// and A stops its old child at once, well before the next sweep (`cluster.reaper_interval` is a
 /// minute here): within 5 s the session has exactly one live child, B's, and the old one is gone
 /// from the process table (reaped, no zombie). The request B forwarded to A during the stall is
 /// handed back when A wakes, starting no child there. Requests through A reach B's child.
@@ -254,7 +254,7 @@ async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
     let options = ClusterOptions::new()
         .fast_liveness(1500)
-        .set("reaper_interval_ms", 60_000);
+        .set("cluster.reaper_interval", "60s");
     let started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let (a, b) = (started.cluster.node(0), started.cluster.node(1));
@@ -332,14 +332,14 @@ fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str
 
 /// C08: a draining owner whose session moved to another node (a request found it stopping)
 /// keeps its old child until the call running in it has finished, even though its sweeps
-/// (`reaper_interval_ms` 200 here) see the record naming the new owner: the call answers with
+/// (`cluster.reaper_interval` 200 here) see the record naming the new owner: the call answers with
 /// its result, not with the child's exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_owner_keeps_its_old_child_for_the_call_running_in_it() {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
-    let options = ClusterOptions::new().set("reaper_interval_ms", 200);
+    let options = ClusterOptions::new().set("cluster.reaper_interval", "200ms");
     let mut started = start_cluster(2, &[upstream], options);
     let urls = started.cluster.urls();
     let mut client = McpClient::new();

@@ -34,7 +34,7 @@ async fn ts_sdk_sse_client_through_a_balancer() {
     // Keep-alives every 300 ms: a node notices a closed SSE connection when it next writes to it.
     let options = ClusterOptions::new()
         .idle_expiry(3000, 300)
-        .set("keepalive_interval_ms", 300);
+        .set("http.keepalive_interval", "300ms");
     let cluster = Cluster::start(3, options);
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.node(i).port()).collect();
     let balancer = Balancer::start(&ports);

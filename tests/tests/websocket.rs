@@ -125,7 +125,7 @@ async fn refusals_come_before_the_upgrade() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_frames_get_the_right_errors() {
-    let cluster = Cluster::start(1, ClusterOptions::new().set("max_body_bytes", 65536));
+    let cluster = Cluster::start(1, ClusterOptions::new().set("http.max_body", 65536));
     let url = ws_url(&cluster, 0);
     let mut ws = connect(&url, Some("mcp"), &[]).await.unwrap();
     ws.send(Message::text("{not json")).await.unwrap();
@@ -160,7 +160,10 @@ async fn bad_frames_get_the_right_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keepalive_pings_and_a_silent_client_is_closed() {
-    let cluster = Cluster::start(1, ClusterOptions::new().set("keepalive_interval_ms", 300));
+    let cluster = Cluster::start(
+        1,
+        ClusterOptions::new().set("http.keepalive_interval", "300ms"),
+    );
     let url = ws_url(&cluster, 0);
     let mut ws = connect(&url, Some("mcp"), &[]).await.unwrap();
     open_session(&mut ws).await;
@@ -272,7 +275,7 @@ async fn a_cut_socket_resumes_on_other_nodes_without_loss() {
 async fn a_call_lost_with_its_node_is_answered_after_the_resume() {
     let options = ClusterOptions::new()
         .fast_liveness(600)
-        .set("keepalive_interval_ms", 300);
+        .set("http.keepalive_interval", "300ms");
     let mut cluster = Cluster::start(2, options);
     let mut ws = connect(&ws_url(&cluster, 1), Some("mcp"), &[])
         .await
@@ -308,7 +311,10 @@ async fn a_call_lost_with_its_node_is_answered_after_the_resume() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_from_before_the_kept_log_is_gone() {
-    let cluster = Cluster::start(2, ClusterOptions::new().set("max_events_per_stream", 4));
+    let cluster = Cluster::start(
+        2,
+        ClusterOptions::new().set("session.max_events_per_stream", 4),
+    );
     let mut ws = connect(&ws_url(&cluster, 0), Some("mcp"), &[])
         .await
         .unwrap();
@@ -346,10 +352,10 @@ fn token(sub: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_upgrade_needs_a_token_and_the_session_its_principal() {
     let options = ClusterOptions::new()
-        .set("auth_resource_url", GW)
-        .set("auth_authorization_servers", ISSUER)
-        .set("auth_issuer", ISSUER)
-        .set("auth_jwt_hs256_secrets", SECRET);
+        .set("auth.resource_url", GW)
+        .set("auth.authorization_servers", ISSUER)
+        .set("auth.issuer", ISSUER)
+        .set("auth.jwt_hs256_secrets", SECRET);
     let cluster = Cluster::start(2, options);
     let url = ws_url(&cluster, 0);
     assert_eq!(refused(&url, Some("mcp"), &[]).await.0, 401, "no token");

@@ -121,7 +121,10 @@ fn idle_sessions_reports_node_and_redis_memory() {
 
 #[test]
 fn resume_storm_replays_every_event_once_in_order_on_the_other_node() {
-    let cluster = Cluster::start(2, ClusterOptions::new().set("max_events_per_stream", 2000));
+    let cluster = Cluster::start(
+        2,
+        ClusterOptions::new().set("session.max_events_per_stream", 2000),
+    );
     let logs = TempDir::new("sb-bench-resume");
     let (a, b, redis) = (cluster.url(0), cluster.url(1), cluster.redis().url());
     let args = [

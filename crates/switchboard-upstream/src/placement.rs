@@ -13,7 +13,7 @@
 //! - the owner is **stopping** (draining after SIGTERM) or stopped: it answers the forward at once
 //!   with [`Forwarded::Moved`] without running it, so any request, `tools/call` included, runs
 //!   here;
-//! - the owner **died** while the forward was out (its heartbeat lapsed, `node_ttl_ms`):
+//! - the owner **died** while the forward was out (its heartbeat lapsed, `cluster.node_ttl`):
 //!   [`Forwarded::Lost`]. It may have run the request, so only requests that are safe to run
 //!   twice ([`runs_again_safely`]: lists, reads, `prompts/get`, completions, `ping`, …) run
 //!   again here; any other (`tools/call`) fails with -32006 naming the upstream, and the next
@@ -23,10 +23,10 @@
 //! client gets -32005 naming the upstream (a forward still out is cancelled on its owner).
 //!
 //! ## A node that was taken over
-//! A node that stalled (or lost the store) past `node_ttl_ms` may have been taken over while it
+//! A node that stalled (or lost the store) past `cluster.node_ttl` may be taken over while it
 //! still holds the old resource. It stops what it holds once the session record names another
 //! owner ([`Upstream::owned_sessions`]): the node checks at once when its heartbeat finds it
-//! had lapsed, and on every sweep (`reaper_interval_ms`), so a session never keeps two.
+//! had lapsed, and on every sweep (`cluster.reaper_interval`), so a session never keeps two.
 //!
 //! ## What a move loses
 //! The new resource starts from the stored `initialize` only: whatever the old child (or SSE

@@ -269,7 +269,7 @@ pub trait Upstream: Send + Sync {
     /// `(upstream name, client session)` of every node-bound resource this process holds under
     /// an ownership claim (a per-session stdio child, a legacy SSE connection: see
     /// [`crate::placement`]). The node stops those whose session record names another owner
-    /// now (a node that stalled past `node_ttl_ms` and was taken over), by
+    /// now (a node that stalled past `cluster.node_ttl` and was taken over), by
     /// [`Upstream::session_ended`] of the member of that name. The default: every member's.
     fn owned_sessions(&self) -> Vec<(String, String)> {
         self.members()

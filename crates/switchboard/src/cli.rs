@@ -23,7 +23,7 @@ pub struct Cli {
 pub enum Command {
     /// Run a node until SIGTERM or Ctrl-C (the default).
     Serve,
-    /// Print the effective merged config as TOML and exit.
+    /// Print the effective merged config tree as TOML sections and exit.
     Config,
 }
 
@@ -34,25 +34,26 @@ pub struct ConfigArgs {
     /// TOML config file (default: $SWITCHBOARD_CONFIG, else none).
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Listen address, e.g. 0.0.0.0:8080 (key `listen`).
+    /// Listen address, e.g. 0.0.0.0:8080 (key `http.listen`).
     #[arg(long, global = true, value_name = "ADDR")]
     pub listen: Option<String>,
-    /// Redis URL; empty means the embedded memory store (key `redis_url`).
+    /// Redis URL; empty means the embedded memory store (key `redis.url`).
     #[arg(long, global = true, value_name = "URL")]
     pub redis_url: Option<String>,
-    /// This node's id, unique per process (key `node_id`).
+    /// This node's id, unique per process (key `cluster.node_id`).
     #[arg(long, global = true, value_name = "ID")]
     pub node_id: Option<String>,
-    /// Session idle timeout in ms (key `idle_ttl_ms`).
-    #[arg(long, global = true, value_name = "MS")]
-    pub idle_ttl_ms: Option<String>,
-    /// Log filter: a level or tracing directives (key `log_level`).
+    /// Session idle timeout, e.g. 30m (key `session.idle_ttl`).
+    #[arg(long, global = true, value_name = "DURATION")]
+    pub idle_ttl: Option<String>,
+    /// Log filter: a level or tracing directives (key `log.level`).
     #[arg(long, global = true, value_name = "LEVEL")]
     pub log_level: Option<String>,
-    /// Log format (key `log_format`).
+    /// Log format (key `log.format`).
     #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
     pub log_format: Option<String>,
-    /// Set any key; VALUE is read as TOML, else as a string; lists take a,b,c. Repeatable.
+    /// Set any key by its dotted path (session.max_sessions=5); VALUE is read as TOML, else as a
+    /// string; lists take a,b,c. Repeatable.
     #[arg(long = "set", global = true, value_name = "KEY=VALUE", value_parser = parse_set)]
     pub set: Vec<(String, String)>,
 }
@@ -85,17 +86,17 @@ impl ConfigArgs {
             })
             .collect();
         let named = [
-            ("listen", &self.listen),
-            ("redis_url", &self.redis_url),
-            ("node_id", &self.node_id),
-            ("idle_ttl_ms", &self.idle_ttl_ms),
-            ("log_level", &self.log_level),
-            ("log_format", &self.log_format),
+            ("--listen", "http.listen", &self.listen),
+            ("--redis-url", "redis.url", &self.redis_url),
+            ("--node-id", "cluster.node_id", &self.node_id),
+            ("--idle-ttl", "session.idle_ttl", &self.idle_ttl),
+            ("--log-level", "log.level", &self.log_level),
+            ("--log-format", "log.format", &self.log_format),
         ];
-        for (key, value) in named {
+        for (flag, key, value) in named {
             if let Some(raw) = value {
                 out.push(Override {
-                    origin: format!("--{}", key.replace('_', "-")),
+                    origin: flag.to_owned(),
                     key: key.to_owned(),
                     raw: raw.clone(),
                 });
@@ -130,16 +131,23 @@ mod tests {
             "switchboard",
             "config",
             "--set",
-            "max_sessions=7",
+            "session.max_sessions=7",
             "--set",
-            "allowed_hosts=a,b",
+            "http.allowed_hosts=a,b",
             "--node-id",
             "n1",
         ])
         .unwrap();
         assert_eq!(cli.command, Some(Command::Config));
         let keys: Vec<_> = cli.config.overrides().into_iter().map(|o| o.key).collect();
-        assert_eq!(keys, ["max_sessions", "allowed_hosts", "node_id"]);
+        assert_eq!(
+            keys,
+            [
+                "session.max_sessions",
+                "http.allowed_hosts",
+                "cluster.node_id"
+            ]
+        );
     }
 
     #[test]
@@ -147,10 +155,10 @@ mod tests {
         assert!(Cli::try_parse_from(["switchboard", "--set", "novalue"]).is_err());
         assert!(Cli::try_parse_from(["switchboard", "--set", "=x"]).is_err());
         let cli =
-            Cli::try_parse_from(["switchboard", "--set", "redis_url=redis://h/0?a=b"]).unwrap();
+            Cli::try_parse_from(["switchboard", "--set", "redis.url=redis://h/0?a=b"]).unwrap();
         assert_eq!(
             cli.config.set,
-            [("redis_url".into(), "redis://h/0?a=b".into())]
+            [("redis.url".into(), "redis://h/0?a=b".into())]
         );
     }
 

@@ -13,9 +13,9 @@
 //!
 //! Modules:
 //! - [`cli`]: subcommands (`serve`, `config`) and the flags that set keys.
-//! - [`config`]: [`Config`], the one flat config tree: defaults, validation, mapping onto
+//! - [`config`]: [`Config`], the one typed config tree of sections: defaults, validation, mapping onto
 //!   [`switchboard_node::NodeConfig`] and [`switchboard_store::StoreConfig`].
-//! - [`mod@load`]: merging defaults < TOML file < `SWITCHBOARD_*` env < flags with `figment`.
+//! - [`mod@load`]: merging defaults < TOML file < `SWITCHBOARD_*` env (`SWITCHBOARD_SESSION__IDLE_TTL`) < flags with `figment`.
 //! - [`run`]: start-up ([`run::run`], testable on a bound listener), logging, signals.
 
 pub mod cli;

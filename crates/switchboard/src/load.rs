@@ -1,11 +1,15 @@
-//! Merging the config sources with `figment`: defaults < TOML file < `SWITCHBOARD_<KEY>`
-//! environment variables < flags (`--set key=value`, then the named flags).
+//! Merging the config sources with `figment`: defaults < TOML file < `SWITCHBOARD_<SECTION>__<KEY>`
+//! environment variables < flags (`--set section.key=value`, then the named flags).
 //!
-//! Environment and flag values arrive as text and are typed by the key they set: text keys take
-//! the raw string (a TOML string literal is unquoted), list keys take comma-separated items (or a
-//! TOML array), other keys take a TOML value (falling back to the raw string, which then fails
-//! with a type error naming the key). Every error names the key and where its value came from;
-//! a rule that compares keys names the source of each (`node_ttl_ms by default`).
+//! A key is named by its dotted path (`session.max_sessions`); an environment variable spells the
+//! path in capitals with `__` for each dot (`SWITCHBOARD_SESSION__MAX_SESSIONS`). Environment
+//! and flag values arrive as text and are typed by the key they set: text keys (durations and
+//! sizes among them) take the raw string (a TOML string literal is unquoted), list keys take
+//! comma-separated items (or a TOML array), other keys take a TOML value (falling back to the
+//! raw string, which then fails with a type error naming the key). Every error names the key and
+//! where its value came from; a rule that compares keys names the source of each
+//! (`cluster.node_ttl by default`). An old flat key (`max_sessions`) is answered with its new
+//! place ([`crate::config::MOVED`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,10 +19,12 @@ use figment::value::{Dict, Map, Value};
 use figment::{Figment, Metadata, Profile, Provider, Source};
 use serde::Deserialize;
 
-use crate::config::Config;
+use crate::config::{moved_to, Config, MOVED};
 
-/// Prefix of the environment variables that set config keys (`SWITCHBOARD_IDLE_TTL_MS`).
+/// Prefix of the environment variables that set config keys (`SWITCHBOARD_SESSION__IDLE_TTL`).
 pub const ENV_PREFIX: &str = "SWITCHBOARD_";
+/// Between the sections of a key's path in an environment variable's name (a dot in the path).
+pub const ENV_SEPARATOR: &str = "__";
 /// Environment variable naming the TOML config file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "SWITCHBOARD_CONFIG";
 
@@ -37,9 +43,9 @@ pub struct Sources {
 /// One key set on the command line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Override {
-    /// How the user wrote it, for error messages (`--listen`, `--set max_sessions=5`).
+    /// How the user wrote it, for error messages (`--listen`, `--set session.max_sessions=5`).
     pub origin: String,
-    /// The config key.
+    /// The config key's dotted path (`session.max_sessions`).
     pub key: String,
     /// The value as typed.
     pub raw: String,
@@ -110,7 +116,7 @@ fn merge(sources: &Sources) -> Result<Figment, ConfigError> {
         if is_reserved(key) {
             continue;
         }
-        let key = key.to_ascii_lowercase();
+        let key = env_key(key);
         let value = kinds.parse(&key, raw);
         figment = figment.merge(Setting::new(
             format!("environment variable {name}"),
@@ -123,6 +129,21 @@ fn merge(sources: &Sources) -> Result<Figment, ConfigError> {
         figment = figment.merge(Setting::new(o.origin.clone(), o.key.clone(), value));
     }
     Ok(figment)
+}
+
+/// The dotted key an environment variable names, given without the prefix:
+/// `SESSION__MAX_SESSIONS` → `session.max_sessions`.
+pub fn env_key(name: &str) -> String {
+    name.to_ascii_lowercase().replace(ENV_SEPARATOR, ".")
+}
+
+/// The environment variable that sets the dotted `key`: `session.max_sessions` →
+/// `SWITCHBOARD_SESSION__MAX_SESSIONS`.
+pub fn env_name(key: &str) -> String {
+    format!(
+        "{ENV_PREFIX}{}",
+        key.to_ascii_uppercase().replace('.', ENV_SEPARATOR)
+    )
 }
 
 /// `SWITCHBOARD_*` variables that are not config keys, given without the prefix: the config file
@@ -155,8 +176,10 @@ impl Provider for Setting {
     }
 
     fn data(&self) -> Result<Map<Profile, Dict>, figment::Error> {
-        let mut dict = Dict::new();
-        dict.insert(self.key.clone(), self.value.clone());
+        let dict = match figment::util::nest(&self.key, self.value.clone()) {
+            Value::Dict(_, dict) => dict,
+            _ => Dict::new(),
+        };
         Ok(Profile::Default.collect(dict))
     }
 }
@@ -173,11 +196,7 @@ enum Shape {
 
 impl KeyKinds {
     fn new() -> KeyKinds {
-        let table = match toml::Value::try_from(Config::default()) {
-            Ok(toml::Value::Table(table)) => table,
-            _ => toml::Table::new(),
-        };
-        let shapes = table.into_iter().map(|(key, value)| {
+        let shapes = Config::defaults().into_iter().map(|(key, value)| {
             let shape = match value {
                 toml::Value::String(_) => Shape::Text,
                 toml::Value::Array(_) => Shape::List,
@@ -216,7 +235,8 @@ fn toml_value(raw: &str) -> Option<toml::Value> {
     toml::Value::deserialize(toml::de::ValueDeserializer::new(raw.trim())).ok()
 }
 
-/// Keys present in any source that the config does not have, each named with its source.
+/// Keys present in any source that the config does not have, each named with its source: an
+/// old flat key with its new place, another with the nearest known key when one is close.
 fn unknown_keys(figment: &Figment) -> Vec<String> {
     let Ok(merged) = figment.extract::<Dict>() else {
         // An unreadable source (e.g. a TOML syntax error) is reported by the full extraction.
@@ -237,21 +257,58 @@ fn unknown_keys(figment: &Figment) -> Vec<String> {
         })
     });
     let tables: Vec<String> = tables.collect();
-    merged
-        .keys()
-        .filter(|key| !known.contains(key) && !Config::TABLES.contains(&key.as_str()))
+    let mut unknown = Vec::new();
+    stray_paths("", &merged, &known, &mut unknown);
+    unknown
+        .into_iter()
         .map(|key| {
             let from = figment
-                .find_metadata(key)
+                .find_metadata(&key)
                 .map(|m| format!(" ({})", describe(m)))
                 .unwrap_or_default();
-            let hint = closest(key, &known)
+            if let Some(moved) = moved_to(&key) {
+                let new = MOVED
+                    .iter()
+                    .find(|(old, _)| *old == key)
+                    .map(|(_, new)| *new);
+                let variable = new
+                    .filter(|_| from.contains("environment variable"))
+                    .map(|new| format!("; its variable is now {}", env_name(new)))
+                    .unwrap_or_default();
+                return format!("{moved}{from}{variable}");
+            }
+            let hint = closest(&key, &known)
                 .map(|k| format!("; did you mean `{k}`?"))
                 .unwrap_or_default();
             format!("unknown config key `{key}`{from}{hint}")
         })
         .chain(tables)
         .collect()
+}
+
+/// The dotted paths in `dict` (below `prefix`) that are neither a key nor a section of one.
+/// A stray section is reported once, not once per key in it; `[[upstreams]]` is checked by its
+/// own type.
+fn stray_paths(prefix: &str, dict: &Dict, known: &[String], out: &mut Vec<String>) {
+    for (key, value) in dict {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        if Config::TABLES.contains(&path.as_str()) || known.contains(&path) {
+            continue;
+        }
+        let section = format!("{path}.");
+        match value {
+            Value::Dict(_, inner) if known.iter().any(|k| k.starts_with(&section)) => {
+                stray_paths(&path, inner, known, out);
+            }
+            // A section given as a plain value: the type error names it.
+            _ if known.iter().any(|k| k.starts_with(&section)) => {}
+            _ => out.push(path),
+        }
+    }
 }
 
 /// Figment's errors as one message each: `key (source): problem`. Unknown-field errors are
@@ -261,13 +318,13 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
     error
         .into_iter()
         .filter(|e| {
-            // Unknown keys inside a table (`upstreams.0.prefx`) are not reported above.
-            let top = e.path.len() <= 1;
-            !(skip_unknown && top && matches!(e.kind, Kind::UnknownField(..)))
+            // Unknown keys inside `[[upstreams]]` (`upstreams.0.prefx`) are not reported above.
+            let upstream = e.path.first().is_some_and(|p| p == "upstreams");
+            !(skip_unknown && !upstream && matches!(e.kind, Kind::UnknownField(..)))
         })
         .map(|e| {
             let from = e.metadata.as_ref().map(describe);
-            let nested = e.path.len() > 1;
+            let nested = e.path.first().is_some_and(|p| p == "upstreams") && e.path.len() > 1;
             match (&e.kind, e.path.join("."), from) {
                 (Kind::UnknownField(key, _), path, Some(from)) if nested => {
                     format!("{path} ({from}): unknown key `{key}`")

@@ -42,21 +42,21 @@ pub enum RunError {
     Serve(std::io::Error),
 }
 
-/// Binds `config.listen` and runs the node on it until `shutdown` resolves, then drains.
+/// Binds `config.http.listen` and runs the node on it until `shutdown` resolves, then drains.
 pub async fn run(
     config: Config,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let addr = config.listen;
+    let addr = config.http.listen;
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| RunError::Bind { addr, source })?;
     run_on(listener, config, shutdown).await
 }
 
-/// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.listen` is not
-/// used; `loopback_only` comes from the listener's address. An empty `node_id` becomes a random
-/// one here, at serve time.
+/// Runs the node on an already-bound listener (tests bind `127.0.0.1:0`). `config.http.listen` is
+/// not used; `loopback_only` comes from the listener's address. An empty `cluster.node_id` becomes
+/// a random one here, at serve time.
 pub async fn run_on(
     listener: TcpListener,
     config: Config,
@@ -69,9 +69,9 @@ pub async fn run_on(
         switchboard_upstream::build::upstreams(&config.upstreams_config())
             .map_err(RunError::Upstream)?;
     tracing::info!(
-        node_id = %config.node_id,
+        node_id = %config.cluster.node_id,
         store = store.backend(),
-        redis_url = %match config.redis_url.as_str() {
+        redis_url = %match config.redis.url.as_str() {
             "" => "(none)".to_owned(),
             url => redact_url(url),
         },
@@ -87,44 +87,44 @@ pub async fn run_on(
     );
     tracing::info!(
         address = %local,
-        endpoint = %format!("http://{local}{}", config.endpoint_path),
+        endpoint = %format!("http://{local}{}", config.http.endpoint_path),
         "listening"
     );
     let node_config = config.node_config(local.ip().is_loopback());
     switchboard_node::serve(listener, node_config, store, upstream, shutdown)
         .await
         .map_err(RunError::Serve)?;
-    tracing::info!(node_id = %config.node_id, "drained, exiting");
+    tracing::info!(node_id = %config.cluster.node_id, "drained, exiting");
     Ok(())
 }
 
-/// The memory store when no `redis_url` is set, else the Redis store.
+/// The memory store when no `redis.url` is set, else the Redis store.
 async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
-    if config.redis_url.is_empty() {
+    if config.redis.url.is_empty() {
         return Ok(MemoryStore::new(config.store_config()));
     }
-    RedisStore::connect(&config.redis_url, config.store_config())
+    RedisStore::connect(&config.redis.url, config.store_config())
         .await
         .map(|store| store as Arc<dyn Store>)
         .map_err(|source| RunError::Store {
-            url: redact_url(&config.redis_url),
+            url: redact_url(&config.redis.url),
             source,
         })
 }
 
-/// Installs the global log subscriber: `RUST_LOG` when set, else `config.log_level`, written to
+/// Installs the global log subscriber: `RUST_LOG` when set, else `config.log.level`, written to
 /// stderr as text or JSON. A second call (in tests) leaves the first subscriber in place.
 pub fn init_tracing(config: &Config) {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| EnvFilter::new(&config.log_level));
+        .unwrap_or_else(|| EnvFilter::new(&config.log.level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = match config.log_format {
+    let _ = match config.log.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
@@ -163,10 +163,9 @@ mod tests {
     use super::*;
 
     fn test_config() -> Config {
-        Config {
-            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-            ..Config::default()
-        }
+        let mut config = Config::default();
+        config.http.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        config
     }
 
     /// One HTTP/1.1 GET over a raw socket; the whole answer as text.
@@ -202,10 +201,8 @@ mod tests {
     #[tokio::test]
     async fn a_taken_port_is_an_error_naming_the_address() {
         let taken = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let config = Config {
-            listen: taken.local_addr().unwrap(),
-            ..test_config()
-        };
+        let mut config = test_config();
+        config.http.listen = taken.local_addr().unwrap();
         let err = run(config, async {}).await.unwrap_err();
         let text = err.to_string();
         assert!(

@@ -17,8 +17,14 @@ fn switchboard(args: &[&str], env: &[(&str, &str)]) -> Output {
 #[test]
 fn printed_config_round_trips_through_the_loader() {
     let out = switchboard(
-        &["config", "--set", "max_sessions=7", "--node-id", "cli-1"],
-        &[("SWITCHBOARD_ALLOWED_HOSTS", "a.example,b.example")],
+        &[
+            "config",
+            "--set",
+            "session.max_sessions=7",
+            "--node-id",
+            "cli-1",
+        ],
+        &[("SWITCHBOARD_HTTP__ALLOWED_HOSTS", "a.example,b.example")],
     );
     assert!(
         out.status.success(),
@@ -34,10 +40,33 @@ fn printed_config_round_trips_through_the_loader() {
     });
     let _ = std::fs::remove_file(&path);
     let config = reloaded.unwrap_or_else(|e| panic!("{e}\n{printed}"));
-    assert_eq!(config.max_sessions, 7);
-    assert_eq!(config.node_id, "cli-1");
-    assert_eq!(config.allowed_hosts, ["a.example", "b.example"]);
+    assert_eq!(config.session.max_sessions.get(), 7);
+    assert_eq!(config.cluster.node_id, "cli-1");
+    assert_eq!(config.http.allowed_hosts, ["a.example", "b.example"]);
     assert_eq!(config.to_toml(), printed);
+    // The full resolved tree, as TOML sections.
+    for section in [
+        "[http]",
+        "[transports.legacy_sse]",
+        "[transports.websocket]",
+        "[cluster]",
+        "[redis]",
+        "[session]",
+        "[stateless]",
+        "[stateless.mrtr]",
+        "[stateless.tasks]",
+        "[auth]",
+        "[log]",
+    ] {
+        assert!(
+            printed.contains(&format!("\n{section}\n")),
+            "{section}:\n{printed}"
+        );
+    }
+    assert!(
+        printed.contains("\n[session]\nidle_ttl = \"30m\"\n"),
+        "{printed}"
+    );
 }
 
 #[test]
@@ -53,20 +82,31 @@ fn printed_config_keeps_an_unset_node_id_empty() {
 
 #[test]
 fn bad_config_exits_2_naming_the_key() {
-    let out = switchboard(&["config"], &[("SWITCHBOARD_IDLE_TTL_MS", "soon")]);
+    let out = switchboard(&["config"], &[("SWITCHBOARD_SESSION__IDLE_TTL", "soon")]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("idle_ttl_ms"), "{stderr}");
-    assert!(stderr.contains("SWITCHBOARD_IDLE_TTL_MS"), "{stderr}");
+    assert!(stderr.contains("session.idle_ttl"), "{stderr}");
+    assert!(stderr.contains("SWITCHBOARD_SESSION__IDLE_TTL"), "{stderr}");
 
-    let out = switchboard(&["serve", "--set", "max_sesions=1"], &[]);
+    let out = switchboard(&["serve", "--set", "session.max_sesions=1"], &[]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("unknown config key `max_sesions`"),
+        stderr.contains("unknown config key `session.max_sesions`"),
         "{stderr}"
     );
-    assert!(stderr.contains("did you mean `max_sessions`"), "{stderr}");
+    assert!(
+        stderr.contains("did you mean `session.max_sessions`"),
+        "{stderr}"
+    );
+
+    let out = switchboard(&["serve", "--set", "max_sessions=1"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("`max_sessions` moved to `session.max_sessions`"),
+        "{stderr}"
+    );
 }
 
 #[test]

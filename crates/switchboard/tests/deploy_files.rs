@@ -1,5 +1,6 @@
 //! The files that configure nodes outside the code agree with the config tree: the example config,
-//! the Helm chart's values and templates, the plain Kubernetes manifests and the README.
+//! the Helm chart's values and templates, the plain Kubernetes manifests, the configuration
+//! reference (docs/configuration.md) and the README.
 //!
 //! `helm` is not needed: the chart's `config:` block is kept in flow style (quoted strings,
 //! numbers, `[..]` lists), which reads the same as TOML line by line, so it is loaded through the
@@ -7,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use switchboard::load::Override;
+use switchboard::load::{env_key, env_name, Override, ENV_PREFIX};
 use switchboard::{load, Config, Sources};
 
 fn repo_file(path: &str) -> PathBuf {
@@ -54,9 +55,21 @@ fn example_config_sets_every_key_to_its_default() {
     .unwrap_or_else(|e| panic!("examples/switchboard.toml: {e}"));
     let text = read("examples/switchboard.toml");
     for key in Config::keys() {
-        let line = format!("\n{key} = ");
-        assert!(text.contains(&line), "example lacks `{key}`");
-        let comment = text.split(&line).next().unwrap().lines().last().unwrap();
+        let (section, name) = key.rsplit_once('.').unwrap_or(("", &key));
+        // The key's section: from its `[section]` header to the next header.
+        let body = match section {
+            "" => text.split("\n[").next().unwrap(),
+            _ => text
+                .split(&format!("\n[{section}]\n"))
+                .nth(1)
+                .unwrap_or_else(|| panic!("example lacks [{section}]"))
+                .split("\n[")
+                .next()
+                .unwrap(),
+        };
+        let line = format!("\n{name} = ");
+        assert!(body.contains(&line), "example lacks `{key}`");
+        let comment = body.split(&line).next().unwrap().lines().last().unwrap();
         assert!(
             comment.starts_with("# "),
             "`{key}` has no comment line above it"
@@ -73,7 +86,7 @@ fn helm_values_config_block_loads() {
     assert_covers(
         "helm values config",
         &keys,
-        &["listen", "redis_url", "node_id"],
+        &["http.listen", "redis.url", "cluster.node_id"],
     );
     let mut overrides: Vec<Override> = block
         .iter()
@@ -85,7 +98,7 @@ fn helm_values_config_block_loads() {
         .collect();
     overrides.push(Override {
         origin: "chart".into(),
-        key: "listen".into(),
+        key: "http.listen".into(),
         raw: "0.0.0.0:8080".into(),
     });
     let config = load(&Sources {
@@ -93,18 +106,18 @@ fn helm_values_config_block_loads() {
         ..Sources::default()
     })
     .unwrap_or_else(|e| panic!("helm values: {e}"));
-    assert!(!config.listen.ip().is_loopback());
+    assert!(!config.http.listen.ip().is_loopback());
     assert!(values.contains("replicaCount: 3"));
 }
 
 #[test]
 fn helm_templates_wire_what_the_node_needs() {
     let configmap = read("helm/switchboard/templates/configmap.yaml");
-    assert!(configmap.contains("SWITCHBOARD_LISTEN: {{ printf \"0.0.0.0:%d\""));
-    assert!(configmap.contains("SWITCHBOARD_{{ upper $key }}"));
+    assert!(configmap.contains("SWITCHBOARD_HTTP__LISTEN: {{ printf \"0.0.0.0:%d\""));
+    assert!(configmap.contains("SWITCHBOARD_{{ $key | replace \".\" \"__\" | upper }}"));
     let deployment = read("helm/switchboard/templates/deployment.yaml");
     for needle in [
-        "name: SWITCHBOARD_REDIS_URL",
+        "name: SWITCHBOARD_REDIS__URL",
         "secretKeyRef:",
         "path: /readyz",
         "path: /healthz",
@@ -115,7 +128,7 @@ fn helm_templates_wire_what_the_node_needs() {
         assert!(deployment.contains(needle), "deployment lacks `{needle}`");
     }
     assert!(
-        !deployment.contains("SWITCHBOARD_NODE_ID"),
+        !deployment.contains("SWITCHBOARD_CLUSTER__NODE_ID"),
         "node ids must be per process"
     );
     let service = read("helm/switchboard/templates/service.yaml");
@@ -142,17 +155,17 @@ fn k8s_configmap_loads_as_environment() {
         .collect();
     let keys: Vec<String> = env
         .iter()
-        .filter_map(|(name, _)| name.strip_prefix("SWITCHBOARD_"))
-        .map(str::to_ascii_lowercase)
+        .filter_map(|(name, _)| name.strip_prefix(ENV_PREFIX))
+        .map(env_key)
         .collect();
-    assert_covers("k8s ConfigMap", &keys, &["node_id"]);
+    assert_covers("k8s ConfigMap", &keys, &["cluster.node_id"]);
     let config = load(&Sources {
         env,
         ..Sources::default()
     })
     .unwrap_or_else(|e| panic!("k8s/switchboard.yaml: {e}"));
-    assert_eq!(config.listen.to_string(), "0.0.0.0:8080");
-    assert_eq!(config.redis_url, "redis://redis:6379");
+    assert_eq!(config.http.listen.to_string(), "0.0.0.0:8080");
+    assert_eq!(config.redis.url, "redis://redis:6379");
     for needle in [
         "path: /readyz",
         "path: /healthz",
@@ -163,14 +176,53 @@ fn k8s_configmap_loads_as_environment() {
     }
 }
 
+/// The rows of the key tables in docs/configuration.md: `` | `section.key` | type | `default` | ... | ``.
+fn documented_keys(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let key = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let default = cells.get(3)?.strip_prefix('`')?.strip_suffix('`')?;
+            Some((key.to_owned(), default.to_owned()))
+        })
+        .filter(|(key, _)| !key.contains(' '))
+        .collect()
+}
+
 #[test]
-fn readme_documents_every_key() {
-    let readme = read("README.md");
-    for key in Config::keys() {
-        assert!(readme.contains(&format!("`{key}`")), "README lacks `{key}`");
-        let env = format!("SWITCHBOARD_{}", key.to_uppercase());
-        assert!(readme.contains(&env), "README lacks {env}");
+fn configuration_reference_documents_every_key_with_its_default() {
+    let doc = read("docs/configuration.md");
+    let documented = documented_keys(&doc);
+    let defaults = Config::defaults();
+    let keys: Vec<&String> = documented.iter().map(|(k, _)| k).collect();
+    let expected: Vec<&String> = defaults.keys().collect();
+    let mut sorted = keys.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), keys.len(), "a key is documented twice");
+    assert_eq!(
+        sorted, expected,
+        "docs/configuration.md keys differ from the code's"
+    );
+    for (key, default) in &documented {
+        let value = defaults[key].to_string();
+        assert_eq!(default, &value, "docs/configuration.md: default of `{key}`");
+        assert!(doc.contains(&env_name(key)), "docs lack {}", env_name(key));
     }
+    for (old, new) in switchboard::config::MOVED {
+        if old != new {
+            assert!(
+                doc.contains(&format!("| `{old}` | `{new}` |")),
+                "docs/configuration.md: moved-keys table lacks `{old}`"
+            );
+        }
+    }
+}
+
+#[test]
+fn readme_points_to_the_configuration_reference() {
+    let readme = read("README.md");
+    assert!(readme.contains("docs/configuration.md"));
     assert!(readme.contains("cargo run --release -p switchboard -- serve"));
     assert!(readme.contains("cargo test --workspace"));
 }

@@ -190,7 +190,7 @@ fn upstreams_cannot_come_from_the_environment_or_flags() {
         flag.contains("can only be set in the config file"),
         "{flag}"
     );
-    // The separator is a flat key like any other.
+    // The separator is a top-level key like any other.
     let sep = load(&Sources {
         env: vec![("SWITCHBOARD_TOOL_SEPARATOR".into(), "-".into())],
         ..Sources::default()

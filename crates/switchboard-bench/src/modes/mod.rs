@@ -84,7 +84,7 @@ pub struct ResumeStormArgs {
     /// Clients, each with one session and one call.
     #[arg(long, default_value_t = 1)]
     pub clients: usize,
-    /// Progress events per call (needs the nodes' `max_events_per_stream` above it).
+    /// Progress events per call (needs the nodes' `session.max_events_per_stream` above it).
     #[arg(long, default_value_t = 1000)]
     pub events: u64,
     /// The cluster's Redis: wait until every call has finished instead of a fixed pause.

@@ -1,6 +1,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::time::Duration;
+
 use super::*;
 use crate::config::LogFormat;
 
@@ -57,34 +59,44 @@ fn error_text(sources: &Sources) -> String {
 fn defaults_alone_give_the_default_config() {
     let config = load(&Sources::default()).unwrap();
     assert_eq!(config, Config::default());
-    assert_eq!(config.node_id, "", "the random id is picked at serve time");
+    assert_eq!(
+        config.cluster.node_id, "",
+        "the random id is picked at serve time"
+    );
 }
 
 #[test]
 fn precedence_is_file_then_env_then_flags() {
-    let file = TempToml::new("idle_ttl_ms = 60000\nmax_sessions = 10\nlog_level = \"debug\"\n");
+    let file = TempToml::new(
+        "[session]\nidle_ttl = \"1m\"\nmax_sessions = 10\n[log]\nlevel = \"debug\"\n",
+    );
     let sources = Sources {
         file: Some(file.path().into()),
         env: env(&[
-            ("SWITCHBOARD_MAX_SESSIONS", "20"),
-            ("SWITCHBOARD_LOG_LEVEL", "warn"),
-            ("SWITCHBOARD_KEY_PREFIX", "env"),
+            ("SWITCHBOARD_SESSION__MAX_SESSIONS", "20"),
+            ("SWITCHBOARD_LOG__LEVEL", "warn"),
+            ("SWITCHBOARD_REDIS__KEY_PREFIX", "env"),
         ]),
         overrides: vec![
-            flag("--set log_level=trace", "log_level", "trace"),
-            flag("--log-level", "log_level", "error"),
+            flag("--set log.level=trace", "log.level", "trace"),
+            flag("--log-level", "log.level", "error"),
         ],
     };
     let config = load(&sources).unwrap();
-    assert_eq!(config.idle_ttl_ms, 60000, "file beats default");
-    assert_eq!(config.max_sessions, 20, "env beats file");
-    assert_eq!(config.key_prefix, "env", "env beats default");
     assert_eq!(
-        config.log_level, "error",
+        config.session.idle_ttl.get(),
+        Duration::from_secs(60),
+        "file beats default"
+    );
+    assert_eq!(config.session.max_sessions.get(), 20, "env beats file");
+    assert_eq!(config.redis.key_prefix, "env", "env beats default");
+    assert_eq!(
+        config.log.level, "error",
         "named flag beats --set, env and file"
     );
     assert_eq!(
-        config.node_ttl_ms, 5000,
+        config.cluster.node_ttl.get(),
+        Duration::from_secs(5),
         "untouched keys keep their default"
     );
 }
@@ -93,52 +105,66 @@ fn precedence_is_file_then_env_then_flags() {
 fn env_values_are_typed_by_their_key() {
     let sources = Sources {
         env: env(&[
-            ("SWITCHBOARD_ALLOWED_HOSTS", "a.example, b.example,"),
-            ("SWITCHBOARD_ALLOWED_ORIGINS", r#"["https://x.example"]"#),
-            ("SWITCHBOARD_NODE_ID", "123"),
-            ("SWITCHBOARD_ENDPOINT_PATH", r#""/quoted""#),
-            ("SWITCHBOARD_LOG_FORMAT", "json"),
-            ("SWITCHBOARD_LISTEN", "0.0.0.0:9000"),
+            ("SWITCHBOARD_HTTP__ALLOWED_HOSTS", "a.example, b.example,"),
+            (
+                "SWITCHBOARD_HTTP__ALLOWED_ORIGINS",
+                r#"["https://x.example"]"#,
+            ),
+            ("SWITCHBOARD_CLUSTER__NODE_ID", "123"),
+            ("SWITCHBOARD_HTTP__ENDPOINT_PATH", r#""/quoted""#),
+            ("SWITCHBOARD_LOG__FORMAT", "json"),
+            ("SWITCHBOARD_HTTP__LISTEN", "0.0.0.0:9000"),
+            ("SWITCHBOARD_HTTP__MAX_BODY", "64KiB"),
+            ("SWITCHBOARD_HTTP__MAX_REQUEST_HEAD", "9000"),
+            ("SWITCHBOARD_STATELESS__TASKS__TTL", "2h"),
             ("SWITCHBOARD_CONFIG", ""),
             ("HOME", "/root"),
         ]),
         ..Sources::default()
     };
     let config = load(&sources).unwrap();
-    assert_eq!(config.allowed_hosts, ["a.example", "b.example"]);
-    assert_eq!(config.allowed_origins, ["https://x.example"]);
-    assert_eq!(config.node_id, "123");
-    assert_eq!(config.endpoint_path, "/quoted");
-    assert_eq!(config.log_format, LogFormat::Json);
-    assert_eq!(config.listen.to_string(), "0.0.0.0:9000");
+    assert_eq!(config.http.allowed_hosts, ["a.example", "b.example"]);
+    assert_eq!(config.http.allowed_origins, ["https://x.example"]);
+    assert_eq!(config.cluster.node_id, "123");
+    assert_eq!(config.http.endpoint_path, "/quoted");
+    assert_eq!(config.log.format, LogFormat::Json);
+    assert_eq!(config.http.listen.to_string(), "0.0.0.0:9000");
+    assert_eq!(config.http.max_body.get(), 64 * 1024);
+    assert_eq!(config.http.max_request_head.get(), 9000);
+    assert_eq!(config.stateless.tasks.ttl.get(), Duration::from_secs(7200));
 }
 
 #[test]
 fn an_empty_list_variable_clears_the_list() {
-    let file = TempToml::new("allowed_hosts = [\"a.example\"]\n");
+    let file = TempToml::new("[http]\nallowed_hosts = [\"a.example\"]\n");
     let sources = Sources {
         file: Some(file.path().into()),
-        env: env(&[("SWITCHBOARD_ALLOWED_HOSTS", "")]),
+        env: env(&[("SWITCHBOARD_HTTP__ALLOWED_HOSTS", "")]),
         ..Sources::default()
     };
-    assert!(load(&sources).unwrap().allowed_hosts.is_empty());
+    assert!(load(&sources).unwrap().http.allowed_hosts.is_empty());
 }
 
 #[test]
 fn unknown_keys_are_named_with_their_source() {
-    let file = TempToml::new("idle_ttl = 5\n[node]\nlisten = \"x\"\n");
+    let file = TempToml::new("[session]\nidle_tll = \"5s\"\n[node]\nlisten = \"x\"\n");
     let sources = Sources {
         file: Some(file.path().into()),
-        env: env(&[("SWITCHBOARD_MAX_SESION", "3")]),
+        env: env(&[("SWITCHBOARD_SESSION__MAX_SESION", "3")]),
         overrides: vec![flag("--set bogus=1", "bogus", "1")],
     };
     let text = error_text(&sources);
-    assert!(text.contains("unknown config key `idle_ttl`"), "{text}");
-    assert!(text.contains("did you mean `idle_ttl_ms`"), "{text}");
+    assert!(
+        text.contains("unknown config key `session.idle_tll`"),
+        "{text}"
+    );
+    assert!(text.contains("did you mean `session.idle_ttl`"), "{text}");
     assert!(text.contains(&file.path().display().to_string()), "{text}");
     assert!(text.contains("unknown config key `node`"), "{text}");
     assert!(
-        text.contains("`max_sesion` (from environment variable SWITCHBOARD_MAX_SESION)"),
+        text.contains(
+            "`session.max_sesion` (from environment variable SWITCHBOARD_SESSION__MAX_SESION)"
+        ),
         "{text}"
     );
     assert!(text.contains("`bogus` (from --set bogus=1)"), "{text}");
@@ -146,14 +172,18 @@ fn unknown_keys_are_named_with_their_source() {
 
 #[test]
 fn bad_values_are_named_with_their_key_and_source() {
-    let cases: [(&str, &str, &str); 4] = [
-        ("idle_ttl_ms", "abc", "idle_ttl_ms"),
-        ("listen", "nowhere", "listen"),
-        ("log_format", "xml", "log_format"),
-        ("max_sessions", "-1", "max_sessions"),
+    let cases: [(&str, &str, &str); 8] = [
+        ("session.idle_ttl", "abc", "session.idle_ttl"),
+        ("session.idle_ttl", "0s", "session.idle_ttl"),
+        ("http.listen", "nowhere", "http.listen"),
+        ("log.format", "xml", "log.format"),
+        ("session.max_sessions", "-1", "session.max_sessions"),
+        ("session.max_sessions", "0", "session.max_sessions"),
+        ("http.max_body", "0", "http.max_body"),
+        ("http.max_body", "lots", "http.max_body"),
     ];
     for (key, raw, named) in cases {
-        let name = format!("SWITCHBOARD_{}", key.to_uppercase());
+        let name = env_name(key);
         let sources = Sources {
             env: env(&[(&name, raw)]),
             ..Sources::default()
@@ -184,7 +214,7 @@ fn an_unknown_value_lists_the_allowed_ones_quoted_once() {
     );
     assert!(text.contains(&expected), "{text}");
     let sources = Sources {
-        env: env(&[("SWITCHBOARD_LOG_FORMAT", "xml")]),
+        env: env(&[("SWITCHBOARD_LOG__FORMAT", "xml")]),
         ..Sources::default()
     };
     let text = error_text(&sources);
@@ -198,50 +228,52 @@ fn an_unknown_value_lists_the_allowed_ones_quoted_once() {
 #[test]
 fn validation_errors_come_after_a_clean_merge() {
     let sources = Sources {
-        overrides: vec![
-            flag(
-                "--set heartbeat_interval_ms=9000",
-                "heartbeat_interval_ms",
-                "9000",
-            ),
-            flag(
-                "--set max_events_per_stream=0",
-                "max_events_per_stream",
-                "0",
-            ),
-        ],
+        overrides: vec![flag(
+            "--set cluster.heartbeat_interval=9s",
+            "cluster.heartbeat_interval",
+            "9s",
+        )],
         ..Sources::default()
     };
     let text = error_text(&sources);
     assert!(
-        text.contains("heartbeat_interval_ms (9000) must be less than node_ttl_ms"),
+        text.contains("cluster.heartbeat_interval (9s) must be less than cluster.node_ttl (5s)"),
         "{text}"
     );
+    let zero = Sources {
+        overrides: vec![flag(
+            "--set session.max_events_per_stream=0",
+            "session.max_events_per_stream",
+            "0",
+        )],
+        ..Sources::default()
+    };
+    let text = error_text(&zero);
     assert!(
-        text.contains("max_events_per_stream must be greater than 0"),
+        text.contains("session.max_events_per_stream (from --set session.max_events_per_stream=0)"),
         "{text}"
     );
+    assert!(text.contains("nonzero"), "{text}");
 }
 
 #[test]
 fn validation_errors_say_where_each_value_came_from() {
-    let file = TempToml::new("node_ttl_ms = 800\n");
+    let file = TempToml::new("[cluster]\nnode_ttl = \"800ms\"\n");
     let sources = Sources {
         file: Some(file.path().into()),
-        env: env(&[("SWITCHBOARD_MAX_SESSIONS", "0")]),
+        env: env(&[("SWITCHBOARD_REDIS__KEY_PREFIX", "a b")]),
         overrides: vec![flag(
-            "--set session_touch_interval_ms=1900000",
-            "session_touch_interval_ms",
-            "1900000",
+            "--set session.touch_interval=2h",
+            "session.touch_interval",
+            "2h",
         )],
     };
     let text = error_text(&sources);
     let file = file.path().display();
     for expected in [
-        "max_sessions must be greater than 0 (from environment variable SWITCHBOARD_MAX_SESSIONS)"
-            .to_owned(),
-        format!("(heartbeat_interval_ms by default; node_ttl_ms in {file})"),
-        "(session_touch_interval_ms from --set session_touch_interval_ms=1900000; idle_ttl_ms by default)"
+        "(from environment variable SWITCHBOARD_REDIS__KEY_PREFIX)".to_owned(),
+        format!("(cluster.heartbeat_interval by default; cluster.node_ttl in {file})"),
+        "(session.touch_interval from --set session.touch_interval=2h; session.idle_ttl by default)"
             .to_owned(),
     ] {
         assert!(text.contains(&expected), "lacks {expected}:\n{text}");
@@ -259,7 +291,7 @@ fn a_missing_or_broken_file_is_an_error_naming_it() {
     assert!(matches!(err, ConfigError::File { .. }), "{err}");
     assert!(err.to_string().contains("sb-config-does-not-exist.toml"));
 
-    let broken = TempToml::new("listen = \n");
+    let broken = TempToml::new("[http]\nlisten = \n");
     let sources = Sources {
         file: Some(broken.path().into()),
         ..Sources::default()
@@ -276,12 +308,13 @@ fn printed_config_reads_back_to_the_same_config() {
     let sources = Sources {
         overrides: vec![
             flag(
-                "--set allowed_hosts=a.example",
-                "allowed_hosts",
+                "--set http.allowed_hosts=a.example",
+                "http.allowed_hosts",
                 "a.example",
             ),
-            flag("--redis-url", "redis_url", "redis://127.0.0.1:6399"),
-            flag("--log-format", "log_format", "json"),
+            flag("--redis-url", "redis.url", "redis://127.0.0.1:6399"),
+            flag("--log-format", "log.format", "json"),
+            flag("--idle-ttl", "session.idle_ttl", "90s"),
         ],
         ..Sources::default()
     };
@@ -293,11 +326,19 @@ fn printed_config_reads_back_to_the_same_config() {
     })
     .unwrap();
     assert_eq!(again, config);
+    let printed = config.to_toml();
     for key in Config::keys() {
+        let (section, name) = key.rsplit_once('.').unwrap_or(("", &key));
         assert!(
-            config.to_toml().contains(&format!("{key} = ")),
+            printed.contains(&format!("\n{name} = ")) || printed.starts_with(&format!("{name} = ")),
             "{key} not printed"
         );
+        if !section.is_empty() {
+            assert!(
+                printed.contains(&format!("[{section}]\n")),
+                "[{section}] not printed"
+            );
+        }
     }
 }
 
@@ -305,8 +346,8 @@ fn printed_config_reads_back_to_the_same_config() {
 fn typo_suggestions_stay_close() {
     let known = Config::keys();
     assert_eq!(
-        closest("redis_ur", &known).map(String::as_str),
-        Some("redis_url")
+        closest("redis.ur", &known).map(String::as_str),
+        Some("redis.url")
     );
     assert_eq!(closest("completely_different", &known), None);
     assert_eq!(edit_distance("kitten", "sitting"), 3);
@@ -327,5 +368,46 @@ fn reserved_variables_are_not_keys() {
     assert!(load(&sources).is_ok());
     for name in ["LISTEN", "SERVICE", "PORTS", "BINARY"] {
         assert!(!is_reserved(name), "{name}");
+    }
+}
+
+#[test]
+fn old_flat_keys_name_their_new_place_from_every_source() {
+    let file = TempToml::new("max_sessions = 5\nidle_ttl_ms = 1000\n");
+    let sources = Sources {
+        file: Some(file.path().into()),
+        env: env(&[("SWITCHBOARD_REDIS_URL", "redis://x")]),
+        overrides: vec![flag("--set max_body_bytes=10", "max_body_bytes", "10")],
+    };
+    let text = error_text(&sources);
+    for expected in [
+        "`max_sessions` moved to `session.max_sessions`",
+        "`idle_ttl_ms` moved to `session.idle_ttl` (now a duration",
+        "`redis_url` moved to `redis.url` (from environment variable SWITCHBOARD_REDIS_URL); \
+         its variable is now SWITCHBOARD_REDIS__URL",
+        "`max_body_bytes` moved to `http.max_body` (now a size",
+    ] {
+        assert!(text.contains(expected), "lacks {expected}:\n{text}");
+    }
+    assert!(!text.contains("unknown field"), "{text}");
+}
+
+#[test]
+fn env_names_spell_the_dotted_path() {
+    assert_eq!(
+        env_name("session.max_sessions"),
+        "SWITCHBOARD_SESSION__MAX_SESSIONS"
+    );
+    assert_eq!(
+        env_key("STATELESS__MRTR__STATE_TTL"),
+        "stateless.mrtr.state_ttl"
+    );
+    for key in Config::keys() {
+        let name = env_name(&key);
+        assert_eq!(env_key(name.strip_prefix(ENV_PREFIX).unwrap()), key);
+        assert!(
+            !is_reserved(name.strip_prefix(ENV_PREFIX).unwrap()),
+            "{name}"
+        );
     }
 }

@@ -1,0 +1,116 @@
+//! `[http]`: the listener, the MCP endpoint, the Origin/Host allow-lists and the limits and
+//! timings of every HTTP connection and stream.
+
+use std::net::SocketAddr;
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::units::{NonZeroDuration, Size};
+
+/// The HTTP front of a node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HttpConfig {
+    /// Socket address the listener binds. A loopback address also restricts `Host` to loopback
+    /// names unless `allowed_hosts` is set.
+    pub listen: SocketAddr,
+    /// Path of the MCP endpoint. Other paths get 404, except the node's own `/healthz`,
+    /// `/readyz`, `/metrics` and `/upstreamz`, which it may not be.
+    pub endpoint_path: String,
+    /// Origins allowed besides loopback ones: exact `scheme://host[:port]`, or `*`. Any other
+    /// `Origin` gets 403.
+    pub allowed_origins: Vec<String>,
+    /// Host names (no port) allowed in `Host` (none: loopback names on a loopback listener,
+    /// anything otherwise). Any other `Host` gets 421.
+    pub allowed_hosts: Vec<String>,
+    /// Largest accepted POST body; larger gets 413. Also the largest WebSocket message; larger
+    /// closes the socket with 1009.
+    pub max_body: Size,
+    /// Largest HTTP/1 request head (request line and headers), and the cap on each connection's
+    /// read buffer (at least 8KiB); a larger head gets 431.
+    pub max_request_head: Size,
+    /// Events queued per open stream connection; when full, the connection catches up from the
+    /// event log instead of losing events.
+    pub connection_queue: NonZeroUsize,
+    /// `Retry-After` sent with 503 at the session cap (whole seconds; a fraction is dropped).
+    #[serde(with = "humantime_serde")]
+    pub retry_after: Duration,
+    /// Interval of SSE keep-alive comments on open streams and of WebSocket pings (two
+    /// unanswered close the socket).
+    pub keepalive_interval: NonZeroDuration,
+    /// SSE `retry` hint sent to 2025-11-25 clients (sent in whole milliseconds).
+    #[serde(with = "humantime_serde")]
+    pub sse_retry: Duration,
+    /// An answer not ready within this time goes out as an SSE stream instead of one JSON body.
+    #[serde(with = "humantime_serde")]
+    pub sse_after: Duration,
+}
+
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            endpoint_path: "/mcp".into(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body: Size::mib(4),
+            max_request_head: Size::kib(16),
+            connection_queue: NonZeroUsize::new(256).expect("not zero"),
+            retry_after: Duration::from_secs(5),
+            keepalive_interval: NonZeroDuration::secs(15),
+            sse_retry: Duration::from_secs(3),
+            sse_after: Duration::from_millis(50),
+        }
+    }
+}
+
+/// The smallest `http.max_request_head`: hyper's initial HTTP/1 read buffer, below which it
+/// refuses to be configured.
+pub(super) const MIN_REQUEST_HEAD_BYTES: u64 = 8192;
+
+/// The node's router also serves these paths; the MCP endpoint must not shadow them.
+const RESERVED_PATHS: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/upstreamz"];
+
+/// A route path under `key`: it becomes an axum route, so no pattern characters (`{}`, `*`,
+/// `:`), no query or fragment, and none of the node's own paths.
+pub(super) fn check_path(key: &str, path: &str) -> Option<String> {
+    let ok = path.starts_with('/')
+        && !path.contains(['?', '#', '{', '}', '*', ':'])
+        && !path.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !ok {
+        return Some(format!(
+            "{key} `{path}` must start with `/` and have no spaces or any of ? # {{ }} * :"
+        ));
+    }
+    RESERVED_PATHS
+        .contains(&path)
+        .then(|| format!("{key} `{path}` is taken by the node's own {path} route"))
+}
+
+/// Origins are compared exactly with the `Origin` header, which never has a path or a trailing
+/// slash (RFC 6454): refuse entries that could never match.
+pub(super) fn check_origin(origin: &str) -> Option<String> {
+    if origin == "*" {
+        return None;
+    }
+    let rest = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    let ok = rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', ' ', '?', '#']));
+    (!ok).then(|| {
+        format!("http.allowed_origins entry `{origin}` must be `*` or `http(s)://host[:port]` with no path or trailing slash")
+    })
+}
+
+/// `Host` is matched without its port, so an entry with a port could never match.
+pub(super) fn check_host(host: &str) -> Option<String> {
+    let bracketed_v6 = host.starts_with('[') && host.ends_with(']') && host.len() > 2;
+    let ok = !host.is_empty()
+        && !host.contains(['/', ' ', '@'])
+        && (bracketed_v6 || !host.contains(':'));
+    (!ok).then(|| {
+        format!("http.allowed_hosts entry `{host}` must be a host name without scheme or port (IPv6 in brackets)")
+    })
+}

@@ -1,0 +1,56 @@
+//! `[session]`: the lifetime and limits of a session-era (2025-11-25 and earlier) session and of
+//! the requests in it.
+
+use std::num::{NonZeroU64, NonZeroUsize};
+
+use serde::{Deserialize, Serialize};
+
+use super::units::{NonZeroDuration, Size};
+
+/// Sessions and the requests in them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SessionConfig {
+    /// A session with nothing in flight and no open stream ends this long after its last request
+    /// finished; later requests on it get 404.
+    pub idle_ttl: NonZeroDuration,
+    /// How often this node pushes back the expiry of sessions with an open stream or a running
+    /// call here; must be below `idle_ttl`.
+    pub touch_interval: NonZeroDuration,
+    /// Cluster-wide cap on live sessions; past it `initialize` gets 503 with `Retry-After`.
+    pub max_sessions: NonZeroU64,
+    /// Events kept per stream log; older ones are trimmed and a resume from before the oldest
+    /// kept event cannot be replayed.
+    pub max_events_per_stream: NonZeroU64,
+    /// Requests one session may have in flight at once; past it a request gets JSON-RPC -32003
+    /// (retry when one has finished). Bounds a session's live streams and logs.
+    pub max_inflight: NonZeroU64,
+    /// How long a server-to-client request waits for the client's answer; then the upstream gets
+    /// a JSON-RPC error.
+    pub client_request_timeout: NonZeroDuration,
+    /// Resource subscriptions one session may record; `resources/subscribe` past it gets
+    /// JSON-RPC -32602. Also the most URIs one `subscriptions/listen` may name.
+    pub max_subscriptions: NonZeroUsize,
+    /// Longest resource URI accepted for a subscription (session or `subscriptions/listen`);
+    /// longer gets -32602.
+    pub max_uri: Size,
+    /// Longest `_meta.progressToken` accepted, in bytes of its JSON text; longer gets -32602
+    /// (every progress notification echoes it into the event log).
+    pub max_progress_token: Size,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            idle_ttl: NonZeroDuration::secs(30 * 60),
+            touch_interval: NonZeroDuration::secs(10),
+            max_sessions: NonZeroU64::new(100_000).expect("not zero"),
+            max_events_per_stream: NonZeroU64::new(1000).expect("not zero"),
+            max_inflight: NonZeroU64::new(64).expect("not zero"),
+            client_request_timeout: NonZeroDuration::secs(60),
+            max_subscriptions: NonZeroUsize::new(64).expect("not zero"),
+            max_uri: Size::bytes(2048),
+            max_progress_token: Size::bytes(256),
+        }
+    }
+}
