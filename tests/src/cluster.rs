@@ -38,7 +38,7 @@ impl ClusterOptions {
         self
     }
 
-    /// Fast failure detection: heartbeats every 300 ms, a node dead after `node_ttl_ms` ms
+    /// Fast failure detection: heartbeats every 300 ms, a node dead after `cluster.node_ttl` ms
     /// (`cluster.node_ttl`), resumed streams checking liveness every 300 ms.
     pub fn fast_liveness(self, node_ttl_ms: u64) -> ClusterOptions {
         self.set("cluster.heartbeat_interval", "300ms")

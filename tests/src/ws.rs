@@ -20,7 +20,7 @@ pub const EVENT_ID: &str = "io.switchboard/eventId";
 /// A client socket.
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
-/// The WebSocket URL of node `i` (default `websocket_path`).
+/// The WebSocket URL of node `i` (default `transports.websocket.path`).
 pub fn ws_url(cluster: &Cluster, i: usize) -> String {
     format!("ws://127.0.0.1:{}/ws", cluster.node(i).port())
 }

@@ -195,7 +195,7 @@ async fn a_parked_round_ends_its_stream_and_parking_is_capped() {
     let second = response(&urls[0], &ask(2, "second?")).await;
     assert_eq!(second["error"]["code"], -32603, "{second}");
     let message = second["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("mrtr_max_parked"), "{second}");
+    assert!(message.contains("stateless.mrtr.max_parked"), "{second}");
     // Another node has room.
     let third = response(&urls[1], &ask(3, "third?")).await;
     question(&third, "third?");
@@ -223,7 +223,7 @@ async fn upstream_sessions_of_stateless_requests_are_capped_per_node() {
     assert!(body["error"]["message"]
         .as_str()
         .unwrap()
-        .contains("max_ephemeral_sessions"));
+        .contains("stateless.max_ephemeral_sessions"));
     // Another node has its own seats; once the parked call ends the seat is free again.
     let r = response(&urls[1], &echo).await;
     assert_eq!(r["result"]["content"][0]["text"], "full", "{r}");

@@ -160,7 +160,7 @@ async fn c09_open_get_stream_keeps_the_session_alive() {
     expect::session_gone_everywhere(&client, &urls).await;
 }
 
-/// C09 step 5: past `max_sessions`, `initialize` gets 503 with `Retry-After` and no session.
+/// C09 step 5: past `session.max_sessions`, `initialize` gets 503 with `Retry-After` and no session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c09_sessions_past_the_cap_get_503() {
     let cluster = Cluster::start(3, ClusterOptions::new().set("session.max_sessions", 5));
@@ -185,7 +185,7 @@ async fn c09_sessions_past_the_cap_get_503() {
         expect::refused_plain(
             reply,
             StatusCode::SERVICE_UNAVAILABLE,
-            "initialize past max_sessions",
+            "initialize past session.max_sessions",
         )
         .await;
     }

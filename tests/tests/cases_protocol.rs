@@ -473,7 +473,7 @@ async fn post_accept_content_type_and_size_rules() {
     expect::refused_plain(
         reply,
         StatusCode::PAYLOAD_TOO_LARGE,
-        "an 8 KiB body over max_body_bytes 4096",
+        "an 8 KiB body over http.max_body 4096",
     )
     .await;
     let big_init = McpClient::new()

@@ -72,7 +72,7 @@ async fn an_id_held_by_a_dead_node_can_be_used_again() {
 }
 
 /// Requests lost with their dead node do not keep their in-flight slots: a session that is at
-/// `max_inflight_per_session` because of them takes a new request once the node's heartbeat has
+/// `session.max_inflight` because of them takes a new request once the node's heartbeat has
 /// lapsed, and resuming a lost request's stream reads the -32004 error that ended it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_flight_slots_held_by_a_dead_node_come_back() {
@@ -136,7 +136,7 @@ async fn echo_until_answered(client: &McpClient, url: &str, id: u64, refused: i6
     }
 }
 
-/// A two-node cluster with `max_inflight_per_session` = 2, a session of `revision` whose two
+/// A two-node cluster with `session.max_inflight` = 2, a session of `revision` whose two
 /// slots are taken by countdowns running on node 1 (a third request on node 0 is refused with
 /// -32003), and node 1 killed. Returns the last event id each countdown's stream delivered.
 async fn fill_with_requests_of_a_dead_node(revision: &str) -> (Cluster, McpClient, Vec<String>) {

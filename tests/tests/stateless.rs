@@ -179,7 +179,7 @@ async fn every_stateless_rule_refuses_with_its_status_and_code() {
         e["data"]["requiredCapabilities"]["sampling"].is_object(),
         "{e}"
     );
-    // A progress token is a string or number within max_progress_token_bytes.
+    // A progress token is a string or number within session.max_progress_token.
     let mut long = modern(
         5,
         "tools/call",

@@ -319,7 +319,7 @@ async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over
     eprintln!("old child {old} on a gone {took:?} after SIGCONT; b's child {new} is the one");
 }
 
-/// The owner of the session's child (`node_id` of the record's `fixture` entry).
+/// The owner of the session's child (`cluster.node_id` of the record's `fixture` entry).
 fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str) -> String {
     let key = format!("sb:{{{sid}}}:s");
     let reply = started.cluster.redis().query(&["HGET", &key, "own"]);

@@ -76,7 +76,7 @@ enum Command {
         /// The cluster's Redis: report the memory of a sample of the sessions.
         #[arg(long)]
         redis_url: Option<String>,
-        /// The cluster's `key_prefix`.
+        /// The cluster's `redis.key_prefix`.
         #[arg(long, default_value = "sb")]
         key_prefix: String,
         /// Sessions whose Redis keys are measured.

@@ -160,7 +160,7 @@ pub struct IdleConfig {
     pub node_pids: Vec<u32>,
     /// The cluster's Redis, to measure the memory of a sample of the sessions.
     pub redis_url: Option<String>,
-    /// The cluster's `key_prefix`.
+    /// The cluster's `redis.key_prefix`.
     pub key_prefix: String,
     /// Sessions whose Redis keys are measured.
     pub redis_sample: usize,

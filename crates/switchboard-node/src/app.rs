@@ -4,9 +4,9 @@
 //! The edge of every MCP route (the Streamable HTTP endpoint, `/mcp` by default; the legacy
 //! HTTP+SSE routes; the WebSocket upgrade), outermost first:
 //! 0. The connection (`edge::server`): HTTP/1 with upgrades, TCP_NODELAY; a request head over
-//!    `max_request_head_bytes` gets 431 from hyper before any layer runs.
+//!    `http.max_request_head` gets 431 from hyper before any layer runs.
 //! 1. Body limit ([`edge`]: `tower-http`'s `RequestBodyLimitLayer`): a body that declares more
-//!    than `max_body_bytes` gets 413 with a JSON-RPC error before it is read; a longer one
+//!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one
 //!    fails with 413 when the handler reads it.
 //! 2. Origin and Host ([`origin_and_host`], `edge::guard`): 403 / 421.
 //! 3. Authentication, only when `auth_*` is configured ([`authenticate`], `edge::auth`): POST,
@@ -139,7 +139,7 @@ async fn protected_resource_metadata(State(app): State<App>) -> Response {
     }
 }
 
-/// Layer 2: `Origin` and `Host` against `allowed_origins` / `allowed_hosts`.
+/// Layer 2: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
 async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {
     match guard::check_origin_and_host(&app.cfg, req.headers()) {
         Ok(()) => next.run(req).await,

@@ -137,7 +137,7 @@ pub async fn serve(
     // (`cluster::forward::owner::execute`), and in-flight work elsewhere stops waiting for this node.
     app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Err(e) = app.store.retire().await {
-        tracing::warn!(error = %e, "could not mark this node stopped; others notice after node_ttl_ms");
+        tracing::warn!(error = %e, "could not mark this node stopped; others notice after cluster.node_ttl");
     }
     // Stop what upstreams hold in this process (stdio children and their process groups),
     // bounded like the drain.

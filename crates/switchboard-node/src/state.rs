@@ -48,7 +48,7 @@ pub struct AppState {
     /// 2026-07-28 requests parked here, waiting for their MRTR answers.
     pub parking: Parking,
     /// 2026-07-28 requests running here in an upstream session of their own
-    /// (`max_ephemeral_sessions` seats).
+    /// (`stateless.max_ephemeral_sessions` seats).
     pub ephemeral_sessions: Arc<Seats>,
     /// Tasks whose calls run here, with their open questions.
     pub tasks: Running,

@@ -42,7 +42,7 @@ counters! {
     TASKS_LOST => "switchboard_tasks_lost_total", "Tasks this node failed because the node running them died.";
     REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
     LISTEN_LAGGED => "switchboard_listen_lagged_total", "subscriptions/listen streams ended because their queue was full (slow reader).";
-    LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at max_listeners.";
+    LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at stateless.max_listeners.";
     NOTIFICATIONS_REROUTED => "switchboard_notifications_rerouted_total", "Notifications of requests answered as one JSON body (Accept without text/event-stream, or a batch) put on the session's standalone stream instead.";
     NOTIFICATIONS_DROPPED => "switchboard_notifications_dropped_total", "Notifications of 2026-07-28 requests answered as one JSON body (Accept without text/event-stream), which have no stream to carry them.";
 }
@@ -178,7 +178,7 @@ pub fn listen_refused(max: usize) {
     inc(&counter::LISTEN_REFUSED);
     tracing::warn!(
         max,
-        "max_listeners reached: subscriptions/listen refused with 503"
+        "stateless.max_listeners reached: subscriptions/listen refused with 503"
     );
 }
 

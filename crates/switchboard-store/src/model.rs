@@ -106,7 +106,7 @@ pub struct StoreConfig {
 }
 
 impl StoreConfig {
-    /// The defaults for node `node_id`: key prefix `sb`, node TTL 5 s, idle TTL 30 min, at most
+    /// The defaults for node `cluster.node_id`: key prefix `sb`, node TTL 5 s, idle TTL 30 min, at most
     /// 100 000 sessions and 1 000 events per stream.
     pub fn default_for(node_id: impl Into<String>) -> StoreConfig {
         StoreConfig {
@@ -193,7 +193,7 @@ pub enum BeginOutcome {
     Missing,
     /// The session, now touched; the in-flight request (if any) is registered.
     Ready(SessionRecord),
-    /// The session already has `max_inflight_per_session` requests in flight; nothing was
+    /// The session already has `session.max_inflight` requests in flight; nothing was
     /// registered.
     Busy(SessionRecord),
     /// The session exists but a request with the same id is already in flight in it; nothing was

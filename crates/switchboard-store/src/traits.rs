@@ -39,7 +39,7 @@ pub trait SessionStore: Send + Sync {
 
     /// The hot path of a request, in one round trip: like [`SessionStore::begin`] with a request
     /// (load, touch, refuse an id registered in flight with [`BeginOutcome::DuplicateId`] and a
-    /// session at `max_inflight_per_session` with [`BeginOutcome::Busy`]) but without
+    /// session at `session.max_inflight` with [`BeginOutcome::Busy`]) but without
     /// registering it. A request answered at once never costs a second round trip; one that runs
     /// longer (its answer goes out as a stream) registers with [`SessionStore::register`] before
     /// its first event, and then counts as in flight on every node.
@@ -62,7 +62,7 @@ pub trait SessionStore: Send + Sync {
 
     /// The requests registered in flight in the session (none when it is gone), without touching
     /// it. Used to find entries left by a node that died (they count toward
-    /// `max_inflight_per_session` until removed).
+    /// `session.max_inflight` until removed).
     async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>>;
 
     /// Removes the in-flight entry `entry` (as [`SessionStore::in_flight`] listed it) only if it is
@@ -127,7 +127,7 @@ pub trait SessionStore: Send + Sync {
 /// Per-stream event logs and who holds each stream's connection.
 #[async_trait]
 pub trait EventLog: Send + Sync {
-    /// Appends an event to the stream's log (trimming the log to `max_events_per_stream`, pushing
+    /// Appends an event to the stream's log (trimming the log to `session.max_events_per_stream`, pushing
     /// its expiry to `idle_ttl`), and delivers it to the holder's node inbox when the holder is on
     /// another node — or, for the standalone stream ([`switchboard_protocol::StreamId::STANDALONE`],
     /// which several nodes may write at once), to the holder's inbox even when that is this node, so

@@ -97,7 +97,7 @@ fn redis_err(e: redis::RedisError) -> String {
 }
 
 impl RedisProbe {
-    /// Connects to `url`; `prefix` is the cluster's `key_prefix` (default `sb`).
+    /// Connects to `url`; `prefix` is the cluster's `redis.key_prefix` (default `sb`).
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisProbe, String> {
         let client = redis::Client::open(url).map_err(redis_err)?;
         let conn = client

@@ -90,7 +90,7 @@ pub struct ResumeStormArgs {
     /// The cluster's Redis: wait until every call has finished instead of a fixed pause.
     #[arg(long)]
     pub redis_url: Option<String>,
-    /// The cluster's `key_prefix`.
+    /// The cluster's `redis.key_prefix`.
     #[arg(long, default_value = "sb")]
     pub key_prefix: String,
     /// Without --redis-url, the pause between dropping and resuming; with it, the longest wait

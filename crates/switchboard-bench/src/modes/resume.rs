@@ -27,7 +27,7 @@ pub struct ResumeConfig {
     /// With a Redis URL, wait until no call is running (`HLEN <prefix>:{sid}:run` is 0 for
     /// every session) instead of a fixed pause.
     pub redis_url: Option<String>,
-    /// The cluster's `key_prefix`.
+    /// The cluster's `redis.key_prefix`.
     pub key_prefix: String,
     /// Without a Redis URL: the fixed pause between dropping and resuming. With one: the
     /// longest wait for the calls to finish.

@@ -35,7 +35,7 @@ where
 
 /// Marks this node alive; other nodes fail its requests once it stops. A heartbeat that finds
 /// the previous one had lapsed (the node stalled, or could not reach the store, past
-/// `node_ttl_ms`) checks at once what other nodes may have taken over meanwhile
+/// `cluster.node_ttl`) checks at once what other nodes may have taken over meanwhile
 /// ([`crate::cluster::held::check`]).
 async fn heartbeat(app: App) {
     if app.retired.load(std::sync::atomic::Ordering::SeqCst) {

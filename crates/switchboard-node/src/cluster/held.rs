@@ -5,11 +5,11 @@
 //!   will ever report it): released, with the session's streams and calls here;
 //! - a node-bound resource ([`switchboard_upstream::placement`]) whose session record names
 //!   another owner now: stopped. This node was found dead (it stalled, or could not reach the
-//!   store, for longer than `node_ttl_ms`) and a live node took the session over with a new
+//!   store, for longer than `cluster.node_ttl`) and a live node took the session over with a new
 //!   child or connection; keeping the old one would give the session two, both sending the
 //!   client their unsolicited messages.
 //!
-//! [`check`] runs on every sweep (the background reaper task, `reaper_interval_ms`) and at once
+//! [`check`] runs on every sweep (the background reaper task, `cluster.reaper_interval`) and at once
 //! when a heartbeat finds that the previous one had lapsed. It costs one store round trip per
 //! [`BATCH`] sessions held. A draining node stops nothing another node took over: the requests
 //! still running in it finish there (a request that found the owner stopping moved the session

@@ -8,7 +8,7 @@
 //!
 //! | `Accept` of a POST | [`Answers`] | the answer |
 //! |---|---|---|
-//! | both types, a wildcard covering both (`*/*`), or none | [`Answers::Either`] | JSON or SSE, chosen per request (`sse_after_ms`) |
+//! | both types, a wildcard covering both (`*/*`), or none | [`Answers::Either`] | JSON or SSE, chosen per request (`http.sse_after`) |
 //! | `text/event-stream` only | [`Answers::SseOnly`] | always an SSE stream, even when the answer is ready at once |
 //! | `application/json` only | [`Answers::JsonOnly`] | exactly one JSON body, never a stream |
 //! | neither (`text/html`) | refused | 406 with a JSON-RPC error body |

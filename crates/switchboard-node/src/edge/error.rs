@@ -32,7 +32,7 @@ pub enum HttpError {
     /// The body is JSON but not a valid JSON-RPC message for this endpoint.
     #[error("Invalid Request: {0}")]
     InvalidRequest(String),
-    /// The body is larger than `max_body_bytes`.
+    /// The body is larger than `http.max_body`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
     /// `Origin` is present and not allowed (MCP 2025-11-25: MUST be 403).

@@ -121,7 +121,7 @@ async fn execute(
 
 /// `resources/subscribe` / `unsubscribe`: the upstream decides (an unknown resource is refused
 /// there), and only what it accepted is recorded in the session. A session records at most
-/// `max_subscriptions` URIs of at most `max_uri_bytes` each, so no client can bloat the record
+/// `session.max_subscriptions` URIs of at most `session.max_uri` each, so no client can bloat the record
 /// every request loads.
 async fn subscription(
     job: &Job,

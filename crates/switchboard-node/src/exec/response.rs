@@ -165,7 +165,7 @@ impl ResponseStream {
 
     /// Registers the request in flight, once (concurrent callers wait for the first): from then
     /// on a duplicate id is refused and `notifications/cancelled` reaches it from every node, it
-    /// counts against `max_inflight_per_session`, and its stream's events reach the connection
+    /// counts against `session.max_inflight`, and its stream's events reach the connection
     /// holding it. Every event is appended only after this, so none can miss its holder. `false`
     /// when the session is gone or the store failed (logged; the appends that follow fail too).
     pub async fn register(&self) -> bool {

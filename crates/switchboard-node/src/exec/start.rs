@@ -4,7 +4,7 @@
 //! ([`crate::exec::call::spawn`]); the transport then carries the answer in its own form.
 //!
 //! In order: initialized session (only `ping` before `initialize`, MCP 2024-11-05,
-//! basic/lifecycle) → `_meta.progressToken` shape and size (`max_progress_token_bytes`) → the id
+//! basic/lifecycle) → `_meta.progressToken` shape and size (`session.max_progress_token`) → the id
 //! not running here already (C22) → registration in flight → spawn. A POST registers in flight
 //! only once its answer streams (the admission it passed already checked the id and the cap,
 //! see [`crate::session::admit`]); the other forms register with the session load, so a
@@ -251,7 +251,7 @@ pub(crate) fn check_progress_token(params: &Value, max: usize) -> Result<(), Str
         {
             Err(format!(
                 "_meta.progressToken must be a string or number of at most {max} bytes \
-                 (max_progress_token_bytes)"
+                 (session.max_progress_token)"
             ))
         }
         _ => Ok(()),

@@ -30,7 +30,7 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
 pub enum NotAdmitted {
     /// A request with the same id is already in flight in the session (case C22).
     DuplicateId,
-    /// The session already has `max_inflight_per_session` requests in flight.
+    /// The session already has `session.max_inflight` requests in flight.
     Busy,
 }
 
@@ -73,7 +73,7 @@ pub fn lost_request_event(request_key: &str, node: &str) -> String {
 }
 
 /// A refusal may come from requests lost with a node that has died since: a session at
-/// `max_inflight_per_session` full of them (they would hold their slots until the session ends),
+/// `session.max_inflight` full of them (they would hold their slots until the session ends),
 /// or the request's id still held by one (it would be refused as a duplicate for the rest of the
 /// session). Those are ended ([`end_lost_requests`]); `true` when one was (the caller asks
 /// again). Only for the session's own principal; a duplicate held by a live node is left alone.

@@ -168,7 +168,7 @@ impl Pump {
 
     /// The keep-alive comment; on a legacy SSE stream, first the answers of requests lost with
     /// their dead nodes (their client reads only this stream and cannot resume a request's own),
-    /// so a legacy client hears of such a loss within `keepalive_interval_ms` after the node's
+    /// so a legacy client hears of such a loss within `http.keepalive_interval` after the node's
     /// heartbeat lapsed.
     async fn keepalive(&self) -> Step {
         if matches!(self.framing, Framing::Legacy { .. }) {

@@ -11,7 +11,7 @@
 //! client notifications and responses through [`post::deliver`], so `notifications/cancelled`
 //! and answers to sampling reach the node that waits for them.
 //!
-//! GET on `legacy_sse_path`, outermost first (steps 1-2 are the router's, as on the endpoint):
+//! GET on `transports.legacy_sse.sse_path`, outermost first (steps 1-2 are the router's, as on the endpoint):
 //! 1. Origin/Host check → 403/421; 2. authorization when on → 401/403;
 //! 3. Accept must allow `text/event-stream` → 406;
 //! 4. a session is created (revision 2024-11-05 until `initialize` negotiates; bound to the
@@ -37,7 +37,7 @@
 //! it.
 //!
 //! When the SSE connection closes the session is not ended (POSTs may still be in flight): it
-//! idles out like any session (`idle_ttl_ms`), and the reaper or a DELETE on the endpoint ends it
+//! idles out like any session (`session.idle_ttl`), and the reaper or a DELETE on the endpoint ends it
 //! cluster-wide. A client whose stream dropped must open a new one and initialize again (MCP
 //! 2024-11-05 has no way to resume): the new GET makes a new session.
 
@@ -60,7 +60,7 @@ use crate::{edge::guard, session, telemetry, transport::streamable::post};
 /// The revision a legacy session has until `initialize` negotiates one.
 const LEGACY_REVISION: Revision = Revision::V2024_11_05;
 
-/// The transport's two routes (`legacy_sse_path`: GET; `legacy_messages_path`: POST; any other
+/// The transport's two routes (`transports.legacy_sse.sse_path`: GET; `legacy_messages_path`: POST; any other
 /// method gets axum's 405 with `Allow`), or none when either path is configured empty. The
 /// router wraps them in the same Origin/Host and authorization layers as the MCP endpoint.
 pub fn routes(app: &App) -> Vec<(String, MethodRouter<App>)> {

@@ -37,7 +37,7 @@ impl MemoryStore {
         })
     }
 
-    /// Another node's view over the same shared state (same settings, node id `node_id`).
+    /// Another node's view over the same shared state (same settings, node id `cluster.node_id`).
     pub fn for_node(&self, node_id: &str) -> Arc<MemoryStore> {
         let config = StoreConfig {
             node_id: node_id.to_owned(),

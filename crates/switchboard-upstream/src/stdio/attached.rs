@@ -7,7 +7,7 @@
 //! store). At most `max` sessions are attached: past it the one whose last request is oldest is
 //! detached (logged and counted), so it no longer receives the child's broadcasts.
 //! `resources/subscribe` and `resources/unsubscribe` that the child accepted are recorded per
-//! session (the node caps them per session with `max_subscriptions`); they belong to the child
+//! session (the node caps them per session with `session.max_subscriptions`); they belong to the child
 //! that accepted them and are forgotten when a new shared child starts.
 //!
 //! A detached session's subscriptions are kept (the child still holds them: it has one

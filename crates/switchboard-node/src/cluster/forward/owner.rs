@@ -67,7 +67,7 @@ pub async fn notify(app: App, notification: ForwardNotification) {
 /// ([`encode_moved`]) and runs the request on a live node, so no request waits for this node's
 /// heartbeat to lapse (case C08). The call is registered before that check, so a drain that
 /// began after it waits for it. Nor does it run one when the session record names another
-/// owner now (this node stalled past `node_ttl_ms` and was taken over while the request waited
+/// owner now (this node stalled past `cluster.node_ttl` and was taken over while the request waited
 /// in its inbox): "moved" too, so it never starts a second child or connection for the session.
 pub async fn execute(app: App, inc: ForwardRequest) {
     let key = format!("fwd:{}:{}", inc.origin, inc.call);

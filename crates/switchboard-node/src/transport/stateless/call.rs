@@ -38,14 +38,14 @@ pub fn spawn(
     principal: String,
 ) -> Result<(mpsc::Receiver<Item>, RoundGuard), Refusal> {
     // An upstream with per-session state starts an upstream session (a stdio child, an
-    // `initialize`) for this request alone: at most `max_ephemeral_sessions` at once here.
+    // `initialize`) for this request alone: at most `stateless.max_ephemeral_sessions` at once here.
     let seat = if app.upstream.serves_stateless() {
         None
     } else {
         Some(app.ephemeral_sessions.take().ok_or_else(|| {
             Refusal::Overloaded(format!(
                 "{} requests already run in upstream sessions of their own on this node \
-                 (max_ephemeral_sessions); try again later",
+                 (stateless.max_ephemeral_sessions); try again later",
                 app.cfg.max_ephemeral_sessions
             ))
         })?)
@@ -190,7 +190,7 @@ impl Run {
         if self.app.parking.len() >= max {
             self.token.cancel();
             let message = format!(
-                "{max} requests already wait for input on this node (mrtr_max_parked); \
+                "{max} requests already wait for input on this node (stateless.mrtr.max_parked); \
                  try again later"
             );
             let e = jsonrpc::error_response(Some(&self.id), codes::INTERNAL_ERROR, message, None);
@@ -231,7 +231,7 @@ impl Run {
             resumed = park.resumed => resumed.ok(),
             () = tokio::time::sleep(self.app.cfg.mrtr.state_ttl) => {
                 tracing::info!(method = %self.method,
-                    "a parked request got no retry within mrtr_state_ttl_ms; cancelled");
+                    "a parked request got no retry within stateless.mrtr.state_ttl; cancelled");
                 None
             }
             outcome = work.as_mut() => {

@@ -10,7 +10,7 @@
 //! the bus ([`resume_remote`] there, [`resume_from`] on the retry's node), the answers delivered
 //! to the upstream as the responses to its requests, and what the call produces next streamed
 //! back to the retry. A state is used once: resuming takes the park. A park not resumed within
-//! `mrtr_state_ttl_ms` is cancelled, which ends its upstream session.
+//! `stateless.mrtr.state_ttl` is cancelled, which ends its upstream session.
 //!
 //! Each round's response stream holds a [`RoundGuard`]: closing it cancels the request (MCP
 //! 2026-07-28, Cancellation) unless the round already ended with an `InputRequiredResult`.

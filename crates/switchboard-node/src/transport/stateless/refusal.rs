@@ -24,7 +24,7 @@ pub enum Refusal {
     UnknownMethod(String),
     /// A JSON-RPC response POSTed by the client, which 2026-07-28 forbids (400, -32600).
     ResponseNotAllowed,
-    /// A per-node cap is reached (`max_listeners`): 503, -32003; retry later or elsewhere.
+    /// A per-node cap is reached (`stateless.max_listeners`): 503, -32003; retry later or elsewhere.
     Overloaded(String),
 }
 

@@ -1,6 +1,6 @@
 //! The node's seats for 2026-07-28 requests that run in an upstream session of their own
 //! (upstreams with per-session state: a stdio child or an upstream `initialize` each), at most
-//! `max_ephemeral_sessions` at once. A leaf: it knows nothing of the node's state.
+//! `stateless.max_ephemeral_sessions` at once. A leaf: it knows nothing of the node's state.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

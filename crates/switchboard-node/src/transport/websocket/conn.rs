@@ -7,8 +7,8 @@
 //! the log). In: each text frame is one JSON-RPC message, handled like a POST's (requests run in
 //! their own task via [`crate::exec::call::spawn`] and answer into the log; notifications and responses
 //! go through [`crate::transport::streamable::post::deliver`]). Frames that are not JSON get -32700 (id null) on the
-//! socket; binary frames close it with 1003; a message over `max_body_bytes` closes it with 1009.
-//! Pings go out every `keepalive_interval_ms`; two unanswered in a row close it with 4408.
+//! socket; binary frames close it with 1003; a message over `http.max_body` closes it with 1009.
+//! Pings go out every `http.keepalive_interval`; two unanswered in a row close it with 4408.
 
 use std::sync::atomic::Ordering;
 

@@ -19,7 +19,7 @@ pub mod close {
     pub const GOING_AWAY: u16 = 1001;
     /// A binary frame: this transport carries JSON text only.
     pub const UNSUPPORTED_DATA: u16 = 1003;
-    /// A message larger than `max_body_bytes`.
+    /// A message larger than `http.max_body`.
     pub const TOO_BIG: u16 = 1009;
     /// The session cap is reached: try again later.
     pub const TRY_AGAIN_LATER: u16 = 1013;

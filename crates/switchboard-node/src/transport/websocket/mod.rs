@@ -1,4 +1,4 @@
-//! The WebSocket transport: one MCP session over one socket (GET on `websocket_path`, `/ws` by
+//! The WebSocket transport: one MCP session over one socket (GET on `transports.websocket.path`, `/ws` by
 //! default; empty turns it off).
 //!
 //! MCP has no official WebSocket transport (MCP 2025-11-25 defines stdio and Streamable HTTP and
@@ -25,7 +25,7 @@
 //!   is closed (4409). Unknown session: 404; an id of another stream or from the future: 400; an
 //!   id older than the kept log: 410 — all before upgrading. With a session id but no event id the
 //!   socket starts at the log's newest event (like a GET without `Last-Event-ID`).
-//! - Closing a socket does not end the session (it may be resumed until `idle_ttl_ms` after its
+//! - Closing a socket does not end the session (it may be resumed until `session.idle_ttl` after its
 //!   last request); sessions end through DELETE on the MCP endpoint, expiry or the reaper, which
 //!   close the socket with 4404.
 //!

@@ -50,7 +50,7 @@ pub struct Filter {
     pub uris: Option<BTreeSet<String>>,
 }
 
-/// The bounds a requested filter must keep (`max_subscriptions`, `max_uri_bytes`).
+/// The bounds a requested filter must keep (`session.max_subscriptions`, `session.max_uri`).
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     /// Most URIs in `resourceSubscriptions`.

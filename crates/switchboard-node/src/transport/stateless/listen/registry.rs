@@ -1,11 +1,11 @@
 //! The listen streams open on this node and the local fan-out to them.
 //!
-//! Each listener has a bounded queue (`listen_queue` notifications). Delivery never waits: a
+//! Each listener has a bounded queue (`stateless.listen_queue` notifications). Delivery never waits: a
 //! listener whose queue is full is a slow reader, and it is *ended*, not allowed to hold others
 //! back and not fed a stream with holes in it: it leaves the registry (logged and counted as
 //! `switchboard_listen_lagged_total`), its stream sends what was already queued, then the
 //! closing result, and the client re-listens (and re-reads what it caches). At most
-//! `max_listeners` streams are open per node; past it `subscriptions/listen` is refused.
+//! `stateless.max_listeners` streams are open per node; past it `subscriptions/listen` is refused.
 //!
 //! A listener leaves the registry when its [`Registration`] drops (its stream ended for any
 //! reason), so a closed stream leaves nothing behind.
@@ -64,7 +64,7 @@ impl Listeners {
         }
     }
 
-    /// Adds a listener for subscription `id` with its agreed `filter`; `None` at `max_listeners`.
+    /// Adds a listener for subscription `id` with its agreed `filter`; `None` at `stateless.max_listeners`.
     /// Its notifications (already tagged with the subscription id) arrive on the receiver, which
     /// closes when the listener was ended for lagging.
     pub fn register(

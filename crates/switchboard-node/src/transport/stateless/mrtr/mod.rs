@@ -87,7 +87,7 @@ pub enum RetryError {
     /// It opened but is not a state of ours (format version or shape).
     #[error("requestState is unreadable")]
     Unreadable,
-    /// Presented after its TTL (`mrtr_state_ttl_ms`).
+    /// Presented after its TTL (`stateless.mrtr.state_ttl`).
     #[error("requestState has expired")]
     Expired,
     /// Issued to another principal.
@@ -363,7 +363,7 @@ impl Inputs {
         if sealed.len() > settings.max_state_bytes {
             return Err(format!(
                 "the answers gathered so far need a requestState of {} bytes, over this \
-                 server's limit of {} (mrtr_max_state_bytes)",
+                 server's limit of {} (stateless.mrtr.max_state)",
                 sealed.len(),
                 settings.max_state_bytes
             ));
@@ -392,7 +392,7 @@ pub async fn settle_keys(
         .map_err(|e| format!("could not agree on the MRTR key through the store: {e}"))?;
     let key: [u8; KEY_LEN] = agreed.as_slice().try_into().map_err(|_| {
         format!(
-            "the store's MRTR key has {} bytes, not {KEY_LEN}; delete it or set mrtr_state_keys",
+            "the store's MRTR key has {} bytes, not {KEY_LEN}; delete it or set stateless.mrtr.state_keys",
             agreed.len()
         )
     })?;

@@ -146,7 +146,7 @@ fn millis(d: std::time::Duration) -> u64 {
 }
 
 /// The answer of a call that finished before becoming a task: JSON, or SSE with the
-/// notifications it sent first (at most `connection_queue` of them are kept); always JSON for a
+/// notifications it sent first (at most `http.connection_queue` of them are kept); always JSON for a
 /// client that accepts only JSON (the notifications dropped and counted), always SSE for one
 /// that accepts only SSE.
 fn finished_in_time(answers: Answers, notes: Vec<Value>, last: Value) -> Response {
