@@ -695,7 +695,7 @@ async fn one_stopped_replica_of_three_makes_the_upstream_degraded_not_down() {
 }
 
 /// C02: an address that left the name stays in `/upstreamz` while a session this node knows is
-/// pinned to it (`resolved: false`, `sessions: 1`), as the README says; that session's calls
+/// pinned to it (`resolved: false`, `sessions: 1`), as docs/upstreams.md says; that session's calls
 /// still go there. Before, the node listed only the last resolution's addresses and those a
 /// request reached since, so the pinned address vanished from the list at the resolution.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
