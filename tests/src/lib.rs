@@ -16,7 +16,7 @@
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
-//! - [`sse`]: the SSE parser and incremental stream reader.
+//! - [`sse`]: the incremental SSE stream reader (over the `sse-stream` parser).
 //! - [`msg`]: the JSON-RPC messages the cases send.
 //! - [`metrics`]: a node's `/metrics` counters and `/upstreamz` statuses.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
