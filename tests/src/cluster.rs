@@ -230,6 +230,61 @@ impl Cluster {
         self.redis.keys_matching(&format!("*{{{sid}}}*"))
     }
 
+    /// The nodes (`<id>.<suffix>`, one entry per request) running requests of session `sid`:
+    /// the node named in each value (`<node>\n<stream>`) of its in-flight hash `sb:{sid}:inf`.
+    pub fn in_flight_nodes(&self, sid: &str) -> Vec<String> {
+        let key = format!("sb:{{{sid}}}:inf");
+        let values: Vec<String> = self
+            .redis
+            .query(&["HVALS", &key])
+            .unwrap_or_else(|e| panic!("HVALS {key}: {e}"));
+        values
+            .iter()
+            .map(|v| v.split('\n').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    /// The node (`<id>.<suffix>`) running the request with JSON-RPC id `id` of session `sid`, once
+    /// it is registered in flight (field: the id as JSON text, e.g. `7` or `"a"`).
+    pub fn in_flight_node(&self, sid: &str, id: &serde_json::Value) -> Option<String> {
+        let key = format!("sb:{{{sid}}}:inf");
+        let value: Option<String> = self
+            .redis
+            .query(&["HGET", &key, &id.to_string()])
+            .unwrap_or_else(|e| panic!("HGET {key}: {e}"));
+        value.map(|v| v.split('\n').next().unwrap_or_default().to_owned())
+    }
+
+    /// Whether node `i`'s liveness key (`sb:node:<id>.<suffix>`) is in Redis: false once its
+    /// heartbeats stopped for `node_ttl_ms`, which is when the other nodes take it for dead.
+    pub fn liveness_key_present(&self, i: usize) -> bool {
+        let pattern = format!("sb:node:{}.*", self.nodes[i].id());
+        !self.redis.keys_matching(&pattern).is_empty()
+    }
+
+    /// Waits (at most 15 s) until the event log of the stream named in `event_id`
+    /// (`<stream>_<position>`, the position a Redis stream entry id) of session `sid` holds an
+    /// event after that position: something happened on the stream since `event_id`.
+    pub async fn log_grows_past(&self, sid: &str, event_id: &str) {
+        let (stream, position) = event_id
+            .rsplit_once('_')
+            .unwrap_or_else(|| panic!("not an event id: {event_id}"));
+        let key = format!("sb:{{{sid}}}:log:{stream}");
+        let after = format!("({position}");
+        eventually(
+            &format!("an event after {event_id} in {key}"),
+            Duration::from_secs(15),
+            || async {
+                let newer: Vec<redis::Value> = self
+                    .redis
+                    .query(&["XRANGE", &key, &after, "+", "COUNT", "1"])
+                    .unwrap_or_else(|e| panic!("XRANGE {key}: {e}"));
+                (!newer.is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+
     /// The distinct hash tags (session ids) of the per-session keys, sorted.
     pub fn session_ids_in_redis(&self) -> Vec<String> {
         let mut ids: Vec<String> = self

@@ -2,7 +2,7 @@
 //!
 //! The one harness every integration test goes through: it starts a real `redis-server` and real
 //! `switchboard` node processes on free loopback ports, and kills them by PID when dropped. Waits
-//! go through [`eventually::eventually`], never a bare sleep.
+//! go through [`eventually`] (`eventually`, `eventually_sync`, `always_for`), never a bare sleep.
 //!
 //! Modules:
 //! - [`auth_upstream`]: a small HTTP upstream in the test process that refuses (401/403) or
@@ -11,19 +11,19 @@
 //! - [`dns`]: a private `dnsmasq` answering from a hosts file the test writes.
 //! - [`daemon`]: what [`balancer`] and [`dns`] share: a packaged server on a free port, in its
 //!   own temp dir, killed by PID on drop.
-//! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection.
-//! - [`resp`]: the RESP reply parser behind it.
+//! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection
+//!   through the `redis` crate.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
-//! - [`sse`]: the SSE parser and incremental stream reader.
+//! - [`sse`]: the incremental SSE stream reader (over the `sse-stream` parser).
 //! - [`msg`]: the JSON-RPC messages the cases send.
 //! - [`metrics`]: a node's `/metrics` counters and `/upstreamz` statuses.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
-//! - [`eventually`]: the bounded polling helper.
+//! - [`eventually`]: the bounded waits (until a condition holds, or while it keeps holding).
 //! - [`ports`]: free loopback ports.
 //! - [`ws`]: a WebSocket client for the WebSocket transport.
 //! - [`temp`]: temporary directories.
@@ -45,7 +45,6 @@ pub mod node;
 pub mod peers;
 pub mod ports;
 pub mod redis_server;
-pub mod resp;
 pub mod rmcp_route;
 pub mod sse;
 pub mod sse_upstream;

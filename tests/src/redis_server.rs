@@ -1,12 +1,11 @@
 //! A private `redis-server` on a free loopback port, killed (by PID) when dropped.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use redis::{FromRedisValue, RedisResult};
+
 use crate::ports::free_port;
-use crate::resp::{read_reply, Reply};
 use crate::temp::TempDir;
 
 /// A running `redis-server` owned by one test.
@@ -59,11 +58,7 @@ impl RedisServer {
             if let Ok(Some(_)) = self.child.try_wait() {
                 return false;
             }
-            if self
-                .command(&["PING"])
-                .map(|r| r.contains("PONG"))
-                .unwrap_or(false)
-            {
+            if self.query::<String>(&["PING"]).is_ok_and(|r| r == "PONG") {
                 return true;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -81,16 +76,20 @@ impl RedisServer {
         self.port
     }
 
-    /// Sends one command in RESP and returns the first reply line (enough for PING, DBSIZE, etc.).
-    pub fn command(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut line = String::new();
-        self.send(args)?.read_line(&mut line)?;
-        Ok(line.trim_end().to_owned())
-    }
-
-    /// Sends one command and parses the whole reply (arrays included).
-    pub fn query(&self, args: &[&str]) -> std::io::Result<Reply> {
-        read_reply(&mut self.send(args)?)
+    /// Sends one command (`args[0]` is its name) on a fresh connection (connect and read timeouts
+    /// 5 s) and converts the reply to `T`, e.g. `String` for `INFO`, `Option<String>` for `HGET`,
+    /// `i64` for `DBSIZE`, `()` for `FLUSHALL`.
+    ///
+    /// # Errors
+    /// The connection failed or timed out, Redis answered with an error, or the reply does not
+    /// convert to `T`.
+    pub fn query<T: FromRedisValue>(&self, args: &[&str]) -> RedisResult<T> {
+        let (name, rest) = args.split_first().expect("a command name");
+        let mut conn =
+            redis::Client::open(self.url())?.get_connection_with_timeout(Duration::from_secs(5))?;
+        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
+        conn.set_write_timeout(Some(Duration::from_secs(5)))?;
+        redis::cmd(name).arg(rest).query(&mut conn)
     }
 
     /// Every key matching the glob `pattern`, via `SCAN` (never `KEYS`), sorted.
@@ -98,19 +97,14 @@ impl RedisServer {
         let mut cursor = "0".to_owned();
         let mut keys = Vec::new();
         loop {
-            let reply = self
+            let (next, batch): (String, Vec<String>) = self
                 .query(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"])
                 .unwrap_or_else(|e| panic!("SCAN on redis:{}: {e}", self.port));
-            let parts = reply
-                .as_array()
-                .unwrap_or_else(|| panic!("SCAN reply not an array: {reply:?}"));
-            let next = parts.first().and_then(Reply::as_str).expect("SCAN cursor");
-            let batch = parts.get(1).and_then(Reply::as_array).expect("SCAN keys");
-            keys.extend(batch.iter().filter_map(|k| k.as_str().map(str::to_owned)));
+            keys.extend(batch);
             if next == "0" {
                 break;
             }
-            cursor = next.to_owned();
+            cursor = next;
         }
         keys.sort();
         keys.dedup();
@@ -124,21 +118,8 @@ impl RedisServer {
 
     /// `DBSIZE`.
     pub fn dbsize(&self) -> i64 {
-        let reply = self.query(&["DBSIZE"]).expect("DBSIZE");
-        reply
-            .as_int()
-            .unwrap_or_else(|| panic!("DBSIZE reply: {reply:?}"))
-    }
-
-    fn send(&self, args: &[&str]) -> std::io::Result<BufReader<TcpStream>> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req.push_str(&format!("${}\r\n{}\r\n", a.len(), a));
-        }
-        s.write_all(req.as_bytes())?;
-        Ok(BufReader::new(s))
+        self.query(&["DBSIZE"])
+            .unwrap_or_else(|e| panic!("DBSIZE on redis:{}: {e}", self.port))
     }
 }
 

@@ -1,13 +1,17 @@
-//! Server-sent events: an incremental parser (WHATWG HTML, "Interpreting an event stream") and a
-//! stream reader with per-event arrival times, for tests that care about what arrives when.
+//! Server-sent events: a stream reader over the `sse-stream` parser (WHATWG HTML, "Interpreting
+//! an event stream"), with per-event arrival times, for tests that care about what arrives when.
+//!
+//! `sse-stream` drops comment lines, but the keep-alive cases count them and time them, so a
+//! minimal raw tap on the body bytes (before the parser) notes each line that starts with `:`.
 
-use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
+use sse_stream::{Sse, SseStream as SseParse};
 
 /// One dispatched SSE event.
 #[derive(Clone, Debug)]
@@ -37,114 +41,76 @@ impl SseEvent {
     }
 }
 
-/// Incremental SSE parser: feed it chunks, get complete events back.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    buf: Vec<u8>,
-    id: Option<String>,
-    event: Option<String>,
-    data: Option<String>,
-    retry: Option<u64>,
-    fields: usize,
-    /// Number of comment lines (`:` keep-alives) seen so far.
-    pub comments: usize,
-    /// Arrival time of each comment line.
-    pub comment_times: Vec<Instant>,
+/// What the raw tap saw of the body bytes: arrival times, and the comment lines the parser
+/// drops. A line starts at the beginning of the body and after each `\r` or `\n`.
+#[derive(Debug)]
+struct Tap {
+    at_line_start: bool,
+    first_byte_at: Option<Instant>,
+    last_chunk_at: Option<Instant>,
+    comment_times: Vec<Instant>,
 }
 
-impl SseParser {
-    /// Parses `chunk` (arrived at `at`) and returns every event completed by it.
-    pub fn push(&mut self, chunk: &[u8], at: Instant) -> Vec<SseEvent> {
-        self.buf.extend_from_slice(chunk);
-        let mut out = Vec::new();
-        let mut start = 0;
-        while let Some(rel) = self.buf[start..]
-            .iter()
-            .position(|b| *b == b'\n' || *b == b'\r')
-        {
-            let end = start + rel;
-            let step = match (self.buf[end], self.buf.get(end + 1)) {
-                (b'\r', Some(b'\n')) => 2,
-                (b'\r', None) => break, // a '\n' may follow in the next chunk
-                _ => 1,
-            };
-            let line = String::from_utf8_lossy(&self.buf[start..end]).into_owned();
-            start = end + step;
-            if let Some(ev) = self.line(&line, at) {
-                out.push(ev);
+impl Tap {
+    fn observe(&mut self, chunk: &[u8]) {
+        let now = Instant::now();
+        if !chunk.is_empty() {
+            self.first_byte_at.get_or_insert(now);
+        }
+        self.last_chunk_at = Some(now);
+        for &b in chunk {
+            if self.at_line_start && b == b':' {
+                self.comment_times.push(now);
             }
+            self.at_line_start = b == b'\n' || b == b'\r';
         }
-        self.buf.drain(..start);
-        out
-    }
-
-    fn line(&mut self, line: &str, at: Instant) -> Option<SseEvent> {
-        if line.is_empty() {
-            return self.dispatch(at);
-        }
-        if line.starts_with(':') {
-            self.comments += 1;
-            self.comment_times.push(at);
-            return None;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        self.fields += 1;
-        match field {
-            "data" => {
-                let data = self.data.get_or_insert_with(String::new);
-                data.push_str(value);
-                data.push('\n');
-            }
-            "id" if !value.contains('\0') => self.id = Some(value.to_owned()),
-            "event" => self.event = Some(value.to_owned()),
-            "retry" => self.retry = value.parse().ok(),
-            _ => {}
-        }
-        None
-    }
-
-    fn dispatch(&mut self, at: Instant) -> Option<SseEvent> {
-        if std::mem::take(&mut self.fields) == 0 {
-            return None;
-        }
-        let mut data = self.data.take();
-        if let Some(d) = data.as_mut() {
-            d.pop();
-        }
-        Some(SseEvent {
-            id: self.id.take(),
-            event: self.event.take(),
-            data,
-            retry: self.retry.take(),
-            at,
-        })
     }
 }
 
-type Body = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
+type Events = Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>;
 
 /// An open SSE response body, read incrementally. Dropping it closes the connection.
 pub struct SseStream {
-    body: Body,
-    parser: SseParser,
-    queue: VecDeque<SseEvent>,
+    events: Events,
+    tap: Arc<Mutex<Tap>>,
+    comment_times: Vec<Instant>,
     ended: bool,
     /// When the request was sent.
     pub sent_at: Instant,
     /// When the first body byte arrived.
     pub first_byte_at: Option<Instant>,
-    /// The transport error that ended the stream, if it did not end cleanly.
+    /// The transport or parse error that ended the stream, if it did not end cleanly.
     pub error: Option<String>,
 }
 
 impl SseStream {
     /// Wraps a response body; `sent_at` is when its request went out.
     pub fn new(response: reqwest::Response, sent_at: Instant) -> SseStream {
+        SseStream::from_bytes(response.bytes_stream(), sent_at)
+    }
+
+    /// Wraps any stream of body chunks.
+    fn from_bytes<S, E>(body: S, sent_at: Instant) -> SseStream
+    where
+        S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let tap = Arc::new(Mutex::new(Tap {
+            at_line_start: true,
+            first_byte_at: None,
+            last_chunk_at: None,
+            comment_times: Vec::new(),
+        }));
+        let seen = Arc::clone(&tap);
+        let body = body.inspect(move |chunk| {
+            if let Ok(chunk) = chunk {
+                seen.lock().expect("tap lock").observe(chunk);
+            }
+        });
         SseStream {
-            body: Box::pin(response.bytes_stream()),
-            parser: SseParser::default(),
-            queue: VecDeque::new(),
+            events: Box::pin(SseParse::from_bytes_stream(body)),
+            tap,
+            comment_times: Vec::new(),
             ended: false,
             sent_at,
             first_byte_at: None,
@@ -155,28 +121,36 @@ impl SseStream {
     /// The next event (priming events included) within `timeout`; `None` on timeout or when the
     /// stream has ended (see [`SseStream::is_ended`]).
     pub async fn next_event(&mut self, timeout: Duration) -> Option<SseEvent> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            if let Some(ev) = self.queue.pop_front() {
-                return Some(ev);
+        if self.ended {
+            return None;
+        }
+        let next = tokio::time::timeout(timeout, self.events.next()).await;
+        // The event was completed by the last chunk the parser pulled (it hands out events
+        // parsed from one chunk before it pulls the next).
+        let at = {
+            let mut tap = self.tap.lock().expect("tap lock");
+            self.first_byte_at = tap.first_byte_at;
+            self.comment_times.append(&mut tap.comment_times);
+            tap.last_chunk_at.unwrap_or_else(Instant::now)
+        };
+        match next {
+            Err(_) => None,
+            Ok(None) => {
+                self.ended = true;
+                None
             }
-            if self.ended {
-                return None;
+            Ok(Some(Err(e))) => {
+                self.ended = true;
+                self.error = Some(e.to_string());
+                None
             }
-            match tokio::time::timeout_at(deadline, self.body.next()).await {
-                Err(_) => return None,
-                Ok(None) => self.ended = true,
-                Ok(Some(Err(e))) => {
-                    self.ended = true;
-                    self.error = Some(e.to_string());
-                }
-                Ok(Some(Ok(chunk))) => {
-                    let now = Instant::now();
-                    self.first_byte_at.get_or_insert(now);
-                    let events = self.parser.push(&chunk, now);
-                    self.queue.extend(events);
-                }
-            }
+            Ok(Some(Ok(sse))) => Some(SseEvent {
+                id: sse.id,
+                event: sse.event,
+                data: sse.data,
+                retry: sse.retry,
+                at,
+            }),
         }
     }
 
@@ -244,19 +218,19 @@ impl SseStream {
         }
     }
 
-    /// Whether the body has ended (cleanly or not).
+    /// Whether the body has ended (cleanly or not) and every event in it was read.
     pub fn is_ended(&self) -> bool {
-        self.ended && self.queue.is_empty()
+        self.ended
     }
 
     /// Comment lines (keep-alives) seen so far.
     pub fn comments(&self) -> usize {
-        self.parser.comments
+        self.comment_times.len()
     }
 
     /// Arrival times of the comment lines seen so far.
     pub fn comment_times(&self) -> &[Instant] {
-        &self.parser.comment_times
+        &self.comment_times
     }
 }
 
@@ -293,30 +267,37 @@ pub fn is_response(msg: &Value, id: &Value) -> bool {
 mod tests {
     use super::*;
 
-    #[test]
-    fn parses_priming_comments_and_split_chunks() {
-        let mut p = SseParser::default();
-        let now = Instant::now();
-        let mut evs = p.push(
-            b"id: s_0-0\r\nretry: 3000\r\ndata:\r\n\r\n: keep\n\nda",
-            now,
-        );
-        evs.extend(p.push(b"ta: {\"a\":1}\ndata: 2\nid: s_1-0\r", now));
-        assert_eq!(evs.len(), 1);
-        assert!(evs[0].is_priming());
-        assert_eq!(evs[0].retry, Some(3000));
-        assert_eq!(p.comments, 1);
-        let evs = p.push(b"\n\r\n", now);
-        assert_eq!(evs.len(), 1);
-        assert_eq!(evs[0].data.as_deref(), Some("{\"a\":1}\n2"));
-        assert_eq!(evs[0].id.as_deref(), Some("s_1-0"));
+    fn stream_of(chunks: &[&'static [u8]]) -> SseStream {
+        let chunks: Vec<Result<Bytes, std::io::Error>> =
+            chunks.iter().map(|c| Ok(Bytes::from_static(c))).collect();
+        SseStream::from_bytes(futures::stream::iter(chunks), Instant::now())
     }
 
-    #[test]
-    fn event_without_data_field_has_none() {
-        let mut p = SseParser::default();
-        let evs = p.push(b"id: x\n\n", Instant::now());
-        assert_eq!(evs[0].data, None);
-        assert!(!evs[0].is_priming());
+    #[tokio::test]
+    async fn reads_priming_comments_and_split_chunks() {
+        let mut s = stream_of(&[
+            b"id: s_0-0\r\nretry: 3000\r\ndata:\r\n\r\n: keep\n\nda",
+            b"ta: {\"a\":1}\ndata: 2\nid: s_1-0\r",
+            b"\n\r\n",
+        ]);
+        let t = Duration::from_secs(1);
+        let first = s.next_event(t).await.expect("priming event");
+        assert!(first.is_priming());
+        assert_eq!(first.retry, Some(3000));
+        let second = s.next_event(t).await.expect("message");
+        assert_eq!(second.data.as_deref(), Some("{\"a\":1}\n2"));
+        assert_eq!(second.id.as_deref(), Some("s_1-0"));
+        assert_eq!(s.comments(), 1);
+        assert!(s.next_event(t).await.is_none());
+        assert!(s.is_ended() && s.error.is_none());
+        assert!(s.first_byte_at.is_some());
+    }
+
+    #[tokio::test]
+    async fn event_without_data_field_has_none() {
+        let mut s = stream_of(&[b"id: x\n\n"]);
+        let ev = s.next_event(Duration::from_secs(1)).await.unwrap();
+        assert_eq!(ev.data, None);
+        assert!(!ev.is_priming());
     }
 }

@@ -157,7 +157,8 @@ async fn a_session_client_uses_a_stateless_upstream_and_answers_its_questions_an
     let level = level.answer(json!(21), T).await.response;
     assert!(level.get("error").is_none(), "{level}");
 
-    // notifications/cancelled for a long call closes the upstream's response stream.
+    // notifications/cancelled for a long call closes the upstream's response stream. The call
+    // carries a progress token so that its first progress shows the upstream running it.
     let before = counter(
         &upstream.base_url(),
         "switchboard_stateless_cancelled_total",
@@ -166,10 +167,12 @@ async fn a_session_client_uses_a_stateless_upstream_and_answers_its_questions_an
     let call = msg::request(
         22,
         "tools/call",
-        json!({"name": "m__countdown", "arguments": {"n": 100, "interval_ms": 100}}),
+        json!({"name": "m__countdown", "arguments": {"n": 100, "interval_ms": 100},
+               "_meta": {"progressToken": "p-22"}}),
     );
-    let _stream = client.post(&urls[0], &call).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut stream = client.post(&urls[0], &call).await.sse();
+    let running = stream.until_method("notifications/progress", T).await;
+    assert!(running.matched.is_some(), "{:?}", running.events);
     let cancel = msg::notification(
         "notifications/cancelled",
         json!({"requestId": 22, "reason": "test"}),
@@ -340,6 +343,8 @@ async fn a_retry_the_upstream_no_longer_accepts_starts_the_request_over() {
     // First question: answered too late for the upstream's state.
     let got = stream.until_method("sampling/createMessage", T).await;
     let first = got.matched.unwrap_or_else(|| panic!("{:?}", got.events));
+    // Answering late on purpose (past the upstream's 300 ms requestState TTL) is the thing under
+    // test: this sleep waits for no event.
     tokio::time::sleep(Duration::from_millis(700)).await;
     let posted = client
         .post(&urls[1], &msg::result(&first["id"], answer("late")))

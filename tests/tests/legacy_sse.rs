@@ -6,9 +6,11 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
-use switchboard_tests::eventually::eventually;
+use switchboard_tests::eventually::{always_for, eventually};
 use switchboard_tests::legacy_sse::{exchange, next_message, open, open_session, post};
 use switchboard_tests::msg;
+
+const T: Duration = Duration::from_secs(15);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_reach_the_stream_on_another_node() {
@@ -112,14 +114,20 @@ async fn refusals_and_idle_expiry() {
         early["error"]["code"], -32600,
         "requests wait for initialize: {early}"
     );
-    // The open stream keeps the session alive past the idle TTL.
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    // The open stream keeps the session alive past the idle TTL: idle on purpose for 2.5 s (the
+    // wait is the thing under test), its keys there all along.
+    let sid = path.rsplit('=').next().unwrap().to_owned();
+    always_for(
+        "the session's keys while its stream is open",
+        Duration::from_millis(2500),
+        || async { !cluster.session_keys(&sid).is_empty() },
+    )
+    .await;
     assert_eq!(
         exchange(&http, &mut stream, &url, msg::bare(3, "ping")).await["id"],
         3
     );
     // Closed, it idles out: 404 everywhere and no key left.
-    let sid = path.rsplit('=').next().unwrap().to_owned();
     assert!(!cluster.session_keys(&sid).is_empty());
     drop(stream);
     // (Polling with POSTs would keep it alive: watch its keys, and the reaper dropping it from
@@ -159,8 +167,9 @@ async fn a_request_lost_with_its_node_is_answered_on_the_stream() {
     let long = msg::call(7, "countdown", json!({"n": 100, "interval_ms": 200}));
     let (status, _) = post(&http, &b, &long.to_string()).await;
     assert_eq!(status, 202);
-    // Running on B: give it a moment to start, then kill B.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Running on B (in flight there), then kill B.
+    let sid = path.rsplit('=').next().unwrap().to_owned();
+    running_on(&cluster, &sid, 1, 1).await;
     cluster.kill9(1);
     let lost = next_message(&mut stream).await;
     assert_eq!(lost["id"], 7, "{lost}");
@@ -195,13 +204,25 @@ async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answ
         let long = msg::call(*id, "countdown", json!({"n": 100, "interval_ms": 200}));
         assert_eq!(post(&http, &b, &long.to_string()).await.0, 202);
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sid = path.rsplit('=').next().unwrap().to_owned();
+    running_on(&cluster, &sid, 1, ids.len()).await;
     cluster.kill9(1);
-    // Past B's heartbeat, send every id again on C, quickly, while A's keep-alives run.
-    tokio::time::sleep(Duration::from_millis(900)).await;
+    // Past B's heartbeat (its liveness key expired and A's keep-alive pass ended B's requests:
+    // no in-flight entry names B), send every id again on C, quickly, while A's keep-alives run.
+    let on_b = format!("{}.", cluster.node(1).id());
+    eventually("B's requests to be ended as lost", T, || async {
+        let gone = !cluster.liveness_key_present(1)
+            && !cluster
+                .in_flight_nodes(&sid)
+                .iter()
+                .any(|n| n.starts_with(&on_b));
+        gone.then_some(())
+    })
+    .await;
     for id in ids.iter().rev() {
         let again = msg::call(*id, "echo", json!({"text": format!("again {id}")}));
         assert_eq!(post(&http, &c, &again.to_string()).await.0, 202);
+        // Pacing, not a wait for anything: the re-sends spread over A's keep-alive passes.
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut seen: std::collections::BTreeMap<u64, Vec<&'static str>> = Default::default();
@@ -223,8 +244,25 @@ async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answ
         };
         seen.entry(id).or_default().push(kind);
     }
-    // A late error would follow its answer: give it time to show.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A late error would follow its answer: whatever arrives in the next 500 ms is recorded (the
+    // read window is the observation, not a race wait), then a marker request closes the check.
+    let late = stream.until(Duration::from_millis(500), |_| false).await;
+    for (ev, m) in &late.messages {
+        // As `next_message` checks: a `message` event without an event id.
+        assert_eq!(
+            (ev.event.as_deref(), &ev.id),
+            (Some("message"), &None),
+            "{ev:?}"
+        );
+        if let Some(id) = m["id"].as_u64() {
+            let kind = if m["error"]["code"] == -32004 {
+                "lost"
+            } else {
+                "other"
+            };
+            seen.entry(id).or_default().push(kind);
+        }
+    }
     let (status, _) = post(
         &http,
         &a,
@@ -249,4 +287,19 @@ async fn requests_sent_again_after_their_node_died_get_one_error_then_their_answ
     for id in &ids {
         assert_eq!(seen[id], vec!["lost", "answer"], "id {id}: {seen:?}");
     }
+}
+
+/// Waits until `n` requests of session `sid` are in flight on node `node` (registered in its
+/// in-flight hash, which a POST does before its 202), so that killing the node loses them.
+async fn running_on(cluster: &Cluster, sid: &str, node: usize, n: usize) {
+    let prefix = format!("{}.", cluster.node(node).id());
+    eventually("the requests in flight on the node", T, || async {
+        let on_node = cluster
+            .in_flight_nodes(sid)
+            .iter()
+            .filter(|owner| owner.starts_with(&prefix))
+            .count();
+        (on_node >= n).then_some(())
+    })
+    .await;
 }

@@ -70,8 +70,8 @@ async fn list(client: &McpClient, url: &str, id: u64) -> Result<Vec<String>, Val
 /// session record in Redis.
 fn owner(cluster: &Cluster, sid: &str) -> Option<String> {
     let key = format!("sb:{{{sid}}}:s");
-    let reply = cluster.redis().query(&["HGET", &key, "own"]).ok()?;
-    let owners: Value = serde_json::from_str(reply.as_str()?).ok()?;
+    let reply: Option<String> = cluster.redis().query(&["HGET", &key, "own"]).ok()?;
+    let owners: Value = serde_json::from_str(&reply?).ok()?;
     owners["fx"].as_str().map(str::to_owned)
 }
 

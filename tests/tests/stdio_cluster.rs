@@ -24,6 +24,17 @@ async fn call(client: &McpClient, url: &str, id: u64, tool: &str, args: Value) -
     answer.response["result"].clone()
 }
 
+/// How many `tools/call` the session's child received before this one (an `info` call with
+/// JSON-RPC id `id`, itself a `tools/call`).
+async fn calls_received(client: &McpClient, url: &str, id: u64) -> usize {
+    let info = call(client, url, id, "info", json!({})).await;
+    let received = info["info"]["received"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    received.iter().filter(|m| *m == "tools/call").count() - 1
+}
+
 fn text(result: &Value) -> String {
     result["content"][0]["text"]
         .as_str()
@@ -51,7 +62,7 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
     let mut started = start_cluster(3, &[upstream], ClusterOptions::new().fast_liveness(1500));
     let urls = started.cluster.urls();
     let mut client = McpClient::new();
-    client.initialize(&urls[0], "2025-11-25").await;
+    let (sid, _) = client.initialize(&urls[0], "2025-11-25").await;
 
     // The first use on A starts the child there; B and C reach the same child (shared state).
     assert_eq!(
@@ -86,9 +97,24 @@ async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
         let id = 50 + round;
         let slow = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
             "params": {"name": "slow", "arguments": {"seconds": 3, "tag": "x"}}});
+        let before = calls_received(&client, &urls[0], 1000 * id).await;
         let post = client.post(&urls[1], &slow);
         let cancel = async {
-            tokio::time::sleep(Duration::from_millis(400)).await;
+            // The call is registered in flight (where a cancellation is routed from) and the
+            // child is running it: its count of received `tools/call` went up by one more than
+            // the polls themselves added.
+            let polls = std::cell::Cell::new(0);
+            let (cluster, sid) = (&started.cluster, &sid);
+            eventually("the slow call in flight and at the child", T, || {
+                let (client, url, poll) = (&client, &urls[0], polls.get() + 1);
+                polls.set(poll);
+                async move {
+                    let seen = calls_received(client, url, 1000 * id + poll).await;
+                    let running = cluster.in_flight_node(sid, &json!(id)).is_some();
+                    (running && seen > before + poll as usize).then_some(())
+                }
+            })
+            .await;
             let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
             assert_eq!(client.post(&urls[2], &note).await.status.as_u16(), 202);
         };
@@ -207,7 +233,7 @@ async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     started
         .cluster
         .redis()
-        .query(&["FLUSHALL"])
+        .query::<()>(&["FLUSHALL"])
         .expect("FLUSHALL");
     eventually(
         "the orphaned child to be stopped",
@@ -322,10 +348,14 @@ async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over
 /// The owner of the session's child (`cluster.node_id` of the record's `fixture` entry).
 fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str) -> String {
     let key = format!("sb:{{{sid}}}:s");
-    let reply = started.cluster.redis().query(&["HGET", &key, "own"]);
+    let reply = started
+        .cluster
+        .redis()
+        .query::<Option<String>>(&["HGET", &key, "own"]);
     let owners: Value = reply
         .ok()
-        .and_then(|r| serde_json::from_str(r.as_str()?).ok())
+        .flatten()
+        .and_then(|r| serde_json::from_str(&r).ok())
         .unwrap_or_default();
     owners["fixture"].as_str().unwrap_or_default().to_owned()
 }

@@ -16,7 +16,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
-use switchboard_tests::eventually::eventually;
+use switchboard_tests::eventually::{always_for, eventually};
 use switchboard_tests::sse::SseStream;
 use switchboard_tests::upstreams::{start_cluster, Upstream};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -186,10 +186,10 @@ async fn one_node_holds_the_upstream_get_stream_and_another_resumes_it_after_a_c
         "in order: {before:?}"
     );
     // Exactly one GET stream upstream, however many nodes serve the session.
-    for _ in 0..20 {
-        assert_eq!(up.open.load(Ordering::SeqCst), 1, "one holder");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    always_for("one holder", Duration::from_secs(2), || async {
+        up.open.load(Ordering::SeqCst) == 1
+    })
+    .await;
     assert_eq!(up.gets.lock().unwrap().len(), 1, "never reopened meanwhile");
     before.extend(ticks(&mut b_stream, Duration::from_millis(600)).await);
     let last_before = *before.last().expect("ticks keep coming");
@@ -235,12 +235,10 @@ async fn one_node_holds_the_upstream_get_stream_and_another_resumes_it_after_a_c
         last - first + 1,
         "no gap across the takeover: {seen:?}"
     );
-    for _ in 0..10 {
-        assert_eq!(
-            up.open.load(Ordering::SeqCst),
-            1,
-            "one holder after the takeover"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    always_for(
+        "one holder after the takeover",
+        Duration::from_secs(1),
+        || async { up.open.load(Ordering::SeqCst) == 1 },
+    )
+    .await;
 }

@@ -180,7 +180,9 @@ async fn keepalive_pings_and_a_silent_client_is_closed() {
     )
     .await;
     until_response(&mut ws, json!(2)).await;
-    // A client that reads nothing sends no pongs: closed with 4408 after two missed ones.
+    // A client that reads nothing sends no pongs: closed with 4408 after two missed ones. Not
+    // reading for 1.5 s is the thing under test (tungstenite answers pings only while read), so
+    // this sleep waits for no event.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     loop {
         match next_frame(&mut ws).await {
@@ -237,7 +239,7 @@ async fn a_cut_socket_resumes_on_other_nodes_without_loss() {
     }
     // Cut the TCP connection without a close frame; events meanwhile stay in the log.
     drop(ws);
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    cluster.log_grows_past(&sid, &last).await;
     let headers = [
         ("mcp-session-id", sid.as_str()),
         ("last-event-id", last.as_str()),

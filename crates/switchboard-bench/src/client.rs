@@ -8,6 +8,8 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
 use serde_json::{json, Value};
 
+use crate::sse::SseEvents;
+
 /// The protocol revision the clients negotiate.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
@@ -104,7 +106,7 @@ impl Target {
                     .header("Mcp-Session-Id", sid)
                     .header("MCP-Protocol-Version", PROTOCOL_VERSION);
             }
-            let mut resp = req.send().await?;
+            let resp = req.send().await?;
             let status = resp.status();
             if !status.is_success() {
                 return Err(CallError::Http(status.as_u16()));
@@ -118,18 +120,14 @@ impl Target {
                 .and_then(|v| v.to_str().ok())
                 .is_some_and(|v| v.starts_with("text/event-stream"));
             let answer = if is_sse {
-                let mut parser = SseParser::default();
+                let mut events = SseEvents::new(resp);
                 loop {
-                    let Some(chunk) = resp.chunk().await? else {
+                    let Some(event) = events.next().await? else {
                         return Err(CallError::Transport(
                             "SSE stream ended without the response".into(),
                         ));
                     };
-                    if let Some(v) = parser
-                        .push(&chunk)
-                        .into_iter()
-                        .find_map(|d| answer_to(&d, id))
-                    {
+                    if let Some(v) = answer_to(&event.data, id) {
                         break v;
                     }
                 }
@@ -173,77 +171,6 @@ pub fn answer_to(text: &str, id: u64) -> Option<Value> {
         Value::Array(batch) => batch.into_iter().find(is_ours),
         m if is_ours(&m) => Some(m),
         _ => None,
-    }
-}
-
-/// One complete SSE event: its `id` field (when the event had one) and its data.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SseEvent {
-    /// The event's own `id:` field, if it carried one.
-    pub id: Option<String>,
-    /// The data lines joined with `\n` (empty for a priming event).
-    pub data: String,
-}
-
-/// An incremental `text/event-stream` parser. [`SseParser::push`] yields the `data` of each
-/// complete event (multi-line data joined with `\n`; `event`, `retry` and comments ignored;
-/// empty events, such as a priming event, skipped); [`SseParser::push_events`] yields every
-/// event with its `id`, empty ones included.
-#[derive(Debug, Default)]
-pub struct SseParser {
-    pending: Vec<u8>,
-    data: Option<String>,
-    id: Option<String>,
-}
-
-impl SseParser {
-    /// Feeds bytes; returns the data of every non-empty event completed by them.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<String> {
-        self.push_events(bytes)
-            .into_iter()
-            .filter(|e| !e.data.is_empty())
-            .map(|e| e.data)
-            .collect()
-    }
-
-    /// Feeds bytes; returns every event completed by them (an event is a `data` or `id` field
-    /// followed by a blank line), in order.
-    pub fn push_events(&mut self, bytes: &[u8]) -> Vec<SseEvent> {
-        self.pending.extend_from_slice(bytes);
-        let mut events = Vec::new();
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line);
-            let line = line.trim_end_matches('\n').trim_end_matches('\r');
-            if line.is_empty() {
-                let id = self.id.take();
-                if let Some(data) = self.data.take() {
-                    events.push(SseEvent { id, data });
-                } else if id.is_some() {
-                    events.push(SseEvent {
-                        id,
-                        data: String::new(),
-                    });
-                }
-                continue;
-            }
-            let (field, value) = match line.split_once(':') {
-                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                None => (line, ""),
-            };
-            if field == "id" {
-                self.id = Some(value.to_owned());
-            } else if field == "data" {
-                match &mut self.data {
-                    Some(d) => {
-                        d.push('\n');
-                        d.push_str(value);
-                    }
-                    None => self.data = Some(value.to_owned()),
-                }
-            }
-        }
-        events
     }
 }
 
@@ -335,59 +262,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sse_events_across_chunks_and_crlf() {
-        let mut p = SseParser::default();
-        assert!(
-            p.push(b"id: 1\nretry: 1000\ndata:\n\n").is_empty(),
-            "priming"
-        );
-        assert!(p.push(b"event: message\r\ndata: {\"a\":").is_empty());
-        assert_eq!(p.push(b"1}\r\n\r\n: comment\n"), vec!["{\"a\":1}"]);
-        assert_eq!(p.push(b"data: x\ndata: y\n\ndata:z\n\n"), vec!["x\ny", "z"]);
-    }
-
-    #[test]
-    fn events_keep_their_ids_and_priming_events() {
-        let mut p = SseParser::default();
-        let got =
-            p.push_events(b"id: s_0-0\nretry: 3000\ndata:\n\nid: s_1-0\ndata: {}\n\n: ka\n\n");
-        assert_eq!(
-            got,
-            vec![
-                SseEvent {
-                    id: Some("s_0-0".into()),
-                    data: String::new()
-                },
-                SseEvent {
-                    id: Some("s_1-0".into()),
-                    data: "{}".into()
-                },
-            ]
-        );
-        assert_eq!(
-            p.push_events(b"data: x\n\n"),
-            vec![SseEvent {
-                id: None,
-                data: "x".into()
-            }]
-        );
-    }
-
-    #[test]
     fn finds_our_response_and_skips_the_rest() {
-        let stream = concat!(
-            "id: a\ndata:\n\n",
-            "id: b\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n",
-            "id: c\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n\n",
-            "id: d\ndata: {\"jsonrpc\":\"2.0\",\"id\":6,\"result\":{}}\n\n",
-            "id: e\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[]}}\n\n",
-        );
-        let mut p = SseParser::default();
-        let found: Vec<Value> = p
-            .push(stream.as_bytes())
-            .iter()
-            .filter_map(|d| answer_to(d, 7))
-            .collect();
+        let datas = [
+            "",
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#,
+            r#"{"jsonrpc":"2.0","id":6,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#,
+        ];
+        let found: Vec<Value> = datas.iter().filter_map(|d| answer_to(d, 7)).collect();
         assert_eq!(
             found,
             vec![json!({"jsonrpc":"2.0","id":7,"result":{"content":[]}})]

@@ -5,21 +5,18 @@
 //! Unlike [`McpClient::call_tool`], these do not follow the round robin: the caller names the
 //! URL, since the cross-node modes need to know which node gets what.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use serde_json::Value;
 
-use crate::client::{CallError, McpClient, SseEvent, SseParser, PROTOCOL_VERSION};
+use crate::client::{CallError, McpClient, PROTOCOL_VERSION};
+use crate::sse::{SseEvent, SseEvents};
 
 /// An HTTP answer with `Content-Type: text/event-stream`, read one event at a time.
 #[derive(Debug)]
 pub struct EventStream {
-    resp: reqwest::Response,
-    parser: SseParser,
-    queue: VecDeque<SseEvent>,
-    first_byte: Option<Instant>,
+    events: SseEvents,
 }
 
 impl EventStream {
@@ -40,27 +37,13 @@ impl EventStream {
             )));
         }
         Ok(EventStream {
-            resp,
-            parser: SseParser::default(),
-            queue: VecDeque::new(),
-            first_byte: None,
+            events: SseEvents::new(resp),
         })
     }
 
     /// The next event (priming events included), or `None` when the stream has ended.
     pub async fn next_event(&mut self) -> Result<Option<SseEvent>, CallError> {
-        loop {
-            if let Some(e) = self.queue.pop_front() {
-                return Ok(Some(e));
-            }
-            let Some(chunk) = self.resp.chunk().await? else {
-                return Ok(None);
-            };
-            if self.first_byte.is_none() && !chunk.is_empty() {
-                self.first_byte = Some(Instant::now());
-            }
-            self.queue.extend(self.parser.push_events(&chunk));
-        }
+        self.events.next().await
     }
 
     /// The next event with data, parsed as JSON (priming events skipped); `None` at the end.
@@ -79,16 +62,13 @@ impl EventStream {
     /// Reads body bytes until the stream ends; returns how many there were. For streams that are
     /// only held open (keep-alive comments are all that arrives).
     pub async fn drain(mut self) -> Result<u64, CallError> {
-        let mut n = 0;
-        while let Some(chunk) = self.resp.chunk().await? {
-            n += chunk.len() as u64;
-        }
-        Ok(n)
+        while self.events.next().await?.is_some() {}
+        Ok(self.events.bytes())
     }
 
     /// When the first body byte arrived, once one has.
     pub fn first_byte(&self) -> Option<Instant> {
-        self.first_byte
+        self.events.first_byte()
     }
 }
 

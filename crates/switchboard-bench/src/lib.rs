@@ -9,9 +9,10 @@
 //! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`,
 //!   `serve-forward`).
 //! - [`compare`]: the one-command side-by-side comparison (baselines vs Switchboard, ratios).
-//! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answer parsing.
+//! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answers.
 //! - [`events`]: streaming exchanges on a chosen node (SSE answers event by event, GET streams,
 //!   resumption with `Last-Event-ID`, answers to server requests).
+//! - [`sse`]: SSE answers read through the `sse-stream` parser, event by event.
 //! - [`modes`]: `open-streams`, `resume-storm`, `sampling`, and node/Redis memory sampling.
 //! - [`run`]: the `run` and `idle-sessions` modes.
 //! - [`stats`]: latency percentiles and the report structs.
@@ -24,4 +25,5 @@ pub mod compare;
 pub mod events;
 pub mod modes;
 pub mod run;
+pub mod sse;
 pub mod stats;

@@ -81,8 +81,8 @@ impl Env {
             (Some(m), _) => m.registered_streams(sid).await,
             (_, Some(r)) => {
                 let key = format!("{}:{{{sid}}}:st", self.config.key_prefix);
-                let reply = r.query(&["HLEN", &key]).expect("HLEN");
-                reply.as_int().expect("HLEN is an integer") as usize
+                let len: i64 = r.query(&["HLEN", &key]).expect("HLEN is an integer");
+                len as usize
             }
             _ => unreachable!(),
         }

@@ -4,15 +4,12 @@
 use std::time::Duration;
 
 use switchboard_store::*;
-use switchboard_tests::resp::Reply;
 
 use crate::harness::*;
 
 fn pttl(env: &Env, key: &str) -> i64 {
     env.redis()
         .query(&["PTTL", key])
-        .expect("PTTL")
-        .as_int()
         .expect("PTTL is an integer")
 }
 
@@ -49,11 +46,11 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
     for key in &keys {
         assert!(pttl(&env, key) > 0, "{key} has no TTL");
     }
-    let len = env
+    let len: i64 = env
         .redis()
         .query(&["XLEN", &format!("sbt:{tag}:log:{s}")])
         .unwrap();
-    assert_eq!(len.as_int(), Some(2), "the cap is exact");
+    assert_eq!(len, 2, "the cap is exact");
 }
 
 #[tokio::test]
@@ -62,21 +59,21 @@ async fn the_reaper_lock_keeps_other_nodes_out() {
     let a = env.node("a").await;
     let id = new_session(&a).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let held = env
+    let held: String = env
         .redis()
         .query(&["SET", "sbt:reaper", "other-node", "PX", "10000"])
         .unwrap();
-    assert_eq!(held, Reply::Simple("OK".into()));
+    assert_eq!(held, "OK");
     assert!(
         a.reap(10).await.unwrap().is_empty(),
         "another node holds the lock"
     );
     assert_eq!(
-        env.redis().command(&["GET", "sbt:reaper"]).unwrap(),
-        "$10",
+        env.redis().query::<String>(&["GET", "sbt:reaper"]).unwrap(),
+        "other-node",
         "the lock is not ours to drop"
     );
-    env.redis().command(&["DEL", "sbt:reaper"]).unwrap();
+    env.redis().query::<()>(&["DEL", "sbt:reaper"]).unwrap();
     assert_eq!(a.reap(10).await.unwrap(), vec![id]);
     assert_eq!(env.redis().dbsize(), 0, "the lock is released after a pass");
 }
@@ -87,15 +84,15 @@ async fn scripts_are_reloaded_after_a_flush() {
     let a = env.node("a").await;
     let id = new_session(&a).await;
     let gone = new_session(&a).await;
-    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
     assert!(
         a.delete_session(&id).await.unwrap(),
         "pipelined script after SCRIPT FLUSH"
     );
-    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
     begin_ok(&a, &gone, None).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    env.redis().command(&["SCRIPT", "FLUSH"]).unwrap();
+    env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
     assert_eq!(a.reap(10).await.unwrap(), vec![gone]);
 }
 
@@ -105,11 +102,11 @@ async fn the_inbox_resubscribes_after_its_connection_drops() {
     let (a, b) = (env.node("a").await, env.node("b").await);
     let mut ra = a.subscribe().await.unwrap();
     let id = new_session(&a).await;
-    let killed = env
+    let killed: i64 = env
         .redis()
         .query(&["CLIENT", "KILL", "TYPE", "pubsub"])
         .unwrap();
-    assert_eq!(killed.as_int(), Some(1));
+    assert_eq!(killed, 1);
     // Pub/sub keeps nothing for a disconnected subscriber: send until one gets through. The
     // reader announces its resubscription first, so the node can catch its streams up.
     let mut announced = false;
