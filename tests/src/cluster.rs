@@ -256,7 +256,7 @@ impl Cluster {
     }
 
     /// Whether node `i`'s liveness key (`sb:node:<id>.<suffix>`) is in Redis: false once its
-    /// heartbeats stopped for `node_ttl_ms`, which is when the other nodes take it for dead.
+    /// heartbeats stopped for `cluster.node_ttl`, which is when the other nodes take it for dead.
     pub fn liveness_key_present(&self, i: usize) -> bool {
         let pattern = format!("sb:node:{}.*", self.nodes[i].id());
         !self.redis.keys_matching(&pattern).is_empty()

@@ -8,44 +8,11 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, ACCEPT, CONTENT_TYPE};
 use serde_json::{json, Value};
 
+pub use crate::error::CallError;
 use crate::sse::SseEvents;
 
 /// The protocol revision the clients negotiate.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
-
-/// Why a request failed: an HTTP status, a JSON-RPC error, a timeout or a transport failure.
-#[derive(Debug)]
-pub enum CallError {
-    /// The answer had a non-2xx status.
-    Http(u16),
-    /// A JSON-RPC error response, or a tool result with `isError: true`.
-    JsonRpc(Value),
-    /// The per-request timeout passed.
-    Timeout,
-    /// Connection failure, malformed answer, or a stream that ended without our response.
-    Transport(String),
-}
-
-impl std::fmt::Display for CallError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CallError::Http(s) => write!(f, "HTTP status {s}"),
-            CallError::JsonRpc(v) => write!(f, "JSON-RPC error: {v}"),
-            CallError::Timeout => write!(f, "timeout"),
-            CallError::Transport(e) => write!(f, "transport: {e}"),
-        }
-    }
-}
-
-impl From<reqwest::Error> for CallError {
-    fn from(e: reqwest::Error) -> CallError {
-        if e.is_timeout() {
-            CallError::Timeout
-        } else {
-            CallError::Transport(e.to_string())
-        }
-    }
-}
 
 /// The nodes a run talks to: one shared HTTP connection pool and a round-robin cursor, so
 /// consecutive requests of all clients go to consecutive URLs (as a Service would spread them).
@@ -60,7 +27,7 @@ pub struct Target {
 impl Target {
     /// A pool with `TCP_NODELAY`, up to `pool` idle connections per host, and `timeout` on
     /// every request/response exchange (connect, headers and body). The reqwest client itself
-    /// has no total timeout, so that long-lived SSE streams (see [`crate::events`]) can be held.
+    /// has no total timeout, so that long-lived SSE streams (the `events` mode) can be held.
     pub fn new(urls: Vec<String>, pool: usize, timeout: Duration) -> Result<Target, CallError> {
         assert!(!urls.is_empty(), "at least one URL");
         let http = reqwest::Client::builder()

@@ -9,6 +9,7 @@
 //! - [`baseline`]: the servers `compare` measures against (`serve-axum`, `serve-rmcp`,
 //!   `serve-forward`).
 //! - [`compare`]: the one-command side-by-side comparison (baselines vs Switchboard, ratios).
+//! - [`error`]: [`error::CallError`], why one request failed.
 //! - [`client`]: one MCP client (handshake, `tools/call`, `DELETE`), JSON and SSE answers.
 //! - [`events`]: streaming exchanges on a chosen node (SSE answers event by event, GET streams,
 //!   resumption with `Last-Event-ID`, answers to server requests).
@@ -22,6 +23,7 @@
 pub mod baseline;
 pub mod client;
 pub mod compare;
+pub mod error;
 pub mod events;
 pub mod modes;
 pub mod run;

@@ -10,7 +10,7 @@ use std::time::Instant;
 use futures::{Stream, StreamExt};
 use sse_stream::{Sse, SseStream};
 
-use crate::client::CallError;
+use crate::error::CallError;
 
 /// One complete SSE event: its `id` field (when the event had one) and its data.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@
 //! ([`ResponseStream::new_json_only`], [`ResponseStream::for_batch`]): their notifications go to
 //! the session's standalone stream, and server-to-client requests are refused.
 //!
-//! A transport with one stream per session (the WebSocket, `crate::transport::websocket`) answers on the
+//! A transport with one stream per session (the WebSocket transport) answers on the
 //! session's standalone stream instead ([`ResponseStream::for_standalone`]): every message of the
 //! request, its response included, is appended to that log and reaches whichever connection holds
 //! it, on any node.

@@ -18,6 +18,7 @@ use crate::edge::error::HttpError;
 use crate::session;
 use crate::state::App;
 use crate::streams::pump::{self, OpenStream};
+use crate::streams::resume;
 use crate::{edge::guard, telemetry};
 
 /// The GET handler.
@@ -85,7 +86,7 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
 async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
     let sid = record.id.as_str();
     let stream = id.stream.to_string();
-    if let Err(e) = check_resumable(app, sid, &stream, &id.position).await {
+    if let Err(e) = resume::check_resumable(app, sid, &stream, &id.position).await {
         if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
             telemetry::replay_miss(sid, &e.to_string());
         }
@@ -118,45 +119,6 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         close_after_replay,
     };
     Ok(pump::open(app, open, &[]))
-}
-
-/// How far ahead of this node's clock an event position may be and still count as possibly sent
-/// (positions come from Redis's clock).
-const CLOCK_SKEW_MS: u64 = 60_000;
-
-/// Refuses a `Last-Event-ID` that cannot be resumed before anything is claimed, so that a refused
-/// resume never disturbs the connection holding the stream now: a stream this session does not
-/// have (400), an id older than the retained log (410), an id of no event sent yet (400). Read
-/// only: one replay page of one event, and a second one only when the id names the newest event
-/// or none (to tell which).
-pub(crate) async fn check_resumable(
-    app: &App,
-    sid: &str,
-    stream: &str,
-    after: &str,
-) -> Result<(), HttpError> {
-    let now_ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
-    if position_order(after).0 > now_ms + CLOCK_SKEW_MS {
-        return Err(HttpError::UnknownStream);
-    }
-    match app.store.replay(sid, stream, after, 1).await? {
-        Replay::Events(events) if !events.is_empty() || after == EventId::START => return Ok(()),
-        Replay::Events(_) => {}
-        Replay::UnknownStream => return Err(HttpError::UnknownStream),
-        Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
-    }
-    // Nothing after `after`: it is the newest event's position, or no event's at all.
-    let (ms, seq) = position_order(after);
-    let before = match seq.checked_sub(1) {
-        Some(s) => format!("{ms}-{s}"),
-        None => format!("{}-{}", ms.saturating_sub(1), u64::MAX),
-    };
-    match app.store.replay(sid, stream, &before, 1).await? {
-        Replay::Events(events) if events.first().is_some_and(|e| e.position == after) => Ok(()),
-        _ => Err(HttpError::UnknownStream),
-    }
 }
 
 type Prepared = (

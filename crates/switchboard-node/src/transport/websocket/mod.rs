@@ -175,8 +175,7 @@ pub async fn attach(
     let resuming = last.is_some();
     if let Some(last) = &last {
         if let Err(e) =
-            crate::transport::streamable::get::check_resumable(app, &sid, stream, &last.position)
-                .await
+            crate::streams::resume::check_resumable(app, &sid, stream, &last.position).await
         {
             if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
                 telemetry::replay_miss(&sid, &e.to_string());
