@@ -33,16 +33,15 @@ pub struct AuthConfig {
     pub jwt_public_keys_pem: Vec<String>,
 }
 
-/// The node's names of the keys (its problems name them so) and their dotted paths here.
-const NODE_KEYS: [(&str, &str); 8] = [
-    ("auth_resource_url", "auth.resource_url"),
-    ("auth_authorization_servers", "auth.authorization_servers"),
-    ("auth_scopes_supported", "auth.scopes_supported"),
-    ("auth_required_scopes", "auth.required_scopes"),
-    ("auth_issuer", "auth.issuer"),
-    ("auth_audience", "auth.audience"),
-    ("auth_jwt_hs256_secrets", "auth.jwt_hs256_secrets"),
-    ("auth_jwt_public_keys_pem", "auth.jwt_public_keys_pem"),
+/// The keys besides `resource_url`, which do nothing while it is empty.
+const OTHER_KEYS: [&str; 7] = [
+    "auth.authorization_servers",
+    "auth.scopes_supported",
+    "auth.required_scopes",
+    "auth.issuer",
+    "auth.audience",
+    "auth.jwt_hs256_secrets",
+    "auth.jwt_public_keys_pem",
 ];
 
 impl AuthConfig {
@@ -76,11 +75,7 @@ impl AuthConfig {
                 })
                 .collect();
         };
-        let mut problems: Vec<(&'static str, String)> = settings
-            .problems()
-            .into_iter()
-            .map(|(key, message)| (dotted(key), renamed(&message)))
-            .collect();
+        let mut problems = settings.problems();
         if metadata::served_paths(&settings.resource_url).contains(&endpoint_path.to_owned()) {
             problems.push((
                 "http.endpoint_path",
@@ -102,28 +97,13 @@ impl AuthConfig {
             !self.jwt_hs256_secrets.is_empty(),
             !self.jwt_public_keys_pem.is_empty(),
         ];
-        NODE_KEYS[1..]
-            .iter()
+        OTHER_KEYS
+            .into_iter()
             .zip(set)
             .filter(|(_, s)| *s)
-            .map(|((_, key), _)| *key)
+            .map(|(key, _)| key)
             .collect()
     }
-}
-
-/// The dotted path of a key the node names by its flat name.
-fn dotted(node_key: &'static str) -> &'static str {
-    NODE_KEYS
-        .iter()
-        .find(|(flat, _)| *flat == node_key)
-        .map_or(node_key, |(_, path)| path)
-}
-
-/// `message` with the node's flat key names replaced by the dotted paths.
-fn renamed(message: &str) -> String {
-    NODE_KEYS
-        .iter()
-        .fold(message.to_owned(), |m, (flat, path)| m.replace(flat, path))
 }
 
 #[cfg(test)]

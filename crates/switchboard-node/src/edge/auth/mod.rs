@@ -121,29 +121,29 @@ impl AuthSettings {
     pub fn problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         if let Some(why) = url_problem(&self.resource_url, true) {
-            out.push(("auth_resource_url", format!("auth_resource_url {why}")));
+            out.push(("auth.resource_url", format!("auth.resource_url {why}")));
         }
         if self.authorization_servers.is_empty() {
             out.push((
-                "auth_authorization_servers",
-                "auth_authorization_servers must list at least one issuer URL when auth_resource_url is set (RFC 9728 §2)".to_owned(),
+                "auth.authorization_servers",
+                "auth.authorization_servers must list at least one issuer URL when auth.resource_url is set (RFC 9728 §2)".to_owned(),
             ));
         }
         for s in &self.authorization_servers {
             if let Some(why) = url_problem(s, false) {
                 out.push((
-                    "auth_authorization_servers",
-                    format!("auth_authorization_servers entry {why}"),
+                    "auth.authorization_servers",
+                    format!("auth.authorization_servers entry {why}"),
                 ));
             }
         }
         out.extend(self.scope_problems());
         if self.hs256_secrets.is_empty() && self.public_keys_pem.is_empty() {
-            out.push(("auth_jwt_hs256_secrets", "auth_resource_url is set but no verification key is: set auth_jwt_hs256_secrets or auth_jwt_public_keys_pem".to_owned()));
+            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets or auth.jwt_public_keys_pem".to_owned()));
         }
         for (i, s) in self.hs256_secrets.iter().enumerate() {
             if s.len() < MIN_HS256_SECRET_BYTES {
-                out.push(("auth_jwt_hs256_secrets", format!("auth_jwt_hs256_secrets entry {} is shorter than {MIN_HS256_SECRET_BYTES} bytes (RFC 7518 §3.2)", i + 1)));
+                out.push(("auth.jwt_hs256_secrets", format!("auth.jwt_hs256_secrets entry {} is shorter than {MIN_HS256_SECRET_BYTES} bytes (RFC 7518 §3.2)", i + 1)));
             }
         }
         out.extend(token::Verifier::new(self).1);
@@ -153,8 +153,8 @@ impl AuthSettings {
     fn scope_problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
         let lists = [
-            ("auth_scopes_supported", &self.scopes_supported),
-            ("auth_required_scopes", &self.required_scopes),
+            ("auth.scopes_supported", &self.scopes_supported),
+            ("auth.required_scopes", &self.required_scopes),
         ];
         for (key, list) in lists {
             // RFC 6749 §3.3 scope-token: %x21 / %x23-5B / %x5D-7E.
@@ -175,8 +175,8 @@ impl AuthSettings {
                 .find(|s| !self.scopes_supported.contains(s))
             {
                 out.push((
-                    "auth_required_scopes",
-                    format!("auth_required_scopes entry `{s}` is not in auth_scopes_supported"),
+                    "auth.required_scopes",
+                    format!("auth.required_scopes entry `{s}` is not in auth.scopes_supported"),
                 ));
             }
         }

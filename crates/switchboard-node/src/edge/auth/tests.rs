@@ -96,18 +96,18 @@ fn settings_problems_name_their_keys() {
     assert_eq!(
         keys,
         [
-            "auth_resource_url",
-            "auth_authorization_servers",
-            "auth_scopes_supported",
-            "auth_required_scopes",
-            "auth_jwt_hs256_secrets"
+            "auth.resource_url",
+            "auth.authorization_servers",
+            "auth.scopes_supported",
+            "auth.required_scopes",
+            "auth.jwt_hs256_secrets"
         ]
     );
     let keyless = AuthSettings {
         hs256_secrets: Vec::new(),
         ..settings()
     };
-    assert_eq!(keyless.problems()[0].0, "auth_jwt_hs256_secrets");
+    assert_eq!(keyless.problems()[0].0, "auth.jwt_hs256_secrets");
     let loopback = AuthSettings {
         resource_url: "http://127.0.0.1:8080/mcp".into(),
         ..settings()

@@ -79,8 +79,8 @@ impl Verifier {
             match DecodingKey::from_secret(secret.as_bytes()) {
                 Ok(k) => hs256.push(k),
                 Err(e) => problems.push((
-                    "auth_jwt_hs256_secrets",
-                    format!("auth_jwt_hs256_secrets entry {} is unusable: {e}", i + 1),
+                    "auth.jwt_hs256_secrets",
+                    format!("auth.jwt_hs256_secrets entry {} is unusable: {e}", i + 1),
                 )),
             }
         }
@@ -92,9 +92,9 @@ impl Verifier {
                 es256.push(k);
             } else {
                 problems.push((
-                    "auth_jwt_public_keys_pem",
+                    "auth.jwt_public_keys_pem",
                     format!(
-                        "auth_jwt_public_keys_pem entry {} is neither an RSA nor an EC (P-256) public key in PEM",
+                        "auth.jwt_public_keys_pem entry {} is neither an RSA nor an EC (P-256) public key in PEM",
                         i + 1
                     ),
                 ));

@@ -152,5 +152,5 @@ fn unparsable_public_keys_are_named() {
         ..settings()
     });
     assert_eq!(problems.len(), 1);
-    assert_eq!(problems[0].0, "auth_jwt_public_keys_pem");
+    assert_eq!(problems[0].0, "auth.jwt_public_keys_pem");
 }
