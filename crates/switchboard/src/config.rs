@@ -93,7 +93,7 @@ impl Config {
     /// `cluster.node_id` is a label: the process runs as `<node_id>.<4 random hex>`, so a
     /// restarted process (same pod name, same flag) is never mistaken for the dead one whose
     /// requests, streams and stdio children the cluster is still failing over; an empty one
-    /// becomes 8 random hex characters. Only `serve` calls this (`run::run_on`); `switchboard
+    /// becomes 8 random hex characters. Only `serve` calls this (`startup::run_on`); `switchboard
     /// config` prints the id as configured.
     pub fn resolved(mut self) -> Self {
         let id = &mut self.cluster.node_id;

@@ -16,12 +16,12 @@
 //! - [`config`]: [`Config`], the one typed config tree of sections: defaults, validation, mapping onto
 //!   [`switchboard_node::NodeConfig`] and [`switchboard_store::StoreConfig`].
 //! - [`mod@load`]: merging defaults < TOML file < `SWITCHBOARD_*` env (`SWITCHBOARD_SESSION__IDLE_TTL`) < flags with `figment`.
-//! - [`run`]: start-up ([`run::run`], testable on a bound listener), logging, signals.
+//! - [`startup`]: start-up ([`startup::run`], testable on a bound listener), logging, signals.
 
 pub mod cli;
 pub mod config;
 pub mod load;
-pub mod run;
+pub mod startup;
 
 pub use config::{Config, LogFormat};
 pub use load::{load, ConfigError, Sources};

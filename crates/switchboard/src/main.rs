@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use switchboard::cli::{Cli, Command};
-use switchboard::run::{init_tracing, run, shutdown_signal};
+use switchboard::startup::{init_tracing, run, shutdown_signal};
 
 /// jemalloc instead of the system allocator. Measured side by side on a loaded node (BENCHMARKS.md):
 /// glibc's malloc and free took about 18% of its CPU samples; jemalloc and mimalloc both cut the
