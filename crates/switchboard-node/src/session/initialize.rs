@@ -5,13 +5,11 @@
 //! `Mcp-Session-Id` sent along is ignored: `initialize` always starts a fresh session. Nothing is
 //! stored unless the request is valid and under the session cap.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::response::Response;
 use http::{HeaderValue, StatusCode};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
-use switchboard_store::{CreateOutcome, SessionRecord};
+use switchboard_store::CreateOutcome;
 
 use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
@@ -56,22 +54,7 @@ pub async fn create(
     }
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
-    let record = SessionRecord {
-        id: sid.to_string(),
-        revision: revision.to_string(),
-        initialize_params: params.into(),
-        initialized: false,
-        log_level: None,
-        subscriptions: Vec::new(),
-        // The token's principal when authorization is on, else "anonymous" (see crate::edge::auth).
-        principal: crate::edge::auth::current_principal(),
-        upstream_sessions: Default::default(),
-        owners: Default::default(),
-        created_ms: SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    };
+    let record = crate::session::new_record(&sid, revision.as_str(), params.into());
     if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
         telemetry::session_refused();
         return Err(HttpError::AtCapacity {

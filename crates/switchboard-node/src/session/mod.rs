@@ -177,6 +177,30 @@ fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
     Ok(loaded)
 }
 
+/// A new session's record: revision `revision`, the client's `initialize` params (`null` until a
+/// legacy SSE client sends them), bound to the request's principal ("anonymous" when
+/// authorization is off, see [`crate::edge::auth`]), created now.
+pub fn new_record(
+    sid: &SessionId,
+    revision: &str,
+    initialize_params: std::sync::Arc<serde_json::Value>,
+) -> SessionRecord {
+    SessionRecord {
+        id: sid.to_string(),
+        revision: revision.to_owned(),
+        initialize_params,
+        initialized: false,
+        log_level: None,
+        subscriptions: Vec::new(),
+        principal: crate::edge::auth::current_principal(),
+        upstream_sessions: Default::default(),
+        owners: Default::default(),
+        created_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    }
+}
+
 /// The session's revision, parsed (records only hold revisions we speak).
 pub fn revision(record: &SessionRecord) -> Revision {
     Revision::parse(&record.revision).unwrap_or(Revision::LATEST)

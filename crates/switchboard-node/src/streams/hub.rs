@@ -25,6 +25,16 @@ pub struct StreamEvent {
     pub end: bool,
 }
 
+impl From<switchboard_store::LoggedEvent> for StreamEvent {
+    fn from(e: switchboard_store::LoggedEvent) -> StreamEvent {
+        StreamEvent {
+            position: e.position,
+            data: e.data,
+            end: e.end,
+        }
+    }
+}
+
 /// What a connection task receives. Events are boxed so that the queue's slots stay one word
 /// wide: an idle stream's queue allocates its first block of slots up front (issue 4, memory per
 /// open stream).

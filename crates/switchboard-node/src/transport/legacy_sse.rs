@@ -49,7 +49,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, Body, EventId, Message, RequestId, Revision};
 use switchboard_protocol::{SessionId, StreamId};
-use switchboard_store::{CreateOutcome, SessionRecord, SessionUpdate};
+use switchboard_store::{CreateOutcome, SessionUpdate};
 
 use crate::edge::error::HttpError;
 use crate::exec::start::{refusal, start_call, AnswerTo, Request, Started};
@@ -87,7 +87,7 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
     crate::edge::accept::check_get(&headers)?;
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
     let sid = SessionId::generate();
-    let record = new_record(&sid);
+    let record = session::new_record(&sid, LEGACY_REVISION.as_str(), Value::Null.into());
     if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
         telemetry::session_refused();
         return Err(HttpError::AtCapacity {
@@ -122,25 +122,6 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
         &[],
         Framing::Legacy { endpoint },
     ))
-}
-
-fn new_record(sid: &SessionId) -> SessionRecord {
-    SessionRecord {
-        id: sid.to_string(),
-        revision: LEGACY_REVISION.to_string(),
-        initialize_params: Value::Null.into(),
-        initialized: false,
-        log_level: None,
-        subscriptions: Vec::new(),
-        // The token's principal when authorization is on, else "anonymous" (see crate::edge::auth).
-        principal: crate::edge::auth::current_principal(),
-        upstream_sessions: Default::default(),
-        owners: Default::default(),
-        created_ms: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    }
 }
 
 /// POST on the messages path: one client message, answered 202; replies go to the SSE stream.

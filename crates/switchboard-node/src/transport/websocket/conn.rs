@@ -184,12 +184,7 @@ impl Conn {
 
     pub(super) async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
         for e in events {
-            let ev = StreamEvent {
-                position: e.position,
-                data: e.data,
-                end: e.end,
-            };
-            if let Step::Stop = self.write(ev).await {
+            if let Step::Stop = self.write(e.into()).await {
                 return Step::Stop;
             }
         }
