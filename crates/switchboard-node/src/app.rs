@@ -1,66 +1,103 @@
-//! The router and the edge stack: where each request goes, and every layer it passes before a
-//! transport handler sees it, in one place.
+//! The whole HTTP edge in one file: the connection, the router, and every layer a request passes
+//! before a transport handler sees it. "Where does a POST go" is answered here, top to bottom.
 //!
 //! The edge of every MCP route (the Streamable HTTP endpoint, `/mcp` by default; the legacy
 //! HTTP+SSE routes; the WebSocket upgrade), outermost first:
-//! 0. The connection (`edge::server`): HTTP/1 with upgrades, TCP_NODELAY; a request head over
+//!
+//! 0. The connection ([`serve`]): plain HTTP/1 with upgrades; a request head over
 //!    `http.max_request_head` gets 431 from hyper before any layer runs.
-//! 1. Body limit ([`edge`]: `tower-http`'s `RequestBodyLimitLayer`): a body that declares more
-//!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one
-//!    fails with 413 when the handler reads it.
-//! 2. Origin and Host ([`origin_and_host`], `edge::guard`): 403 / 421.
-//! 3. Authentication, only when `auth_*` is configured ([`authenticate`], `edge::auth`): POST,
+//! 1. Body limit (`tower-http`'s `RequestBodyLimitLayer`, [`edge`]): a body that declares more
+//!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one fails
+//!    with 413 when the handler reads it.
+//! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421.
+//! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
 //!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
 //!    body is read (C34). The token's principal runs with the request; the session load checks
 //!    it.
-//! 4. The method router: the endpoint takes POST (`transport::streamable::post`), GET
-//!    (`…::get`) and DELETE (`…::delete`); the legacy routes GET on the SSE path and POST on the
-//!    messages path (`transport::legacy_sse`); the WebSocket path GET (`transport::websocket`).
-//!    Anything else gets 405 with `Allow`.
-//! 5. The handler: its own header checks (Content-Type, Accept, `MCP-Protocol-Version`), the
-//!    JSON-RPC parse, the session load (one store round trip, the principal checked), then
-//!    `exec::start::start_call` (`docs/architecture.md` walks it).
+//! 4. The method router ([`router`]): the endpoint takes POST, GET and DELETE; the legacy routes
+//!    GET on the SSE path and POST on the messages path; the WebSocket path GET. Anything else
+//!    gets 405 with `Allow`.
+//! 5. Revision and header checks of the method ([`post_headers`], [`get_headers`],
+//!    [`delete_headers`], `edge::header_checks`): a POST's `Content-Type` (415) and `Accept`
+//!    (406; the answer forms it allows go on with the request as
+//!    [`header_checks::Answers`]); a GET's `Accept` (406); a GET or DELETE in the sessionless
+//!    2026-07-28 revision (405).
+//! 6. The transport handler: `transport::streamable::{post, get, delete}`,
+//!    `transport::legacy_sse`, `transport::websocket`. A POST is parsed (400), sent on by
+//!    revision (a 2026-07-28 request to `transport::stateless`, `initialize` to
+//!    `session::initialize`), and any other message gets its session loaded and admitted
+//!    (`session`: `Mcp-Session-Id` 400/404, `MCP-Protocol-Version` 400, one store round trip,
+//!    the principal checked) before `exec::call::start_call` runs it. A GET receives its
+//!    session from the [`crate::session::LoadedSession`] extractor. `docs/architecture.md`
+//!    walks each path file by file.
 //!
-//! Outside the edge: `/healthz` (process up), `/readyz` (store reachable; never about
-//! upstreams, see [`ready`]), `/metrics` (Prometheus text), `/upstreamz` (this node's view of
-//! each upstream, JSON), and with authorization on the RFC 9728 metadata, no token needed, at
-//! `/.well-known/oauth-protected-resource<resource path>` and at the root
+//! Outside the edge: `/healthz` (process up) and the probes of [`crate::probes`] (`/readyz`,
+//! `/metrics`, `/upstreamz`), and with authorization on the RFC 9728 metadata, no token needed,
+//! at `/.well-known/oauth-protected-resource<resource path>` and at the root
 //! `/.well-known/oauth-protected-resource` (`edge::auth::metadata::served_paths`).
+//!
+//! Why [`serve`] and not `axum::serve`: an open SSE stream is an idle connection held for
+//! minutes, and its memory is mostly the HTTP stack's (issue 4, `BENCHMARKS.md` §4).
+//! `axum::serve` wraps every connection in hyper-util's auto-protocol builder (a version sniff
+//! before HTTP/1, the builder kept in the connection task) and lets hyper keep a box the size of
+//! the router's whole request future for the connection's life. Here the connection is plain
+//! HTTP/1 (the node never spoke HTTP/2: axum is built without it), the read buffer is capped at
+//! `http.max_request_head`, and each request's future is boxed so that an idle connection holds
+//! a pointer, not the future's space.
 
-use std::time::Duration;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::{pin, Pin};
 
 use axum::body::Body;
 use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get as get_route, on, MethodFilter, MethodRouter};
+use axum::serve::Listener;
 use axum::Router;
 use http::{Method, StatusCode};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tower::util::{MapRequestLayer, MapResponseLayer};
 use tower::ServiceBuilder;
 use tower_http::body::Limited;
 use tower_http::limit::{RequestBodyLimitLayer, ResponseBody};
+use tower_service::Service;
 
 use crate::edge::error::HttpError;
+use crate::edge::{auth, header_checks};
+use crate::probes;
 use crate::state::App;
-use crate::{
-    edge::auth, edge::guard, telemetry, transport::legacy_sse, transport::streamable::delete,
-    transport::streamable::get, transport::streamable::post, transport::websocket,
-};
+use crate::transport::streamable::{delete, get, post};
+use crate::transport::{legacy_sse, stateless, websocket};
 
-/// Builds the router: each MCP route behind [`edge`], the probes and metadata beside it.
+/// Builds the router (layer 4): each MCP route behind [`edge`] (layers 1 to 3), each method
+/// behind its header checks (layer 5); the probes and the metadata beside them.
 pub fn router(app: App) -> Router {
-    let mcp = on(MethodFilter::POST, post::on_post)
-        .on(MethodFilter::GET, get::on_get)
-        .on(MethodFilter::DELETE, delete::on_delete)
-        .on(MethodFilter::HEAD, not_allowed)
-        .fallback(not_allowed);
+    let mcp = on(
+        MethodFilter::POST,
+        post::on_post.layer(middleware::from_fn(post_headers)),
+    )
+    .on(
+        MethodFilter::GET,
+        get::on_get.layer(middleware::from_fn(get_headers)),
+    )
+    .on(
+        MethodFilter::DELETE,
+        delete::on_delete.layer(middleware::from_fn(delete_headers)),
+    )
+    .on(MethodFilter::HEAD, not_allowed)
+    .fallback(not_allowed);
     let mut router = Router::new()
         .route(&app.cfg.endpoint_path, edge(&app, mcp))
         .route("/healthz", get_route(|| async { "ok" }))
-        .route("/readyz", get_route(ready))
-        .route("/metrics", get_route(metrics))
-        .route("/upstreamz", get_route(upstreamz));
+        .route("/readyz", get_route(probes::ready))
+        .route("/metrics", get_route(probes::metrics))
+        .route("/upstreamz", get_route(probes::upstreamz));
     for (path, legacy) in legacy_sse::routes(&app) {
         router = router.route(&path, edge(&app, legacy));
     }
@@ -74,8 +111,7 @@ pub fn router(app: App) -> Router {
     router.with_state(app)
 }
 
-/// Layers 1 to 3 of the module's stack around an MCP route's methods (layer 4), outermost
-/// first.
+/// Layers 1 to 3 around an MCP route's methods, outermost first.
 fn edge(app: &App, routes: MethodRouter<App>) -> MethodRouter<App> {
     let max_body = app.cfg.max_body_bytes;
     let stack = ServiceBuilder::new()
@@ -117,6 +153,14 @@ fn too_large_as_json_rpc(
     response.map(Body::new)
 }
 
+/// Layer 2: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
+async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {
+    match header_checks::check_origin_and_host(&app.cfg, req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 /// Layer 3: POST, GET and DELETE need a valid token; the rest go on to their 405.
 async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Response {
     let Some(auth) = app.auth.as_ref() else {
@@ -131,6 +175,39 @@ async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Respo
     }
 }
 
+/// Layer 5 of a POST: `Content-Type` must be JSON (415), `Accept` must allow an answer form
+/// (406); the forms allowed ride with the request as an extension, for the handler.
+async fn post_headers(mut req: Request, next: Next) -> Response {
+    let checked = header_checks::check_content_type(req.headers())
+        .and_then(|()| header_checks::Answers::of_post(req.headers()));
+    match checked {
+        Ok(answers) => {
+            req.extensions_mut().insert(answers);
+            next.run(req).await
+        }
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Layer 5 of a GET: no GET in the 2026-07-28 revision (405); `Accept` must allow
+/// `text/event-stream` (406).
+async fn get_headers(req: Request, next: Next) -> Response {
+    let checked = stateless::refuse_get_or_delete(req.headers())
+        .and_then(|()| header_checks::check_get(req.headers()));
+    match checked {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Layer 5 of a DELETE: no DELETE in the 2026-07-28 revision (405).
+async fn delete_headers(req: Request, next: Next) -> Response {
+    match stateless::refuse_get_or_delete(req.headers()) {
+        Ok(()) => next.run(req).await,
+        Err(e) => e.into_response(),
+    }
+}
+
 /// The RFC 9728 document (no token needed: clients read it to learn how to get one).
 async fn protected_resource_metadata(State(app): State<App>) -> Response {
     match app.auth.as_ref() {
@@ -139,70 +216,71 @@ async fn protected_resource_metadata(State(app): State<App>) -> Response {
     }
 }
 
-/// Layer 2: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
-async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {
-    match guard::check_origin_and_host(&app.cfg, req.headers()) {
-        Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
-    }
-}
-
 async fn not_allowed() -> Response {
     HttpError::MethodNotAllowed.into_response()
 }
 
-/// How long reading `/upstreamz` or `/metrics` waits for upstreams to bring their view up to
-/// date first ([`switchboard_upstream::Upstream::refresh_statuses`]: an http upstream's host
-/// resolved again when its last resolution is older than `resolve_interval_ms`). Past it the
-/// answer shows the older view, whose `resolved_at_ms` says how old.
-pub const STATUS_REFRESH_WAIT: Duration = Duration::from_secs(2);
+/// hyper's smallest read-buffer cap (its initial read buffer); it panics below it.
+const MIN_BUF_SIZE: usize = 8192;
 
-/// Lets the upstreams bring their status up to date, for at most [`STATUS_REFRESH_WAIT`].
-async fn refresh_statuses(app: &App) {
-    let refresh = app.upstream.refresh_statuses();
-    if tokio::time::timeout(STATUS_REFRESH_WAIT, refresh)
-        .await
-        .is_err()
-    {
-        tracing::debug!(
-            "the upstreams' status was not brought up to date in time; showing the older view"
-        );
+/// One request's future, boxed: hyper keeps a box of the service's future type for the whole
+/// connection, so an unboxed router future would cost its full size on every idle stream.
+type BoxedResponse = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+/// Serves `router` on every connection `listener` accepts until `shutdown` resolves, then stops
+/// accepting, asks every open connection to finish its current response and close (HTTP/1
+/// keep-alive off), and returns when all have closed. The caller bounds that wait.
+///
+/// `max_head` caps each connection's read buffer, hence the request head (a larger one gets
+/// 431, as hyper answers it); hyper's default cap (~400 KiB) would let a buffer grown by a fast
+/// body stay that large for the connection's life.
+pub(crate) async fn serve<L>(
+    mut listener: L,
+    router: axum::Router,
+    max_head: usize,
+    shutdown: impl Future<Output = ()> + Send,
+) where
+    L: Listener,
+{
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.max_buf_size(max_head.max(MIN_BUF_SIZE));
+    let draining = CancellationToken::new();
+    let connections = TaskTracker::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        // `Listener::accept` retries failed accepts itself (with a pause on errors such as
+        // EMFILE), so this loop only ends on shutdown.
+        let (io, _remote) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let router = router.clone();
+        let service = hyper::service::service_fn(move |request: http::Request<Incoming>| {
+            // The router's `poll_ready` is always ready; its future owns what it needs.
+            Box::pin(router.clone().call(request.map(Body::new))) as BoxedResponse
+        });
+        let conn = http
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
+        let draining = draining.clone();
+        connections.spawn(async move {
+            let mut conn = pin!(conn);
+            let served = tokio::select! {
+                served = conn.as_mut() => served,
+                () = draining.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    conn.await
+                }
+            };
+            if let Err(e) = served {
+                tracing::trace!(error = %e, "connection ended with an error");
+            }
+        });
     }
-}
-
-/// The node's counters, then each upstream's series.
-async fn metrics(State(app): State<App>) -> String {
-    refresh_statuses(&app).await;
-    let mut text = telemetry::render();
-    text.push_str(&telemetry::render_upstreams(&app.upstream.statuses()));
-    text
-}
-
-/// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured
-/// upstream ([`switchboard_upstream::status`]), in config order.
-async fn upstreamz(State(app): State<App>) -> Response {
-    refresh_statuses(&app).await;
-    let body = serde_json::json!({
-        "node": app.node_id(),
-        "upstreams": app.upstream.statuses(),
-    });
-    axum::Json(body).into_response()
-}
-
-/// 200 when the store answers within 2 s, else 503. Upstreams play no part: one upstream's
-/// outage must not take every replica out of the Service (which would stop all other upstreams
-/// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
-/// and the `switchboard_upstream_*` metrics are where upstreams are watched.
-async fn ready(State(app): State<App>) -> Response {
-    let probe = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        app.store.count_sessions(),
-    )
-    .await;
-    match probe {
-        Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
-        _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),
-    }
+    drop(listener);
+    draining.cancel();
+    connections.close();
+    connections.wait().await;
 }
 
 #[cfg(test)]
@@ -283,5 +361,65 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    }
+}
+
+#[cfg(test)]
+mod server_tests {
+    use std::time::Duration;
+
+    use axum::routing::get;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// Sends one request with a `X-Pad` header of `pad` bytes and returns the status line.
+    async fn status(conn: &mut TcpStream, pad: usize) -> String {
+        let head = format!(
+            "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: {}\r\n\r\n",
+            "a".repeat(pad)
+        );
+        conn.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !answer.ends_with(b"ok") && !answer.ends_with(b"\r\n\r\n") {
+            let n = conn.read(&mut buf).await.unwrap();
+            assert!(n > 0, "connection closed early");
+            answer.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&answer).into_owned();
+        text.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn keeps_connections_alive_caps_the_head_and_drains_on_shutdown() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let router = axum::Router::new().route("/", get(|| async { "ok" }));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(super::serve(listener, router, 16 * 1024, async {
+            let _ = stopped.await;
+        }));
+
+        let mut conn = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(status(&mut conn, 10).await, "HTTP/1.1 200 OK");
+        // The same connection again (keep-alive), with a head over hyper's initial 8 KiB buffer.
+        assert_eq!(status(&mut conn, 12 * 1024).await, "HTTP/1.1 200 OK");
+        let mut big = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(
+            status(&mut big, 20 * 1024).await,
+            "HTTP/1.1 431 Request Header Fields Too Large"
+        );
+
+        // Shutdown closes the idle keep-alive connection and then returns.
+        stop.send(()).unwrap();
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest));
+        assert!(closed.await.is_ok(), "the idle connection is closed");
+        let done = tokio::time::timeout(Duration::from_secs(5), server).await;
+        assert!(done.is_ok(), "serve returns once connections closed");
+        assert!(
+            TcpStream::connect(addr).await.is_err(),
+            "no longer accepting"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod edge;
 pub(crate) mod exec;
+pub(crate) mod probes;
 pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod streams;
@@ -103,7 +104,7 @@ pub async fn serve(
     // Each connection gets a clone of the router (reference counted): no per-connection rebuild
     // of its route table (about 2.3 KiB per connection, held as long as an SSE stream is open;
     // massif, issue 4).
-    let server = edge::server::serve(
+    let server = app::serve(
         listener,
         router,
         app.cfg.max_request_head_bytes,

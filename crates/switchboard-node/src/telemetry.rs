@@ -133,7 +133,7 @@ pub fn stateless_cancelled(method: &str) {
 }
 
 /// A notification of a request answered as one JSON body went to the session's standalone
-/// stream instead of the request's own (see [`crate::edge::accept`]).
+/// stream instead of the request's own (see [`crate::edge::header_checks`]).
 pub fn notification_rerouted(sid: &str, method: &str) {
     inc(&counter::NOTIFICATIONS_REROUTED);
     tracing::debug!(
@@ -144,7 +144,7 @@ pub fn notification_rerouted(sid: &str, method: &str) {
 }
 
 /// A notification of a 2026-07-28 request answered as one JSON body was dropped: that revision
-/// has no stream to carry it (see [`crate::edge::accept`]).
+/// has no stream to carry it (see [`crate::edge::header_checks`]).
 pub fn notification_dropped(method: &str) {
     inc(&counter::NOTIFICATIONS_DROPPED);
     tracing::debug!(

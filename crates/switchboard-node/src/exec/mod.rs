@@ -1,8 +1,8 @@
 //! A client request while it runs on this node:
 //!
-//! - [`start`]: starting one request of a session, the path every session-era transport takes.
-//! - [`call`]: running one request (session methods here, the rest at the upstream) in its own
-//!   task.
+//! - [`call`]: starting one request of a session ([`call::start_call`], the path every
+//!   session-era transport takes) and running it (session methods here, the rest at the
+//!   upstream) in its own task.
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
 //! - [`running`]: the requests running here and the server requests waiting for an answer.
@@ -13,4 +13,3 @@ pub mod cancel;
 pub mod client_peer;
 pub mod response;
 pub mod running;
-pub mod start;

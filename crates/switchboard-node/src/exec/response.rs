@@ -7,7 +7,7 @@
 //! drops can resume on any node with `Last-Event-ID`. The request keeps running after a
 //! disconnect (a disconnect is not a cancellation, item 6).
 //!
-//! A client whose `Accept` lacks `text/event-stream` (see [`crate::edge::accept`]) and a request of a
+//! A client whose `Accept` lacks `text/event-stream` (see [`crate::edge::header_checks`]) and a request of a
 //! JSON-RPC batch are answered as one JSON body whatever the timing
 //! ([`ResponseStream::new_json_only`], [`ResponseStream::for_batch`]): their notifications go to
 //! the session's standalone stream, and server-to-client requests are refused.
@@ -98,7 +98,7 @@ impl ResponseStream {
 
     /// Like [`ResponseStream::new`] for a client that accepts only `application/json`: the
     /// answer is always [`First::Json`]; notifications go to the session's standalone stream and
-    /// server-to-client requests are refused ([`crate::edge::accept::JSON_ONLY_REQUESTS`]). Registered
+    /// server-to-client requests are refused ([`crate::edge::header_checks::JSON_ONLY_REQUESTS`]). Registered
     /// lazily like any request (the HTTP side calls [`ResponseStream::register`] once the answer
     /// takes longer than `sse_after`).
     pub fn new_json_only(
@@ -233,7 +233,7 @@ impl ResponseStream {
     /// with one JSON body, which has no room for one.
     pub fn refuses_requests(&self) -> Option<&'static str> {
         match self.sink {
-            Sink::JsonOnly => Some(crate::edge::accept::JSON_ONLY_REQUESTS),
+            Sink::JsonOnly => Some(crate::edge::header_checks::JSON_ONLY_REQUESTS),
             Sink::Batch => Some(
                 "this call is part of a JSON-RPC batch, whose answer has no stream on which a \
                  request could be sent to the client",

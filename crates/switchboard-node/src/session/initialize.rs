@@ -11,13 +11,13 @@ use serde_json::{json, Value};
 use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
 use switchboard_store::CreateOutcome;
 
-use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
+use crate::edge::header_checks::Answers;
 use crate::state::App;
 use crate::telemetry;
 
 /// Handles an `initialize` request on POST: the answer as JSON (as one SSE event for a client
-/// that accepts only SSE, see [`crate::edge::accept`]), with `Mcp-Session-Id` when a session was made.
+/// that accepts only SSE, see [`crate::edge::header_checks`]), with `Mcp-Session-Id` when a session was made.
 pub async fn start_session(
     app: &App,
     id: &RequestId,

@@ -7,7 +7,7 @@
 //! reached, and every answer, notification and server-to-client request of the session is
 //! appended to that stream's log, which the store delivers to the holder on whichever node it is
 //! (the same path an upstream's unsolicited notifications take). Requests run through the same
-//! machinery as Streamable HTTP POSTs ([`crate::exec::start::start_call`]);
+//! machinery as Streamable HTTP POSTs ([`crate::exec::call::start_call`]);
 //! client notifications and responses through [`post::deliver`], so `notifications/cancelled`
 //! and answers to sampling reach the node that waits for them.
 //!
@@ -52,10 +52,10 @@ use switchboard_protocol::{SessionId, StreamId};
 use switchboard_store::{CreateOutcome, SessionUpdate};
 
 use crate::edge::error::HttpError;
-use crate::exec::start::{refusal, start_call, AnswerTo, Request, Started};
+use crate::exec::call::{refusal, start_call, AnswerTo, Request, Started};
 use crate::state::App;
 use crate::streams::pump::{self, Framing, OpenStream};
-use crate::{edge::guard, session, telemetry, transport::streamable::post};
+use crate::{edge::header_checks, session, telemetry, transport::streamable::post};
 
 /// The revision a legacy session has until `initialize` negotiates one.
 const LEGACY_REVISION: Revision = Revision::V2024_11_05;
@@ -84,7 +84,7 @@ pub async fn open(State(app): State<App>, headers: HeaderMap) -> Response {
 
 async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
     // Step 3: the client must take an event stream.
-    crate::edge::accept::check_get(&headers)?;
+    header_checks::check_get(&headers)?;
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
     let sid = SessionId::generate();
     let record = session::new_record(&sid, LEGACY_REVISION.as_str(), Value::Null.into());
@@ -145,7 +145,7 @@ async fn accept_message(
 ) -> Result<(), HttpError> {
     // Step 3: the session id, then the body: JSON, one message.
     let sid = session_param(&uri)?;
-    guard::check_content_type(&headers)?;
+    header_checks::check_content_type(&headers)?;
     let Body::Single(m) = post::read_body(&app, body).await? else {
         return Err(HttpError::InvalidRequest(
             "JSON-RPC batches are not accepted on the HTTP+SSE transport (MCP 2024-11-05)".into(),

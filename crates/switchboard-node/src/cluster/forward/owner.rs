@@ -12,7 +12,7 @@ use switchboard_upstream::{RequestContext, RpcError, Upstream};
 use tokio_util::sync::CancellationToken;
 
 use crate::exec::client_peer::{NodePeer, Route};
-use crate::session::node_session::NodeSession;
+use crate::session::NodeSession;
 use crate::state::App;
 
 /// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).

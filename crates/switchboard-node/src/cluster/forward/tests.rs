@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::cluster::inbox;
-use crate::session::node_session::NodeSession;
+use crate::session::NodeSession;
 use crate::state::{App, AppState};
 use crate::NodeConfig;
 use async_trait::async_trait;

@@ -45,9 +45,9 @@ use switchboard_protocol::{codes, headers, jsonrpc, meta, Body, Message, Revisio
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
-use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
-use crate::exec::start::check_progress_token;
+use crate::edge::header_checks::{Answers, Waited};
+use crate::exec::call::check_progress_token;
 use crate::state::App;
 use crate::{streams::sse, telemetry};
 use park::Item;
@@ -94,7 +94,7 @@ pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), crate::edge::error::Htt
     Ok(())
 }
 
-/// Answers one modern POST message in a form `answers` allows ([`crate::edge::accept`]).
+/// Answers one modern POST message in a form `answers` allows ([`crate::edge::header_checks`]).
 pub async fn serve_request(
     app: &App,
     h: &HeaderMap,
@@ -188,19 +188,18 @@ async fn answer_run(
     mut rx: tokio::sync::mpsc::Receiver<Item>,
     guard: Box<dyn Send>,
 ) -> Response {
+    let first = match answers
+        .first_within(app.cfg.sse_after, &mut Box::pin(rx.recv()))
+        .await
+    {
+        Waited::Stream => None,
+        Waited::Came(Some(Item::Final(v))) => return answer(answers, v),
+        Waited::Came(first) => first,
+        Waited::Late => None,
+    };
     match answers {
-        Answers::SseOnly => stream_answer(None, rx, guard),
-        Answers::JsonOnly => json_only_answer(rx, guard).await,
-        Answers::Either => {
-            let first = tokio::select! {
-                item = rx.recv() => item,
-                _ = tokio::time::sleep(app.cfg.sse_after) => None,
-            };
-            match first {
-                Some(Item::Final(v)) => answer(answers, v),
-                first => stream_answer(first, rx, guard),
-            }
-        }
+        Answers::JsonOnly => json_only_answer(first, rx, guard).await,
+        _ => stream_answer(first, rx, guard),
     }
 }
 
@@ -208,15 +207,21 @@ async fn answer_run(
 /// stream to ride (2026-07-28 has no standalone stream), so they are dropped and counted. The
 /// guard is held until then: a client that hangs up still cancels the request.
 async fn json_only_answer(
+    first: Option<Item>,
     mut rx: tokio::sync::mpsc::Receiver<Item>,
     guard: Box<dyn Send>,
 ) -> Response {
     let _held = guard;
-    while let Some(item) = rx.recv().await {
+    let mut next = match first {
+        Some(item) => Some(item),
+        None => rx.recv().await,
+    };
+    while let Some(item) = next {
         match item {
             Item::Note(v) => telemetry::notification_dropped(v["method"].as_str().unwrap_or("?")),
             Item::Final(v) => return answer(Answers::JsonOnly, v),
         }
+        next = rx.recv().await;
     }
     let message = "the request ended without an answer";
     answer(

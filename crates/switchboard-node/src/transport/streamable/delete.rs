@@ -11,14 +11,12 @@ use http::{HeaderMap, StatusCode};
 
 use crate::edge::error::HttpError;
 use crate::state::App;
-use crate::{edge::guard, session, telemetry};
+use crate::{session, telemetry};
 
 /// The DELETE handler: 204 when the session ended, 404 when it did not exist.
 pub async fn on_delete(State(app): State<App>, headers: HeaderMap) -> Response {
     let result = async {
-        crate::transport::stateless::refuse_get_or_delete(&headers)?;
-        let sid = session::session_id(&headers)?;
-        guard::protocol_version(&headers)?;
+        let sid = session::named(&headers)?;
         if app.auth.is_some() {
             // 404 for a missing session or another principal's (see session::load).
             let _record = session::load(&app, &sid, None).await?;

@@ -15,25 +15,25 @@ use switchboard_protocol::{headers, EventId, StreamId};
 use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
 
 use crate::edge::error::HttpError;
-use crate::session;
+use crate::session::{self, LoadedSession};
 use crate::state::App;
 use crate::streams::pump::{self, OpenStream};
 use crate::streams::resume;
-use crate::{edge::guard, telemetry};
+use crate::telemetry;
 
 /// The GET handler.
-pub async fn on_get(State(app): State<App>, headers: HeaderMap) -> Response {
-    match get(app, headers).await {
+pub async fn on_get(
+    State(app): State<App>,
+    LoadedSession(record): LoadedSession,
+    headers: HeaderMap,
+) -> Response {
+    match get(app, record, headers).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
 }
 
-async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
-    crate::transport::stateless::refuse_get_or_delete(&headers)?;
-    crate::edge::accept::check_get(&headers)?;
-    let sid = session::session_id(&headers)?;
-    guard::protocol_version(&headers)?;
+async fn get(app: App, record: SessionRecord, headers: HeaderMap) -> Result<Response, HttpError> {
     let last = match headers.get(headers::LAST_EVENT_ID) {
         None => None,
         Some(v) => Some(
@@ -43,9 +43,6 @@ async fn get(app: App, headers: HeaderMap) -> Result<Response, HttpError> {
                 .ok_or(HttpError::BadLastEventId)?,
         ),
     };
-    let record = session::load(&app, &sid, None)
-        .await?
-        .unwrap_or_else(|(r, _)| r);
     match last {
         None => standalone(&app, &record).await,
         Some(id) => resume(&app, &record, id).await,

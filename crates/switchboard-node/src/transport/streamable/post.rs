@@ -1,7 +1,7 @@
 //! POST on the MCP endpoint: one JSON-RPC message (or, under 2025-03-26, a batch).
 //!
 //! Order of checks: Content-Type (415) → Accept (406; which answer forms it allows, see
-//! [`crate::edge::accept`]) → body size (413) → JSON-RPC parse (400) →
+//! [`crate::edge::header_checks`]) → body size (413) → JSON-RPC parse (400) →
 //! era: no `Mcp-Session-Id` and modern `_meta` → the stateless path ([`crate::transport::stateless`]) →
 //! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
 //! session load and admission, one store round trip → [`start_call`] (initialized, progress token,
@@ -12,24 +12,30 @@
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
 use switchboard_store::{SessionRecord, SessionUpdate};
 
-use crate::edge::accept::Answers;
 use crate::edge::error::HttpError;
+use crate::edge::header_checks::{Answers, Waited};
+use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::exec::response::{First, ResponseStream};
-use crate::exec::start::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::session;
-use crate::session::node_session::NodeSession;
+use crate::session::NodeSession;
 use crate::state::App;
 use crate::streams::pump::{self, OpenStream};
-use crate::{edge::guard, telemetry};
+use crate::telemetry;
 
 /// The POST handler.
-pub async fn on_post(State(app): State<App>, headers: HeaderMap, body: HttpBody) -> Response {
-    match post(app, headers, body).await {
+pub async fn on_post(
+    State(app): State<App>,
+    Extension(answers): Extension<Answers>,
+    headers: HeaderMap,
+    body: HttpBody,
+) -> Response {
+    match post(app, headers, answers, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -49,9 +55,12 @@ pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpErr
     })
 }
 
-async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, HttpError> {
-    guard::check_content_type(&headers)?;
-    let answers = Answers::of_post(&headers)?;
+async fn post(
+    app: App,
+    headers: HeaderMap,
+    answers: Answers,
+    body: HttpBody,
+) -> Result<Response, HttpError> {
     let parsed = read_body(&app, body).await?;
     if crate::transport::stateless::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
@@ -84,8 +93,7 @@ async fn post(app: App, headers: HeaderMap, body: HttpBody) -> Result<Response, 
             "initialize must be a single request, not part of a batch or a notification".into(),
         ));
     }
-    let sid = session::session_id(&headers)?;
-    guard::protocol_version(&headers)?;
+    let sid = session::named(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
             request(app, sid, Request { id, method, raw }, answers).await
@@ -161,23 +169,21 @@ async fn decide(
     first: &mut tokio::sync::oneshot::Receiver<First>,
     answers: Answers,
 ) -> Option<First> {
-    if answers == Answers::SseOnly {
-        response.register().await;
-        return Some(First::Stream);
-    }
-    tokio::select! {
-        f = &mut *first => f.ok(),
-        _ = tokio::time::sleep(app.cfg.sse_after) => {
-            if answers == Answers::JsonOnly {
-                response.register().await;
-                (&mut *first).await.ok()
-            } else if response.switch_to_stream() {
-                response.register().await;
-                Some(First::Stream)
-            } else {
-                (&mut *first).await.ok()
-            }
+    match answers.first_within(app.cfg.sse_after, first).await {
+        Waited::Stream => {
+            response.register().await;
+            Some(First::Stream)
         }
+        Waited::Came(f) => f.ok(),
+        Waited::Late if answers == Answers::JsonOnly => {
+            response.register().await;
+            first.await.ok()
+        }
+        Waited::Late if response.switch_to_stream() => {
+            response.register().await;
+            Some(First::Stream)
+        }
+        Waited::Late => first.await.ok(),
     }
 }
 

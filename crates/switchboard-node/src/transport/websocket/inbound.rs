@@ -9,7 +9,7 @@ use switchboard_protocol::{codes, Body, Message, RequestId};
 use super::conn::{Conn, Step};
 use super::frame::{self, close};
 use crate::edge::error::HttpError;
-use crate::exec::start::{start_call, AnswerTo, Request, Started};
+use crate::exec::call::{start_call, AnswerTo, Request, Started};
 use crate::{session, transport::streamable::post};
 
 impl Conn {

@@ -31,7 +31,7 @@ use super::super::mrtr::Inputs;
 use super::super::park::Item;
 use super::super::{answer, call};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
-use crate::edge::accept::Answers;
+use crate::edge::header_checks::Answers;
 use crate::state::App;
 use crate::transport::stateless::names::TASK_PREFIX;
 use crate::{streams::sse, telemetry};

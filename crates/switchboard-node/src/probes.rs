@@ -1,0 +1,66 @@
+//! The node's own routes beside the MCP edge: `/readyz` (the store reachable; never about
+//! upstreams), `/metrics` (Prometheus text) and `/upstreamz` (this node's view of each upstream,
+//! JSON). `/healthz` is a constant answer in [`crate::app`].
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+
+use crate::state::App;
+use crate::telemetry;
+
+/// How long reading `/upstreamz` or `/metrics` waits for upstreams to bring their view up to
+/// date first ([`switchboard_upstream::Upstream::refresh_statuses`]: an http upstream's host
+/// resolved again when its last resolution is older than `resolve_interval_ms`). Past it the
+/// answer shows the older view, whose `resolved_at_ms` says how old.
+pub const STATUS_REFRESH_WAIT: Duration = Duration::from_secs(2);
+
+/// Lets the upstreams bring their status up to date, for at most [`STATUS_REFRESH_WAIT`].
+async fn refresh_statuses(app: &App) {
+    let refresh = app.upstream.refresh_statuses();
+    if tokio::time::timeout(STATUS_REFRESH_WAIT, refresh)
+        .await
+        .is_err()
+    {
+        tracing::debug!(
+            "the upstreams' status was not brought up to date in time; showing the older view"
+        );
+    }
+}
+
+/// The node's counters, then each upstream's series.
+pub(crate) async fn metrics(State(app): State<App>) -> String {
+    refresh_statuses(&app).await;
+    let mut text = telemetry::render();
+    text.push_str(&telemetry::render_upstreams(&app.upstream.statuses()));
+    text
+}
+
+/// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured
+/// upstream ([`switchboard_upstream::status`]), in config order.
+pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
+    refresh_statuses(&app).await;
+    let body = serde_json::json!({
+        "node": app.node_id(),
+        "upstreams": app.upstream.statuses(),
+    });
+    axum::Json(body).into_response()
+}
+
+/// 200 when the store answers within 2 s, else 503. Upstreams play no part: one upstream's
+/// outage must not take every replica out of the Service (which would stop all other upstreams
+/// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
+/// and the `switchboard_upstream_*` metrics are where upstreams are watched.
+pub(crate) async fn ready(State(app): State<App>) -> Response {
+    let probe = tokio::time::timeout(
+        std::time::Duration::from_secs(2),
+        app.store.count_sessions(),
+    )
+    .await;
+    match probe {
+        Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),
+    }
+}
