@@ -1,6 +1,6 @@
 //! The node's own routes beside the MCP edge: `/readyz` (the store reachable; never about
 //! upstreams), `/metrics` (Prometheus text) and `/upstreamz` (this node's view of each upstream,
-//! JSON). `/healthz` is a constant answer in [`crate::app`].
+//! JSON). `/healthz` is a constant answer in `app.rs`.
 
 use std::time::Duration;
 

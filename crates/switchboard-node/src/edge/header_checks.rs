@@ -1,4 +1,4 @@
-//! Header checks that run before any session is touched (layers 2 and 5 of [`crate::app`]):
+//! Header checks that run before any session is touched (layers 2 and 5 of the stack in `app.rs`):
 //! `Origin`, `Host`, `Content-Type`, `Accept` and the format of `MCP-Protocol-Version`.
 //!
 //! Sources: MCP 2025-11-25, basic/transports (Security Warning: validate `Origin`, 403 when

@@ -1,6 +1,6 @@
 //! The HTTP edge: what every request passes before a transport handler sees it.
 //!
-//! The stack itself (the connection, the layers in order, the router) is in [`crate::app`];
+//! The stack itself (the connection, the layers in order, the router) is in `app.rs`;
 //! this folder holds what its layers call:
 //!
 //! - [`header_checks`]: `Origin`, `Host`, `Content-Type`, the `Accept` policy (which answer
