@@ -3,6 +3,10 @@
 
 use std::time::Duration;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+
 use crate::transport::stateless::mrtr::seal::KEY_LEN;
 
 /// Settings of one node's HTTP front. Defaults are what `Default` gives.
@@ -146,20 +150,32 @@ impl Default for NodeConfig {
     }
 }
 
-/// MRTR settings (config keys `mrtr_*`), read by the stateless MRTR module.
-#[derive(Clone, Debug, PartialEq)]
+/// `[stateless.mrtr]`: multi round-trip requests of the stateless era (MCP 2026-07-28), read by
+/// the stateless MRTR module. The config section is this struct: its keys are `state_keys`,
+/// `state_ttl` (a duration), `max_state` (a size) and `max_parked`; the defaults below are the
+/// only place they are written.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MrtrSettings {
-    /// Keys that seal (the first) and open (all) `requestState`, 32 bytes each. Empty: the node
-    /// uses the cluster's agreed key (one random key kept in the store, same on every node).
-    pub keys: Vec<[u8; KEY_LEN]>,
-    /// How long a `requestState` stays valid after it was issued (default 10 minutes).
+    /// Keys that seal `requestState` (`state_keys`), each 32 bytes in standard base64 (e.g.
+    /// `openssl rand -base64 32`). The first seals, every one opens, so keys rotate by putting a
+    /// new key first. Empty (the default): the nodes agree on one random key kept in the store
+    /// (Redis key `<key_prefix>:secret:mrtr-request-state`). Keys that do not decode are refused
+    /// at start-up ([`MrtrSettings::problems`]).
+    #[serde(rename = "state_keys")]
+    pub keys: Vec<StateKey>,
+    /// How long an issued `requestState` can be retried (default 10 minutes).
+    #[serde(with = "crate::units::positive_duration")]
     pub state_ttl: Duration,
-    /// Largest sealed `requestState` the node issues, in bytes (default 65,536): answers are
-    /// carried in it, so a run that gathers more fails with a JSON-RPC error instead.
+    /// Largest sealed `requestState` the node issues, in bytes (`max_state`, default 64 KiB):
+    /// answers are carried in it, so a run that gathers more ends with a JSON-RPC error instead.
+    #[serde(rename = "max_state", with = "crate::units::size_bytes")]
     pub max_state_bytes: usize,
-    /// Most requests parked on one node at once (default 1,000): each holds its upstream call
-    /// (a stdio child, an upstream session) until its retry or `state_ttl`; past it a request
-    /// that asks a question fails with -32603 instead of parking.
+    /// Most requests parked on one node at once while their client answers a question (default
+    /// 1000): each holds its upstream call (a stdio child, an upstream session) until its retry
+    /// or `state_ttl`; past it a request that asks a question fails with -32603 instead of
+    /// parking.
+    #[serde(with = "crate::units::positive_count")]
     pub max_parked: usize,
 }
 
@@ -168,8 +184,75 @@ impl Default for MrtrSettings {
         MrtrSettings {
             keys: Vec::new(),
             state_ttl: Duration::from_secs(600),
-            max_state_bytes: 65_536,
+            max_state_bytes: 64 * 1024,
             max_parked: 1000,
         }
+    }
+}
+
+impl MrtrSettings {
+    /// The keys that decode, in order (the ones [`MrtrSettings::problems`] does not name).
+    pub fn decoded_keys(&self) -> Vec<[u8; KEY_LEN]> {
+        self.keys.iter().filter_map(|k| k.bytes().ok()).collect()
+    }
+
+    /// One message per key that is not 32 bytes of standard base64, naming it by its dotted
+    /// path (`stateless.mrtr.state_keys[1]: ...`). Start-up refuses settings with any.
+    pub fn problems(&self) -> Vec<String> {
+        self.keys
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| {
+                k.bytes()
+                    .err()
+                    .map(|e| format!("stateless.mrtr.state_keys[{i}]: {e}"))
+            })
+            .collect()
+    }
+}
+
+/// One `requestState` key as configured: its standard base64 text (a 32-byte key when valid).
+/// `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct StateKey(String);
+
+impl StateKey {
+    /// The key's 32 bytes, or why its text is not one.
+    pub fn bytes(&self) -> Result<[u8; KEY_LEN], String> {
+        let bytes = STANDARD.decode(self.0.trim()).map_err(|_| {
+            "not standard base64 (make one with `openssl rand -base64 32`)".to_owned()
+        })?;
+        let n = bytes.len();
+        bytes
+            .try_into()
+            .map_err(|_| format!("decodes to {n} bytes, a key has {KEY_LEN}"))
+    }
+}
+
+impl From<String> for StateKey {
+    /// A key from its base64 text (checked by [`StateKey::bytes`]).
+    fn from(text: String) -> StateKey {
+        StateKey(text)
+    }
+}
+
+impl From<&str> for StateKey {
+    /// A key from its base64 text (checked by [`StateKey::bytes`]).
+    fn from(text: &str) -> StateKey {
+        StateKey(text.to_owned())
+    }
+}
+
+impl From<[u8; KEY_LEN]> for StateKey {
+    /// A key from its bytes.
+    fn from(key: [u8; KEY_LEN]) -> StateKey {
+        StateKey(STANDARD.encode(key))
+    }
+}
+
+impl std::fmt::Debug for StateKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StateKey(<redacted>)")
     }
 }

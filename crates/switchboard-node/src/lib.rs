@@ -19,10 +19,11 @@
 //! - `cluster`: the bus inbox, ownership of node-bound upstreams, forwarding to the owner,
 //!   what upstreams hold here, background work.
 //! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
-//!   logged and counted in one place).
+//!   logged and counted in one place), [`units`] (durations and sizes as config values).
 //!
-//! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings) and
-//! [`mrtr`] (the MRTR key settings); everything else is internal to the crate.
+//! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings, also the
+//! `[auth]` config section), [`mrtr`] (the MRTR settings, also `[stateless.mrtr]`) and [`units`];
+//! everything else is internal to the crate.
 
 #![warn(clippy::too_many_lines)]
 
@@ -37,6 +38,7 @@ pub(crate) mod state;
 pub(crate) mod streams;
 pub(crate) mod telemetry;
 pub(crate) mod transport;
+pub mod units;
 
 pub use edge::auth;
 pub use transport::stateless::mrtr;
@@ -68,14 +70,14 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    if let Some(problems) = config.auth.as_ref().map(auth::AuthSettings::problems) {
-        if !problems.is_empty() {
-            let text: Vec<String> = problems.into_iter().map(|(_, m)| m).collect();
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidInput,
-                text.join("; "),
-            ));
-        }
+    let auth = config.auth.as_ref().map(auth::AuthSettings::problems);
+    let mut problems: Vec<String> = auth.into_iter().flatten().map(|(_, m)| m).collect();
+    problems.extend(config.mrtr.problems());
+    if !problems.is_empty() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            problems.join("; "),
+        ));
     }
     // Probe the upstreams (their capabilities go into `initialize` answers), but never hold the
     // start for a slow one: after PREPARE_WAIT the probes go on in the background.

@@ -69,7 +69,7 @@ pub type App = Arc<AppState>;
 impl AppState {
     /// Builds the state.
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
-        let mrtr = key_ring(&cfg.mrtr.keys);
+        let mrtr = key_ring(&cfg.mrtr.decoded_keys());
         Arc::new(AppState {
             mrtr,
             parking: Default::default(),

@@ -1,5 +1,9 @@
 //! The one typed config tree of a node: TOML sections that deserialize into typed structs, each
-//! default written once, beside its field (the section's `Default`).
+//! default written once. A section whose keys all belong to one crate's settings is that crate's
+//! struct (`[auth]` is [`AuthSettings`], `[stateless.mrtr]` is
+//! [`switchboard_node::mrtr::MrtrSettings`]); a section that feeds several crates is a struct of
+//! its own whose `Default` reads the owners' defaults ([`NodeConfig::default`],
+//! [`StoreConfig::default_for`]; the `owners` module), so no default number is written twice.
 //!
 //! `load()` (the `load` module) merges defaults < TOML file < `SWITCHBOARD_*` environment < flags into a
 //! [`Config`]; serde refuses wrong types and zero where a key must be positive; [`Config::validate`]
@@ -10,16 +14,16 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use switchboard_node::auth::AuthSettings;
+use switchboard_node::units;
 use switchboard_node::NodeConfig;
 use switchboard_store::StoreConfig;
 use switchboard_upstream::config::{UpstreamConfig, UpstreamsConfig};
 
-pub use auth::AuthConfig;
 pub use cluster::ClusterConfig;
 pub use http::HttpConfig;
 pub use log::{LogConfig, LogFormat};
 pub use moved::{moved_to, MOVED};
-pub use mrtr::MrtrConfig;
 pub use redis::{redact_url, RedisConfig};
 pub use rules::Problem;
 pub use session::SessionConfig;
@@ -32,13 +36,12 @@ mod cluster;
 mod http;
 mod log;
 mod moved;
-mod mrtr;
+mod owners;
 mod redis;
 mod rules;
 mod session;
 mod stateless;
 mod transports;
-mod units;
 
 /// Every setting of one node, one section per concern. Field docs give the unit and what happens
 /// at the limit; `docs/configuration.md` lists every key with its default.
@@ -60,8 +63,9 @@ pub struct Config {
     pub session: SessionConfig,
     /// `[stateless]`, `[stateless.mrtr]`, `[stateless.tasks]`.
     pub stateless: StatelessConfig,
-    /// `[auth]`: the OAuth 2.1 resource-server layer.
-    pub auth: AuthConfig,
+    /// `[auth]`: the OAuth 2.1 resource-server layer, off while `auth.resource_url` is empty: the
+    /// node's own settings struct ([`AuthSettings`]).
+    pub auth: AuthSettings,
     /// `[log]`.
     pub log: LogConfig,
     /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (no environment variable
@@ -81,7 +85,7 @@ impl Default for Config {
             redis: RedisConfig::default(),
             session: SessionConfig::default(),
             stateless: StatelessConfig::default(),
-            auth: AuthConfig::default(),
+            auth: AuthSettings::default(),
             log: LogConfig::default(),
             upstreams: Vec::new(),
         }
@@ -144,11 +148,11 @@ impl Config {
             max_ephemeral_sessions: stateless.max_ephemeral_sessions.get(),
             listen_queue: stateless.listen_queue.get(),
             max_progress_token_bytes: session.max_progress_token.as_usize(),
-            auth: self.auth.settings(),
+            auth: self.auth.is_on().then(|| self.auth.clone()),
             legacy_sse_path: self.transports.legacy_sse.sse_path.clone(),
             legacy_messages_path: self.transports.legacy_sse.messages_path.clone(),
             websocket_path: self.transports.websocket.path.clone(),
-            mrtr: stateless.mrtr.settings(),
+            mrtr: stateless.mrtr.clone(),
         }
     }
 

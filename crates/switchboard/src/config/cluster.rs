@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::owners::{node, positive, store};
 use super::units::NonZeroDuration;
 
 /// Membership and liveness of one node in the cluster.
@@ -27,14 +28,16 @@ pub struct ClusterConfig {
 }
 
 impl Default for ClusterConfig {
+    /// The node's and the store's defaults ([`super::owners`]).
     fn default() -> Self {
+        let (node, store) = (node(), store());
         ClusterConfig {
             node_id: String::new(),
-            heartbeat_interval: NonZeroDuration::secs(1),
-            node_ttl: NonZeroDuration::secs(5),
-            liveness_check_interval: NonZeroDuration::secs(1),
-            reaper_interval: NonZeroDuration::secs(10),
-            drain_timeout: NonZeroDuration::secs(30),
+            heartbeat_interval: positive(node.heartbeat_interval),
+            node_ttl: positive(store.node_ttl),
+            liveness_check_interval: positive(node.liveness_check_interval),
+            reaper_interval: positive(node.reaper_interval),
+            drain_timeout: positive(node.drain_timeout),
         }
     }
 }

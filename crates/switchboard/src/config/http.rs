@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::owners::{count, node, positive, size};
 use super::units::{NonZeroDuration, Size};
 
 /// The HTTP front of a node.
@@ -49,19 +50,22 @@ pub struct HttpConfig {
 }
 
 impl Default for HttpConfig {
+    /// The listener's address is the binary's own; the rest are the node's defaults
+    /// ([`super::owners`]).
     fn default() -> Self {
+        let node = node();
         HttpConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            endpoint_path: "/mcp".into(),
-            allowed_origins: Vec::new(),
-            allowed_hosts: Vec::new(),
-            max_body: Size::mib(4),
-            max_request_head: Size::kib(16),
-            connection_queue: NonZeroUsize::new(256).expect("not zero"),
-            retry_after: Duration::from_secs(5),
-            keepalive_interval: NonZeroDuration::secs(15),
-            sse_retry: Duration::from_secs(3),
-            sse_after: Duration::from_millis(50),
+            endpoint_path: node.endpoint_path,
+            allowed_origins: node.allowed_origins,
+            allowed_hosts: node.allowed_hosts,
+            max_body: size(node.max_body_bytes),
+            max_request_head: size(node.max_request_head_bytes),
+            connection_queue: count(node.connection_queue),
+            retry_after: Duration::from_secs(node.retry_after_secs),
+            keepalive_interval: positive(node.keepalive_interval),
+            sse_retry: Duration::from_millis(node.sse_retry_ms),
+            sse_after: node.sse_after,
         }
     }
 }

@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::owners::store;
+
 /// Where the cluster's shared state lives.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -19,11 +21,13 @@ pub struct RedisConfig {
 }
 
 impl Default for RedisConfig {
+    /// No URL (the memory store); the rest are the store's defaults ([`super::owners`]).
     fn default() -> Self {
+        let store = store();
         RedisConfig {
             url: String::new(),
-            key_prefix: "sb".into(),
-            record_cache_entries: 4096,
+            key_prefix: store.key_prefix,
+            record_cache_entries: store.record_cache_entries,
         }
     }
 }

@@ -53,7 +53,7 @@ impl Config {
         let separator = [("tool_separator", separator.err())];
         let upstreams = self.upstreams_config().upstream_problems();
         let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
-        let auth = self.auth.problems(endpoint);
+        let auth = super::auth::problems(&self.auth, endpoint);
         let mrtr = self.stateless.mrtr.problems().into_iter();
         let mrtr = mrtr.map(|p| ("stateless.mrtr.state_keys", Some(p)));
         let rest = single

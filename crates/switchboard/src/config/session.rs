@@ -5,6 +5,7 @@ use std::num::{NonZeroU64, NonZeroUsize};
 
 use serde::{Deserialize, Serialize};
 
+use super::owners::{count, count64, node, positive, size, store};
 use super::units::{NonZeroDuration, Size};
 
 /// Sessions and the requests in them.
@@ -40,17 +41,19 @@ pub struct SessionConfig {
 }
 
 impl Default for SessionConfig {
+    /// The node's and the store's defaults ([`super::owners`]).
     fn default() -> Self {
+        let (node, store) = (node(), store());
         SessionConfig {
-            idle_ttl: NonZeroDuration::secs(30 * 60),
-            touch_interval: NonZeroDuration::secs(10),
-            max_sessions: NonZeroU64::new(100_000).expect("not zero"),
-            max_events_per_stream: NonZeroU64::new(1000).expect("not zero"),
-            max_inflight: NonZeroU64::new(64).expect("not zero"),
-            client_request_timeout: NonZeroDuration::secs(60),
-            max_subscriptions: NonZeroUsize::new(64).expect("not zero"),
-            max_uri: Size::bytes(2048),
-            max_progress_token: Size::bytes(256),
+            idle_ttl: positive(store.idle_ttl),
+            touch_interval: positive(node.session_touch_interval),
+            max_sessions: count64(store.max_sessions),
+            max_events_per_stream: count64(store.max_events_per_stream),
+            max_inflight: count64(store.max_inflight_per_session),
+            client_request_timeout: positive(node.client_request_timeout),
+            max_subscriptions: count(node.max_subscriptions),
+            max_uri: size(node.max_uri_bytes),
+            max_progress_token: size(node.max_progress_token_bytes),
         }
     }
 }

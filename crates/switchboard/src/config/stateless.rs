@@ -5,7 +5,9 @@ use std::num::NonZeroUsize;
 
 use serde::{Deserialize, Serialize};
 
-use super::mrtr::MrtrConfig;
+use switchboard_node::mrtr::MrtrSettings;
+
+use super::owners::{count, node, positive};
 use super::units::NonZeroDuration;
 
 /// The stateless era (MCP 2026-07-28).
@@ -22,19 +24,22 @@ pub struct StatelessConfig {
     /// with per-session state: a stdio child or an upstream `initialize` each, parked ones
     /// included); past it such a request gets 503 with -32003.
     pub max_ephemeral_sessions: NonZeroUsize,
-    /// Multi round-trip requests.
-    pub mrtr: MrtrConfig,
+    /// Multi round-trip requests: the node's own settings struct
+    /// ([`switchboard_node::mrtr::MrtrSettings`]).
+    pub mrtr: MrtrSettings,
     /// The tasks extension.
     pub tasks: TasksConfig,
 }
 
 impl Default for StatelessConfig {
+    /// The node's defaults ([`super::owners`]).
     fn default() -> Self {
+        let node = node();
         StatelessConfig {
-            max_listeners: NonZeroUsize::new(10_000).expect("not zero"),
-            listen_queue: NonZeroUsize::new(64).expect("not zero"),
-            max_ephemeral_sessions: NonZeroUsize::new(256).expect("not zero"),
-            mrtr: MrtrConfig::default(),
+            max_listeners: count(node.max_listeners),
+            listen_queue: count(node.listen_queue),
+            max_ephemeral_sessions: count(node.max_ephemeral_sessions),
+            mrtr: node.mrtr,
             tasks: TasksConfig::default(),
         }
     }
@@ -55,11 +60,13 @@ pub struct TasksConfig {
 }
 
 impl Default for TasksConfig {
+    /// The node's defaults ([`super::owners`]).
     fn default() -> Self {
+        let node = node();
         TasksConfig {
-            after: NonZeroDuration::secs(1),
-            ttl: NonZeroDuration::secs(3600),
-            poll_interval: NonZeroDuration::secs(1),
+            after: positive(node.task_after),
+            ttl: positive(node.task_ttl),
+            poll_interval: positive(node.task_poll_interval),
         }
     }
 }

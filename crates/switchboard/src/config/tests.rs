@@ -228,3 +228,49 @@ fn every_old_flat_key_names_its_new_place() {
     assert_eq!(moved_to("session.max_sessions"), None);
     assert_eq!(moved_to("tool_separator"), None);
 }
+
+#[test]
+fn mrtr_keys_must_be_32_bytes_of_base64() {
+    use base64::engine::general_purpose::STANDARD;
+    use base64::Engine;
+    use switchboard_node::mrtr::{MrtrSettings, KEY_LEN};
+
+    let good = STANDARD.encode([5u8; KEY_LEN]);
+    let mut config = Config::default();
+    config.stateless.mrtr.keys = vec![
+        good.clone().into(),
+        "short".into(),
+        STANDARD.encode([1u8; 16]).into(),
+    ];
+    let problems = config.stateless.mrtr.problems();
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].starts_with("stateless.mrtr.state_keys[1]"));
+    assert!(problems[1].contains("16 bytes"));
+    let settings = config.node_config(true).mrtr;
+    assert_eq!(settings.decoded_keys(), vec![[5u8; KEY_LEN]]);
+    assert!(config
+        .validate()
+        .iter()
+        .any(|p| p.contains("stateless.mrtr.state_keys[2]")));
+    let fine = MrtrSettings {
+        keys: vec![good.into()],
+        ..MrtrSettings::default()
+    };
+    assert!(fine.problems().is_empty());
+}
+
+/// The sections' defaults are the owners' (the node's and the store's): the conversion in
+/// `node_config`/`store_config` hands back exactly the owners' `Default`, so the two can never
+/// drift. Only what start-up sets differs: `loopback_only` (from the bound listener; the default
+/// listener is loopback, like the node's default) and the store's node id.
+#[test]
+fn defaults_are_the_owners_defaults() {
+    let config = Config::default();
+    assert!(config.http.listen.ip().is_loopback());
+    assert_eq!(config.node_config(true), NodeConfig::default());
+    assert_eq!(config.store_config(), StoreConfig::default_for(""));
+    let resolved = config.resolved();
+    let id = resolved.cluster.node_id.clone();
+    assert_eq!(resolved.store_config(), StoreConfig::default_for(id));
+    assert_eq!(resolved.node_config(true), NodeConfig::default());
+}

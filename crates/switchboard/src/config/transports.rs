@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::http::check_path;
+use super::owners::node;
 
 /// The transports besides Streamable HTTP (which is `http.endpoint_path`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -28,10 +29,12 @@ pub struct LegacySseConfig {
 }
 
 impl Default for LegacySseConfig {
+    /// The node's defaults ([`super::owners`]).
     fn default() -> Self {
+        let node = node();
         LegacySseConfig {
-            sse_path: "/sse".into(),
-            messages_path: "/messages".into(),
+            sse_path: node.legacy_sse_path,
+            messages_path: node.legacy_messages_path,
         }
     }
 }
@@ -45,8 +48,11 @@ pub struct WebSocketConfig {
 }
 
 impl Default for WebSocketConfig {
+    /// The node's default ([`super::owners`]).
     fn default() -> Self {
-        WebSocketConfig { path: "/ws".into() }
+        WebSocketConfig {
+            path: node().websocket_path,
+        }
     }
 }
 

@@ -31,6 +31,7 @@ use std::future::Future;
 use axum::body::Body;
 use axum::response::Response;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
+use serde::{Deserialize, Serialize};
 
 use crate::edge::error::HttpError;
 use metadata::ChallengeKind;
@@ -62,26 +63,36 @@ pub async fn with_principal<F: Future>(principal: String, fut: F) -> F::Output {
     PRINCIPAL.scope(principal, fut).await
 }
 
-/// The authorization settings (config keys `auth_*`). Present in
-/// [`crate::NodeConfig::auth`] only when authorization is on.
-#[derive(Clone, Default, PartialEq)]
+/// The authorization settings: the `[auth]` config section itself (TOML keys are the field
+/// names, except `jwt_hs256_secrets` and `jwt_public_keys_pem`). Off while `resource_url` is
+/// empty (the default); [`crate::NodeConfig::auth`] holds them only when on.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AuthSettings {
-    /// The public URL of the MCP endpoint as clients configure it; `resource` in the metadata,
-    /// and where its location is derived from (RFC 9728 §3.1).
+    /// Public URL of the MCP endpoint exactly as clients configure it (empty: authorization
+    /// off). Set, with a verification key, it turns on the resource-server layer: every request
+    /// needs a bearer token; the RFC 9728 metadata names this as `resource` and is served at its
+    /// path-inserted location and the root one (RFC 9728 §3.1).
     pub resource_url: String,
-    /// Issuer URLs of the authorization servers (RFC 9728 `authorization_servers`; at least one).
+    /// Issuer URLs of the authorization servers published in the metadata (RFC 9728
+    /// `authorization_servers`; at least one when `resource_url` is set).
     pub authorization_servers: Vec<String>,
-    /// `scopes_supported` in the metadata.
+    /// `scopes_supported` published in the metadata.
     pub scopes_supported: Vec<String>,
-    /// Scopes every request's token must carry; otherwise 403 `insufficient_scope`.
+    /// Scopes every request's token must carry; a valid token lacking one gets 403
+    /// `insufficient_scope`. Named in the `scope` of every challenge.
     pub required_scopes: Vec<String>,
-    /// Required `iss` of tokens; empty: not checked.
+    /// Required `iss` of tokens (empty: not checked).
     pub issuer: String,
-    /// Required `aud` of tokens; empty: the resource URL.
+    /// Required `aud` of tokens (empty: `resource_url`).
     pub audience: String,
-    /// Shared secrets of HS256 tokens (any of them verifies: keys can rotate).
+    /// Shared secrets that verify HS256 tokens (key `jwt_hs256_secrets`), each at least 32
+    /// bytes; any one verifies, so keys can rotate.
+    #[serde(rename = "jwt_hs256_secrets")]
     pub hs256_secrets: Vec<String>,
-    /// RSA (RS256) and EC P-256 (ES256) public keys in PEM.
+    /// RSA (RS256) and EC P-256 (ES256) public keys in PEM that verify tokens (key
+    /// `jwt_public_keys_pem`).
+    #[serde(rename = "jwt_public_keys_pem")]
     pub public_keys_pem: Vec<String>,
 }
 
@@ -116,9 +127,18 @@ impl AuthSettings {
         }
     }
 
+    /// Whether authorization is on: `resource_url` is set.
+    pub fn is_on(&self) -> bool {
+        !self.resource_url.is_empty()
+    }
+
     /// Every problem with these settings, each with the config key it is about. Start-up
-    /// refuses settings with any.
+    /// refuses settings with any. Off, every other key must be empty: a key or scope that
+    /// silently does nothing would look like protection that is not there.
     pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if !self.is_on() {
+            return self.keys_set_while_off();
+        }
         let mut out = Vec::new();
         if let Some(why) = url_problem(&self.resource_url, true) {
             out.push(("auth.resource_url", format!("auth.resource_url {why}")));
@@ -148,6 +168,32 @@ impl AuthSettings {
         }
         out.extend(token::Verifier::new(self).1);
         out
+    }
+
+    /// The keys besides `resource_url` that are set, each with its problem (they do nothing
+    /// while it is empty).
+    fn keys_set_while_off(&self) -> Vec<(&'static str, String)> {
+        let set = [
+            (
+                "auth.authorization_servers",
+                !self.authorization_servers.is_empty(),
+            ),
+            ("auth.scopes_supported", !self.scopes_supported.is_empty()),
+            ("auth.required_scopes", !self.required_scopes.is_empty()),
+            ("auth.issuer", !self.issuer.is_empty()),
+            ("auth.audience", !self.audience.is_empty()),
+            ("auth.jwt_hs256_secrets", !self.hs256_secrets.is_empty()),
+            ("auth.jwt_public_keys_pem", !self.public_keys_pem.is_empty()),
+        ];
+        set.into_iter()
+            .filter(|(_, set)| *set)
+            .map(|(key, _)| {
+                let message = format!(
+                    "{key} is set but auth.resource_url is empty: set auth.resource_url to turn authorization on, or unset {key}"
+                );
+                (key, message)
+            })
+            .collect()
     }
 
     fn scope_problems(&self) -> Vec<(&'static str, String)> {

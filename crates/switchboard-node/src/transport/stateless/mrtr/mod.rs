@@ -36,7 +36,7 @@ use serde_json::{json, Map, Value};
 use switchboard_protocol::meta;
 use tokio::sync::{oneshot, Notify};
 
-pub use crate::config::MrtrSettings;
+pub use crate::config::{MrtrSettings, StateKey};
 pub use seal::{key_ring, random_key, KeyRing, SealError, KEY_LEN};
 
 /// How long a run that asked a question waits for concurrent questions before it stops.
@@ -396,7 +396,7 @@ pub async fn settle_keys(
             agreed.len()
         )
     })?;
-    config.mrtr.keys = vec![key];
+    config.mrtr.keys = vec![key.into()];
     Ok(config)
 }
 

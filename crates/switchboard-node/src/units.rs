@@ -2,6 +2,10 @@
 //! (`"30s"`, `"30m"`, `"250ms"`, through `humantime`) and byte sizes (`"4MiB"`, `"16KiB"` or a
 //! plain byte count, through `bytesize`). Both refuse zero, so a key that must be positive says so
 //! at deserialization, with its dotted path.
+//!
+//! Settings structs that keep plain `Duration`/`usize` fields (the node reads them as such) put
+//! these spellings on a field with `#[serde(with = "...")]`: [`positive_duration`],
+//! [`size_bytes`], [`positive_count`].
 
 use std::fmt;
 use std::num::NonZeroU64;
@@ -161,6 +165,58 @@ impl Visitor<'_> for SizeVisitor {
     }
 }
 
+/// `#[serde(with = "positive_duration")]` on a `Duration` field: written and read as a
+/// [`NonZeroDuration`] (`"10m"`), so zero is refused when read.
+pub mod positive_duration {
+    use super::*;
+
+    /// Writes `duration` as a `humantime` string.
+    pub fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        humantime_serde::serialize(duration, serializer)
+    }
+
+    /// Reads a `humantime` string greater than zero.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+        NonZeroDuration::deserialize(deserializer).map(NonZeroDuration::get)
+    }
+}
+
+/// `#[serde(with = "size_bytes")]` on a `usize` byte count: written and read as a [`Size`]
+/// (`"64KiB"` or a byte count), so zero is refused when read.
+pub mod size_bytes {
+    use super::*;
+
+    /// Writes `bytes` as a [`Size`] (a plain `0` for zero, which only code can set).
+    pub fn serialize<S: Serializer>(bytes: &usize, serializer: S) -> Result<S::Ok, S::Error> {
+        match NonZeroU64::new(u64::try_from(*bytes).unwrap_or(u64::MAX)) {
+            Some(n) => Size(n).serialize(serializer),
+            None => serializer.serialize_u64(0),
+        }
+    }
+
+    /// Reads a [`Size`] greater than zero, saturating at `usize::MAX`.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+        Size::deserialize(deserializer).map(Size::as_usize)
+    }
+}
+
+/// `#[serde(with = "positive_count")]` on a `usize` count: read as an integer greater than zero.
+pub mod positive_count {
+    use std::num::NonZeroUsize;
+
+    use super::*;
+
+    /// Writes `count` as an integer.
+    pub fn serialize<S: Serializer>(count: &usize, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(*count).unwrap_or(u64::MAX))
+    }
+
+    /// Reads an integer greater than zero.
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<usize, D::Error> {
+        NonZeroUsize::deserialize(deserializer).map(NonZeroUsize::get)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,6 +257,38 @@ mod tests {
             "size = 1\nevery = 5",
         ] {
             assert!(parse(text).is_err(), "{text}");
+        }
+    }
+
+    #[derive(Debug, Deserialize, Serialize, PartialEq)]
+    struct Plain {
+        #[serde(with = "positive_duration")]
+        every: Duration,
+        #[serde(with = "size_bytes")]
+        size: usize,
+        #[serde(with = "positive_count")]
+        count: usize,
+    }
+
+    #[test]
+    fn plain_fields_take_the_same_spellings_and_refuse_zero() {
+        let text = "every = \"10m\"\nsize = \"64KiB\"\ncount = 1000";
+        let plain: Plain = toml::from_str(text).unwrap();
+        assert_eq!(
+            plain,
+            Plain {
+                every: Duration::from_secs(600),
+                size: 65_536,
+                count: 1000
+            }
+        );
+        assert_eq!(toml::to_string(&plain).unwrap().trim(), text);
+        for bad in [
+            "every = \"0s\"\nsize = 1\ncount = 1",
+            "every = \"1s\"\nsize = 0\ncount = 1",
+            "every = \"1s\"\nsize = 1\ncount = 0",
+        ] {
+            assert!(toml::from_str::<Plain>(bad).is_err(), "{bad}");
         }
     }
 }
