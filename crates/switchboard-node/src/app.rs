@@ -221,7 +221,7 @@ async fn not_allowed() -> Response {
 }
 
 /// hyper's smallest read-buffer cap (its initial read buffer); it panics below it.
-const MIN_BUF_SIZE: usize = 8192;
+pub(crate) const MIN_BUF_SIZE: usize = 8192;
 
 /// One request's future, boxed: hyper keeps a box of the service's future type for the whole
 /// connection, so an unboxed router future would cost its full size on every idle stream.

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::transport::stateless::mrtr::seal::KEY_LEN;
 
+/// The smallest useful `max_request_head_bytes`: hyper's smallest read buffer (a smaller value
+/// counts as this). The config refuses less (`http.max_request_head`).
+pub const MIN_REQUEST_HEAD_BYTES: usize = crate::app::MIN_BUF_SIZE;
+
 /// Settings of one node's HTTP front. Defaults are what `Default` gives.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NodeConfig {

@@ -47,7 +47,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use axum::serve::ListenerExt;
-pub use config::NodeConfig;
+pub use config::{NodeConfig, MIN_REQUEST_HEAD_BYTES};
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 

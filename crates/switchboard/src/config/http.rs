@@ -71,8 +71,8 @@ impl Default for HttpConfig {
 }
 
 /// The smallest `http.max_request_head`: hyper's initial HTTP/1 read buffer, below which it
-/// refuses to be configured.
-pub(super) const MIN_REQUEST_HEAD_BYTES: u64 = 8192;
+/// refuses to be configured (the node's [`switchboard_node::MIN_REQUEST_HEAD_BYTES`]).
+pub(super) const MIN_REQUEST_HEAD_BYTES: u64 = switchboard_node::MIN_REQUEST_HEAD_BYTES as u64;
 
 /// The node's router also serves these paths; the MCP endpoint must not shadow them.
 const RESERVED_PATHS: [&str; 4] = ["/healthz", "/readyz", "/metrics", "/upstreamz"];
