@@ -221,7 +221,7 @@ async fn not_allowed() -> Response {
 }
 
 /// hyper's smallest read-buffer cap (its initial read buffer); it panics below it.
-pub(crate) const MIN_BUF_SIZE: usize = 8192;
+const MIN_BUF_SIZE: usize = crate::config::MIN_REQUEST_HEAD_BYTES;
 
 /// One request's future, boxed: hyper keeps a box of the service's future type for the whole
 /// connection, so an unboxed router future would cost its full size on every idle stream.

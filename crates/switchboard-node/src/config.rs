@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::transport::stateless::mrtr::seal::KEY_LEN;
 
-/// The smallest useful `max_request_head_bytes`: hyper's smallest read buffer (a smaller value
-/// counts as this). The config refuses less (`http.max_request_head`).
-pub const MIN_REQUEST_HEAD_BYTES: usize = crate::app::MIN_BUF_SIZE;
+/// The smallest useful `max_request_head_bytes`: hyper's smallest read-buffer cap (its initial
+/// read buffer; it panics below it), so the connection loop never sets less and the config
+/// refuses less (`http.max_request_head`).
+pub const MIN_REQUEST_HEAD_BYTES: usize = 8192;
 
 /// Settings of one node's HTTP front. Defaults are what `Default` gives.
 #[derive(Clone, Debug, PartialEq)]
