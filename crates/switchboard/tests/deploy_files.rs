@@ -108,6 +108,22 @@ fn helm_values_config_block_loads() {
     .unwrap_or_else(|e| panic!("helm values: {e}"));
     assert!(!config.http.listen.ip().is_loopback());
     assert!(values.contains("replicaCount: 3"));
+    assert_eq!(
+        config,
+        deployed(config.http.listen, ""),
+        "helm values restate the defaults except the deployment's own keys"
+    );
+}
+
+/// The defaults with what a deployment sets on purpose: a listener on every interface, its
+/// Redis, JSON logs. The deployment files list every other key at its default, so a changed
+/// default must be changed there too.
+fn deployed(listen: std::net::SocketAddr, redis_url: &str) -> Config {
+    let mut config = Config::default();
+    config.http.listen = listen;
+    config.redis.url = redis_url.into();
+    config.log.format = switchboard::LogFormat::Json;
+    config
 }
 
 #[test]
@@ -166,6 +182,11 @@ fn k8s_configmap_loads_as_environment() {
     .unwrap_or_else(|e| panic!("k8s/switchboard.yaml: {e}"));
     assert_eq!(config.http.listen.to_string(), "0.0.0.0:8080");
     assert_eq!(config.redis.url, "redis://redis:6379");
+    assert_eq!(
+        config,
+        deployed(config.http.listen, "redis://redis:6379"),
+        "the ConfigMap restates the defaults except the deployment's own keys"
+    );
     for needle in [
         "path: /readyz",
         "path: /healthz",
