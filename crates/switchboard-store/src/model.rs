@@ -298,14 +298,14 @@ pub enum BusMessage {
         holder: String,
     },
     /// The client answered server-to-client request `request_key`; `message` is its JSON-RPC
-    /// response text.
+    /// response.
     Reply {
         /// Session id.
         sid: String,
         /// [`switchboard_protocol::RequestId::key`] of the server-issued id.
         request_key: String,
-        /// The response message (JSON text).
-        message: String,
+        /// The JSON-RPC response message, as the client sent it.
+        message: Value,
     },
     /// `notifications/cancelled` for client request `request_key`.
     Cancel {
@@ -323,8 +323,8 @@ pub enum BusMessage {
     ForwardMessage {
         /// Call id.
         call: String,
-        /// The JSON-RPC message text.
-        message: String,
+        /// The JSON-RPC message.
+        message: Value,
     },
     /// A client notification for a node-bound upstream (sent to the owner of its resource).
     ForwardNotify(ForwardNotification),
@@ -332,8 +332,11 @@ pub enum BusMessage {
     ForwardDone {
         /// Call id.
         call: String,
-        /// `{"result": …}` or `{"error": {code, message, data?}}` as JSON text.
-        outcome: String,
+        /// `{"result": …}`, `{"error": {code, message, data?}}` or `{"moved": <node>}` (the
+        /// owner was stopping); a resumed parked request sends its JSON-RPC response as is.
+        /// (A `Value`, not an enum: these four shapes are read by `decode_forwarded` and
+        /// `resume_here`.)
+        outcome: Value,
     },
     /// The client cancelled a forwarded call (sent to the owner).
     ForwardCancel {
@@ -353,15 +356,15 @@ pub enum BusMessage {
         origin: String,
         /// The parked request's id on the receiving node.
         park: String,
-        /// The answers (`inputResponses` of the asked keys) as JSON text.
-        answers: String,
+        /// The answers (`inputResponses` of the asked keys).
+        answers: serde_json::Map<String, Value>,
     },
     /// `tasks/update` answers for a task whose call runs on the receiving node.
     TaskInput {
         /// The task id.
         task: String,
-        /// Its `inputResponses` as JSON text.
-        answers: String,
+        /// Its `inputResponses`.
+        answers: serde_json::Map<String, Value>,
     },
     /// Local only, never published: this node's inbox was disconnected and has resubscribed, so
     /// messages sent to it meanwhile may be lost. Held streams catch up from their event logs.
@@ -377,8 +380,8 @@ pub enum BusMessage {
     Notify {
         /// The node it was raised on (for logs).
         origin: String,
-        /// The JSON-RPC notification text, as the upstream raised it (no subscription id yet).
-        message: String,
+        /// The JSON-RPC notification, as the upstream raised it (no subscription id yet).
+        message: Value,
     },
 }
 

@@ -5,6 +5,7 @@
 //! node's inbox gets events and takeovers for that connection.
 
 use async_trait::async_trait;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::error::StoreError;
@@ -206,7 +207,8 @@ pub trait Bus: Send + Sync {
 
     /// Sends the client's response `message` to the node waiting for `request_key` and forgets the
     /// pending entry. `false` when nobody waits for it (or the session is gone).
-    async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool>;
+    async fn route_reply(&self, sid: &str, request_key: &str, message: &Value)
+        -> StoreResult<bool>;
 
     /// Sends `msg` to `node`'s inbox (fire and forget: a dead node's inbox is nobody's).
     async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()>;

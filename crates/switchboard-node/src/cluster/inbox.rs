@@ -1,6 +1,5 @@
 //! This node's inbox: messages other nodes (and the store) send here over the bus.
 
-use serde_json::Value;
 use switchboard_store::BusMessage;
 use tokio::sync::mpsc;
 
@@ -37,8 +36,7 @@ async fn deliver(app: &App, msg: BusMessage) {
             request_key,
             message,
         } => {
-            let value: Value = serde_json::from_str(&message).unwrap_or(Value::Null);
-            if !app.calls.answer(&sid, &request_key, value) {
+            if !app.calls.answer(&sid, &request_key, message) {
                 tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
             }
         }
@@ -57,7 +55,7 @@ async fn deliver(app: &App, msg: BusMessage) {
         BusMessage::ForwardNotify(notification) => {
             tokio::spawn(owner::notify(app.clone(), notification));
         }
-        BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, &message).await,
+        BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),
         BusMessage::ForwardCancel { call, origin } => app.forwards.cancel(&origin, &call),
         BusMessage::Resume {
@@ -69,10 +67,6 @@ async fn deliver(app: &App, msg: BusMessage) {
             tokio::spawn(resume_remote(app.clone(), call, origin, park, answers));
         }
         BusMessage::TaskInput { task, answers } => {
-            let answers = serde_json::from_str::<serde_json::Value>(&answers)
-                .ok()
-                .and_then(|v| v.as_object().cloned())
-                .unwrap_or_default();
             let app = app.clone();
             tokio::spawn(async move {
                 crate::transport::stateless::tasks::deliver(&app, &task, &answers).await;

@@ -171,7 +171,7 @@ impl Placement for NodePlacement {
             )
         };
         match awaited {
-            Awaited::Done(text) => decode_forwarded(&text),
+            Awaited::Done(outcome) => decode_forwarded(&outcome),
             Awaited::Cancelled => Forwarded::Answered(Err(RpcError::new(
                 codes::REQUEST_ABORTED,
                 "request cancelled",

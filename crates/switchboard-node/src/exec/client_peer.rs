@@ -51,7 +51,7 @@ impl Route {
             Route::Remote { origin, call } => {
                 let msg = BusMessage::ForwardMessage {
                     call: call.clone(),
-                    message: message.to_string(),
+                    message: message.clone(),
                 };
                 app.store
                     .send_to(origin, &msg)

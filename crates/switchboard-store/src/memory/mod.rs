@@ -12,6 +12,7 @@ mod tasks;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
+use serde_json::Value;
 use switchboard_protocol::StreamId;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -431,7 +432,12 @@ impl Bus for MemoryStore {
         Ok(())
     }
 
-    async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool> {
+    async fn route_reply(
+        &self,
+        sid: &str,
+        request_key: &str,
+        message: &Value,
+    ) -> StoreResult<bool> {
         let mut shared = self.lock();
         let Some(node) = shared
             .live(sid, Instant::now())
@@ -442,7 +448,7 @@ impl Bus for MemoryStore {
         let msg = BusMessage::Reply {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
-            message: message.to_owned(),
+            message: message.clone(),
         };
         shared.deliver(&node, msg);
         Ok(true)

@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use ::redis::cmd;
 use async_trait::async_trait;
+use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::scripts::*;
@@ -62,11 +63,16 @@ impl Bus for RedisStore {
         Ok(())
     }
 
-    async fn route_reply(&self, sid: &str, request_key: &str, message: &str) -> StoreResult<bool> {
+    async fn route_reply(
+        &self,
+        sid: &str,
+        request_key: &str,
+        message: &Value,
+    ) -> StoreResult<bool> {
         let msg = BusMessage::Reply {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
-            message: message.to_owned(),
+            message: message.clone(),
         };
         let mut inv = self.session_call(&ROUTE_REPLY, &self.session_keys(sid), None);
         inv.arg(request_key)

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::json;
 use switchboard_store::*;
 
 use crate::harness::*;
@@ -12,29 +13,29 @@ pub async fn replies_reach_the_waiting_node(kind: Kind) {
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let id = new_session(&a).await;
     a.register_pending(&id, "\"srv-1\"").await.unwrap();
-    let answer = r#"{"jsonrpc":"2.0","id":"srv-1","result":{"roots":[]}}"#;
-    assert!(b.route_reply(&id, "\"srv-1\"", answer).await.unwrap());
+    let answer = json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": []}});
+    assert!(b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap());
     let want = BusMessage::Reply {
         sid: id.clone(),
         request_key: "\"srv-1\"".into(),
-        message: answer.into(),
+        message: answer.clone(),
     };
     assert_eq!(recv(&mut ra).await, want);
     quiet(&mut rb).await;
     assert!(
-        !b.route_reply(&id, "\"srv-1\"", answer).await.unwrap(),
+        !b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap(),
         "answered once"
     );
     // A reply to this very node also travels through its inbox.
     b.register_pending(&id, "2").await.unwrap();
-    assert!(b.route_reply(&id, "2", "{}").await.unwrap());
+    assert!(b.route_reply(&id, "2", &json!({})).await.unwrap());
     assert!(
         matches!(recv(&mut rb).await, BusMessage::Reply { request_key, .. } if request_key == "2")
     );
     // A forgotten request has nobody waiting.
     a.register_pending(&id, "3").await.unwrap();
     a.forget_pending(&id, "3").await.unwrap();
-    assert!(!b.route_reply(&id, "3", "{}").await.unwrap());
+    assert!(!b.route_reply(&id, "3", &json!({})).await.unwrap());
     quiet(&mut ra).await;
 }
 
@@ -156,7 +157,7 @@ pub async fn messages_reach_the_named_node(kind: Kind) {
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let msg = BusMessage::ForwardDone {
         call: "7".into(),
-        outcome: r#"{"result":{}}"#.into(),
+        outcome: json!({"result": {}}),
     };
     a.send_to("b", &msg).await.unwrap();
     assert_eq!(recv(&mut rb).await, msg);
@@ -171,7 +172,7 @@ pub async fn broadcasts_reach_every_node(kind: Kind) {
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let msg = BusMessage::Notify {
         origin: "b".into(),
-        message: r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#.into(),
+        message: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
     };
     b.broadcast(&msg).await.unwrap();
     assert_eq!(recv(&mut ra).await, msg);

@@ -113,7 +113,10 @@ async fn the_inbox_resubscribes_after_its_connection_drops() {
     for n in 0..50 {
         let key = n.to_string();
         a.register_pending(&id, &key).await.unwrap();
-        assert!(b.route_reply(&id, &key, "{}").await.unwrap());
+        assert!(b
+            .route_reply(&id, &key, &serde_json::json!({}))
+            .await
+            .unwrap());
         while let Ok(Some(msg)) = tokio::time::timeout(Duration::from_millis(200), ra.recv()).await
         {
             match msg {

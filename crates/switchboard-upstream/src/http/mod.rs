@@ -17,7 +17,8 @@
 //! - `endpoints`: the addresses a replicated upstream's host resolves to, one pool each.
 //! - `cookies`: the cookies an upstream sets per upstream session (balancer affinity).
 //! - `loss`: what happens when a client session's upstream session is gone.
-//! - `events`: the SSE parser (also used by [`crate::sse`]).
+//! - `events`: reading SSE bodies (sse-stream behind a bounding line adapter; also used by
+//!   [`crate::sse`]).
 //! - `common`: what both network upstreams share (client, ids, errors, facts).
 
 mod backoff;

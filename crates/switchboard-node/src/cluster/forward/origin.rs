@@ -3,7 +3,7 @@
 //! the owner's [`BusMessage::ForwardMessage`]s are put on the client's stream through it in
 //! arrival order, and [`BusMessage::ForwardDone`] ends the call; [`await_outcome`] gives up when
 //! the owner's heartbeat lapses or the caller's deadline passes, and [`decode_forwarded`] reads
-//! the outcome text.
+//! the outcome.
 
 use serde_json::Value;
 use switchboard_protocol::codes;
@@ -17,8 +17,8 @@ use crate::state::App;
 
 /// How waiting for another node's outcome ended ([`await_outcome`]).
 pub enum Awaited {
-    /// The outcome text the owner sent.
-    Done(String),
+    /// The outcome the owner sent ([`BusMessage::ForwardDone`]'s `outcome`).
+    Done(Value),
     /// `cancel` fired; the owner was sent `ForwardCancel`.
     Cancelled,
     /// The message could not be sent (the text says why): the owner never got it.
@@ -38,7 +38,7 @@ pub async fn await_outcome(
     node: &str,
     call: &str,
     msg: BusMessage,
-    mut done: oneshot::Receiver<String>,
+    mut done: oneshot::Receiver<Value>,
     cancel: &CancellationToken,
     deadline: Option<tokio::time::Instant>,
 ) -> Awaited {
@@ -63,7 +63,7 @@ pub async fn await_outcome(
         tokio::select! {
             outcome = &mut done => {
                 return match outcome {
-                    Ok(text) => Awaited::Done(text),
+                    Ok(outcome) => Awaited::Done(outcome),
                     Err(_) => Awaited::NotSent("the forwarded call vanished".into()),
                 };
             }
@@ -78,8 +78,8 @@ pub async fn await_outcome(
             _ = liveness.tick() => {
                 if let Ok(false) = app.store.is_alive(node).await {
                     // An outcome sent just before the node stopped may already be here.
-                    if let Ok(text) = done.try_recv() {
-                        return Awaited::Done(text);
+                    if let Ok(outcome) = done.try_recv() {
+                        return Awaited::Done(outcome);
                     }
                     return Awaited::OwnerStopped(format!("node {node} that ran it for this session stopped"));
                 }
@@ -88,21 +88,14 @@ pub async fn await_outcome(
     }
 }
 
-/// Reads the outcome text the owner sent: its answer (`{"result": …}` or `{"error": …}`), or
+/// Reads the outcome the owner sent: its answer (`{"result": …}` or `{"error": …}`), or
 /// "moved" (`{"moved": <node>}`) when it declined because it is stopping; the inverse of the
 /// owner side's `encode_outcome` and `encode_moved`.
-pub fn decode_forwarded(text: &str) -> Forwarded {
-    let v: Value = match serde_json::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            let error = RpcError::new(codes::INTERNAL_ERROR, format!("bad forwarded outcome: {e}"));
-            return Forwarded::Answered(Err(error));
-        }
-    };
+pub fn decode_forwarded(v: &Value) -> Forwarded {
     if v.get("moved").is_some() {
         return Forwarded::Moved;
     }
-    Forwarded::Answered(decode_value(&v))
+    Forwarded::Answered(decode_value(v))
 }
 
 fn decode_value(v: &Value) -> Result<Value, RpcError> {

@@ -26,18 +26,17 @@ pub fn find_member(up: &Arc<dyn Upstream>, name: &str) -> Option<Arc<dyn Upstrea
 }
 
 /// `{"result": …}` or `{"error": …}`.
-pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> String {
+pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> Value {
     match outcome {
         Ok(v) => json!({ "result": v }),
         Err(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
     }
-    .to_string()
 }
 
-/// The outcome text of a forward this node declined because it is stopping: `{"moved": <node>}`
+/// The outcome of a forward this node declined because it is stopping: `{"moved": <node>}`
 /// (the origin runs the request elsewhere; [`crate::cluster::forward::origin::decode_forwarded`] reads it).
-pub fn encode_moved(node: &str) -> String {
-    json!({ "moved": node }).to_string()
+pub fn encode_moved(node: &str) -> Value {
+    json!({ "moved": node })
 }
 
 /// Owner: delivers a client notification forwarded from another node to the local member.

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 struct Waiting {
     peer: Arc<dyn ClientPeer>,
-    done: Option<oneshot::Sender<String>>,
+    done: Option<oneshot::Sender<Value>>,
 }
 
 /// Both sides' bookkeeping of forwarded calls on this node.
@@ -26,7 +26,7 @@ pub struct Forwards {
 
 impl Forwards {
     /// Origin: a new call id, and the receiver of its outcome text.
-    pub fn start(&self, peer: Arc<dyn ClientPeer>) -> (String, oneshot::Receiver<String>) {
+    pub fn start(&self, peer: Arc<dyn ClientPeer>) -> (String, oneshot::Receiver<Value>) {
         let call = self.seq.fetch_add(1, Ordering::Relaxed).to_string();
         let (tx, rx) = oneshot::channel();
         lock(&self.waiting).insert(
@@ -45,18 +45,18 @@ impl Forwards {
     }
 
     /// Origin: puts a message the owner produced on the client's stream.
-    pub async fn relay(&self, call: &str, message: &str) {
+    pub async fn relay(&self, call: &str, message: Value) {
         let peer = lock(&self.waiting).get(call).map(|w| w.peer.clone());
-        let (Some(peer), Ok(value)) = (peer, serde_json::from_str::<Value>(message)) else {
+        let Some(peer) = peer else {
             return;
         };
-        if let Err(e) = peer.send_raw(value).await {
+        if let Err(e) = peer.send_raw(message).await {
             tracing::warn!(error = %e, call, "could not relay a forwarded call's message");
         }
     }
 
     /// Origin: the owner finished the call.
-    pub fn done(&self, call: &str, outcome: String) {
+    pub fn done(&self, call: &str, outcome: Value) {
         if let Some(tx) = lock(&self.waiting)
             .get_mut(call)
             .and_then(|w| w.done.take())

@@ -86,25 +86,23 @@ pub fn resume_from(
         call: call.clone(),
         origin: app.node_id().to_owned(),
         park,
-        answers: Value::Object(answers).to_string(),
+        answers,
     };
     let (app, node, token) = (app.clone(), node.to_owned(), cancel.clone());
     tokio::spawn(async move {
         let outcome = await_outcome(&app, &node, &call, msg, done, &token, None).await;
         app.forwards.finish(&call);
         let response = match outcome {
-            Awaited::Done(text) => match serde_json::from_str::<Value>(&text) {
-                Ok(mut response) => {
-                    response["id"] = id.0.clone();
-                    response
-                }
-                Err(e) => jsonrpc::error_response(
-                    Some(&id),
-                    codes::INTERNAL_ERROR,
-                    format!("bad answer from node {node}: {e}"),
-                    None,
-                ),
-            },
+            Awaited::Done(Value::Object(mut response)) => {
+                response.insert("id".into(), id.0.clone());
+                Value::Object(response)
+            }
+            Awaited::Done(other) => jsonrpc::error_response(
+                Some(&id),
+                codes::INTERNAL_ERROR,
+                format!("bad answer from node {node}: {other}"),
+                None,
+            ),
             Awaited::Cancelled => return,
             Awaited::NotSent(_) | Awaited::OwnerStopped(_) | Awaited::TimedOut => gone(&id),
         };
@@ -114,11 +112,13 @@ pub fn resume_from(
 }
 
 /// On the node holding the park: a retry arrived on `origin` as `call`.
-pub async fn resume_remote(app: App, call: String, origin: String, park: String, answers: String) {
-    let answers = serde_json::from_str::<Value>(&answers)
-        .ok()
-        .and_then(|v| v.as_object().cloned())
-        .unwrap_or_default();
+pub async fn resume_remote(
+    app: App,
+    call: String,
+    origin: String,
+    park: String,
+    answers: Map<String, Value>,
+) {
     let (tx, mut rx) = mpsc::channel(app.cfg.connection_queue.max(1));
     let resumed = Resumed {
         answers,
@@ -133,7 +133,7 @@ pub async fn resume_remote(app: App, call: String, origin: String, park: String,
     } else {
         let msg = BusMessage::ForwardDone {
             call,
-            outcome: gone(&RequestId(Value::Null)).to_string(),
+            outcome: gone(&RequestId(Value::Null)),
         };
         let _ = app.store.send_to(&origin, &msg).await;
         return;
@@ -143,14 +143,14 @@ pub async fn resume_remote(app: App, call: String, origin: String, park: String,
             Item::Note(v) => (
                 BusMessage::ForwardMessage {
                     call: call.clone(),
-                    message: v.to_string(),
+                    message: v,
                 },
                 false,
             ),
             Item::Final(v) => (
                 BusMessage::ForwardDone {
                     call: call.clone(),
-                    outcome: v.to_string(),
+                    outcome: v,
                 },
                 true,
             ),

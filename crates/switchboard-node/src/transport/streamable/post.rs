@@ -279,7 +279,7 @@ pub(crate) async fn deliver(
             let key = id.key();
             if app.calls.answer(sid, &key, raw.clone()) {
                 let _ = app.store.forget_pending(sid, &key).await;
-            } else if !app.store.route_reply(sid, &key, &raw.to_string()).await? {
+            } else if !app.store.route_reply(sid, &key, &raw).await? {
                 telemetry::reply_unmatched(sid, &key);
             }
         }

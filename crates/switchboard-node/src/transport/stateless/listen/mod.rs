@@ -148,13 +148,9 @@ fn closing(id: &RequestId) -> Value {
 }
 
 /// A notification from the bus ([`BusMessage::Notify`]): to this node's listeners.
-pub fn deliver(app: &App, origin: &str, message: &str) {
-    let Ok(value) = serde_json::from_str::<Value>(message) else {
-        tracing::warn!(origin, "bus notification is not JSON; ignored");
-        return;
-    };
-    let n = app.listeners.publish(&value);
-    tracing::debug!(origin, delivered = n, method = ?value.get("method"), "notification fanned out to listen streams");
+pub fn deliver(app: &App, origin: &str, message: &Value) {
+    let n = app.listeners.publish(message);
+    tracing::debug!(origin, delivered = n, method = ?message.get("method"), "notification fanned out to listen streams");
 }
 
 /// Raises unsolicited upstream notifications to every listen stream of the cluster. The
@@ -185,7 +181,7 @@ impl Raiser {
         };
         let msg = BusMessage::Notify {
             origin: app.node_id().to_owned(),
-            message: message.to_string(),
+            message: message.clone(),
         };
         if let Err(e) = app.store.broadcast(&msg).await {
             tracing::warn!(error = %e, "could not broadcast a notification to the cluster; only this node's listen streams get it");

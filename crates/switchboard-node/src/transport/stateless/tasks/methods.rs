@@ -112,7 +112,7 @@ async fn update(app: &App, task: TaskRecord, params: &Value) -> Result<(), Refus
     }
     let msg = BusMessage::TaskInput {
         task: task.task_id.clone(),
-        answers: Value::Object(answers).to_string(),
+        answers,
     };
     if let Err(e) = app.store.send_to(&task.node, &msg).await {
         tracing::warn!(task = %task.task_id, error = %e, "input not delivered to the task's node");
