@@ -17,11 +17,14 @@
 //! 4. The method router ([`router`]): the endpoint takes POST, GET and DELETE; the legacy routes
 //!    GET on the SSE path and POST on the messages path; the WebSocket path GET. Anything else
 //!    gets 405 with `Allow`.
-//! 5. Revision and header checks of the method ([`post_headers`], [`get_headers`],
+//! 5. Header and revision checks of the endpoint's methods ([`post_headers`], [`get_headers`],
 //!    [`delete_headers`], `edge::header_checks`): a POST's `Content-Type` (415) and `Accept`
 //!    (406; the answer forms it allows go on with the request as
-//!    [`header_checks::Answers`]); a GET's `Accept` (406); a GET or DELETE in the sessionless
-//!    2026-07-28 revision (405).
+//!    [`header_checks::Answers`]); a GET or DELETE in the sessionless 2026-07-28 revision
+//!    (405), then a GET's `Accept` (406). A POST's revision needs its body, so the handler
+//!    decides it after the parse (`header_checks::is_modern`). The legacy HTTP+SSE and
+//!    WebSocket routes check their headers in their handlers, in the order their transports
+//!    define.
 //! 6. The transport handler: `transport::streamable::{post, get, delete}`,
 //!    `transport::legacy_sse`, `transport::websocket`. A POST is parsed (400), sent on by
 //!    revision (a 2026-07-28 request to `transport::stateless`, `initialize` to
@@ -73,7 +76,7 @@ use crate::edge::{auth, header_checks};
 use crate::probes;
 use crate::state::App;
 use crate::transport::streamable::{delete, get, post};
-use crate::transport::{legacy_sse, stateless, websocket};
+use crate::transport::{legacy_sse, websocket};
 
 /// Builds the router (layer 4): each MCP route behind [`edge`] (layers 1 to 3), each method
 /// behind its header checks (layer 5); the probes and the metadata beside them.
@@ -133,7 +136,7 @@ fn edge(app: &App, routes: MethodRouter<App>) -> MethodRouter<App> {
                 .is_some()
                 .then(|| middleware::from_fn_with_state(app.clone(), authenticate)),
         );
-    routes.route_layer(stack)
+    routes.layer(stack)
 }
 
 /// Layer 1's answer: `tower-http` refuses a body declared too large with a plain-text 413; the
@@ -170,7 +173,7 @@ async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Respo
         return next.run(req).await;
     }
     match auth.authenticate(req.headers()) {
-        Ok(principal) => auth::with_principal(principal, next.run(req)).await,
+        Ok(principal) => crate::session::with_principal(principal, next.run(req)).await,
         Err(e) => e.into_response(),
     }
 }
@@ -192,7 +195,7 @@ async fn post_headers(mut req: Request, next: Next) -> Response {
 /// Layer 5 of a GET: no GET in the 2026-07-28 revision (405); `Accept` must allow
 /// `text/event-stream` (406).
 async fn get_headers(req: Request, next: Next) -> Response {
-    let checked = stateless::refuse_get_or_delete(req.headers())
+    let checked = header_checks::refuse_get_or_delete(req.headers())
         .and_then(|()| header_checks::check_get(req.headers()));
     match checked {
         Ok(()) => next.run(req).await,
@@ -202,7 +205,7 @@ async fn get_headers(req: Request, next: Next) -> Response {
 
 /// Layer 5 of a DELETE: no DELETE in the 2026-07-28 revision (405).
 async fn delete_headers(req: Request, next: Next) -> Response {
-    match stateless::refuse_get_or_delete(req.headers()) {
+    match header_checks::refuse_get_or_delete(req.headers()) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }

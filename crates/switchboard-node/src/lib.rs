@@ -9,11 +9,13 @@
 //! the store: a node holds only open connections, running calls and waiters.
 //!
 //! Modules, in the order a request meets them:
-//! - `app`: the router; the request path in one file.
-//! - `edge`: the connection loop, header checks, `Accept`, authentication, refusals.
+//! - `app`: the whole edge in one file: the connection loop, the tower stack, the router, each
+//!   method's header checks. `probes`: `/readyz`, `/metrics`, `/upstreamz`.
+//! - `edge`: what the stack's layers call: header and revision checks, the `Accept` policy,
+//!   authentication, refusals.
 //! - `transport`: Streamable HTTP, legacy HTTP+SSE, WebSocket and the 2026-07-28 era.
-//! - `session`: reading `Mcp-Session-Id` and loading the session, `initialize`, and the
-//!   session handle given to upstreams.
+//! - `session`: reading `Mcp-Session-Id` and loading the session, the principal a request runs
+//!   as, `initialize`, and the session handle given to upstreams.
 //! - `exec`: a request while it runs here: its task, answer channel, client peer, cancellation.
 //! - `streams`: SSE connections, the task behind each, SSE framing.
 //! - `cluster`: the bus inbox, ownership of node-bound upstreams, forwarding to the owner,

@@ -40,7 +40,7 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderMap, StatusCode};
 use serde_json::Value;
-use switchboard_protocol::{headers, Revision};
+use switchboard_protocol::{headers, meta, Revision};
 
 use crate::config::NodeConfig;
 use crate::edge::error::HttpError;
@@ -257,6 +257,47 @@ pub fn accepts(h: &HeaderMap, media: &str) -> bool {
         };
     }
     best.is_some_and(|(_, q)| q > 0.0)
+}
+
+// The revision a request speaks: the sessionless 2026-07-28 era or a session-era one.
+
+/// Whether a POST belongs to the stateless era (MCP 2026-07-28: no `Mcp-Session-Id`, not
+/// `initialize`, and the revision in `_meta` or in `MCP-Protocol-Version`; see
+/// `transport::stateless`).
+pub fn is_modern(h: &HeaderMap, body: &switchboard_protocol::Body) -> bool {
+    if h.contains_key(headers::MCP_SESSION_ID) {
+        return false;
+    }
+    let switchboard_protocol::Body::Single(m) = body else {
+        return false;
+    };
+    if m.method() == Some("initialize") {
+        return false;
+    }
+    let in_meta = m
+        .raw()
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(meta::PROTOCOL_VERSION))
+        .is_some();
+    in_meta || stateless_header(h)
+}
+
+/// Whether `MCP-Protocol-Version` names a stateless revision (for GET/DELETE: 405).
+pub fn stateless_header(h: &HeaderMap) -> bool {
+    h.get(headers::MCP_PROTOCOL_VERSION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(Revision::parse_stateless)
+        .is_some()
+}
+
+/// GET and DELETE of the stateless era: without `Mcp-Session-Id` and with a stateless
+/// `MCP-Protocol-Version`, 405 (MCP 2026-07-28, basic/transports, Earlier Streamable HTTP
+/// Revisions: no GET stream, no session to delete).
+pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), HttpError> {
+    if !h.contains_key(headers::MCP_SESSION_ID) && stateless_header(h) {
+        return Err(HttpError::MethodNotAllowed);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -66,7 +66,7 @@ pub fn spawn(mut job: Job) {
         };
         let ending = Arc::new(OnceLock::new());
         let work = execute(&job, params, cancel.clone(), &ending);
-        let outcome = crate::exec::cancel::until_cancelled(work, &cancel).await;
+        let outcome = crate::exec::running::until_cancelled(work, &cancel).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),

@@ -5,11 +5,10 @@
 //!   upstream) in its own task.
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
-//! - [`running`]: the requests running here and the server requests waiting for an answer.
-//! - [`cancel`]: ending a running request without dropping its upstream call mid-way.
+//! - [`running`]: the requests running here, their cancellation, and the server requests
+//!   waiting for an answer.
 
 pub mod call;
-pub mod cancel;
 pub mod client_peer;
 pub mod response;
 pub mod running;

@@ -1,12 +1,18 @@
-//! Requests running on this node and server-to-client requests waiting for the client's answer.
+//! Requests running on this node, the rule they run under, and server-to-client requests
+//! waiting for the client's answer.
 //!
-//! Keys are (session id, request id key) where the key is
-//! [`switchboard_protocol::RequestId::key`], so `"1"` and `1` stay apart (case C22).
+//! - [`Calls`]: the bookkeeping. Keys are (session id, request id key) where the key is
+//!   [`switchboard_protocol::RequestId::key`], so `"1"` and `1` stay apart (case C22).
+//! - [`until_cancelled`]: ending a running request when it is cancelled
+//!   (`notifications/cancelled`, the end of its session, a closed 2026-07-28 stream) without
+//!   dropping its upstream call mid-way: the one rule every transport's call runs under.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;
+use switchboard_protocol::codes;
+use switchboard_upstream::RpcError;
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -113,6 +119,27 @@ impl Calls {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long a cancelled request's upstream call may take to wind down (tell its server, e.g. a
+/// stdio child or another node, with `notifications/cancelled`) before it is dropped.
+pub const CANCEL_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Runs `work` to its end, unless `cancel` fires: then `work` gets [`CANCEL_GRACE`] to notice the
+/// cancellation itself (upstreams watch the same token and pass it on), and the outcome is the
+/// cancellation error either way. Dropping `work` at once would skip that hand-on.
+pub async fn until_cancelled<F>(work: F, cancel: &CancellationToken) -> Result<Value, RpcError>
+where
+    F: std::future::Future<Output = Result<Value, RpcError>>,
+{
+    tokio::pin!(work);
+    tokio::select! {
+        r = &mut work => r,
+        _ = cancel.cancelled() => {
+            let _ = tokio::time::timeout(CANCEL_GRACE, &mut work).await;
+            Err(RpcError::new(codes::REQUEST_ABORTED, "request cancelled"))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,37 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
         .ok_or(HttpError::UnknownSession)
 }
 
+// The principal a request runs as, and the sessions it may use. The authentication layer
+// (`app.rs`, layer 3) sets it for the rest of the request; every session is bound to the
+// principal that created it (MCP 2025-11-25 security best practices, Session Hijacking).
+
+/// The principal of every session when authorization is off.
+pub const ANONYMOUS: &str = "anonymous";
+
+tokio::task_local! {
+    static PRINCIPAL: String;
+}
+
+/// The principal of the request being handled: the one the auth layer set, else
+/// [`ANONYMOUS`] (authorization off).
+pub fn current_principal() -> String {
+    PRINCIPAL
+        .try_with(Clone::clone)
+        .unwrap_or_else(|_| ANONYMOUS.to_owned())
+}
+
+/// Whether the request being handled may use a session bound to `principal`.
+pub fn may_use(principal: &str) -> bool {
+    PRINCIPAL
+        .try_with(|p| p == principal)
+        .unwrap_or(principal == ANONYMOUS)
+}
+
+/// Runs `fut` (the rest of the request) as `principal`.
+pub async fn with_principal<F: std::future::Future>(principal: String, fut: F) -> F::Output {
+    PRINCIPAL.scope(principal, fut).await
+}
+
 /// The headers of a request to an existing session: `Mcp-Session-Id` ([`session_id`]: 400 when
 /// absent, 404 when malformed), then the format of `MCP-Protocol-Version` (400; MCP 2025-11-25,
 /// basic/transports, Protocol Version Header). Touches no store.
@@ -127,7 +158,7 @@ async fn ended_lost_requests(
         BeginOutcome::DuplicateId { record, node } => (record, Some(node)),
         _ => return Ok(false),
     };
-    if !crate::edge::auth::may_use(&record.principal) {
+    if !crate::session::may_use(&record.principal) {
         return Ok(false);
     }
     if let Some(node) = holder {
@@ -211,7 +242,7 @@ fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
     // A session bound to another principal is "not found", never revealed (C34; MCP 2025-11-25
     // security best practices, Session Hijacking), checked on the record loaded anyway.
     let (Ok(record) | Err((record, _))) = &loaded;
-    if !crate::edge::auth::may_use(&record.principal) {
+    if !crate::session::may_use(&record.principal) {
         return Err(HttpError::UnknownSession);
     }
     Ok(loaded)
@@ -232,7 +263,7 @@ pub fn new_record(
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),
-        principal: crate::edge::auth::current_principal(),
+        principal: crate::session::current_principal(),
         upstream_sessions: Default::default(),
         owners: Default::default(),
         created_ms: std::time::SystemTime::now()
@@ -407,5 +438,24 @@ impl SessionHandle for NodeSession {
             }
             None => end_now(&self.app, self.session_id(), reason).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod principal_tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn principal_runs_with_the_request() {
+        assert_eq!(current_principal(), ANONYMOUS);
+        assert!(may_use(ANONYMOUS));
+        assert!(!may_use(r#"["i","alice"]"#));
+        with_principal(r#"["i","alice"]"#.to_owned(), async {
+            assert_eq!(current_principal(), r#"["i","alice"]"#);
+            assert!(may_use(r#"["i","alice"]"#));
+            assert!(!may_use(r#"["i","bob"]"#));
+            assert!(!may_use(ANONYMOUS));
+        })
+        .await;
     }
 }

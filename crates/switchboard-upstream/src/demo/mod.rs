@@ -37,8 +37,9 @@ pub const NAME: &str = "demo";
 
 /// The `instructions` the demo server sends in `initialize`.
 const INSTRUCTIONS: &str = "Switchboard demo server. Tools: echo and add (plain results), \
-countdown (progress notifications), notify (log messages on the standalone stream), sample \
-(sampling), elicit (elicitation) and list_roots (roots). Resource: demo://greeting. Prompt: greet.";
+regional_echo (its region mirrored into the Mcp-Param-Region header), countdown (progress \
+notifications), notify (log messages on the standalone stream), sample (sampling), elicit \
+(elicitation) and list_roots (roots). Resource: demo://greeting. Prompt: greet.";
 
 /// The built-in demo MCP server.
 ///

@@ -163,5 +163,5 @@ async fn run_member(
         session: NodeSession::new(record, app),
     };
     let work = member.request(&inc.method, inc.params.clone(), ctx);
-    crate::exec::cancel::until_cancelled(work, &cancel).await
+    crate::exec::running::until_cancelled(work, &cancel).await
 }

@@ -8,10 +8,10 @@
 //! without a token at its path-inserted location and at the root well-known path.
 //!
 //! The token's `iss` and `sub` form the request's principal. It runs with the request as a
-//! task-local ([`current_principal`]), so `initialize` stores it in the new session's record and
+//! task-local (`session::current_principal`), so `initialize` stores it in the new session's record and
 //! every later session load compares it with the record it loaded anyway (no extra store round
 //! trip): another principal's session is "not found" (404, -32001), never revealed. Without the
-//! layer the principal is [`ANONYMOUS`].
+//! layer the principal is `session::ANONYMOUS`.
 //!
 //! Not done: token introspection (RFC 7662), JWKS fetching, acting as or proxying the
 //! authorization server (`/.well-known/oauth-authorization-server/...` is the authorization
@@ -26,8 +26,6 @@
 pub mod metadata;
 pub mod token;
 
-use std::future::Future;
-
 use axum::body::Body;
 use axum::response::Response;
 use http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -35,33 +33,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::edge::error::HttpError;
 use metadata::ChallengeKind;
-
-/// The principal of every session when authorization is off.
-pub const ANONYMOUS: &str = "anonymous";
-
-tokio::task_local! {
-    static PRINCIPAL: String;
-}
-
-/// The principal of the request being handled: the one the auth layer set, else
-/// [`ANONYMOUS`] (authorization off).
-pub fn current_principal() -> String {
-    PRINCIPAL
-        .try_with(Clone::clone)
-        .unwrap_or_else(|_| ANONYMOUS.to_owned())
-}
-
-/// Whether the request being handled may use a session bound to `principal`.
-pub fn may_use(principal: &str) -> bool {
-    PRINCIPAL
-        .try_with(|p| p == principal)
-        .unwrap_or(principal == ANONYMOUS)
-}
-
-/// Runs `fut` (the rest of the request) as `principal`.
-pub async fn with_principal<F: Future>(principal: String, fut: F) -> F::Output {
-    PRINCIPAL.scope(principal, fut).await
-}
 
 /// The authorization settings: the `[auth]` config section itself (TOML keys are the field
 /// names, except `jwt_hs256_secrets` and `jwt_public_keys_pem`). Off while `resource_url` is

@@ -119,17 +119,3 @@ fn settings_problems_name_their_keys() {
         "secrets redacted"
     );
 }
-
-#[tokio::test]
-async fn principal_runs_with_the_request() {
-    assert_eq!(current_principal(), ANONYMOUS);
-    assert!(may_use(ANONYMOUS));
-    assert!(!may_use(r#"["i","alice"]"#));
-    with_principal(r#"["i","alice"]"#.to_owned(), async {
-        assert_eq!(current_principal(), r#"["i","alice"]"#);
-        assert!(may_use(r#"["i","alice"]"#));
-        assert!(!may_use(r#"["i","bob"]"#));
-        assert!(!may_use(ANONYMOUS));
-    })
-    .await;
-}

@@ -102,7 +102,7 @@ pub fn spawn(
             run.token.clone(),
         );
         let work = upstream.request(&method, mrtr::upstream_params(params), ctx);
-        let work = crate::exec::cancel::until_cancelled(work, &token);
+        let work = crate::exec::running::until_cancelled(work, &token);
         let mut run = run;
         if let Some(response) = run.drive(work).await {
             run.sink.send(Item::Final(response)).await;

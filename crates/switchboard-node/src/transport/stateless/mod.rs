@@ -41,7 +41,7 @@ use axum::body::Body as HttpBody;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use switchboard_protocol::{codes, headers, jsonrpc, meta, Body, Message, Revision};
+use switchboard_protocol::{codes, jsonrpc, meta, Message, Revision};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
@@ -56,43 +56,6 @@ use refusal::Refusal;
 /// The 406 of `subscriptions/listen` from a client that accepts only JSON.
 const LISTEN_NEEDS_SSE: &str =
     "subscriptions/listen is answered with a stream: Accept must allow text/event-stream";
-
-/// Whether a POST belongs to the stateless era (see the module docs).
-pub fn is_modern(h: &HeaderMap, body: &Body) -> bool {
-    if h.contains_key(headers::MCP_SESSION_ID) {
-        return false;
-    }
-    let Body::Single(m) = body else {
-        return false;
-    };
-    if m.method() == Some("initialize") {
-        return false;
-    }
-    let in_meta = m
-        .raw()
-        .pointer("/params/_meta")
-        .and_then(|meta| meta.get(meta::PROTOCOL_VERSION))
-        .is_some();
-    in_meta || stateless_header(h)
-}
-
-/// Whether `MCP-Protocol-Version` names a stateless revision (for GET/DELETE: 405).
-pub fn stateless_header(h: &HeaderMap) -> bool {
-    h.get(headers::MCP_PROTOCOL_VERSION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(Revision::parse_stateless)
-        .is_some()
-}
-
-/// GET and DELETE of the stateless era: without `Mcp-Session-Id` and with a stateless
-/// `MCP-Protocol-Version`, 405 (MCP 2026-07-28, basic/transports, Earlier Streamable HTTP
-/// Revisions: no GET stream, no session to delete).
-pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), crate::edge::error::HttpError> {
-    if !h.contains_key(headers::MCP_SESSION_ID) && stateless_header(h) {
-        return Err(crate::edge::error::HttpError::MethodNotAllowed);
-    }
-    Ok(())
-}
 
 /// Answers one modern POST message in a form `answers` allows ([`crate::edge::header_checks`]).
 pub async fn serve_request(
@@ -139,7 +102,7 @@ pub async fn serve_request(
     if tasks::wanted(&method, &checked) && params.get("requestState").is_none() {
         return tasks::create::call(app, id, method, raw, checked, answers).await;
     }
-    let principal = crate::edge::auth::current_principal();
+    let principal = crate::session::current_principal();
     // Upstreams with per-session state park a request that asks the client something; the
     // others are re-run on the retry (see `mrtr` and `park`).
     let parking = !app.upstream.serves_stateless();

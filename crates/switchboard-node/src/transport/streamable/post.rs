@@ -1,12 +1,14 @@
 //! POST on the MCP endpoint: one JSON-RPC message (or, under 2025-03-26, a batch).
 //!
-//! Order of checks: Content-Type (415) → Accept (406; which answer forms it allows, see
-//! [`crate::edge::header_checks`]) → body size (413) → JSON-RPC parse (400) →
-//! era: no `Mcp-Session-Id` and modern `_meta` → the stateless path ([`crate::transport::stateless`]) →
-//! `initialize` (no session needed) → session id (400/404) → `MCP-Protocol-Version` (400) →
-//! session load and admission, one store round trip → [`start_call`] (initialized, progress token,
-//! duplicate id running here, C22) → answer. A request whose answer streams registers in flight
-//! before its first event (one more round trip, paid only by requests that do not answer at once).
+//! Order of checks: a body that declares more than `http.max_body` (413, the edge's layer 1) →
+//! Content-Type (415) → Accept (406; which answer forms it allows, see
+//! [`crate::edge::header_checks`]; both in the edge's layer 5) → a body that turns out longer
+//! (413) → JSON-RPC parse (400) → era: no `Mcp-Session-Id` and a 2026-07-28 revision → the
+//! stateless path ([`crate::transport::stateless`]) → `initialize` (no session needed) → session
+//! id (400/404) → `MCP-Protocol-Version` (400) → session load and admission, one store round
+//! trip → [`start_call`] (initialized, progress token, duplicate id running here, C22) → answer.
+//! A request whose answer streams registers in flight before its first event (one more round
+//! trip, paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
 
 use axum::body::Body as HttpBody;
@@ -62,7 +64,7 @@ async fn post(
     body: HttpBody,
 ) -> Result<Response, HttpError> {
     let parsed = read_body(&app, body).await?;
-    if crate::transport::stateless::is_modern(&headers, &parsed) {
+    if crate::edge::header_checks::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
             return Ok(crate::transport::stateless::serve_request(
                 &app, &headers, message, answers,
@@ -73,7 +75,7 @@ async fn post(
     let sessionless = !headers.contains_key(switchboard_protocol::headers::MCP_SESSION_ID);
     if matches!(parsed, Body::Batch(_))
         && sessionless
-        && crate::transport::stateless::stateless_header(&headers)
+        && crate::edge::header_checks::stateless_header(&headers)
     {
         return Err(HttpError::InvalidRequest(
             "JSON-RPC batches are not allowed under protocol version 2026-07-28: one message per POST".into(),

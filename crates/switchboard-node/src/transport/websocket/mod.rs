@@ -115,7 +115,7 @@ async fn upgrade(
             Some(attach(&app, record, last).await?)
         }
     };
-    let principal = crate::edge::auth::current_principal();
+    let principal = crate::session::current_principal();
     let max = app.cfg.max_body_bytes;
     let release = attached
         .as_ref()
@@ -138,7 +138,7 @@ async fn upgrade(
         })
         .on_upgrade(move |socket| {
             // The upgraded socket runs in its own task: carry the request's principal into it.
-            crate::edge::auth::with_principal(principal, conn::serve_socket(app, socket, attached))
+            crate::session::with_principal(principal, conn::serve_socket(app, socket, attached))
         }))
 }
 

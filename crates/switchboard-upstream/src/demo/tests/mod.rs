@@ -185,6 +185,15 @@ fn initialize_pieces() {
         json!({"name": "switchboard-demo", "version": env!("CARGO_PKG_VERSION")})
     );
     assert!(demo.instructions().is_some_and(|i| i.contains("countdown")));
+    // The instructions name every tool `tools/list` offers.
+    let instructions = demo.instructions().unwrap_or_default();
+    for tool in &demo.tools {
+        let name = tool["name"].as_str().unwrap_or_default();
+        assert!(
+            instructions.contains(name),
+            "{name} missing from {instructions}"
+        );
+    }
 }
 
 #[tokio::test]

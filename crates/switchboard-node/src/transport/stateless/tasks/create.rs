@@ -52,7 +52,7 @@ pub async fn call(
     answers: Answers,
 ) -> Response {
     // The principal is a task-local of the request; the spawned task needs it passed on.
-    let principal = crate::edge::auth::current_principal();
+    let principal = crate::session::current_principal();
     let params = raw.get("params").cloned().unwrap_or(Value::Null);
     let inputs = Arc::new(Inputs::for_task(&method, &params));
     let spawned = call::spawn(

@@ -61,7 +61,7 @@ async fn load(app: &App, task_id: &str) -> Result<TaskRecord, Refused> {
     let unknown = || invalid("unknown task");
     let task = app.store.get_task(task_id).await.map_err(store_down)?;
     let task = task
-        .filter(|t| crate::edge::auth::may_use(&t.principal))
+        .filter(|t| crate::session::may_use(&t.principal))
         .ok_or_else(unknown)?;
     if task.status.is_terminal() || task.node == app.node_id() {
         return Ok(task);
