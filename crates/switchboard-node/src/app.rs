@@ -356,6 +356,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_method_without_a_route_meets_the_edge_before_its_405() {
+        let foreign = http::Request::put("/mcp")
+            .header("origin", "http://evil.example")
+            .body(Body::empty())
+            .unwrap();
+        let response = router_with_max_body(1024).oneshot(foreign).await.unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        let plain = http::Request::put("/mcp").body(Body::empty()).unwrap();
+        let response = router_with_max_body(1024).oneshot(plain).await.unwrap();
+        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    }
+
+    #[tokio::test]
     async fn a_body_within_the_limit_reaches_the_handler() {
         // No session and no `initialize`: the handler's own 400 shows the edge let it through.
         let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
