@@ -96,17 +96,17 @@ pub fn router(app: App) -> Router {
     .on(MethodFilter::HEAD, not_allowed)
     .fallback(not_allowed);
     let mut router = Router::new()
-        .route(&app.cfg.endpoint_path, edge(&app, mcp))
+        .route_service(&app.cfg.endpoint_path, edge(&app, mcp))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(probes::ready))
         .route("/metrics", get_route(probes::metrics))
         .route("/upstreamz", get_route(probes::upstreamz));
     for (path, legacy) in legacy_sse::routes(&app) {
-        router = router.route(&path, edge(&app, legacy));
+        router = router.route_service(&path, edge(&app, legacy));
     }
     if !app.cfg.websocket_path.is_empty() {
         let ws = edge(&app, get_route(websocket::on_upgrade));
-        router = router.route(&app.cfg.websocket_path, ws);
+        router = router.route_service(&app.cfg.websocket_path, ws);
     }
     for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {
         router = router.route(&path, get_route(protected_resource_metadata));
@@ -114,8 +114,11 @@ pub fn router(app: App) -> Router {
     router.with_state(app)
 }
 
-/// Layers 1 to 3 around an MCP route's methods, outermost first.
-fn edge(app: &App, routes: MethodRouter<App>) -> MethodRouter<App> {
+/// Layers 1 to 3 around an MCP route's methods, outermost first, and the route as one service.
+/// Only a 405 keeps the `Allow` header: axum's method router adds one, listing its routed
+/// methods, to every answer for a method it does not route, so a PUT refused by layer 2 would
+/// otherwise carry a second, different `Allow` beside its 403.
+fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
     let max_body = app.cfg.max_body_bytes;
     let stack = ServiceBuilder::new()
         // 1. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
@@ -136,7 +139,21 @@ fn edge(app: &App, routes: MethodRouter<App>) -> MethodRouter<App> {
                 .is_some()
                 .then(|| middleware::from_fn_with_state(app.clone(), authenticate)),
         );
-    routes.layer(stack)
+    let routes = routes.layer(stack).with_state(app.clone());
+    ServiceBuilder::new()
+        .map_response(only_a_405_says_allow as fn(Response) -> Response)
+        .service(routes)
+}
+
+/// An MCP route behind its edge (see [`edge`]).
+type EdgeRoute = tower::util::MapResponse<MethodRouter, fn(Response) -> Response>;
+
+/// Drops `Allow` from every answer but a 405.
+fn only_a_405_says_allow(mut response: Response) -> Response {
+    if response.status() != StatusCode::METHOD_NOT_ALLOWED {
+        response.headers_mut().remove(http::header::ALLOW);
+    }
+    response
 }
 
 /// Layer 1's answer: `tower-http` refuses a body declared too large with a plain-text 413; the
@@ -363,9 +380,13 @@ mod tests {
             .unwrap();
         let response = router_with_max_body(1024).oneshot(foreign).await.unwrap();
         assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        // The 403 carries no `Allow` (axum's method router would add its own list).
+        assert_eq!(response.headers().get(http::header::ALLOW), None);
         let plain = http::Request::put("/mcp").body(Body::empty()).unwrap();
         let response = router_with_max_body(1024).oneshot(plain).await.unwrap();
         assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+        let allow = response.headers().get(http::header::ALLOW).unwrap();
+        assert_eq!(allow, "GET, POST, DELETE");
     }
 
     #[tokio::test]
