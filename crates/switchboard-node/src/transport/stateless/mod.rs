@@ -151,10 +151,12 @@ async fn answer_run(
     mut rx: tokio::sync::mpsc::Receiver<Item>,
     guard: Box<dyn Send>,
 ) -> Response {
-    let first = match answers
-        .first_within(app.cfg.sse_after, &mut Box::pin(rx.recv()))
-        .await
-    {
+    let waited = {
+        // Pinned on the stack: no allocation per request (`recv` is cancel-safe).
+        let mut recv = std::pin::pin!(rx.recv());
+        answers.first_within(app.cfg.sse_after, &mut recv).await
+    };
+    let first = match waited {
         Waited::Stream => None,
         Waited::Came(Some(Item::Final(v))) => return answer(answers, v),
         Waited::Came(first) => first,
