@@ -122,6 +122,13 @@ pub fn record(sid: &str) -> SessionRecord {
 }
 
 /// Creates a session and returns its id.
+/// Node `store` takes a part in session `sid` (as holding one of its streams there would, which
+/// keeps it alive with `touch`). In Redis Cluster a session's messages reach only the nodes that
+/// take a part in it (they subscribe to its sharded channel); elsewhere this only touches.
+pub async fn takes_part(store: &Arc<dyn Store>, sid: &str) {
+    assert!(store.touch(sid).await.unwrap(), "session {sid} exists");
+}
+
 pub async fn new_session(store: &Arc<dyn Store>) -> String {
     let id = sid();
     assert_eq!(

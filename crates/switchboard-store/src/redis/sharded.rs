@@ -1,0 +1,237 @@
+//! The inbox of a node in Redis Cluster: sharded pub/sub (`SSUBSCRIBE`, Redis 7), so that a
+//! message is carried by the one shard that owns its channel's slot, not by every shard.
+//!
+//! Channels (prefix `p`):
+//! - `p:inbox:{<node>}`: messages a node sends to one node (`SPUBLISH` by the sender);
+//! - `p:{all}`: messages to every node (the `listen` fan-out); one shard carries each;
+//! - `p:{<sid>}:bus`: what the session scripts deliver (events for a stream's holder, takeovers,
+//!   replies, cancellations, `Terminated`). A Lua script may only publish in its own slot, so it
+//!   publishes on its session's channel, as `<node>\n<json>` (`*`: every node); the reader keeps
+//!   what is addressed to this node.
+//!
+//! A node subscribes to a session's channel *before* it does what makes it a message's target:
+//! holding a stream (`claim`, a POST stream registered by `begin`/`register`), running a call
+//! (`register`), waiting for a client's answer (`register_pending`), owning a node-bound upstream
+//! (`claim_owner`), keeping a session alive (`touch`). So the first of these per session and node
+//! costs one more round trip (`SSUBSCRIBE`); a request answered at once (`check`) costs none. The
+//! subscription is dropped when the session ends (`Terminated`) or when this node has not used the
+//! session for `idle_ttl` (checked every `idle_ttl / 4`, between 1 and 60 s).
+//!
+//! Fan-out per message: one shard (its primary, and its replicas through replication); a session
+//! message reaches every node subscribed to that session (the nodes that have a part in it), a
+//! node message one node, a broadcast every node.
+//!
+//! The cluster connection resubscribes by itself after it reconnects (`redis`'s subscription
+//! tracker); the first confirmation after a disconnection is followed, 200 ms later, by
+//! [`BusMessage::Resubscribed`], so held streams catch up from their logs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use redis::cluster_async::ClusterConnection;
+use redis::{PushInfo, PushKind, Value};
+use tokio::sync::mpsc;
+
+use super::keys::Keys;
+use super::pubsub::decode;
+use crate::error::StoreError;
+use crate::model::BusMessage;
+use crate::rules::INBOX_CAPACITY;
+use crate::traits::StoreResult;
+
+/// How long after the first resubscription confirmation the node is told to catch up (so the
+/// other channels of that shard are subscribed again too).
+const CATCH_UP_AFTER: Duration = Duration::from_millis(200);
+
+/// The sharded inbox and this node's session subscriptions.
+pub(crate) struct Sharded {
+    conn: ClusterConnection,
+    pushes: Mutex<Option<mpsc::UnboundedReceiver<PushInfo>>>,
+    /// Session id → when this node last used it, for the sessions whose channel it subscribes.
+    interest: Mutex<HashMap<String, Instant>>,
+    keys: Keys,
+    node_id: String,
+    idle: Duration,
+}
+
+impl Sharded {
+    /// The inbox of `node_id` over `conn`, whose pushes arrive on `pushes`.
+    pub fn new(
+        conn: ClusterConnection,
+        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        keys: Keys,
+        node_id: &str,
+        idle: Duration,
+    ) -> Arc<Sharded> {
+        Arc::new(Sharded {
+            conn,
+            pushes: Mutex::new(Some(pushes)),
+            interest: Mutex::new(HashMap::new()),
+            keys,
+            node_id: node_id.to_owned(),
+            idle,
+        })
+    }
+
+    /// Subscribes to this node's inbox and the broadcast channel, then reads until the receiver
+    /// is dropped.
+    pub async fn start(self: &Arc<Self>) -> StoreResult<mpsc::Receiver<BusMessage>> {
+        let pushes = self
+            .pushes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .ok_or_else(|| StoreError::Backend("the sharded inbox is already read".into()))?;
+        // One command per channel: they live in different slots.
+        for channel in [self.keys.inbox(&self.node_id), self.keys.all()] {
+            self.conn.clone().ssubscribe(channel).await?;
+        }
+        let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
+        tokio::spawn(read(Arc::downgrade(self), pushes, tx));
+        tokio::spawn(sweep(Arc::downgrade(self)));
+        Ok(rx)
+    }
+
+    /// Makes sure this node receives the messages of session `sid` (one `SSUBSCRIBE` when it
+    /// did not yet), and marks the session used now. Returns whether it subscribed now (so a
+    /// caller that then finds the session gone can undo it).
+    pub async fn interest(&self, sid: &str) -> StoreResult<bool> {
+        if self.used(sid) {
+            return Ok(false);
+        }
+        self.conn
+            .clone()
+            .ssubscribe(self.keys.session_channel(sid))
+            .await?;
+        self.lock().insert(sid.to_owned(), Instant::now());
+        Ok(true)
+    }
+
+    /// Marks `sid` used now when this node subscribes to it; whether it does.
+    pub fn used(&self, sid: &str) -> bool {
+        match self.lock().get_mut(sid) {
+            Some(at) => {
+                *at = Instant::now();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// How many session channels this node subscribes to.
+    pub fn sessions(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Stops receiving the messages of `sid`.
+    pub fn forget(&self, sid: &str) {
+        if self.lock().remove(sid).is_some() {
+            let mut conn = self.conn.clone();
+            let channel = self.keys.session_channel(sid);
+            tokio::spawn(async move {
+                if let Err(e) = conn.sunsubscribe(&channel).await {
+                    tracing::debug!(error = %e, "could not unsubscribe a session channel");
+                }
+            });
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
+        self.interest.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The message a push carries for this node, if any.
+    fn message_of(&self, push: &PushInfo) -> Option<BusMessage> {
+        let [Value::BulkString(channel), Value::BulkString(payload)] = push.data.as_slice() else {
+            return None;
+        };
+        if !channel.ends_with(b"}:bus") {
+            return decode(payload);
+        }
+        let split = payload.iter().position(|b| *b == b'\n')?;
+        let (to, json) = (&payload[..split], &payload[split + 1..]);
+        (to == b"*" || to == self.node_id.as_bytes())
+            .then(|| decode(json))
+            .flatten()
+    }
+}
+
+/// Forwards this node's messages from the connection's pushes; tells the node to catch up after
+/// a reconnection.
+async fn read(
+    owner: Weak<Sharded>,
+    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+    tx: mpsc::Sender<BusMessage>,
+) {
+    let mut disconnected = false;
+    let mut catch_up: Option<tokio::time::Instant> = None;
+    loop {
+        let push = tokio::select! {
+            push = pushes.recv() => match push { Some(p) => p, None => return },
+            _ = wait_until(catch_up) => {
+                catch_up = None;
+                tracing::info!("bus inbox resubscribed");
+                if tx.send(BusMessage::Resubscribed {}).await.is_err() { return }
+                continue;
+            }
+            _ = tx.closed() => return,
+        };
+        let Some(sharded) = owner.upgrade() else {
+            return;
+        };
+        match push.kind {
+            PushKind::SMessage => {
+                let Some(msg) = sharded.message_of(&push) else {
+                    continue;
+                };
+                if let BusMessage::Terminated { sid } = &msg {
+                    sharded.forget(sid);
+                }
+                drop(sharded);
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            PushKind::Disconnection => {
+                tracing::warn!("bus inbox connection lost; the cluster connection reconnects");
+                disconnected = true;
+            }
+            PushKind::SSubscribe if disconnected => {
+                disconnected = false;
+                catch_up = Some(tokio::time::Instant::now() + CATCH_UP_AFTER);
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn wait_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Drops the subscriptions of sessions this node has not used for `idle`.
+async fn sweep(owner: Weak<Sharded>) {
+    let every = match owner.upgrade() {
+        Some(s) => (s.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60)),
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(sharded) = owner.upgrade() else {
+            return;
+        };
+        let stale: Vec<String> = sharded
+            .lock()
+            .iter()
+            .filter(|(_, at)| at.elapsed() >= sharded.idle)
+            .map(|(sid, _)| sid.clone())
+            .collect();
+        for sid in stale {
+            sharded.forget(&sid);
+        }
+    }
+}
