@@ -261,6 +261,13 @@ impl Liveness for RedisStore {
         Ok(())
     }
 
+    /// `PING`, which the cluster connection sends to every primary (and needs every answer).
+    async fn reachable(&self) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
+        Ok(())
+    }
+
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {
         let mut conn = self.conn.clone();
         let n: i64 = ::redis::cmd("EXISTS")
