@@ -237,10 +237,21 @@ pub fn linked_primary_of(port: u16, password: Option<&str>) -> Option<u16> {
         .flatten()
 }
 
-/// Whether 127.0.0.1:`port` answers `INFO replication` with `role:master`.
+/// The first element of `ROLE` on 127.0.0.1:`port`: `"master"`, `"slave"` or `"sentinel"`.
+///
+/// # Errors
+/// The query failed, or the reply is no array starting with a string.
+pub fn role_of(port: u16, password: Option<&str>) -> RedisResult<String> {
+    let reply: Vec<redis::Value> = query_port(port, password, &["ROLE"])?;
+    let first = reply.into_iter().next().ok_or_else(|| {
+        redis::RedisError::from((redis::ErrorKind::UnexpectedReturnType, "empty ROLE reply"))
+    })?;
+    Ok(redis::from_redis_value(first)?)
+}
+
+/// Whether 127.0.0.1:`port` answers `ROLE` as `master`.
 pub fn is_primary(port: u16, password: Option<&str>) -> bool {
-    query_port::<String>(port, password, &["INFO", "replication"])
-        .is_ok_and(|info| info_field(&info, "role") == Some("master"))
+    role_of(port, password).is_ok_and(|role| role == "master")
 }
 
 #[cfg(test)]

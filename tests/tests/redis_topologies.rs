@@ -2,7 +2,8 @@
 //! (`tests/src/redis_cluster/`) spreads hash tags over its primaries, promotes a killed
 //! primary's replica and takes the old primary back as a replica; a Sentinel group
 //! (`tests/src/redis_sentinel/`) promotes its replica, turns the restarted old primary into a
-//! replica of the new one, and with passwords refuses a client that has not authenticated.
+//! replica of the new one, and with passwords refuses a client that has not authenticated
+//! (and still fails over: its sentinels authenticate to each other).
 //! Each test runs its own processes on free ports, so they run in parallel; the measured
 //! failover times are printed (`--nocapture` shows them).
 //!
@@ -19,7 +20,7 @@ use switchboard_tests::eventually::eventually_sync;
 use switchboard_tests::peers::available_or_skip;
 use switchboard_tests::redis_cluster::{RedisCluster, RedisClusterOptions};
 use switchboard_tests::redis_process::{
-    query_port, redis_cli_binary, redis_sentinel_binary, redis_server_binary,
+    query_port, redis_cli_binary, redis_sentinel_binary, redis_server_binary, role_of,
 };
 use switchboard_tests::redis_sentinel::{SentinelGroup, SentinelOptions};
 
@@ -224,7 +225,7 @@ fn sentinel_with_passwords_refuses_clients_without_them() {
     if !sentinel_tools_or_skip("redis_sentinel_passwords") {
         return;
     }
-    let group = SentinelGroup::start_with(SentinelOptions {
+    let mut group = SentinelGroup::start_with(SentinelOptions {
         password: Some("data-secret".into()),
         sentinel_password: Some("sentinel-secret".into()),
         appendonly: true,
@@ -249,5 +250,17 @@ fn sentinel_with_passwords_refuses_clients_without_them() {
         .query_port(primary, &["CONFIG", "GET", "appendonly"])
         .expect("CONFIG GET with the password");
     assert_eq!(aof, ["appendonly", "yes"]);
-    assert_eq!(group.linked_primary_of(group.replica_port()), Some(primary));
+    let replica = group.replica_port();
+    assert_eq!(group.linked_primary_of(replica), Some(primary));
+    assert_eq!(
+        role_of(sentinel, group.sentinel_password()).expect("ROLE"),
+        "sentinel"
+    );
+
+    // The sentinels agree the primary is down by asking each other, so a promotion shows they
+    // authenticate to one another (with their requirepass) and to the data nodes (auth-pass).
+    group.kill(primary);
+    let (promoted, took) = group.wait_promotion(primary, FAILOVER_LIMIT);
+    println!("sentinel failover with passwords: redis:{promoted} primary after {took:?}");
+    assert_eq!(promoted, replica);
 }

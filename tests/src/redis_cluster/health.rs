@@ -99,7 +99,7 @@ impl RedisCluster {
         Ok(())
     }
 
-    /// Waits (at most `limit`) until a replica of `old_primary` answers `role:master` and every
+    /// Waits (at most `limit`) until a replica of `old_primary` answers `ROLE` as `master` and every
     /// running node says `cluster_state:ok` again; returns that replica's port and the time
     /// from the kill (when `old_primary` was killed through [`Self::kill`]; otherwise from this
     /// call) to the moment both were seen.
@@ -121,7 +121,7 @@ impl RedisCluster {
                 .iter()
                 .copied()
                 .find(|&p| self.is_up(p) && is_primary(p, self.password()))
-                .ok_or_else(|| "no candidate says role:master".to_owned())?;
+                .ok_or_else(|| "no candidate answers ROLE as master".to_owned())?;
             self.check_states_ok()?;
             Ok(promoted)
         });

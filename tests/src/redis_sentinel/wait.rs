@@ -55,7 +55,7 @@ impl SentinelGroup {
     }
 
     /// Waits (at most `limit`) until every running sentinel names the same primary other than
-    /// `old_primary`, and that node runs and answers `role:master`; returns its port and the
+    /// `old_primary`, and that node runs and answers `ROLE` as `master`; returns its port and the
     /// time from the kill (when `old_primary` was killed through [`Self::kill`]; otherwise from
     /// this call). Panics at the limit.
     pub fn wait_promotion(&self, old_primary: u16, limit: Duration) -> (u16, Duration) {
@@ -80,7 +80,7 @@ impl SentinelGroup {
             }
             let port = named[0];
             if !self.is_up(port) || !is_primary(port, self.password()) {
-                return Err(format!("redis:{port} does not answer role:master"));
+                return Err(format!("redis:{port} does not answer ROLE as master"));
             }
             Ok(port)
         });
