@@ -275,9 +275,10 @@ impl SentinelGroup {
 
     /// Starts the killed process on `port` again from its own config file (same port, same
     /// dir) and waits until it answers `PING` (10 s). A former primary comes back as a primary
-    /// with its old data until the sentinels turn it into a replica of the new one, which they
-    /// do about 8–11 s after they see it again (see [`Self::wait_replica_of`]). Panics when it
-    /// is not down or does not come up.
+    /// (with what it persisted: nothing without `appendonly`) until the sentinels turn it into
+    /// a replica of the new one, which they do about 8–11 s after they see it again (see
+    /// [`Self::wait_replica_of`]); meanwhile a client that reaches it directly can write there.
+    /// Panics when it is not down or does not come up.
     pub fn restart(&mut self, port: u16) {
         assert!(!self.is_up(port), "{port} runs; kill it first");
         let sentinel = self.sentinels.iter().any(|m| m.process.port() == port);
