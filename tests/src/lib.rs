@@ -50,6 +50,7 @@ pub mod msg;
 pub mod node;
 pub mod peers;
 pub mod ports;
+pub mod redis_backend;
 pub mod redis_cluster;
 pub mod redis_process;
 pub mod redis_sentinel;

@@ -55,11 +55,8 @@ pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
 /// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
 /// and the `switchboard_upstream_*` metrics are where upstreams are watched.
 pub(crate) async fn ready(State(app): State<App>) -> Response {
-    let probe = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        app.store.reachable(),
-    )
-    .await;
+    let probe =
+        tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
     match probe {
         Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),

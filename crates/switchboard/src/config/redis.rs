@@ -160,7 +160,10 @@ mod tests {
             mode: RedisMode::Sentinel,
             ..RedisConfig::default()
         };
-        assert_eq!(problem_keys(&sentinel), ["redis.nodes", "redis.master_name"]);
+        assert_eq!(
+            problem_keys(&sentinel),
+            ["redis.nodes", "redis.master_name"]
+        );
         sentinel.nodes = vec!["redis://s1:26379".into()];
         sentinel.master_name = "main".into();
         assert_eq!(problem_keys(&sentinel), Vec::<&str>::new());
