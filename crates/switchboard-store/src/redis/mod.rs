@@ -176,7 +176,11 @@ impl RedisStore {
 
     /// Runs a pipeline (of one hash slot); if it contains scripts the server has forgotten
     /// (restart, failover, `SCRIPT FLUSH`), loads every script (on every primary in Redis
-    /// Cluster) and runs it once more (every pipeline here is safe to repeat).
+    /// Cluster) and runs it once more; in Redis Cluster, if a transaction came back with
+    /// `MOVED`/`ASK` inside it (its slot moved, e.g. to a promoted replica: the cluster client
+    /// only follows redirects of plain commands), sends one plain command on its first key, which
+    /// makes the client learn the new owner, and runs it once more. Every pipeline here is safe
+    /// to repeat.
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> StoreResult<T> {
         let mut conn = self.conn.clone();
         match pipe.query_async(&mut conn).await {
@@ -186,6 +190,16 @@ impl RedisStore {
                     async move { script.prepare_invoke().load_async(&mut conn).await }
                 });
                 futures::future::try_join_all(loads).await?;
+                Ok(pipe.query_async(&mut conn).await?)
+            }
+            Err(e) if self.keys.sharded() && redirected(&e) => {
+                if let Some(key) = first_key(pipe) {
+                    let probe = ::redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                    tracing::debug!(error = %e, ?probe, "a transaction's slot moved; retrying");
+                }
                 Ok(pipe.query_async(&mut conn).await?)
             }
             other => Ok(other?),
@@ -314,5 +328,25 @@ impl RedisStore {
             )));
         }
         Ok(())
+    }
+}
+
+/// Whether `e` (of a transaction or pipeline) says its slot is served elsewhere now.
+fn redirected(e: &::redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    ) || {
+        let text = e.to_string();
+        text.contains("Moved") || text.contains("MOVED") || text.contains("Ask:")
+    }
+}
+
+/// The first key of a pipeline: the first argument after the first command's name.
+fn first_key(pipe: &Pipeline) -> Option<Vec<u8>> {
+    let cmd = pipe.cmd_iter().find(|c| c.args_iter().len() > 1)?;
+    match cmd.args_iter().nth(1)? {
+        ::redis::Arg::Simple(key) => Some(key.to_vec()),
+        _ => None,
     }
 }

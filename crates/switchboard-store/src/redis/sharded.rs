@@ -21,11 +21,13 @@
 //! message reaches every node subscribed to that session (the nodes that have a part in it), a
 //! node message one node, a broadcast every node.
 //!
-//! The cluster connection resubscribes by itself after it reconnects (`redis`'s subscription
-//! tracker); the first confirmation after a disconnection is followed, 200 ms later, by
-//! [`BusMessage::Resubscribed`], so held streams catch up from their logs.
+//! After the connection to a server drops (a `Disconnection` push), this node subscribes to all its
+//! channels again, every 100 ms doubling to 1 s until every one succeeds: when a primary died,
+//! its slots answer only once a replica is promoted and the cluster client has learnt that. Then
+//! it hands the node [`BusMessage::Resubscribed`], so held streams catch up from their logs.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -40,9 +42,11 @@ use crate::model::BusMessage;
 use crate::rules::INBOX_CAPACITY;
 use crate::traits::StoreResult;
 
-/// How long after the first resubscription confirmation the node is told to catch up (so the
-/// other channels of that shard are subscribed again too).
-const CATCH_UP_AFTER: Duration = Duration::from_millis(200);
+/// The first wait before subscribing again after a disconnection; it doubles up to
+/// [`RESUBSCRIBE_MAX`].
+const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(100);
+/// The longest wait between two attempts to subscribe again.
+const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
 
 /// The sharded inbox and this node's session subscriptions.
 pub(crate) struct Sharded {
@@ -53,6 +57,8 @@ pub(crate) struct Sharded {
     keys: Keys,
     node_id: String,
     idle: Duration,
+    /// Whether a resubscription after a disconnection is under way.
+    resubscribing: AtomicBool,
 }
 
 impl Sharded {
@@ -71,6 +77,7 @@ impl Sharded {
             keys,
             node_id: node_id.to_owned(),
             idle,
+            resubscribing: AtomicBool::new(false),
         })
     }
 
@@ -157,24 +164,16 @@ impl Sharded {
     }
 }
 
-/// Forwards this node's messages from the connection's pushes; tells the node to catch up after
-/// a reconnection.
+/// Forwards this node's messages from the connection's pushes; subscribes again after a
+/// disconnection.
 async fn read(
     owner: Weak<Sharded>,
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
     tx: mpsc::Sender<BusMessage>,
 ) {
-    let mut disconnected = false;
-    let mut catch_up: Option<tokio::time::Instant> = None;
     loop {
         let push = tokio::select! {
             push = pushes.recv() => match push { Some(p) => p, None => return },
-            _ = wait_until(catch_up) => {
-                catch_up = None;
-                tracing::info!("bus inbox resubscribed");
-                if tx.send(BusMessage::Resubscribed {}).await.is_err() { return }
-                continue;
-            }
             _ = tx.closed() => return,
         };
         let Some(sharded) = owner.upgrade() else {
@@ -194,22 +193,49 @@ async fn read(
                 }
             }
             PushKind::Disconnection => {
-                tracing::warn!("bus inbox connection lost; the cluster connection reconnects");
-                disconnected = true;
-            }
-            PushKind::SSubscribe if disconnected => {
-                disconnected = false;
-                catch_up = Some(tokio::time::Instant::now() + CATCH_UP_AFTER);
+                if !sharded.resubscribing.swap(true, Ordering::SeqCst) {
+                    tracing::warn!("bus inbox lost a connection; subscribing again");
+                    tokio::spawn(resubscribe(owner.clone(), tx.clone()));
+                }
             }
             _ => {}
         }
     }
 }
 
-async fn wait_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+/// Subscribes to every channel of this node again until all succeed, then tells the node to
+/// catch up.
+async fn resubscribe(owner: Weak<Sharded>, tx: mpsc::Sender<BusMessage>) {
+    let mut wait = RESUBSCRIBE_FIRST;
+    loop {
+        tokio::time::sleep(wait).await;
+        let Some(sharded) = owner.upgrade() else {
+            return;
+        };
+        let mut channels = vec![sharded.keys.inbox(&sharded.node_id), sharded.keys.all()];
+        channels.extend(
+            sharded
+                .lock()
+                .keys()
+                .map(|sid| sharded.keys.session_channel(sid)),
+        );
+        let attempts = channels.into_iter().map(|channel| {
+            let mut conn = sharded.conn.clone();
+            async move { conn.ssubscribe(channel).await }
+        });
+        let failed = futures::future::join_all(attempts)
+            .await
+            .into_iter()
+            .filter(Result::is_err)
+            .count();
+        if failed == 0 {
+            sharded.resubscribing.store(false, Ordering::SeqCst);
+            tracing::info!("bus inbox resubscribed");
+            let _ = tx.send(BusMessage::Resubscribed {}).await;
+            return;
+        }
+        tracing::debug!(failed, "bus inbox: channels not subscribed again yet");
+        wait = (wait * 2).min(RESUBSCRIBE_MAX);
     }
 }
 
