@@ -192,11 +192,9 @@ async fn read(
                     return;
                 }
             }
-            PushKind::Disconnection => {
-                if !sharded.resubscribing.swap(true, Ordering::SeqCst) {
-                    tracing::warn!("bus inbox lost a connection; subscribing again");
-                    tokio::spawn(resubscribe(owner.clone(), tx.clone()));
-                }
+            PushKind::Disconnection if !sharded.resubscribing.swap(true, Ordering::SeqCst) => {
+                tracing::warn!("bus inbox lost a connection; subscribing again");
+                tokio::spawn(resubscribe(owner.clone(), tx.clone()));
             }
             _ => {}
         }
