@@ -9,7 +9,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, Pipeline, ProtocolVersion, PushInfo, RedisFuture, RedisResult, Value};
+use redis::{Cmd, Pipeline, ProtocolVersion, PushInfo, RedisFuture, RedisResult, Value};
 use tokio::sync::mpsc;
 
 use super::sentinel::Primary;
@@ -52,7 +52,7 @@ pub(crate) fn manager_config() -> ConnectionManagerConfig {
 pub(crate) async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
     match topology.mode {
         RedisMode::Standalone => {
-            let client = Client::open(topology.data_info(&topology.url)?)?;
+            let client = topology.data_client(&topology.url)?;
             let manager = client
                 .get_connection_manager_with_config(manager_config())
                 .await?;
@@ -78,6 +78,9 @@ pub(crate) async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             }
             if !topology.password.is_empty() {
                 builder = builder.password(&topology.password);
+            }
+            if let Some(certs) = topology.tls_certs()? {
+                builder = builder.certs(certs);
             }
             let conn = builder.build()?.get_async_connection().await?;
             Ok(Opened {

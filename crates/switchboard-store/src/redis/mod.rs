@@ -35,9 +35,7 @@ mod topology;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use ::redis::{
-    Client, ErrorKind, FromRedisValue, Pipeline, Script, ScriptInvocation, ServerErrorKind,
-};
+use ::redis::{ErrorKind, FromRedisValue, Pipeline, Script, ScriptInvocation, ServerErrorKind};
 use async_trait::async_trait;
 
 use crate::error::StoreError;
@@ -91,9 +89,9 @@ impl RedisStore {
                 config.idle_ttl,
             )),
             (Conn::Sentinel(p), _) => Inbox::Classic(pubsub::Source::Sentinel(p.clone())),
-            _ => Inbox::Classic(pubsub::Source::Fixed(Box::new(Client::open(
-                topology.data_info(&topology.url)?,
-            )?))),
+            _ => Inbox::Classic(pubsub::Source::Fixed(Box::new(
+                topology.data_client(&topology.url)?,
+            ))),
         };
         Ok(Arc::new(RedisStore {
             records: records::RecordCache::new(config.record_cache_entries),

@@ -168,6 +168,11 @@ fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
     if !topology.sentinel_password.is_empty() {
         builder = builder.set_client_to_sentinel_password(&topology.sentinel_password);
     }
+    if let Some(certs) = topology.tls_certs()? {
+        builder = builder
+            .set_client_to_redis_certificates(certs.clone())
+            .set_client_to_sentinel_certificates(certs);
+    }
     builder.build()
 }
 

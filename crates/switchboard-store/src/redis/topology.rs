@@ -2,7 +2,10 @@
 
 use std::fmt;
 
-use redis::{ConnectionAddr, ConnectionInfo, IntoConnectionInfo, RedisResult};
+use redis::{
+    Client, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
+    TlsCertificates,
+};
 
 /// How the Redis behind the store is deployed (`standalone`, `sentinel`, `cluster` in config).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -62,6 +65,9 @@ pub struct RedisTopology {
     pub sentinel_username: String,
     /// Password for the sentinels (empty: none).
     pub sentinel_password: String,
+    /// PEM file of the certificate authority that signs the servers' TLS certificates, for
+    /// `rediss://` (empty: the system's roots).
+    pub tls_ca_file: String,
 }
 
 impl fmt::Debug for RedisTopology {
@@ -80,6 +86,7 @@ impl fmt::Debug for RedisTopology {
             .field("password", &hide(&self.password))
             .field("sentinel_username", &self.sentinel_username)
             .field("sentinel_password", &hide(&self.sentinel_password))
+            .field("tls_ca_file", &self.tls_ca_file)
             .finish()
     }
 }
@@ -123,6 +130,33 @@ impl RedisTopology {
             redis = redis.set_password(&self.password);
         }
         Ok(info.set_redis_settings(redis))
+    }
+
+    /// The certificate authority of `tls_ca_file`, if one is set. Fails when it cannot be read.
+    pub(crate) fn tls_certs(&self) -> RedisResult<Option<TlsCertificates>> {
+        if self.tls_ca_file.is_empty() {
+            return Ok(None);
+        }
+        let pem = std::fs::read(&self.tls_ca_file).map_err(|e| {
+            RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "cannot read redis.tls_ca_file",
+                format!("{}: {e}", self.tls_ca_file),
+            ))
+        })?;
+        Ok(Some(TlsCertificates {
+            client_tls: None,
+            root_cert: Some(pem),
+        }))
+    }
+
+    /// A client of the data server at `url`, with this topology's credentials and CA.
+    pub(crate) fn data_client(&self, url: &str) -> RedisResult<Client> {
+        let info = self.data_info(url)?;
+        match self.tls_certs()? {
+            Some(certs) => Client::build_with_tls(info, certs),
+            None => Client::open(info),
+        }
     }
 
     /// Whether data connections use TLS: in Sentinel mode, when `url` is `rediss://`.

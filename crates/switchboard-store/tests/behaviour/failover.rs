@@ -156,3 +156,43 @@ async fn the_store_follows_a_cluster_failover() {
     let recovered = carries_on(&topology, &a, &mut rb, &id, &s).await;
     eprintln!("cluster: promoted {promotion:?} after the kill; store back {recovered:?} later");
 }
+
+/// `SCRIPT FLUSH` on every primary (as after each one restarted): the scripts are loaded again on
+/// whichever shard runs them, for plain invocations, pipelines and the reaper alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_on_every_shard() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+    ];
+    if !available_or_skip("scripts_are_reloaded_on_every_shard", &tools) {
+        return;
+    }
+    let cluster = RedisCluster::start();
+    let topology = RedisTopology::cluster(&cluster.seed_urls());
+    let short = StoreConfig {
+        idle_ttl: Duration::from_millis(300),
+        ..config("a")
+    };
+    let a: Arc<dyn Store> = RedisStore::open(&topology, short).await.unwrap();
+    let flush = || {
+        for p in cluster.primaries() {
+            cluster.query_port::<()>(p, &["SCRIPT", "FLUSH"]).unwrap();
+        }
+    };
+    let ids: Vec<String> = futures::future::join_all((0..12).map(|_| new_session(&a))).await;
+    flush();
+    for id in &ids[..6] {
+        begin_ok(&a, id, Some(&inflight("1", &stream(), "a", "a/1"))).await;
+    }
+    flush();
+    assert!(a.delete_session(&ids[0]).await.unwrap());
+    flush();
+    let reaped = eventually("the reaper to take the idle ones", RECOVERY_LIMIT, || {
+        let a = a.clone();
+        async move { Some(a.reap(100).await.unwrap()).filter(|r| r.len() == 11) }
+    })
+    .await;
+    assert!(!reaped.contains(&ids[0]));
+    assert_eq!(cluster.keys_matching("sbf:{*"), Vec::<String>::new());
+}

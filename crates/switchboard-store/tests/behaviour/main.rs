@@ -14,6 +14,7 @@ mod redis_only;
 mod sessions;
 mod streams;
 mod tasks;
+mod tls;
 
 /// Generates `memory::<module>::<case>` and `redis::<module>::<case>` tests from the case
 /// functions `crate::<module>::<case>(Kind)`, and `on_cluster::every_case` and

@@ -30,6 +30,9 @@ pub struct RedisConfig {
     pub sentinel_username: String,
     /// Password on the sentinels, separate from the data servers' (empty: none).
     pub sentinel_password: String,
+    /// PEM file of the certificate authority that signs the Redis servers' (and sentinels') TLS
+    /// certificates, for `rediss://` URLs (empty: the system's roots).
+    pub tls_ca_file: String,
     /// Prefix of every Redis key and channel, so clusters can share one Redis.
     pub key_prefix: String,
     /// Session records a node keeps to skip reading them whole from Redis on every request
@@ -57,6 +60,7 @@ impl Default for RedisConfig {
             password: String::new(),
             sentinel_username: String::new(),
             sentinel_password: String::new(),
+            tls_ca_file: String::new(),
             key_prefix: store.key_prefix,
             record_cache_entries: store.record_cache_entries,
             min_replicas_acked: store.min_replicas_acked,
@@ -82,6 +86,7 @@ impl RedisConfig {
             password: self.password.clone(),
             sentinel_username: self.sentinel_username.clone(),
             sentinel_password: self.sentinel_password.clone(),
+            tls_ca_file: self.tls_ca_file.clone(),
         }
     }
 
