@@ -67,6 +67,11 @@ async fn calls_round_robin(cluster: &Cluster) {
         !cluster.session_keys(&sid).is_empty(),
         "the session's keys are on some primary"
     );
+    let indexed: Option<f64> = cluster
+        .backend()
+        .query(&["ZSCORE", "sb:sessions", &sid])
+        .expect("ZSCORE sb:sessions");
+    assert!(indexed.is_some(), "the session index lists {sid}");
 }
 
 /// A countdown's POST stream on a is dropped after two progress events; resumed on b with
@@ -272,6 +277,11 @@ async fn delete_ends_it_everywhere(cluster: &Cluster) {
         || async { cluster.session_keys(&sid).is_empty().then_some(()) },
     )
     .await;
+    let indexed: Option<f64> = cluster
+        .backend()
+        .query(&["ZSCORE", "sb:sessions", &sid])
+        .expect("ZSCORE sb:sessions");
+    assert_eq!(indexed, None, "the session index still lists {sid}");
 }
 
 /// Items 1–5 of issue 14's cluster tests on one Redis Cluster, each on its own session.
@@ -301,18 +311,17 @@ async fn idle_sessions_expire_and_the_reaper_leaves_no_key() {
         let mut client = McpClient::new();
         sids.push(client.initialize(&urls[i % 3], "2025-06-18").await.0);
     }
-    let spread: HashSet<String> = sids
+    // The primaries holding the records still there (the first may have expired already).
+    let redis = cluster.backend().cluster();
+    let primaries = redis.primaries();
+    let spread: HashSet<u16> = sids
         .iter()
-        .map(|sid| {
+        .filter_map(|sid| {
             let key = format!("sb:{{{sid}}}:s");
-            cluster
-                .backend()
-                .cluster()
-                .primaries()
-                .into_iter()
-                .find(|&p| !cluster.backend().cluster().keys_on(p, &key).is_empty())
-                .map(|p| p.to_string())
-                .unwrap_or_default()
+            primaries
+                .iter()
+                .copied()
+                .find(|&p| !redis.keys_on(p, &key).is_empty())
         })
         .collect();
     assert!(spread.len() > 1, "sessions on several shards: {spread:?}");
