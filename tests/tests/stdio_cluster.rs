@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
-use switchboard_tests::cluster::ClusterOptions;
+use switchboard_tests::cluster::{ClusterOptions, RedisKind};
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
@@ -56,10 +56,22 @@ fn alive(pid: u64) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_child_follows_its_owner_node_and_moves_when_it_dies() {
+    child_follows_its_owner(RedisKind::Standalone).await;
+}
+
+/// The same on Redis Cluster: ownership leases, forwarded calls (node inboxes over sharded
+/// pub/sub), cancellation and the takeover after the owner's death.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_child_follows_its_owner_node_and_moves_when_it_dies_on_redis_cluster() {
+    child_follows_its_owner(RedisKind::Cluster).await;
+}
+
+async fn child_follows_its_owner(kind: RedisKind) {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let fixture = stdio_fixture();
     let upstream = Upstream::stdio("fixture", &python, &[fixture.as_str()]).prefix("");
-    let mut started = start_cluster(3, &[upstream], ClusterOptions::new().fast_liveness(1500));
+    let options = ClusterOptions::new().fast_liveness(1500).redis(kind);
+    let mut started = start_cluster(3, &[upstream], options);
     let urls = started.cluster.urls();
     let mut client = McpClient::new();
     let (sid, _) = client.initialize(&urls[0], "2025-11-25").await;
