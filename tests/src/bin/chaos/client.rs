@@ -105,6 +105,7 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
 fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
     let counts = &mut run.counts;
     counts.calls += 1;
+    counts.slowest = counts.slowest.max(c.finished.duration_since(c.started));
     match c.end {
         End::Result => {
             counts.calls_ok += 1;

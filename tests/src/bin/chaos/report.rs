@@ -29,6 +29,8 @@ pub struct Counts {
     /// Recovery times: from each fault to the end of the first call that started after it and
     /// succeeded, per client.
     pub recovery: Vec<Duration>,
+    /// The longest a call took from sent to answered (or given up), resumes included.
+    pub slowest: Duration,
     /// The first problems seen, as evidence.
     pub examples: Vec<String>,
 }
@@ -52,6 +54,7 @@ impl Counts {
             *self.errors.entry(k).or_default() += n;
         }
         self.recovery.extend(other.recovery);
+        self.slowest = self.slowest.max(other.slowest);
         for e in other.examples {
             crate::check::note(&mut self.examples, e);
         }
@@ -123,8 +126,9 @@ fn quantile_ms(v: &[Duration], q: f64) -> String {
 pub fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "| scenario | faults | calls ok / made | events checked | lost | duplicated | out of order \
-         | sessions lost | -32004 | resumes | other errors | recovery p50 / max (ms) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | sessions lost | -32004 | resumes | other errors | recovery p50 / max (ms) \
+         | slowest call (ms) |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let c = &r.counts;
@@ -138,7 +142,7 @@ pub fn table(rows: &[Row]) -> String {
                 .join("; ")
         };
         t.push_str(&format!(
-            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
+            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
             r.scenario.name(),
             r.faults,
             c.calls_ok,
@@ -153,6 +157,7 @@ pub fn table(rows: &[Row]) -> String {
             errors,
             quantile_ms(&c.recovery, 0.5),
             quantile_ms(&c.recovery, 1.0),
+            c.slowest.as_millis(),
         ));
     }
     t

@@ -198,6 +198,10 @@ fn wait_status(node: &switchboard_tests::node::Node, status: u16, deadline: Inst
 /// the namespace, reaching Redis over that link.
 fn add_partitioned_node(cluster: &mut Cluster, netns: &Netns) -> Result<(), String> {
     let redis = cluster.redis();
+    // Protected mode refuses every non-loopback client of a Redis without a password.
+    redis
+        .query::<()>(&["CONFIG", "SET", "protected-mode", "no"])
+        .map_err(|e| format!("CONFIG SET protected-mode no: {e}"))?;
     let bind = format!("127.0.0.1 {REDIS_SIDE}");
     redis
         .query::<()>(&["CONFIG", "SET", "bind", &bind])
