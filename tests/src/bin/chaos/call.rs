@@ -196,7 +196,13 @@ pub async fn reopen(
             Ok(reply) if reply.status == StatusCode::NOT_FOUND => {
                 return Err(End::SessionLost(format!("resume GET 404 after {from}")));
             }
-            Ok(reply) => counts.error(format!("resume GET {}", reply.status.as_u16())),
+            Ok(reply) => {
+                let status = reply.status.as_u16();
+                counts.error(format!("resume GET {status}"));
+                let body = reply.try_text().await.unwrap_or_default();
+                let what = format!("resume GET {status} with Last-Event-ID {from}: {body}");
+                crate::check::note(&mut counts.examples, what);
+            }
             Err(e) => counts.error(kind("resume GET", &e)),
         }
         tokio::time::sleep(RETRY).await;
