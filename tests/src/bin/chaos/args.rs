@@ -101,6 +101,9 @@ pub struct Args {
     pub out: Option<PathBuf>,
     /// Where to copy the node logs of each scenario (`<dir>/<scenario>/node-<id>.log`).
     pub logs: Option<PathBuf>,
+    /// HAProxy's health check: `None` a TCP connect, `Some(path)` `GET <path>` (`--lb-health
+    /// readyz`: `/readyz`).
+    pub lb_health: Option<String>,
     /// Exit 1 when a scenario misses its targets.
     pub check: bool,
     /// Seed of the victim choice.
@@ -111,7 +114,7 @@ const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partit
 [--nodes 3] [--clients 8] [--duration-secs 60] [--fault-every-ms 4000] [--restart-after-ms 1000] \
 [--partition-secs 10] \
 [--node-ttl-ms 1500] [--redis standalone] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
-[--check] [--seed N]";
+[--lb-health tcp|readyz] [--check] [--seed N]";
 
 impl Args {
     /// Parses `std::env::args()`; prints the usage and exits 2 on a bad argument.
@@ -140,6 +143,7 @@ impl Args {
             switchboard_bin: None,
             out: None,
             logs: None,
+            lb_health: None,
             check: false,
             seed: 1,
         };
@@ -173,6 +177,13 @@ impl Args {
             "--out" => self.out = Some(PathBuf::from(value)),
             "--logs" => self.logs = Some(PathBuf::from(value)),
             "--seed" => self.seed = num(value)?,
+            "--lb-health" => {
+                self.lb_health = match value {
+                    "tcp" => None,
+                    "readyz" => Some("/readyz".into()),
+                    other => return Err(format!("--lb-health {other}: tcp or readyz")),
+                }
+            }
             other => return Err(format!("unknown flag {other}")),
         }
         Ok(())
@@ -194,6 +205,9 @@ mod tests {
         assert_eq!((a.nodes, a.clients), (3, 8));
         assert_eq!(a.duration, Duration::from_secs(60));
         assert!(a.check);
+        assert_eq!(a.lb_health, None);
+        let a = parse("--lb-health readyz").unwrap();
+        assert_eq!(a.lb_health.as_deref(), Some("/readyz"));
         assert_eq!(parse("--scenario all").unwrap().scenarios.len(), 4);
     }
 

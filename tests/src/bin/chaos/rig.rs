@@ -1,6 +1,6 @@
 //! The processes of one scenario, all through the harness: a Redis, the nodes (`a`, `b`, …) with
-//! fast liveness settings, and HAProxy round robin in front (health checks every 100 ms,
-//! redispatch). Dropping the rig stops every process by PID. The fault schedules run here, on a
+//! fast liveness settings, and HAProxy round robin in front (health checks every 100 ms, a TCP
+//! connect or `GET /readyz`, and redispatch). Dropping the rig stops every process by PID. The fault schedules run here, on a
 //! blocking thread: sleeping between faults is their schedule.
 
 use std::sync::Mutex;
@@ -60,6 +60,7 @@ impl Rig {
         let backends: Vec<String> = (0..cluster.len()).map(|i| cluster.node(i).addr()).collect();
         let lb = BalancerOptions {
             redispatch: true,
+            health_path: args.lb_health.clone(),
             ..BalancerOptions::default()
         };
         let balancer = Balancer::start_with(&backends, &lb);
