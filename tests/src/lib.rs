@@ -12,8 +12,9 @@
 //! - [`daemon`]: what [`balancer`] and [`dns`] share: a packaged server on a free port, in its
 //!   own temp dir, killed by PID on drop.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection
-//!   through the `redis` crate.
-//! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
+//!   through the `redis` crate; optionally with AOF, killed and restarted in place.
+//! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
+//!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
 //! - [`sse`]: the incremental SSE stream reader (over the `sse-stream` parser).
