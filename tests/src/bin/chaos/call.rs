@@ -200,6 +200,8 @@ pub async fn reopen(
                 let status = reply.status.as_u16();
                 counts.error(format!("resume GET {status}"));
                 let body = reply.try_text().await.unwrap_or_default();
+                let body: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+                let body: String = body.chars().take(200).collect();
                 let what = format!("resume GET {status} with Last-Event-ID {from}: {body}");
                 crate::check::note(&mut counts.examples, what);
             }
