@@ -1,5 +1,6 @@
-//! A private Redis and N `switchboard` nodes (`a`, `b`, `c`, …) sharing it, as one test's cluster.
-//! Dropping it kills every process it started, by PID.
+//! A private Redis (standalone, Redis Cluster or Sentinel: [`RedisKind`]) and N `switchboard`
+//! nodes (`a`, `b`, `c`, …) sharing it, as one test's cluster. Dropping it kills every process it
+//! started, by PID.
 
 use std::fmt::Display;
 use std::time::Duration;
@@ -7,6 +8,8 @@ use std::time::Duration;
 use crate::eventually::eventually;
 
 use crate::node::{Node, Place};
+use crate::redis_backend::RedisBackend;
+pub use crate::redis_backend::RedisKind;
 use crate::redis_server::RedisServer;
 use crate::temp::TempDir;
 
@@ -16,6 +19,7 @@ use crate::temp::TempDir;
 pub struct ClusterOptions {
     settings: Vec<(String, String)>,
     config: Option<std::path::PathBuf>,
+    redis: RedisKind,
 }
 
 impl ClusterOptions {
@@ -29,6 +33,12 @@ impl ClusterOptions {
     pub fn set(mut self, key: &str, value: impl Display) -> ClusterOptions {
         self.settings.retain(|(k, _)| k != key);
         self.settings.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// The nodes share a Redis of `kind` (default: one standalone server).
+    pub fn redis(mut self, kind: RedisKind) -> ClusterOptions {
+        self.redis = kind;
         self
     }
 
@@ -61,7 +71,7 @@ impl ClusterOptions {
 /// A running cluster. Fields drop in order: nodes, then Redis, then the log directory.
 pub struct Cluster {
     nodes: Vec<Node>,
-    redis: RedisServer,
+    redis: RedisBackend,
     options: ClusterOptions,
     logs: TempDir,
 }
@@ -71,18 +81,21 @@ impl Cluster {
     /// A node that exits before it is ready (e.g. its port was taken) is started again on
     /// another port, at most three times.
     pub fn start(n: usize, options: ClusterOptions) -> Cluster {
-        Cluster::start_on(RedisServer::start(), n, options)
+        Cluster::start_on(RedisBackend::start(options.redis), n, options)
     }
 
-    /// [`Cluster::start`] on a Redis the caller started (e.g. with AOF persistence, see
-    /// [`RedisServer::start_with`]).
-    pub fn start_on(redis: RedisServer, n: usize, options: ClusterOptions) -> Cluster {
+    /// [`Cluster::start`] on a Redis the caller started (e.g. a standalone server with AOF
+    /// persistence, see [`RedisServer::start_with`]); `options`' own Redis kind is not used.
+    pub fn start_on(redis: RedisBackend, n: usize, mut options: ClusterOptions) -> Cluster {
+        for (key, value) in redis.node_settings() {
+            options = options.set(&key, value);
+        }
         let logs = TempDir::new("sb-nodes");
         let url = redis.url();
         let spawn = |i: usize| {
             Node::spawn_with_config(
                 &node_name(i),
-                Some(&url),
+                url.as_deref(),
                 &options.settings,
                 logs.path(),
                 options.config.as_deref(),
@@ -122,7 +135,7 @@ impl Cluster {
             node.place(),
             node.port(),
             node.id(),
-            Some(&self.redis.url()),
+            self.redis.url().as_deref(),
             &self.options.settings,
             self.logs.path(),
             self.options.config.as_deref(),
@@ -196,13 +209,18 @@ impl Cluster {
         self.nodes[i].kill9();
     }
 
-    /// The cluster's Redis.
+    /// The cluster's Redis, when it is one standalone server (panics otherwise).
     pub fn redis(&self) -> &RedisServer {
+        self.redis.server()
+    }
+
+    /// The cluster's Redis, whatever its kind.
+    pub fn backend(&self) -> &RedisBackend {
         &self.redis
     }
 
-    /// The cluster's Redis, mutable (to kill and restart it).
-    pub fn redis_mut(&mut self) -> &mut RedisServer {
+    /// The cluster's Redis, to kill and restart its servers.
+    pub fn backend_mut(&mut self) -> &mut RedisBackend {
         &mut self.redis
     }
 

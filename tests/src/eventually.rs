@@ -1,5 +1,5 @@
-//! Bounded ways to wait: for a condition to become true ([`eventually`], [`eventually_sync`]),
-//! or to check that it stays true for a while ([`always_for`]).
+//! Bounded ways to wait: for a condition to become true ([`eventually`], [`eventually_sync`],
+//! [`eventually_ok`]), or to check that it stays true for a while ([`always_for`]).
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -37,6 +37,25 @@ pub fn eventually_sync<T>(what: &str, limit: Duration, mut check: impl FnMut() -
             panic!("timed out after {limit:?} waiting for: {what}");
         }
         std::thread::sleep(POLL);
+    }
+}
+
+/// [`eventually_sync`] for a check that says why it is not there yet: polls `check` every 50 ms
+/// until it returns `Ok`, or panics with `what` and the last `Err` reason after `limit`.
+pub fn eventually_ok<T>(
+    what: &str,
+    limit: Duration,
+    mut check: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(why) if Instant::now() >= deadline => {
+                panic!("timed out after {limit:?} waiting for: {what} (last: {why})")
+            }
+            Err(_) => std::thread::sleep(POLL),
+        }
     }
 }
 
@@ -83,6 +102,20 @@ mod tests {
     #[should_panic(expected = "timed out")]
     fn eventually_sync_panics_at_the_limit() {
         eventually_sync("never", Duration::from_millis(120), || None::<()>);
+    }
+
+    #[test]
+    #[should_panic(expected = "last: not yet 2")]
+    fn eventually_ok_names_the_last_reason() {
+        let mut n = 0;
+        eventually_ok(
+            "never",
+            Duration::from_millis(120),
+            || -> Result<(), String> {
+                n += 1;
+                Err(format!("not yet {}", n.min(2)))
+            },
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,12 @@
 //!   own temp dir, killed by PID on drop.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection
 //!   through the `redis` crate; optionally with AOF, killed and restarted in place.
+//! - [`redis_cluster`]: a private Redis Cluster (3 primaries × 1 replica by default) whose nodes
+//!   can be killed and restarted, with failover waits.
+//! - [`redis_sentinel`]: a private Sentinel group (a primary, a replica, three sentinels) with
+//!   promotion waits.
+//! - [`redis_process`]: what those two share: the binaries, one killable, restartable Redis
+//!   process, bounded queries of a port.
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
 //!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
@@ -45,6 +51,10 @@ pub mod msg;
 pub mod node;
 pub mod peers;
 pub mod ports;
+pub mod redis_backend;
+pub mod redis_cluster;
+pub mod redis_process;
+pub mod redis_sentinel;
 pub mod redis_server;
 pub mod rmcp_route;
 pub mod sse;

@@ -49,16 +49,14 @@ pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// 200 when the store answers within 2 s, else 503. Upstreams play no part: one upstream's
+/// 200 when the store answers within 2 s (every primary, in Redis Cluster:
+/// [`switchboard_store::Liveness::reachable`]), else 503. Upstreams play no part: one upstream's
 /// outage must not take every replica out of the Service (which would stop all other upstreams
 /// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
 /// and the `switchboard_upstream_*` metrics are where upstreams are watched.
 pub(crate) async fn ready(State(app): State<App>) -> Response {
-    let probe = tokio::time::timeout(
-        std::time::Duration::from_secs(2),
-        app.store.count_sessions(),
-    )
-    .await;
+    let probe =
+        tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
     match probe {
         Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),

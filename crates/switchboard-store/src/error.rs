@@ -9,6 +9,15 @@ pub enum StoreError {
     /// A stored value could not be decoded (corrupt or written by an incompatible version).
     #[error("stored data is corrupt: {0}")]
     Corrupt(String),
+    /// A write reached the primary but fewer replicas than `min_replicas_acked` confirmed it
+    /// within `replicas_ack_timeout` (`WAIT`): it may be lost in a failover.
+    #[error("write confirmed by {acked} of the {wanted} replicas required")]
+    NotReplicated {
+        /// Replicas that confirmed it.
+        acked: u32,
+        /// `min_replicas_acked`.
+        wanted: u32,
+    },
 }
 
 impl From<::redis::RedisError> for StoreError {

@@ -103,6 +103,14 @@ pub struct StoreConfig {
     /// request's own admission (the same round trip); with a cached record that admission needs
     /// no Lua script. When full, an arbitrary entry makes room. Redis backend only.
     pub record_cache_entries: usize,
+    /// Replicas that must confirm an event append or a session creation before it counts as done
+    /// (default 0: Redis's asynchronous replication alone). Above 0, each of those writes is
+    /// followed, in the same pipeline, by `WAIT <n> <replicas_ack_timeout>`; fewer confirmations
+    /// fail the write with [`crate::StoreError::NotReplicated`] (the primary keeps it). Redis
+    /// backend only (the memory store has no replicas).
+    pub min_replicas_acked: u32,
+    /// How long one `WAIT` for `min_replicas_acked` replicas may take (default 500 ms).
+    pub replicas_ack_timeout: Duration,
 }
 
 impl StoreConfig {
@@ -118,6 +126,8 @@ impl StoreConfig {
             max_events_per_stream: 1_000,
             max_inflight_per_session: 64,
             record_cache_entries: 4_096,
+            min_replicas_acked: 0,
+            replicas_ack_timeout: Duration::from_millis(500),
         }
     }
 }

@@ -246,6 +246,11 @@ pub trait Liveness: Send + Sync {
 
     /// Whether `node` has sent a heartbeat within `node_ttl`.
     async fn is_alive(&self, node: &str) -> StoreResult<bool>;
+
+    /// `Ok` when every server the store writes to answers now (Redis: `PING` on the server or
+    /// the sentinels' primary; in Redis Cluster on every primary, so a shard without a primary,
+    /// while its failover runs, makes this fail). Behind `/readyz`.
+    async fn reachable(&self) -> StoreResult<()>;
 }
 
 /// Secrets every node of the cluster must agree on without configuration (e.g. the key that

@@ -167,6 +167,8 @@ impl Config {
             max_events_per_stream: self.session.max_events_per_stream.get(),
             max_inflight_per_session: self.session.max_inflight.get(),
             record_cache_entries: self.redis.record_cache_entries,
+            min_replicas_acked: self.redis.min_replicas_acked,
+            replicas_ack_timeout: self.redis.replicas_ack_timeout.get(),
         }
     }
 

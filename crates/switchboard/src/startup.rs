@@ -13,7 +13,7 @@ use switchboard_upstream::Upstream;
 use tokio::net::TcpListener;
 use tracing_subscriber::EnvFilter;
 
-use crate::config::{redact_url, Config, LogFormat};
+use crate::config::{Config, LogFormat};
 
 /// Why a node could not start or stopped with an error. The binary exits with code 1.
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +29,8 @@ pub enum RunError {
     /// The Redis store cannot be reached.
     #[error("cannot connect to Redis at {url}: {source}")]
     Store {
-        /// The Redis URL, password redacted.
+        /// Where Redis was looked for: the URL (standalone), or the mode and addresses
+        /// (Sentinel, Cluster); passwords redacted.
         url: String,
         /// Why.
         source: StoreError,
@@ -71,9 +72,10 @@ pub async fn run_on(
     tracing::info!(
         node_id = %config.cluster.node_id,
         store = store.backend(),
-        redis_url = %match config.redis.url.as_str() {
-            "" => "(none)".to_owned(),
-            url => redact_url(url),
+        redis = %if config.redis.uses_redis() {
+            config.redis.topology().describe()
+        } else {
+            "(none)".to_owned()
         },
         "store ready"
     );
@@ -98,16 +100,17 @@ pub async fn run_on(
     Ok(())
 }
 
-/// The memory store when no `redis.url` is set, else the Redis store.
+/// The memory store when no Redis is configured, else the Redis store in its mode.
 async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
-    if config.redis.url.is_empty() {
+    if !config.redis.uses_redis() {
         return Ok(MemoryStore::new(config.store_config()));
     }
-    RedisStore::connect(&config.redis.url, config.store_config())
+    let topology = config.redis.topology();
+    RedisStore::open(&topology, config.store_config())
         .await
         .map(|store| store as Arc<dyn Store>)
         .map_err(|source| RunError::Store {
-            url: redact_url(&config.redis.url),
+            url: topology.describe(),
             source,
         })
 }

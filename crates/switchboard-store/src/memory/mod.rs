@@ -483,6 +483,11 @@ impl Liveness for MemoryStore {
         &self.config.node_id
     }
 
+    /// Always: the memory store is in this process.
+    async fn reachable(&self) -> StoreResult<()> {
+        Ok(())
+    }
+
     async fn heartbeat(&self) -> StoreResult<bool> {
         let now = Instant::now();
         let mut shared = self.lock();

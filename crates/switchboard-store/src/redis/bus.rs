@@ -8,26 +8,33 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::scripts::*;
-use super::{pubsub, RedisStore};
+use super::{pubsub, Inbox, RedisStore};
 use crate::model::*;
 use crate::traits::*;
 
 #[async_trait]
 impl Bus for RedisStore {
-    /// Subscribes to `p:inbox:<node>` and `p:all` before returning.
+    /// Subscribes to `p:inbox:<node>` and `p:all` before returning (Redis Cluster: the sharded
+    /// `p:inbox:{<node>}` and `p:{all}`; session channels follow as the node takes part).
     async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>> {
         self.take_inbox()?;
-        let channels = vec![self.keys.inbox(&self.config.node_id), self.keys.all()];
-        let started = pubsub::start(self.client.clone(), channels).await;
+        let started = match &self.inbox {
+            Inbox::Classic(source) => {
+                let channels = vec![self.keys.inbox(&self.config.node_id), self.keys.all()];
+                pubsub::start(source.clone(), channels).await
+            }
+            Inbox::Sharded(sharded) => sharded.start().await,
+        };
         if started.is_err() {
             self.subscribed.store(false, Ordering::SeqCst);
         }
         started
     }
 
+    /// `PUBLISH` (Redis Cluster: `SPUBLISH`) on the node's inbox channel.
     async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
         let mut conn = self.conn.clone();
-        cmd("PUBLISH")
+        cmd(self.publish())
             .arg(self.keys.inbox(node))
             .arg(Self::encode(msg)?)
             .query_async::<i64>(&mut conn)
@@ -35,10 +42,11 @@ impl Bus for RedisStore {
         Ok(())
     }
 
-    /// PUBLISH on `p:all`, the channel every node's inbox subscribes to.
+    /// `PUBLISH` on `p:all` (Redis Cluster: `SPUBLISH` on `p:{all}`, carried by one shard), the
+    /// channel every node's inbox subscribes to.
     async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()> {
         let mut conn = self.conn.clone();
-        cmd("PUBLISH")
+        cmd(self.publish())
             .arg(self.keys.all())
             .arg(Self::encode(msg)?)
             .query_async::<i64>(&mut conn)
@@ -47,9 +55,12 @@ impl Bus for RedisStore {
     }
 
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
+        let fresh = self.interest(sid).await?;
         let mut inv = self.session_call(&REGISTER_PENDING, &self.session_keys(sid), None);
         inv.arg(request_key).arg(&self.config.node_id);
-        self.invoke::<i64>(&inv).await?;
+        if self.invoke::<i64>(&inv).await? == 0 && fresh {
+            self.lose_interest(sid);
+        }
         Ok(())
     }
 
@@ -76,7 +87,7 @@ impl Bus for RedisStore {
         };
         let mut inv = self.session_call(&ROUTE_REPLY, &self.session_keys(sid), None);
         inv.arg(request_key)
-            .arg(self.keys.inbox_prefix())
+            .arg(self.keys.node_route())
             .arg(Self::encode(&msg)?);
         Ok(self.invoke::<i64>(&inv).await? == 1)
     }
@@ -94,8 +105,19 @@ impl Bus for RedisStore {
         };
         let mut inv = self.session_call(&ROUTE_CANCEL, &self.session_keys(sid), None);
         inv.arg(request_key)
-            .arg(self.keys.inbox_prefix())
+            .arg(self.keys.node_route())
             .arg(Self::encode(&msg)?);
         Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+}
+
+impl RedisStore {
+    /// The publish command of node and broadcast channels.
+    fn publish(&self) -> &'static str {
+        if self.keys.sharded() {
+            "SPUBLISH"
+        } else {
+            "PUBLISH"
+        }
     }
 }

@@ -28,8 +28,8 @@ impl EventLog for RedisStore {
             .arg(rules::max_events(&self.config))
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.inbox_prefix());
-        let reply: Value = self.invoke(&inv).await?;
+            .arg(self.keys.node_route());
+        let reply: Value = self.invoke_durably(&inv).await?;
         Ok(codec::appended(&reply)?.unwrap_or_else(Appended::not_stored))
     }
 
@@ -102,15 +102,21 @@ impl EventLog for RedisStore {
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
+        let fresh = self.interest(sid).await?;
         let mut inv = self.session_call(&CLAIM, &self.session_keys(sid), Some(stream));
         inv.arg(stream)
             .arg(holder)
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.inbox_prefix());
+            .arg(self.keys.node_route());
         let reply: Value = self.invoke(&inv).await?;
         match codec::array(&reply)? {
-            [] => Ok(Claim::Unknown),
+            [] => {
+                if fresh {
+                    self.lose_interest(sid);
+                }
+                Ok(Claim::Unknown)
+            }
             [prev, last] => Ok(Claim::Claimed {
                 previous: rules::some_holder(codec::string(prev)?),
                 last_position: rules::some_holder(codec::string(last)?),
@@ -164,8 +170,8 @@ impl EventLog for RedisStore {
             .arg(rules::max_events(&self.config))
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.inbox_prefix());
-        let reply: Value = self.invoke(&inv).await?;
+            .arg(self.keys.node_route());
+        let reply: Value = self.invoke_durably(&inv).await?;
         codec::appended(&reply)
     }
 }

@@ -15,7 +15,9 @@
 //! - `p:task:{<task id>}` HASH, a task of the tasks extension (fields `prn` principal, `node`,
 //!   `st` status, `msg` status message, `ct`/`up` created/updated ISO 8601, `ttl`, `poll` in ms,
 //!   `out` result or error JSON); expires `ttl` ms after creation;
-//! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast).
+//! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast); in Redis Cluster they are
+//!   sharded channels `p:inbox:{<node>}` and `p:{all}`, and session scripts deliver on the
+//!   session's sharded channel `p:{sid}:bus` instead (see `super::sharded`).
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
 //! can touch them all (scripts build `log:`/`trim:` names from the `p:{sid}:` base they get).
@@ -24,13 +26,46 @@
 #[derive(Clone, Debug)]
 pub(crate) struct Keys {
     prefix: String,
+    /// Redis Cluster: channels are sharded and carry hash tags.
+    sharded: bool,
 }
 
 impl Keys {
-    /// Names under `prefix`.
-    pub fn new(prefix: &str) -> Keys {
+    /// Names under `prefix`; `sharded` for Redis Cluster.
+    pub fn new(prefix: &str, sharded: bool) -> Keys {
         Keys {
             prefix: prefix.to_owned(),
+            sharded,
+        }
+    }
+
+    /// Whether channels are sharded (Redis Cluster).
+    pub fn sharded(&self) -> bool {
+        self.sharded
+    }
+
+    /// The sharded channel of one session (Redis Cluster only): the session scripts' messages.
+    pub fn session_channel(&self, sid: &str) -> String {
+        [self.prefix.as_str(), ":{", sid, "}:bus"].concat()
+    }
+
+    /// What session scripts get as the route of a message to one node (`deliver` in
+    /// [`super::scripts`]): the inbox prefix, or `""` in Redis Cluster.
+    pub fn node_route(&self) -> String {
+        if self.sharded {
+            String::new()
+        } else {
+            self.inbox_prefix()
+        }
+    }
+
+    /// What session scripts get as the route of a message to every node: the broadcast channel,
+    /// or `""` in Redis Cluster (the session's channel reaches every node that has a part in it).
+    pub fn every_node_route(&self) -> String {
+        if self.sharded {
+            String::new()
+        } else {
+            self.all()
         }
     }
 
@@ -68,7 +103,11 @@ impl Keys {
 
     /// A node's inbox channel.
     pub fn inbox(&self, node: &str) -> String {
-        format!("{}{node}", self.inbox_prefix())
+        if self.sharded {
+            format!("{}{{{node}}}", self.inbox_prefix())
+        } else {
+            format!("{}{node}", self.inbox_prefix())
+        }
     }
 
     /// An agreed secret (STRING, no expiry; [`crate::Secrets`]).
@@ -78,7 +117,11 @@ impl Keys {
 
     /// The broadcast channel.
     pub fn all(&self) -> String {
-        format!("{}:all", self.prefix)
+        if self.sharded {
+            format!("{}:{{all}}", self.prefix)
+        } else {
+            format!("{}:all", self.prefix)
+        }
     }
 }
 
@@ -139,10 +182,15 @@ mod tests {
 
     #[test]
     fn session_keys_share_the_hash_tag() {
-        let k = Keys::new("sb").session("abc");
+        let k = Keys::new("sb", false).session("abc");
         assert_eq!(k.core()[0], "sb:{abc}:s");
         assert_eq!(k.log("get"), "sb:{abc}:log:get");
         assert!(k.core().iter().all(|key| key.contains("{abc}")));
-        assert_eq!(Keys::new("sb").inbox("n1"), "sb:inbox:n1");
+        assert_eq!(Keys::new("sb", false).inbox("n1"), "sb:inbox:n1");
+        let sharded = Keys::new("sb", true);
+        assert_eq!(sharded.inbox("n1"), "sb:inbox:{n1}");
+        assert_eq!(sharded.all(), "sb:{all}");
+        assert_eq!(sharded.session_channel("abc"), "sb:{abc}:bus");
+        assert_eq!(sharded.node_route(), "");
     }
 }

@@ -1,76 +1,104 @@
-//! The Redis backend: the cluster's shared state.
+//! The Redis backend: the cluster's shared state, on one Redis server, a Sentinel-managed
+//! primary, or a Redis Cluster ([`RedisTopology`]).
 //!
-//! Commands go through one auto-reconnecting [`ConnectionManager`]; every operation that reads and
-//! writes is one Lua script (EVALSHA, loaded on demand), so it is atomic and one round trip. The
-//! hot path's admission of a request whose session record is cached only reads, and runs as a
-//! `MULTI`/`EXEC` of plain commands instead (as atomic, one round trip, without the Lua cost). The
-//! inbox is a separate pub/sub connection that resubscribes after a drop.
+//! Commands go through one multiplexed, reconnecting connection (`connection`); every operation
+//! that reads and writes is one Lua script (EVALSHA, loaded on demand on whichever server runs
+//! it), so it is atomic and one round trip. The hot path's admission of a request whose session
+//! record is cached only reads, and runs as a `MULTI`/`EXEC` of plain commands instead (as
+//! atomic, one round trip, without the Lua cost). No command, script or transaction touches two
+//! hash slots: every key of one session carries the hash tag `{<sid>}`, and what spans sessions
+//! (the reaper, `owners_of`) sends one command per slot, concurrently on the one connection.
 //!
 //! Modules:
-//! - `keys`: key and channel names (the data model is documented there).
+//! - `topology`: the deployment settings; `connection`, `sentinel`: the command connection.
+//! - `keys`: key and channel names (the data model, and which slot each key lives in).
 //! - `scripts`: the Lua scripts.
 //! - `codec`: record ↔ hash fields, reply parsing.
-//! - `pubsub`: the inbox reader.
+//! - `pubsub`: the inbox reader (standalone, Sentinel); `sharded`: the same in Redis Cluster.
 //! - `records`: this node's version-checked cache of session records.
 //! - `session`, `events`, `bus`, `tasks`: the trait implementations.
 
 mod bus;
 mod codec;
+mod connection;
 mod events;
 mod keys;
 mod pubsub;
 mod records;
 mod scripts;
+mod sentinel;
 mod session;
+mod sharded;
 mod tasks;
+mod topology;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::{
-    Client, ErrorKind, FromRedisValue, Pipeline, Script, ScriptInvocation, ServerErrorKind,
-};
+use ::redis::{ErrorKind, FromRedisValue, Pipeline, Script, ScriptInvocation, ServerErrorKind};
 use async_trait::async_trait;
 
 use crate::error::StoreError;
 use crate::model::StoreConfig;
 use crate::rules;
 use crate::traits::*;
+use connection::Conn;
 use keys::{Keys, SessionKeys};
-
-const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+pub use topology::{redact_url, RedisMode, RedisTopology};
 
 /// The Redis-backed store of one node.
 pub struct RedisStore {
     config: StoreConfig,
-    client: Client,
-    conn: ConnectionManager,
+    topology: RedisTopology,
+    conn: Conn,
+    inbox: Inbox,
     keys: Keys,
     subscribed: AtomicBool,
     records: records::RecordCache,
 }
 
+/// Where this node's bus messages come from.
+enum Inbox {
+    /// Standalone and Sentinel: classic pub/sub on its own connection.
+    Classic(pubsub::Source),
+    /// Redis Cluster: sharded pub/sub on the cluster connection.
+    Sharded(Arc<sharded::Sharded>),
+}
+
 impl RedisStore {
-    /// Connects to a standalone Redis at `url` (`redis://host:port/db`). Fails when Redis cannot be
-    /// reached now; later outages are retried by the connection manager.
+    /// Connects to a standalone Redis at `url` (`redis://host:port/db`); see [`RedisStore::open`].
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Arc<RedisStore>, StoreError> {
-        let client = Client::open(url)?;
-        let manager_config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-            .set_number_of_retries(3);
-        let conn = client
-            .get_connection_manager_with_config(manager_config)
-            .await?;
-        let keys = Keys::new(&config.key_prefix);
+        RedisStore::open(&RedisTopology::standalone(url), config).await
+    }
+
+    /// Connects to the Redis `topology` describes. Fails when it cannot be reached now (no
+    /// server, no sentinel naming a primary, or no cluster node answering); later outages and
+    /// failovers are followed by the connection.
+    pub async fn open(
+        topology: &RedisTopology,
+        config: StoreConfig,
+    ) -> Result<Arc<RedisStore>, StoreError> {
+        let opened = connection::open(topology).await?;
+        let keys = Keys::new(&config.key_prefix, topology.mode == RedisMode::Cluster);
+        let inbox = match (&opened.conn, opened.pushes) {
+            (Conn::Cluster(c), Some(pushes)) => Inbox::Sharded(sharded::Sharded::new(
+                c.clone(),
+                pushes,
+                keys.clone(),
+                &config.node_id,
+                config.idle_ttl,
+            )),
+            (Conn::Sentinel(p), _) => Inbox::Classic(pubsub::Source::Sentinel(p.clone())),
+            _ => Inbox::Classic(pubsub::Source::Fixed(Box::new(
+                topology.data_client(&topology.url)?,
+            ))),
+        };
         Ok(Arc::new(RedisStore {
             records: records::RecordCache::new(config.record_cache_entries),
             config,
-            client,
-            conn,
+            topology: topology.clone(),
+            conn: opened.conn,
+            inbox,
             keys,
             subscribed: AtomicBool::new(false),
         }))
@@ -81,38 +109,34 @@ impl RedisStore {
         &self.config
     }
 
-    /// Debug aid for tests: how many keys containing `{sid}` exist (a `SCAN`, not for production).
-    #[doc(hidden)]
-    pub async fn key_count_for(&self, sid: &str) -> StoreResult<usize> {
-        let pattern = format!("*{{{sid}}}*");
-        let mut conn = self.conn.clone();
-        let mut cursor: u64 = 0;
-        let mut count = 0;
-        loop {
-            let (next, batch): (u64, Vec<String>) = ::redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut conn)
-                .await?;
-            count += batch.len();
-            if next == 0 {
-                return Ok(count);
-            }
-            cursor = next;
+    /// The deployment this store runs on.
+    pub fn topology(&self) -> &RedisTopology {
+        &self.topology
+    }
+
+    /// Redis Cluster: how many session channels this node subscribes to now (0 otherwise).
+    pub fn session_subscriptions(&self) -> usize {
+        match &self.inbox {
+            Inbox::Sharded(s) => s.sessions(),
+            Inbox::Classic(_) => 0,
         }
     }
 
-    /// Debug aid for tests: how many streams the session's registry holds (0 when it is gone).
-    #[doc(hidden)]
-    pub async fn registered_streams(&self, sid: &str) -> StoreResult<usize> {
-        let mut conn = self.conn.clone();
-        Ok(::redis::cmd("HLEN")
-            .arg(self.session_keys(sid).streams())
-            .query_async(&mut conn)
-            .await?)
+    /// Redis Cluster: makes sure this node receives the messages of `sid` before it does what
+    /// makes it their target (see `sharded`); whether it subscribed just now. Nothing to do
+    /// otherwise (`false`).
+    async fn interest(&self, sid: &str) -> StoreResult<bool> {
+        match &self.inbox {
+            Inbox::Sharded(s) => s.interest(sid).await,
+            Inbox::Classic(_) => Ok(false),
+        }
+    }
+
+    /// Redis Cluster: stops receiving the messages of `sid` (it is gone).
+    fn lose_interest(&self, sid: &str) {
+        if let Inbox::Sharded(s) = &self.inbox {
+            s.forget(sid);
+        }
     }
 
     fn idle_ms(&self) -> u64 {
@@ -141,27 +165,66 @@ impl RedisStore {
         inv
     }
 
-    /// Runs one script invocation (loading the script if Redis does not know it).
+    /// Runs one script invocation (loading the script if the server that runs it does not know
+    /// it).
     async fn invoke<T: FromRedisValue>(&self, inv: &ScriptInvocation<'_>) -> StoreResult<T> {
         let mut conn = self.conn.clone();
         Ok(inv.invoke_async(&mut conn).await?)
     }
 
-    /// Runs a pipeline; if it contains scripts Redis has forgotten (restart, `SCRIPT FLUSH`),
-    /// loads every script and runs it once more (every pipeline here is safe to repeat).
+    /// Runs a pipeline (of one hash slot); if it contains scripts the server has forgotten
+    /// (restart, failover, `SCRIPT FLUSH`), loads every script (on every primary in Redis
+    /// Cluster) and runs it once more; in Redis Cluster, if a transaction came back with
+    /// `MOVED`/`ASK` inside it (its slot moved, e.g. to a promoted replica: the cluster client
+    /// only follows redirects of plain commands), sends one plain command on its first key, which
+    /// makes the client learn the new owner, and runs it once more. Every pipeline here is safe
+    /// to repeat.
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> StoreResult<T> {
         let mut conn = self.conn.clone();
         match pipe.query_async(&mut conn).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let mut load = ::redis::pipe();
-                for script in scripts::all() {
-                    load.load_script(script).ignore();
+                let loads = scripts::all().map(|script| {
+                    let mut conn = self.conn.clone();
+                    async move { script.prepare_invoke().load_async(&mut conn).await }
+                });
+                futures::future::try_join_all(loads).await?;
+                Ok(pipe.query_async(&mut conn).await?)
+            }
+            Err(e) if self.keys.sharded() && redirected(&e) => {
+                if let Some(key) = first_key(pipe) {
+                    let probe = ::redis::cmd("EXISTS")
+                        .arg(key)
+                        .query_async::<i64>(&mut conn)
+                        .await;
+                    tracing::debug!(error = %e, ?probe, "a transaction's slot moved; retrying");
                 }
-                load.query_async::<()>(&mut conn).await?;
                 Ok(pipe.query_async(&mut conn).await?)
             }
             other => Ok(other?),
         }
+    }
+
+    /// Runs a writing script invocation and, with `min_replicas_acked` above 0, a `WAIT` for
+    /// that many replicas in the same pipeline (the same server: `WAIT` has no key and follows
+    /// the script's slot). Fewer confirmations: [`StoreError::NotReplicated`].
+    async fn invoke_durably<T: FromRedisValue>(
+        &self,
+        inv: &ScriptInvocation<'_>,
+    ) -> StoreResult<T> {
+        let wanted = self.config.min_replicas_acked;
+        if wanted == 0 {
+            return self.invoke(inv).await;
+        }
+        let mut p = ::redis::pipe();
+        p.invoke_script(inv)
+            .cmd("WAIT")
+            .arg(wanted)
+            .arg(rules::millis(self.config.replicas_ack_timeout));
+        let (reply, acked): (T, u32) = self.query(&p).await?;
+        if acked < wanted {
+            return Err(StoreError::NotReplicated { acked, wanted });
+        }
+        Ok(reply)
     }
 
     /// JSON of a bus message.
@@ -177,24 +240,28 @@ impl Liveness for RedisStore {
     }
 
     /// Also keeps the session index alive (its TTL is `2 × idle_ttl`, pushed by every heartbeat,
-    /// create and reaper pass), so it cannot lapse while any node is running. One pipeline:
-    /// `EXISTS` of the liveness key (was the previous heartbeat live?), then `SET … PX`.
+    /// create and reaper pass), so it cannot lapse while any node is running. Two commands sent
+    /// together (they live in different slots): a pipeline of `EXISTS` of the liveness key (was
+    /// the previous heartbeat live?) then `SET … PX`, and `PEXPIRE` of the index.
     async fn heartbeat(&self) -> StoreResult<bool> {
-        let mut pipe = ::redis::pipe();
-        pipe.cmd("EXISTS")
-            .arg(self.keys.node(&self.config.node_id))
+        let node = self.keys.node(&self.config.node_id);
+        let mut beat = ::redis::pipe();
+        beat.cmd("EXISTS")
+            .arg(&node)
             .cmd("SET")
-            .arg(self.keys.node(&self.config.node_id))
+            .arg(&node)
             .arg("1")
             .arg("PX")
             .arg(rules::millis(self.config.node_ttl))
-            .ignore()
+            .ignore();
+        let mut index = ::redis::pipe();
+        index
             .cmd("PEXPIRE")
             .arg(self.keys.sessions())
             .arg(2 * self.idle_ms())
             .ignore();
-        let (live,): (i64,) = self.query(&pipe).await?;
-        Ok(live == 1)
+        let (live, ()) = futures::try_join!(self.query::<(i64,)>(&beat), self.query::<()>(&index))?;
+        Ok(live.0 == 1)
     }
 
     async fn retire(&self) -> StoreResult<()> {
@@ -203,6 +270,13 @@ impl Liveness for RedisStore {
             .arg(self.keys.node(&self.config.node_id))
             .query_async::<i64>(&mut conn)
             .await?;
+        Ok(())
+    }
+
+    /// `PING`, which the cluster connection sends to every primary (and needs every answer).
+    async fn reachable(&self) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
         Ok(())
     }
 
@@ -252,5 +326,25 @@ impl RedisStore {
             )));
         }
         Ok(())
+    }
+}
+
+/// Whether `e` (of a transaction or pipeline) says its slot is served elsewhere now.
+fn redirected(e: &::redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::Server(ServerErrorKind::Moved | ServerErrorKind::Ask)
+    ) || {
+        let text = e.to_string();
+        text.contains("Moved") || text.contains("MOVED") || text.contains("Ask:")
+    }
+}
+
+/// The first key of a pipeline: the first argument after the first command's name.
+fn first_key(pipe: &Pipeline) -> Option<Vec<u8>> {
+    let cmd = pipe.cmd_iter().find(|c| c.args_iter().len() > 1)?;
+    match cmd.args_iter().nth(1)? {
+        ::redis::Arg::Simple(key) => Some(key.to_vec()),
+        _ => None,
     }
 }

@@ -1,5 +1,7 @@
-//! The inbox of a node: a pub/sub connection subscribed to the node's inbox channel and the
-//! broadcast channel, feeding a bounded receiver.
+//! The inbox of a node in standalone and Sentinel mode: a pub/sub connection subscribed to the
+//! node's inbox channel and the broadcast channel, feeding a bounded receiver. (Redis Cluster:
+//! [`super::sharded`].) In Sentinel mode every reconnection asks the sentinels for the primary
+//! first, so the inbox follows a promotion.
 //!
 //! When the connection drops (or stops answering pings) the reader reconnects and resubscribes
 //! with exponential backoff (50 ms doubling to 5 s), logging with `tracing`. Messages published
@@ -15,6 +17,8 @@ use redis::aio::{PubSub, PubSubStream};
 use redis::Client;
 use tokio::sync::mpsc;
 
+use super::sentinel::Primary;
+
 use crate::error::StoreError;
 use crate::model::BusMessage;
 use crate::rules::INBOX_CAPACITY;
@@ -28,21 +32,39 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where the inbox connects.
+#[derive(Clone)]
+pub(crate) enum Source {
+    /// One server.
+    Fixed(Box<Client>),
+    /// The primary the sentinels name at the time of connecting.
+    Sentinel(Primary),
+}
+
+impl Source {
+    async fn client(&self) -> redis::RedisResult<Client> {
+        match self {
+            Source::Fixed(c) => Ok(Client::clone(c)),
+            Source::Sentinel(p) => p.client().await,
+        }
+    }
+}
+
 /// Subscribes to `channels` now (so nothing published after this returns is missed), then keeps
 /// the subscription alive in a background task until the receiver is dropped.
 pub(crate) async fn start(
-    client: Client,
+    source: Source,
     channels: Vec<String>,
 ) -> StoreResult<mpsc::Receiver<BusMessage>> {
-    let first = connect(&client, &channels).await?;
+    let first = connect(&source, &channels).await?;
     let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
-    tokio::spawn(run(client, channels, first, tx));
+    tokio::spawn(run(source, channels, first, tx));
     Ok(rx)
 }
 
-async fn connect(client: &Client, channels: &[String]) -> StoreResult<PubSub> {
+async fn connect(source: &Source, channels: &[String]) -> StoreResult<PubSub> {
     let attempt = async {
-        let mut pubsub = client.get_async_pubsub().await?;
+        let mut pubsub = source.client().await?.get_async_pubsub().await?;
         pubsub.subscribe(channels).await?;
         Ok::<_, redis::RedisError>(pubsub)
     };
@@ -76,13 +98,13 @@ enum Stop {
     Disconnected,
 }
 
-async fn run(client: Client, channels: Vec<String>, first: PubSub, tx: mpsc::Sender<BusMessage>) {
+async fn run(source: Source, channels: Vec<String>, first: PubSub, tx: mpsc::Sender<BusMessage>) {
     let mut current = Some(first);
     let mut backoff = reconnects();
     loop {
         let pubsub = match current.take() {
             Some(p) => p,
-            None => match connect(&client, &channels).await {
+            None => match connect(&source, &channels).await {
                 Ok(p) => {
                     tracing::info!(?channels, "bus inbox resubscribed");
                     backoff = reconnects();
@@ -139,7 +161,8 @@ async fn pump(pubsub: PubSub, tx: &mpsc::Sender<BusMessage>) -> Stop {
     }
 }
 
-fn decode(payload: &[u8]) -> Option<BusMessage> {
+/// A bus message from its JSON, or `None` (logged) when it is not one.
+pub(crate) fn decode(payload: &[u8]) -> Option<BusMessage> {
     match serde_json::from_slice(payload) {
         Ok(msg) => Some(msg),
         Err(e) => {

@@ -41,6 +41,17 @@ local function known(stream)
   return redis.call('HEXISTS', KEYS[2], stream) == 1 and (redis.call('HEXISTS', KEYS[3], stream) == 1
     or redis.call('EXISTS', base .. 'log:' .. stream) == 1)
 end
+-- A bus message to `node` ('': every node). Standalone and Sentinel: `route` is the inbox channel
+-- prefix (or, for every node, the broadcast channel) and the message is PUBLISHed there. Cluster:
+-- `route` is '' and the message goes on the session's sharded channel `p:{sid}:bus` (same slot
+-- as the script's keys), as `<node>\n<json>` (`*` for every node); see `super::sharded`.
+local function deliver(route, node, msg)
+  if route ~= '' then
+    redis.call('PUBLISH', route .. node, msg)
+  else
+    redis.call('SPUBLISH', base .. 'bus', (node == '' and '*' or node) .. '\n' .. msg)
+  end
+end
 local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
     redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
@@ -86,7 +97,7 @@ local function append_event(stream, data, fin, maxlen, me, sid, inbox)
   if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
     local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}
     msg['end'] = fin
-    redis.call('PUBLISH', inbox .. node_of(holder), cjson.encode(msg))
+    deliver(inbox, node_of(holder), cjson.encode(msg))
   end
   return {pos, holder}
 end
@@ -294,7 +305,7 @@ pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 local existed = alive()
 clear_session()
-if existed then redis.call('PUBLISH', ARGV[3], ARGV[4]) end
+if existed then deliver(ARGV[3], '', ARGV[4]) end
 return existed and 1 or 0
 "#,
     )
@@ -308,7 +319,7 @@ pub(crate) static REAP_ONE: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if alive() then return redis.call('PTTL', KEYS[1]) end
 clear_session()
-redis.call('PUBLISH', ARGV[3], ARGV[4])
+deliver(ARGV[3], '', ARGV[4])
 return -2
 "#,
     )
@@ -374,7 +385,7 @@ redis.call('HSET', KEYS[2], stream, holder)
 redis.call('PEXPIRE', KEYS[2], ttl)
 if prev ~= '' and prev ~= holder and node_of(prev) ~= me then
   local msg = cjson.encode({t = 'takeover', sid = ARGV[6], stream = stream, holder = prev})
-  redis.call('PUBLISH', ARGV[7] .. node_of(prev), msg)
+  deliver(ARGV[7], node_of(prev), msg)
 end
 local last = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
 return {prev, last[1] and last[1][1] or ''}
@@ -417,7 +428,7 @@ if not alive() then return 0 end
 local node = redis.call('HGET', KEYS[5], ARGV[3])
 if not node then return 0 end
 redis.call('HDEL', KEYS[5], ARGV[3])
-redis.call('PUBLISH', ARGV[4] .. node, ARGV[5])
+deliver(ARGV[4], node, ARGV[5])
 return 1
 "#,
     )
@@ -432,7 +443,7 @@ if not alive() then return 0 end
 local inf = redis.call('HGET', KEYS[4], ARGV[3])
 if not inf then return 0 end
 local node = string.match(inf, '^(.*)\n') or inf
-redis.call('PUBLISH', ARGV[4] .. node, ARGV[5])
+deliver(ARGV[4], node, ARGV[5])
 return 1
 "#,
     )

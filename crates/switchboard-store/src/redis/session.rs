@@ -18,7 +18,8 @@ const REAPER_LOCK_MS: u64 = 30_000;
 
 #[async_trait]
 impl SessionStore for RedisStore {
-    /// Two round trips: a reservation in the session index (atomic cap check), then the record.
+    /// Two round trips: a reservation in the session index (atomic cap check), then the record
+    /// (and a third, `WAIT`, with `min_replicas_acked` above 0).
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
         let idle = self.idle_ms();
         let mut reserve = RESERVE.prepare_invoke();
@@ -48,6 +49,21 @@ impl SessionStore for RedisStore {
             .arg(idle)
             .ignore();
         self.query::<()>(&p).await?;
+        let wanted = self.config.min_replicas_acked;
+        if wanted > 0 {
+            // `WAIT` follows the record's slot (it has no key of its own).
+            let mut wait = pipe();
+            wait.cmd("EXISTS")
+                .arg(&key)
+                .ignore()
+                .cmd("WAIT")
+                .arg(wanted)
+                .arg(rules::millis(self.config.replicas_ack_timeout));
+            let (acked,): (u32,) = self.query(&wait).await?;
+            if acked < wanted {
+                return Err(StoreError::NotReplicated { acked, wanted });
+            }
+        }
         Ok(CreateOutcome::Created)
     }
 
@@ -58,6 +74,8 @@ impl SessionStore for RedisStore {
     ) -> StoreResult<BeginOutcome> {
         let sk = self.session_keys(sid);
         let registers = inflight.is_some_and(|req| !req.stream.is_empty());
+        // A session id nobody has must not leave a subscription behind (`fresh`).
+        let fresh = registers && self.interest(sid).await?;
         let now = Instant::now();
         // Without a touch due, a cached record is admitted by `admit_cached` (no script); with
         // one due (by this node's last look at the record's expiry, e.g. for a session used less
@@ -88,6 +106,9 @@ impl SessionStore for RedisStore {
         let (status, running, record) = match codec::array(&reply)? {
             [status] if codec::int(status)? == 0 => {
                 self.records.forget(sid);
+                if fresh {
+                    self.lose_interest(sid);
+                }
                 return Ok(BeginOutcome::Missing);
             }
             [status, running, record, version] => {
@@ -136,12 +157,17 @@ impl SessionStore for RedisStore {
     }
 
     async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
+        let fresh = self.interest(sid).await?;
         let mut inv = self.session_call(&REGISTER, &self.session_keys(sid), None);
         inv.arg(&inflight.request_key)
             .arg(&inflight.stream)
             .arg(&inflight.node)
             .arg(&inflight.holder);
-        Ok(self.invoke::<i64>(&inv).await? == 1)
+        let registered = self.invoke::<i64>(&inv).await? == 1;
+        if fresh && !registered {
+            self.lose_interest(sid);
+        }
+        Ok(registered)
     }
 
     async fn finish(
@@ -189,8 +215,13 @@ impl SessionStore for RedisStore {
     }
 
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
+        self.interest(sid).await?;
         let inv = self.session_call(&TOUCH, &self.session_keys(sid), None);
-        Ok(self.invoke::<i64>(&inv).await? == 1)
+        let alive = self.invoke::<i64>(&inv).await? == 1;
+        if !alive {
+            self.lose_interest(sid);
+        }
+        Ok(alive)
     }
 
     async fn exists(&self, sid: &str) -> StoreResult<bool> {
@@ -202,23 +233,25 @@ impl SessionStore for RedisStore {
         Ok(n == 1)
     }
 
-    /// One pipeline of `HMGET <record> ct own` (`ct` is in every record: its absence means the
-    /// session is gone).
+    /// `HMGET <record> ct own` per session, sent together (`ct` is in every record: its absence
+    /// means the session is gone).
     async fn owners_of(
         &self,
         sids: &[String],
     ) -> StoreResult<Vec<Option<std::collections::BTreeMap<String, String>>>> {
-        if sids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut p = pipe();
-        for sid in sids {
-            p.cmd("HMGET")
-                .arg(self.session_keys(sid).record())
-                .arg("ct")
-                .arg("own");
-        }
-        let replies: Vec<(Option<String>, Option<String>)> = self.query(&p).await?;
+        let reads = sids.iter().map(|sid| {
+            let mut conn = self.conn.clone();
+            let key = self.session_keys(sid).record();
+            async move {
+                cmd("HMGET")
+                    .arg(key)
+                    .arg("ct")
+                    .arg("own")
+                    .query_async::<(Option<String>, Option<String>)>(&mut conn)
+                    .await
+            }
+        });
+        let replies = futures::future::try_join_all(reads).await?;
         replies
             .into_iter()
             .map(|(created, owners)| match (created, owners) {
@@ -294,6 +327,7 @@ impl SessionStore for RedisStore {
         upstream: &str,
         expected: Option<&str>,
     ) -> StoreResult<OwnerClaim> {
+        let fresh = self.interest(sid).await?;
         let mut inv = self.session_call(&CLAIM_OWNER, &self.session_keys(sid), None);
         inv.arg(upstream)
             .arg(&self.config.node_id)
@@ -304,6 +338,9 @@ impl SessionStore for RedisStore {
             Some(::redis::Value::Int(n)) => *n,
             _ => return Err(StoreError::Corrupt("claim_owner reply".into())),
         };
+        if fresh && code != 1 {
+            self.lose_interest(sid);
+        }
         Ok(match code {
             0 => OwnerClaim::Missing,
             1 => OwnerClaim::Claimed,
@@ -318,18 +355,17 @@ impl SessionStore for RedisStore {
         })
     }
 
-    /// One pipeline: the session's keys go in one script (one slot); the index entry is removed
-    /// by a separate command in the same pipeline (it lives in another slot in a cluster).
+    /// The session's keys go in one script (one slot); the index entry is removed by a separate
+    /// command sent with it (it lives in another slot in a cluster).
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
         self.records.forget(sid);
         let inv = self.terminating_call(&DELETE, sid)?;
-        let mut p = pipe();
-        p.invoke_script(&inv)
-            .cmd("ZREM")
-            .arg(self.keys.sessions())
-            .arg(sid)
-            .ignore();
-        let (existed,): (i64,) = self.query(&p).await?;
+        let mut conn = self.conn.clone();
+        let mut unindex = cmd("ZREM");
+        unindex.arg(self.keys.sessions()).arg(sid);
+        let (existed, _) = futures::try_join!(self.invoke::<i64>(&inv), async {
+            Ok(unindex.query_async::<i64>(&mut conn).await?)
+        })?;
         Ok(existed == 1)
     }
 
@@ -342,7 +378,8 @@ impl SessionStore for RedisStore {
     }
 
     /// Takes the reaper lock, then needs three more round trips whatever `limit` is: the due ids,
-    /// one pipelined script per id, one pipeline fixing the index.
+    /// one script per id (sent together; each runs in its session's slot), one pipeline fixing
+    /// the index.
     async fn reap(&self, limit: usize) -> StoreResult<Vec<String>> {
         let token = format!("{}/{:016x}", self.config.node_id, rand::random::<u64>());
         let lock = self.keys.reaper();
@@ -379,7 +416,7 @@ impl RedisStore {
             sid: sid.to_owned(),
         })?;
         let mut inv = self.session_call(script, &self.session_keys(sid), None);
-        inv.arg(self.keys.all()).arg(terminated);
+        inv.arg(self.keys.every_node_route()).arg(terminated);
         Ok(inv)
     }
 
@@ -408,11 +445,8 @@ impl RedisStore {
             .iter()
             .map(|sid| self.terminating_call(&REAP_ONE, sid))
             .collect::<StoreResult<Vec<_>>>()?;
-        let mut p = pipe();
-        for inv in &calls {
-            p.invoke_script(inv);
-        }
-        let ttls: Vec<i64> = self.query(&p).await?;
+        let ttls: Vec<i64> =
+            futures::future::try_join_all(calls.iter().map(|inv| self.invoke::<i64>(inv))).await?;
         let mut fix = pipe();
         let mut reaped = Vec::new();
         for (sid, pttl) in due.into_iter().zip(ttls) {

@@ -73,6 +73,7 @@ pub async fn a_full_inbox_holds_messages_back_without_losing_them(kind: Kind) {
     let (a, b) = (env.node("a").await, env.node("b").await);
     let mut rb = b.subscribe().await.unwrap();
     let id = new_session(&a).await;
+    takes_part(&b, &id).await;
     a.claim(&id, "get", "b/1").await.unwrap();
     let total = INBOX_CAPACITY + 200;
     for i in 0..total {

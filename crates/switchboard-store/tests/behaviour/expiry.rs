@@ -29,6 +29,7 @@ pub async fn idle_sessions_expire_and_are_reaped(kind: Kind) {
     let (a, b) = (env.node("a").await, env.node("b").await);
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let id = new_session(&a).await;
+    takes_part(&b, &id).await;
     let s = stream();
     begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
     a.append(&id, &s, "x", false).await.unwrap();

@@ -1,12 +1,15 @@
-//! One test environment per case: a memory state or a private `redis-server`, and node views.
+//! One test environment per case: a memory state, a private `redis-server`, or a fresh key prefix
+//! on the Redis Cluster or Sentinel group shared by one suite run ([`Shared`]), and node views.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 use switchboard_protocol::{SessionId, StreamId};
+use switchboard_store::redis::RedisTopology;
 use switchboard_store::*;
+use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 use switchboard_tests::redis_server::RedisServer;
 use tokio::sync::mpsc;
 
@@ -14,14 +17,63 @@ use tokio::sync::mpsc;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Kind {
     Memory,
+    /// A private standalone `redis-server` per case.
     Redis,
+    /// The Redis Cluster of the running [`Shared`] suite (3 primaries, 3 replicas).
+    Cluster,
+    /// The Sentinel group of the running [`Shared`] suite (primary, replica, 3 sentinels).
+    Sentinel,
+}
+
+/// Where a case's data lives.
+enum Backend {
+    Memory(Arc<MemoryStore>),
+    /// Owned by this case (standalone) or shared by the suite run (Cluster, Sentinel).
+    Redis(Arc<RedisBackend>),
 }
 
 /// A backend instance shared by the node views of one case.
 pub struct Env {
     pub config: StoreConfig,
-    redis: Option<RedisServer>,
-    memory: Option<Arc<MemoryStore>>,
+    backend: Backend,
+}
+
+static SHARED_CLUSTER: Mutex<Option<Arc<RedisBackend>>> = Mutex::new(None);
+static SHARED_SENTINEL: Mutex<Option<Arc<RedisBackend>>> = Mutex::new(None);
+
+fn slot(kind: Kind) -> &'static Mutex<Option<Arc<RedisBackend>>> {
+    match kind {
+        Kind::Cluster => &SHARED_CLUSTER,
+        Kind::Sentinel => &SHARED_SENTINEL,
+        other => panic!("{other:?} is not shared"),
+    }
+}
+
+/// One Redis Cluster or Sentinel group for a whole suite run (starting one per case would take
+/// seconds each); every case on it gets its own key prefix. Dropping this (also when a case
+/// panics) stops its processes.
+pub struct Shared(Kind);
+
+impl Shared {
+    /// Starts the topology of `kind` (`Cluster` or `Sentinel`) for the cases that follow.
+    pub fn start(kind: Kind) -> Shared {
+        let redis = match kind {
+            Kind::Cluster => RedisKind::Cluster,
+            _ => RedisKind::Sentinel,
+        };
+        *slot(kind).lock().unwrap() = Some(Arc::new(RedisBackend::start(redis)));
+        Shared(kind)
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let taken = slot(self.0)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        drop(taken);
+    }
 }
 
 impl Env {
@@ -30,61 +82,66 @@ impl Env {
         let mut config = StoreConfig::default_for("a");
         config.key_prefix = "sbt".into();
         tweak(&mut config);
-        match kind {
-            Kind::Memory => Env {
-                memory: Some(MemoryStore::new(config.clone())),
-                redis: None,
-                config,
-            },
-            Kind::Redis => Env {
-                redis: Some(RedisServer::start()),
-                memory: None,
-                config,
-            },
-        }
+        let backend = match kind {
+            Kind::Memory => Backend::Memory(MemoryStore::new(config.clone())),
+            Kind::Redis => Backend::Redis(Arc::new(RedisBackend::Standalone(RedisServer::start()))),
+            Kind::Cluster | Kind::Sentinel => {
+                config.key_prefix = format!("sbt{}", &sid()[..10]);
+                let shared = slot(kind).lock().unwrap().clone();
+                Backend::Redis(shared.expect("a shared topology started by Shared::start"))
+            }
+        };
+        Env { config, backend }
     }
 
     /// The store as seen from node `id`.
     pub async fn node(&self, id: &str) -> Arc<dyn Store> {
-        match (&self.memory, &self.redis) {
-            (Some(m), _) => m.for_node(id),
-            (_, Some(r)) => {
-                let config = StoreConfig {
-                    node_id: id.to_owned(),
-                    ..self.config.clone()
-                };
-                RedisStore::connect(&r.url(), config)
-                    .await
-                    .expect("connect to redis")
+        let redis = match &self.backend {
+            Backend::Memory(m) => return m.for_node(id),
+            Backend::Redis(r) => r,
+        };
+        let config = StoreConfig {
+            node_id: id.to_owned(),
+            ..self.config.clone()
+        };
+        let topology = match redis.as_ref() {
+            RedisBackend::Standalone(r) => RedisTopology::standalone(&r.url()),
+            RedisBackend::Cluster(c) => RedisTopology::cluster(&c.seed_urls()),
+            RedisBackend::Sentinel(s) => {
+                RedisTopology::sentinel(&s.sentinel_urls(), s.master_name())
             }
-            _ => unreachable!(),
+        };
+        RedisStore::open(&topology, config)
+            .await
+            .expect("connect to redis")
+    }
+
+    /// The private standalone Redis, for Redis-only checks.
+    pub fn redis(&self) -> &RedisServer {
+        match &self.backend {
+            Backend::Redis(r) => r.server(),
+            Backend::Memory(_) => panic!("a redis env"),
         }
     }
 
-    /// The private Redis, for Redis-only checks.
-    pub fn redis(&self) -> &RedisServer {
-        self.redis.as_ref().expect("a redis env")
-    }
-
-    /// Keys (Redis) or their equivalent (memory) still held for `sid`.
+    /// Keys (Redis, on every server that holds some) or their equivalent (memory) still held
+    /// for `sid`.
     pub async fn keys_of(&self, sid: &str) -> usize {
-        match (&self.memory, &self.redis) {
-            (Some(m), _) => m.key_count_for(sid).await,
-            (_, Some(r)) => r.keys_matching(&format!("*{{{sid}}}*")).len(),
-            _ => unreachable!(),
+        match &self.backend {
+            Backend::Memory(m) => m.key_count_for(sid).await,
+            Backend::Redis(r) => r.keys_matching(&format!("*{{{sid}}}*")).len(),
         }
     }
 
     /// Streams in the session's registry.
     pub async fn registered_streams(&self, sid: &str) -> usize {
-        match (&self.memory, &self.redis) {
-            (Some(m), _) => m.registered_streams(sid).await,
-            (_, Some(r)) => {
+        match &self.backend {
+            Backend::Memory(m) => m.registered_streams(sid).await,
+            Backend::Redis(r) => {
                 let key = format!("{}:{{{sid}}}:st", self.config.key_prefix);
                 let len: i64 = r.query(&["HLEN", &key]).expect("HLEN is an integer");
                 len as usize
             }
-            _ => unreachable!(),
         }
     }
 }
@@ -122,6 +179,13 @@ pub fn record(sid: &str) -> SessionRecord {
 }
 
 /// Creates a session and returns its id.
+/// Node `store` takes a part in session `sid` (as holding one of its streams there would, which
+/// keeps it alive with `touch`). In Redis Cluster a session's messages reach only the nodes that
+/// take a part in it (they subscribe to its sharded channel); elsewhere this only touches.
+pub async fn takes_part(store: &Arc<dyn Store>, sid: &str) {
+    assert!(store.touch(sid).await.unwrap(), "session {sid} exists");
+}
+
 pub async fn new_session(store: &Arc<dyn Store>) -> String {
     let id = sid();
     assert_eq!(

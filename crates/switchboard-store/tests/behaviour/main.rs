@@ -1,19 +1,24 @@
-//! The behaviour suite of the store: every case runs once against [`MemoryStore`] and once against
-//! [`RedisStore`] (a private `redis-server` per case), and both must pass unchanged.
+//! The behaviour suite of the store: every case runs against [`MemoryStore`], against
+//! [`RedisStore`] on a private `redis-server` per case, and (one test per topology, the cases in
+//! turn, each under its own key prefix) on a Redis Cluster of 3 primaries and 3 replicas and on a
+//! Sentinel group of 3 over a primary and a replica. All must pass unchanged.
 //!
 //! [`MemoryStore`]: switchboard_store::MemoryStore
 //! [`RedisStore`]: switchboard_store::RedisStore
 
 mod bus;
 mod expiry;
+mod failover;
 mod harness;
 mod redis_only;
 mod sessions;
 mod streams;
 mod tasks;
+mod tls;
 
 /// Generates `memory::<module>::<case>` and `redis::<module>::<case>` tests from the case
-/// functions `crate::<module>::<case>(Kind)`.
+/// functions `crate::<module>::<case>(Kind)`, and `on_cluster::every_case` and
+/// `on_sentinel::every_case`, which run them all on one shared topology.
 macro_rules! both_backends {
     ($($module:ident: [$($case:ident),* $(,)?]),* $(,)?) => {
         mod memory {
@@ -31,6 +36,24 @@ macro_rules! both_backends {
                     crate::$module::$case(crate::harness::Kind::Redis).await
                 })*
             })*
+        }
+        mod on_cluster {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_case() {
+                crate::suite_on(crate::harness::Kind::Cluster, &[
+                    $($((concat!(stringify!($module), "::", stringify!($case)),
+                        |k| Box::pin(crate::$module::$case(k))),)*)*
+                ]).await
+            }
+        }
+        mod on_sentinel {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_case() {
+                crate::suite_on(crate::harness::Kind::Sentinel, &[
+                    $($((concat!(stringify!($module), "::", stringify!($case)),
+                        |k| Box::pin(crate::$module::$case(k))),)*)*
+                ]).await
+            }
         }
     };
 }
@@ -94,4 +117,29 @@ both_backends! {
         tasks_are_shared_and_terminal_states_are_final,
         tasks_expire_after_their_ttl,
     ],
+}
+
+/// One case of the suite: its name and how to run it on a backend.
+type Case = (
+    &'static str,
+    fn(harness::Kind) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+);
+
+/// Runs every case in turn on one shared topology of `kind`, naming each as it starts (so a
+/// failure says which).
+async fn suite_on(kind: harness::Kind, cases: &[Case]) {
+    use switchboard_tests::redis_process::*;
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+        ("redis-sentinel", redis_sentinel_binary().is_some()),
+    ];
+    if !switchboard_tests::peers::available_or_skip(&format!("{kind:?} suite"), &tools) {
+        return;
+    }
+    let _shared = harness::Shared::start(kind);
+    for (name, case) in cases {
+        eprintln!("{kind:?}: {name}");
+        case(kind).await;
+    }
 }

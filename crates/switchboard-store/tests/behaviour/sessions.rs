@@ -272,6 +272,7 @@ pub async fn delete_removes_every_key_and_tells_every_node(kind: Kind) {
     let (a, b) = (env.node("a").await, env.node("b").await);
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let id = new_session(&a).await;
+    takes_part(&b, &id).await;
     let s = stream();
     begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
     for i in 0..4 {

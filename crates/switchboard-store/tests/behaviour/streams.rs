@@ -171,6 +171,7 @@ pub async fn events_reach_the_holders_node(kind: Kind) {
     let (a, b) = (env.node("a").await, env.node("b").await);
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
     let id = new_session(&a).await;
+    takes_part(&b, &id).await;
     let s = stream();
     begin_ok(&a, &id, Some(&inflight("1", &s, "a", "b/7"))).await;
     let mut sent = Vec::new();
@@ -243,6 +244,7 @@ pub async fn abort_running_finishes_a_dead_nodes_request(kind: Kind) {
     );
     let mut rb = b.subscribe().await.unwrap();
     let id = new_session(&a).await;
+    takes_part(&b, &id).await;
     let s = stream();
     begin_ok(&a, &id, Some(&inflight("5", &s, "a", "b/1"))).await;
     assert_eq!(

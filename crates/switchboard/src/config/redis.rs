@@ -1,16 +1,38 @@
-//! `[redis]`: the cluster's store. The Sentinel and Cluster topologies will add their keys here.
+//! `[redis]`: the cluster's store: one Redis, a Sentinel-managed primary, or a Redis Cluster.
 
 use serde::{Deserialize, Serialize};
+use switchboard_store::redis::{RedisMode, RedisTopology};
 
-use super::owners::store;
+use super::owners::{positive, store};
+use super::units::NonZeroDuration;
 
 /// Where the cluster's shared state lives.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RedisConfig {
-    /// Redis URL (`redis://`, `rediss://`, `redis+unix://`, `unix://`); empty: the embedded
-    /// memory store, one node only.
+    /// `standalone` (one server at `url`), `sentinel` (the primary `master_name` as the
+    /// sentinels at `nodes` name it) or `cluster` (Redis Cluster 7+, reached through the seed
+    /// URLs `nodes`).
+    pub mode: RedisMode,
+    /// Redis URL (`redis://`, `rediss://`, `redis+unix://`, `unix://`); empty in standalone mode:
+    /// the embedded memory store, one node only. Sentinel mode: optional, only its scheme
+    /// (`rediss://`: TLS to the primary) and database number are used. Unused in cluster mode.
     pub url: String,
+    /// Sentinel: the sentinels' URLs; cluster: seed node URLs (any reachable subset).
+    pub nodes: Vec<String>,
+    /// Sentinel: the name the sentinels monitor the primary under.
+    pub master_name: String,
+    /// ACL user on the data servers (empty: from the URL, or the default user).
+    pub username: String,
+    /// Password on the data servers (empty: from the URL, or none).
+    pub password: String,
+    /// ACL user on the sentinels (empty: none).
+    pub sentinel_username: String,
+    /// Password on the sentinels, separate from the data servers' (empty: none).
+    pub sentinel_password: String,
+    /// PEM file of the certificate authority that signs the Redis servers' (and sentinels') TLS
+    /// certificates, for `rediss://` URLs (empty: the system's roots).
+    pub tls_ca_file: String,
     /// Prefix of every Redis key and channel, so clusters can share one Redis.
     pub key_prefix: String,
     /// Session records a node keeps to skip reading them whole from Redis on every request
@@ -18,6 +40,11 @@ pub struct RedisConfig {
     /// admits the request, so it is never stale; when full, an arbitrary entry is dropped. Costs
     /// about 1 KiB per entry.
     pub record_cache_entries: usize,
+    /// Replicas that must confirm each event append and session creation (`WAIT`) before it
+    /// counts as done; 0: none (Redis's asynchronous replication alone).
+    pub min_replicas_acked: u32,
+    /// How long that confirmation may take before the write fails.
+    pub replicas_ack_timeout: NonZeroDuration,
 }
 
 impl Default for RedisConfig {
@@ -25,10 +52,86 @@ impl Default for RedisConfig {
     fn default() -> Self {
         let store = store();
         RedisConfig {
+            mode: RedisMode::Standalone,
             url: String::new(),
+            nodes: Vec::new(),
+            master_name: String::new(),
+            username: String::new(),
+            password: String::new(),
+            sentinel_username: String::new(),
+            sentinel_password: String::new(),
+            tls_ca_file: String::new(),
             key_prefix: store.key_prefix,
             record_cache_entries: store.record_cache_entries,
+            min_replicas_acked: store.min_replicas_acked,
+            replicas_ack_timeout: positive(store.replicas_ack_timeout),
         }
+    }
+}
+
+impl RedisConfig {
+    /// Whether the cluster's state is in Redis (else the embedded memory store).
+    pub fn uses_redis(&self) -> bool {
+        self.mode != RedisMode::Standalone || !self.url.is_empty()
+    }
+
+    /// The store's view of these settings.
+    pub fn topology(&self) -> RedisTopology {
+        RedisTopology {
+            mode: self.mode,
+            url: self.url.clone(),
+            nodes: self.nodes.clone(),
+            master_name: self.master_name.clone(),
+            username: self.username.clone(),
+            password: self.password.clone(),
+            sentinel_username: self.sentinel_username.clone(),
+            sentinel_password: self.sentinel_password.clone(),
+            tls_ca_file: self.tls_ca_file.clone(),
+        }
+    }
+
+    /// What is wrong with the mode's keys, by key.
+    pub(super) fn problems(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        if let Some(p) = check_redis_url(&self.url) {
+            problems.push(("redis.url", p));
+        }
+        for node in &self.nodes {
+            if node.is_empty() || check_redis_url(node).is_some() {
+                problems.push((
+                    "redis.nodes",
+                    format!(
+                        "redis.nodes entry `{}` must start with redis:// or rediss://",
+                        redact_url(node)
+                    ),
+                ));
+            }
+        }
+        let mode = self.mode;
+        match mode {
+            RedisMode::Standalone if !self.nodes.is_empty() => problems.push((
+                "redis.nodes",
+                "redis.nodes is for redis.mode = \"sentinel\" or \"cluster\"; standalone uses redis.url".into(),
+            )),
+            RedisMode::Sentinel | RedisMode::Cluster if self.nodes.is_empty() => problems.push((
+                "redis.nodes",
+                format!("redis.mode = \"{mode}\" needs redis.nodes (the {})", if mode == RedisMode::Sentinel { "sentinels' URLs" } else { "cluster's seed URLs" }),
+            )),
+            _ => {}
+        }
+        if mode == RedisMode::Sentinel && self.master_name.is_empty() {
+            problems.push((
+                "redis.master_name",
+                "redis.mode = \"sentinel\" needs redis.master_name (the name the sentinels monitor)".into(),
+            ));
+        }
+        if mode == RedisMode::Cluster && !self.url.is_empty() {
+            problems.push((
+                "redis.url",
+                "redis.url is not used in redis.mode = \"cluster\"; put the seed URLs in redis.nodes".into(),
+            ));
+        }
+        problems
     }
 }
 
@@ -46,24 +149,43 @@ pub(super) fn check_redis_url(url: &str) -> Option<String> {
     })
 }
 
-/// The URL with any password replaced by `***`, fit for logs and error messages.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
-        Some(at) => {
-            let user = rest[..at].split_once(':').map_or(&rest[..at], |(u, _)| u);
-            format!("{scheme}://{user}:***{}", &rest[at..])
-        }
-        None => url.to_owned(),
-    }
-}
+pub use switchboard_store::redis::redact_url;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn problem_keys(config: &RedisConfig) -> Vec<&'static str> {
+        config.problems().into_iter().map(|(k, _)| k).collect()
+    }
+
+    #[test]
+    fn each_mode_needs_its_keys() {
+        let mut sentinel = RedisConfig {
+            mode: RedisMode::Sentinel,
+            ..RedisConfig::default()
+        };
+        assert_eq!(
+            problem_keys(&sentinel),
+            ["redis.nodes", "redis.master_name"]
+        );
+        sentinel.nodes = vec!["redis://s1:26379".into()];
+        sentinel.master_name = "main".into();
+        assert_eq!(problem_keys(&sentinel), Vec::<&str>::new());
+        let cluster = RedisConfig {
+            mode: RedisMode::Cluster,
+            url: "redis://h:6379".into(),
+            nodes: vec!["redis://h:7000".into(), "http://h:7001".into()],
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&cluster), ["redis.nodes", "redis.url"]);
+        let standalone = RedisConfig {
+            nodes: vec!["redis://h:7000".into()],
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&standalone), ["redis.nodes"]);
+        assert!(!RedisConfig::default().uses_redis());
+    }
 
     #[test]
     fn passwords_are_redacted() {

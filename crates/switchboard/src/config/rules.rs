@@ -4,7 +4,6 @@
 use super::cluster::check_name;
 use super::http::{check_host, check_origin, check_path, MIN_REQUEST_HEAD_BYTES};
 use super::log::check_log_level;
-use super::redis::check_redis_url;
 use super::Config;
 
 /// One problem [`Config::problems`] found.
@@ -40,8 +39,8 @@ impl Config {
             ),
             ("cluster.node_id", node_id),
             ("redis.key_prefix", prefix),
-            ("redis.url", check_redis_url(&self.redis.url)),
         ];
+        let redis = self.redis.problems().into_iter().map(|(k, p)| (k, Some(p)));
         let transports = self.transports.problems(endpoint);
         let origins = self.http.allowed_origins.iter().map(|o| check_origin(o));
         let origins = origins.map(|p| ("http.allowed_origins", p));
@@ -59,6 +58,7 @@ impl Config {
         let rest = single
             .into_iter()
             .chain(transports.into_iter().map(|(k, p)| (k, Some(p))))
+            .chain(redis)
             .chain(origins)
             .chain(hosts)
             .chain(level)

@@ -411,3 +411,42 @@ fn env_names_spell_the_dotted_path() {
         );
     }
 }
+
+#[test]
+fn redis_topology_keys_come_from_env_and_flags() {
+    let sources = Sources {
+        env: env(&[
+            ("SWITCHBOARD_REDIS__MODE", "sentinel"),
+            (
+                "SWITCHBOARD_REDIS__NODES",
+                "redis://10.0.0.1:26379,redis://10.0.0.2:26379",
+            ),
+            ("SWITCHBOARD_REDIS__SENTINEL_PASSWORD", "s3"),
+        ]),
+        overrides: vec![flag("--set", "redis.master_name", "primary-a")],
+        ..Sources::default()
+    };
+    let config = load(&sources).unwrap();
+    let topology = config.redis.topology();
+    assert_eq!(topology.mode, switchboard_store::redis::RedisMode::Sentinel);
+    assert_eq!(
+        topology.nodes,
+        ["redis://10.0.0.1:26379", "redis://10.0.0.2:26379"]
+    );
+    assert_eq!(topology.master_name, "primary-a");
+    assert_eq!(topology.sentinel_password, "s3");
+    assert!(config.redis.uses_redis());
+    assert!(
+        !format!("{topology:?}").contains("s3"),
+        "passwords never print"
+    );
+    let cluster = Sources {
+        env: env(&[("SWITCHBOARD_REDIS__MODE", "shards")]),
+        ..Sources::default()
+    };
+    let text = error_text(&cluster);
+    assert!(
+        text.contains("standalone") && text.contains("cluster"),
+        "{text}"
+    );
+}

@@ -53,23 +53,29 @@ impl Scenario {
     }
 }
 
-/// Which Redis deployment the nodes run against. Only `standalone` exists today; `sentinel` and
-/// `cluster` are the hook for the store modes (`redis.mode`, `redis.nodes`, `redis.master_name`)
-/// and their fixtures: each gets its own arm in `rig::start_redis` and its primary-kill scenario.
+/// Which Redis deployment the nodes run against (`--redis`). `kill9` and `rolling` run on every
+/// topology; `redis-restart` and `partition` need `standalone`. The hook for the "primary killed
+/// under Sentinel / Cluster" scenarios: they get their arm in `Scenario` and `rig`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RedisTopology {
     /// One `redis-server` on loopback (`redis.mode = "standalone"`, the default).
     Standalone,
+    /// The harness's Sentinel group: a primary, a replica, three sentinels
+    /// (`redis.mode = "sentinel"`).
+    Sentinel,
+    /// The harness's Redis Cluster: 3 primaries with a replica each (`redis.mode = "cluster"`).
+    Cluster,
 }
 
 impl RedisTopology {
     fn parse(s: &str) -> Result<RedisTopology, String> {
         match s {
             "standalone" => Ok(RedisTopology::Standalone),
-            "sentinel" | "cluster" => Err(format!(
-                "--redis {s}: not wired in yet (needs the redis.mode store support)"
+            "sentinel" => Ok(RedisTopology::Sentinel),
+            "cluster" => Ok(RedisTopology::Cluster),
+            other => Err(format!(
+                "unknown --redis `{other}` (standalone, sentinel, cluster)"
             )),
-            other => Err(format!("unknown --redis `{other}` (standalone)")),
         }
     }
 }
@@ -113,7 +119,7 @@ pub struct Args {
 const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|all] \
 [--nodes 3] [--clients 8] [--duration-secs 60] [--fault-every-ms 4000] [--restart-after-ms 1000] \
 [--partition-secs 10] \
-[--node-ttl-ms 1500] [--redis standalone] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
+[--node-ttl-ms 1500] [--redis standalone|sentinel|cluster] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
 [--lb-health tcp|readyz] [--check] [--seed N]";
 
 impl Args {
@@ -157,6 +163,13 @@ impl Args {
         }
         if a.nodes < 2 || a.clients == 0 {
             return Err("--nodes must be at least 2 and --clients at least 1".into());
+        }
+        let needs_standalone = a
+            .scenarios
+            .iter()
+            .any(|s| matches!(s, Scenario::RedisRestart | Scenario::Partition));
+        if needs_standalone && a.redis != RedisTopology::Standalone {
+            return Err("redis-restart and partition need --redis standalone".into());
         }
         Ok(a)
     }
@@ -214,7 +227,11 @@ mod tests {
     #[test]
     fn refuses_what_it_cannot_run() {
         assert!(parse("--scenario nope").is_err());
-        assert!(parse("--redis sentinel").is_err());
+        assert!(parse("--redis sentinels").is_err());
+        assert_eq!(
+            parse("--redis cluster").unwrap().redis,
+            RedisTopology::Cluster
+        );
         assert!(parse("--nodes 1").is_err());
         assert!(parse("--clients").is_err());
     }

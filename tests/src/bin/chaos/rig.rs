@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use switchboard_tests::balancer::{Balancer, BalancerOptions};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 use switchboard_tests::redis_server::{Persistence, RedisServer};
 
 use switchboard_tests::node::Place;
@@ -30,11 +31,13 @@ pub struct Rig {
 /// The faults injected so far: when each began (the clients' recovery is measured from it).
 pub type FaultLog = Mutex<Vec<Instant>>;
 
-/// Starts the Redis of `topology`. The hook for the other store modes: Sentinel and Cluster each
-/// get an arm here once the nodes speak `redis.mode`.
-fn start_redis(topology: RedisTopology, persistence: Persistence) -> RedisServer {
+/// Starts the Redis of `topology` (AOF only for a standalone server). The hook for the "primary
+/// killed" scenarios under Sentinel and Cluster: `RedisBackend::{sentinel_mut, cluster_mut}`.
+fn start_redis(topology: RedisTopology, persistence: Persistence) -> RedisBackend {
     match topology {
-        RedisTopology::Standalone => RedisServer::start_with(persistence),
+        RedisTopology::Standalone => RedisBackend::Standalone(RedisServer::start_with(persistence)),
+        RedisTopology::Sentinel => RedisBackend::start(RedisKind::Sentinel),
+        RedisTopology::Cluster => RedisBackend::start(RedisKind::Cluster),
     }
 }
 
@@ -142,7 +145,10 @@ impl Rig {
 
     fn restart_redis(&mut self, args: &Args, notes: &mut Vec<String>) {
         eprintln!("chaos: kill -9 redis");
-        let redis = self.cluster.redis_mut();
+        let RedisBackend::Standalone(redis) = self.cluster.backend_mut() else {
+            notes.push("redis-restart needs a standalone Redis".into());
+            return;
+        };
         redis.kill9();
         std::thread::sleep(args.restart_after);
         if !redis.restart() {

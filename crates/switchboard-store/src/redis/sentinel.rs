@@ -1,0 +1,204 @@
+//! Sentinel mode: the store's commands go to the primary the sentinels name, and follow it when
+//! they promote another one.
+//!
+//! At start the sentinels are asked for the primary (`SENTINEL GET-MASTER-ADDR-BY-NAME`, and
+//! `ROLE` on the answer, by `redis`'s `SentinelClient`), and a reconnecting [`ConnectionManager`]
+//! is opened to it. A command that fails because the server is gone, unreachable, timed out, or
+//! no longer a primary (`READONLY`, `MASTERDOWN`) fails as it would in standalone mode (the node
+//! answers 503), and starts one re-resolution in the background: the sentinels are asked again and,
+//! when they name another server, a connection to it replaces the old one. Re-resolutions retry
+//! every 250 ms while commands keep failing; the liveness heartbeat writes every few hundred
+//! milliseconds, so a node notices a failover even when no client is calling.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
+use redis::{
+    Client, Cmd, ConnectionAddr, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, TlsMode, Value,
+};
+
+use super::connection::manager_config;
+use super::topology::RedisTopology;
+
+/// The shortest time between two re-resolutions.
+const RESOLVE_EVERY: Duration = Duration::from_millis(250);
+
+/// The sentinels' current primary, as a command connection (cheap to clone).
+#[derive(Clone)]
+pub(crate) struct Primary {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    current: RwLock<Current>,
+    resolving: AtomicBool,
+}
+
+struct Current {
+    manager: ConnectionManager,
+    address: String,
+}
+
+impl Primary {
+    /// Asks the sentinels for the primary and connects to it.
+    pub async fn connect(topology: &RedisTopology) -> RedisResult<Primary> {
+        let mut sentinels = sentinel_client(topology)?;
+        let client = sentinels.async_get_client().await?;
+        let address = client.get_connection_info().addr().to_string();
+        let manager = client
+            .get_connection_manager_with_config(manager_config())
+            .await?;
+        tracing::info!(primary = %address, "connected to the primary the sentinels name");
+        Ok(Primary {
+            inner: Arc::new(Inner {
+                sentinels: tokio::sync::Mutex::new(sentinels),
+                current: RwLock::new(Current { manager, address }),
+                resolving: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// A client for the primary the sentinels name now (the inbox connects with it after every
+    /// loss of its connection).
+    pub async fn client(&self) -> RedisResult<Client> {
+        self.inner.sentinels.lock().await.async_get_client().await
+    }
+
+    /// The primary's address as last resolved (`host:port`).
+    pub fn address(&self) -> String {
+        self.read().address.clone()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.inner.current.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn manager(&self) -> ConnectionManager {
+        self.read().manager.clone()
+    }
+
+    /// After a failed command: starts a re-resolution unless one runs.
+    fn after<T>(&self, result: RedisResult<T>) -> RedisResult<T> {
+        if let Err(e) = &result {
+            if lost_primary(e) && !self.inner.resolving.swap(true, Ordering::SeqCst) {
+                let me = self.clone();
+                tokio::spawn(async move {
+                    me.resolve().await;
+                    tokio::time::sleep(RESOLVE_EVERY).await;
+                    me.inner.resolving.store(false, Ordering::SeqCst);
+                });
+            }
+        }
+        result
+    }
+
+    async fn resolve(&self) {
+        let client = match self.client().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "the sentinels name no reachable primary");
+                return;
+            }
+        };
+        let address = client.get_connection_info().addr().to_string();
+        if address == self.address() {
+            return;
+        }
+        match client
+            .get_connection_manager_with_config(manager_config())
+            .await
+        {
+            Ok(manager) => {
+                let mut current = self
+                    .inner
+                    .current
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner());
+                tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
+                *current = Current { manager, address };
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, primary = %address, "cannot connect to the new primary yet")
+            }
+        }
+    }
+}
+
+/// Whether `e` says the server is not (or no longer) a reachable primary.
+fn lost_primary(e: &RedisError) -> bool {
+    e.is_io_error()
+        || e.is_connection_refusal()
+        || e.is_connection_dropped()
+        || e.is_timeout()
+        || matches!(
+            e.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly | ServerErrorKind::MasterDown)
+        )
+}
+
+fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
+    let addrs: Vec<ConnectionAddr> = topology
+        .node_infos()?
+        .into_iter()
+        .map(|i| i.addr().clone())
+        .collect();
+    let mut builder =
+        SentinelClientBuilder::new(addrs, &topology.master_name, SentinelServerType::Master)?;
+    if !topology.url.is_empty() {
+        let primary = topology.data_info(&topology.url)?;
+        builder = builder.set_client_to_redis_db(primary.redis_settings().db());
+    }
+    if topology.primary_tls() {
+        builder = builder.set_client_to_redis_tls_mode(TlsMode::Secure);
+    }
+    if !topology.username.is_empty() {
+        builder = builder.set_client_to_redis_username(&topology.username);
+    }
+    if !topology.password.is_empty() {
+        builder = builder.set_client_to_redis_password(&topology.password);
+    }
+    if !topology.sentinel_username.is_empty() {
+        builder = builder.set_client_to_sentinel_username(&topology.sentinel_username);
+    }
+    if !topology.sentinel_password.is_empty() {
+        builder = builder.set_client_to_sentinel_password(&topology.sentinel_password);
+    }
+    if let Some(certs) = topology.tls_certs()? {
+        builder = builder
+            .set_client_to_redis_certificates(certs.clone())
+            .set_client_to_sentinel_certificates(certs);
+    }
+    builder.build()
+}
+
+impl ConnectionLike for Primary {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let mut manager = self.manager();
+            let result = manager.req_packed_command(cmd).await;
+            self.after(result)
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let mut manager = self.manager();
+            let result = manager.req_packed_commands(pipeline, offset, count).await;
+            self.after(result)
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.manager().get_db()
+    }
+}

@@ -1,0 +1,198 @@
+//! The store through a failover of its Redis: a Sentinel promotion and a Redis Cluster replica
+//! taking over a killed primary. The store must work against the new primary within 5 s of the
+//! promotion, with the session and the event it wrote (with `min_replicas_acked = 1`) intact, and
+//! the bus delivering again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use switchboard_store::redis::RedisTopology;
+use switchboard_store::*;
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::peers::available_or_skip;
+use switchboard_tests::redis_cluster::RedisCluster;
+use switchboard_tests::redis_process::*;
+use switchboard_tests::redis_sentinel::SentinelGroup;
+
+use crate::harness::*;
+
+/// How long a promotion may take (the fixtures measured 2–2.5 s).
+const PROMOTION_LIMIT: Duration = Duration::from_secs(30);
+/// How long after the promotion the store must work again (issue 14).
+const RECOVERY_LIMIT: Duration = Duration::from_secs(5);
+
+fn config(node: &str) -> StoreConfig {
+    StoreConfig {
+        key_prefix: "sbf".into(),
+        min_replicas_acked: 1,
+        ..StoreConfig::default_for(node)
+    }
+}
+
+async fn open(topology: &RedisTopology, node: &str) -> Arc<dyn Store> {
+    RedisStore::open(topology, config(node))
+        .await
+        .expect("connect")
+}
+
+/// A session `b` takes part in, a registered stream held on `b`, and one event on it, written
+/// through `a`.
+async fn written(a: &Arc<dyn Store>, b: &Arc<dyn Store>) -> (String, String) {
+    let id = new_session(a).await;
+    takes_part(b, &id).await;
+    let s = stream();
+    begin_ok(a, &id, Some(&inflight("1", &s, "a", "b/1"))).await;
+    let first = a.append(&id, &s, "before", false).await.unwrap();
+    assert!(first.is_stored());
+    (id, s)
+}
+
+/// After the promotion: `a` admits requests of the session again within [`RECOVERY_LIMIT`], the
+/// event written before is in the log, and a new event reaches `b`'s inbox.
+async fn carries_on(
+    topology: &RedisTopology,
+    a: &Arc<dyn Store>,
+    rb: &mut tokio::sync::mpsc::Receiver<BusMessage>,
+    id: &str,
+    s: &str,
+) -> Duration {
+    let promoted = Instant::now();
+    eventually("the store to admit a request again", RECOVERY_LIMIT, || {
+        let (a, id) = (a.clone(), id.to_owned());
+        async move {
+            match a.begin(&id, None).await {
+                Ok(BeginOutcome::Ready(_)) => Some(()),
+                Ok(other) => panic!("the session did not survive the failover: {other:?}"),
+                Err(_) => None,
+            }
+        }
+    })
+    .await;
+    let recovered = promoted.elapsed();
+    match a.replay(id, s, "0-0", 10).await.unwrap() {
+        Replay::Events(events) => assert_eq!(
+            events.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
+            ["before"],
+            "the acknowledged event survived"
+        ),
+        other => panic!("the stream's log is gone: {other:?}"),
+    }
+    // `a` waits for one replica on every append; the promoted one has none until the old primary
+    // comes back as its replica, so until then `a`'s appends fail (503 at the node) by design.
+    let unconfirmed = StoreConfig {
+        min_replicas_acked: 0,
+        ..config("a2")
+    };
+    let a2: Arc<dyn Store> = RedisStore::open(topology, unconfirmed).await.unwrap();
+    assert!(matches!(
+        a.append(id, s, "unconfirmed", false).await,
+        Err(StoreError::NotReplicated {
+            acked: 0,
+            wanted: 1
+        })
+    ));
+    let after = eventually("an append on the new primary", RECOVERY_LIMIT, || {
+        let (a, id, s) = (a2.clone(), id.to_owned(), s.to_owned());
+        async move { a.append(&id, &s, "after", false).await.ok() }
+    })
+    .await;
+    assert_eq!(after.holder.as_deref(), Some("b/1"));
+    // The inbox may have missed events while it reconnected; it says so, then delivers again.
+    let deadline = Instant::now() + RECOVERY_LIMIT;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(left, rb.recv()).await {
+            Ok(Some(BusMessage::Event(e))) if e.data == "after" => break,
+            Ok(Some(_)) => continue,
+            other => panic!("no event on b's inbox after the failover: {other:?}"),
+        }
+    }
+    recovered
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_follows_a_sentinel_promotion() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-sentinel", redis_sentinel_binary().is_some()),
+    ];
+    if !available_or_skip("the_store_follows_a_sentinel_promotion", &tools) {
+        return;
+    }
+    let mut group = SentinelGroup::start();
+    let topology = RedisTopology::sentinel(&group.sentinel_urls(), group.master_name());
+    let (a, b) = (open(&topology, "a").await, open(&topology, "b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let (id, s) = written(&a, &b).await;
+    let old = group.primary_port();
+    group.kill(old);
+    let (_, promotion) = group.wait_promotion(old, PROMOTION_LIMIT);
+    let recovered = carries_on(&topology, &a, &mut rb, &id, &s).await;
+    eprintln!("sentinel: promoted {promotion:?} after the kill; store back {recovered:?} later");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_store_follows_a_cluster_failover() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+    ];
+    if !available_or_skip("the_store_follows_a_cluster_failover", &tools) {
+        return;
+    }
+    let mut cluster = RedisCluster::start();
+    let topology = RedisTopology::cluster(&cluster.seed_urls());
+    let (a, b) = (open(&topology, "a").await, open(&topology, "b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let (id, s) = written(&a, &b).await;
+    let record = format!("sbf:{{{id}}}:s");
+    let old = cluster
+        .primaries()
+        .into_iter()
+        .find(|&p| cluster.keys_on(p, &record) == [record.clone()])
+        .expect("a primary holds the session");
+    cluster.kill(old);
+    let (_, promotion) = cluster.wait_failover(old, PROMOTION_LIMIT);
+    let recovered = carries_on(&topology, &a, &mut rb, &id, &s).await;
+    eprintln!("cluster: promoted {promotion:?} after the kill; store back {recovered:?} later");
+}
+
+/// `SCRIPT FLUSH` on every primary (as after each one restarted): the scripts are loaded again on
+/// whichever shard runs them, for plain invocations, pipelines and the reaper alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_on_every_shard() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+    ];
+    if !available_or_skip("scripts_are_reloaded_on_every_shard", &tools) {
+        return;
+    }
+    let cluster = RedisCluster::start();
+    let topology = RedisTopology::cluster(&cluster.seed_urls());
+    let short = StoreConfig {
+        idle_ttl: Duration::from_millis(300),
+        ..config("a")
+    };
+    let a: Arc<dyn Store> = RedisStore::open(&topology, short).await.unwrap();
+    let flush = || {
+        for p in cluster.primaries() {
+            cluster.query_port::<()>(p, &["SCRIPT", "FLUSH"]).unwrap();
+        }
+    };
+    let ids: Vec<String> = futures::future::join_all((0..12).map(|_| new_session(&a))).await;
+    flush();
+    for id in &ids[..6] {
+        begin_ok(&a, id, Some(&inflight("1", &stream(), "a", "a/1"))).await;
+    }
+    flush();
+    assert!(a.delete_session(&ids[0]).await.unwrap());
+    flush();
+    let reaped = eventually("the reaper to take the idle ones", RECOVERY_LIMIT, || {
+        let a = a.clone();
+        async move { Some(a.reap(100).await.unwrap()).filter(|r| r.len() == 11) }
+    })
+    .await;
+    assert!(!reaped.contains(&ids[0]));
+    assert_eq!(cluster.keys_matching("sbf:{*"), Vec::<String>::new());
+}
