@@ -31,6 +31,10 @@ pub struct BalancerOptions {
     /// with `retries 1`: once a server is down its clients go to another server, breaking
     /// persistence (what a balancer does when a replica is gone).
     pub redispatch: bool,
+    /// With [`BalancerOptions::redispatch`]: the health check is `GET <path>` answered 2xx/3xx
+    /// (`option httpchk`, e.g. `/readyz`: a node that lost its store leaves the rotation) instead
+    /// of a TCP connect.
+    pub health_path: Option<String>,
 }
 
 /// The HAProxy config: every request balanced on its own (`http-server-close` closes the server
@@ -49,6 +53,9 @@ fn config(port: u16, backends: &[String], options: &BalancerOptions) -> String {
     );
     if options.redispatch {
         cfg.push_str("    option redispatch\n    retries 1\n");
+        if let Some(path) = &options.health_path {
+            cfg.push_str(&format!("    option httpchk GET {path}\n"));
+        }
     }
     if let Some(name) = &options.cookie {
         cfg.push_str(&format!("    cookie {name} insert indirect nocache\n"));

@@ -226,25 +226,61 @@ impl McpClient {
         headers: &Headers,
         body: Option<String>,
     ) -> Reply {
-        let mut req = self
-            .http
-            .request(method.clone(), url)
-            .headers(headers.to_map());
+        self.try_send(method.clone(), url, headers, body)
+            .await
+            .unwrap_or_else(|e| panic!("{method} {url}: {e}"))
+    }
+
+    /// [`McpClient::send`] that returns the failure instead of panicking, for clients that must
+    /// live through faults (the chaos suite).
+    ///
+    /// # Errors
+    /// [`SendError::Timeout`] when no response headers arrive in 15 s, [`SendError::Connect`] when
+    /// no connection could be made, [`SendError::Transport`] for any other transport failure.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        url: &str,
+        headers: &Headers,
+        body: Option<String>,
+    ) -> Result<Reply, SendError> {
+        let mut req = self.http.request(method, url).headers(headers.to_map());
         if let Some(b) = body {
             req = req.body(b);
         }
         let sent_at = Instant::now();
-        let response = tokio::time::timeout(HEADERS_LIMIT, req.send())
-            .await
-            .unwrap_or_else(|_| {
-                panic!("{method} {url}: no response headers within {HEADERS_LIMIT:?}")
-            })
-            .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-        Reply {
+        let response = match tokio::time::timeout(HEADERS_LIMIT, req.send()).await {
+            Err(_) => return Err(SendError::Timeout),
+            Ok(Err(e)) if e.is_connect() => return Err(SendError::Connect(e.to_string())),
+            Ok(Err(e)) => return Err(SendError::Transport(e.to_string())),
+            Ok(Ok(response)) => response,
+        };
+        Ok(Reply {
             status: response.status(),
             headers: response.headers().clone(),
             response,
             sent_at,
+        })
+    }
+}
+
+/// Why [`McpClient::try_send`] got no response headers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// No response headers within 15 s.
+    Timeout,
+    /// The TCP connection could not be made (the message).
+    Connect(String),
+    /// The request failed otherwise, e.g. the connection closed before the headers (the message).
+    Transport(String),
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SendError::Timeout => write!(f, "no response headers within {HEADERS_LIMIT:?}"),
+            SendError::Connect(e) => write!(f, "cannot connect: {e}"),
+            SendError::Transport(e) => write!(f, "transport error: {e}"),
         }
     }
 }
@@ -291,6 +327,18 @@ impl Reply {
             .await
             .unwrap_or_else(|_| panic!("{status} body not complete within {HEADERS_LIMIT:?}"))
             .unwrap_or_else(|e| panic!("{status} body: {e}"))
+    }
+
+    /// The whole body as text (at most 15 s), or why it could not be read.
+    ///
+    /// # Errors
+    /// The body did not complete within 15 s, or the transport failed while reading it.
+    pub async fn try_text(self) -> Result<String, SendError> {
+        match tokio::time::timeout(HEADERS_LIMIT, self.response.text()).await {
+            Err(_) => Err(SendError::Timeout),
+            Ok(Err(e)) => Err(SendError::Transport(e.to_string())),
+            Ok(Ok(text)) => Ok(text),
+        }
     }
 
     /// The whole body as JSON; panics (showing the body) when it is not.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::eventually::eventually;
 
-use crate::node::Node;
+use crate::node::{Node, Place};
 use crate::redis_backend::RedisBackend;
 pub use crate::redis_backend::RedisKind;
 use crate::redis_server::RedisServer;
@@ -80,8 +80,13 @@ impl Cluster {
     /// Starts a Redis and `n` nodes and waits until every node answers `GET /healthz` with 200.
     /// A node that exits before it is ready (e.g. its port was taken) is started again on
     /// another port, at most three times.
-    pub fn start(n: usize, mut options: ClusterOptions) -> Cluster {
-        let redis = RedisBackend::start(options.redis);
+    pub fn start(n: usize, options: ClusterOptions) -> Cluster {
+        Cluster::start_on(RedisBackend::start(options.redis), n, options)
+    }
+
+    /// [`Cluster::start`] on a Redis the caller started (e.g. a standalone server with AOF
+    /// persistence, see [`RedisServer::start_with`]); `options`' own Redis kind is not used.
+    pub fn start_on(redis: RedisBackend, n: usize, mut options: ClusterOptions) -> Cluster {
         for (key, value) in redis.node_settings() {
             options = options.set(&key, value);
         }
@@ -126,7 +131,8 @@ impl Cluster {
     pub fn restart(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         assert!(node.pid().is_none(), "node {} still runs", node.id());
-        let mut fresh = Node::spawn_on(
+        let mut fresh = Node::spawn_placed(
+            node.place(),
             node.port(),
             node.id(),
             self.redis.url().as_deref(),
@@ -141,6 +147,31 @@ impl Cluster {
             fresh.log_tail(40)
         );
         *node = fresh;
+    }
+
+    /// Starts one more node (the next name) at `place` with the cluster's settings, listening on
+    /// `port`, reaching Redis at `redis_url` (e.g. through a link of `place.netns`); waits until it
+    /// is ready and returns its index. Panics when it never becomes ready. ([`Cluster::restart`]
+    /// of it starts it at the same place but with the cluster's own Redis URL.)
+    pub fn add_node(&mut self, place: &Place, port: u16, redis_url: &str) -> usize {
+        let i = self.nodes.len();
+        let mut node = Node::spawn_placed(
+            place,
+            port,
+            &node_name(i),
+            Some(redis_url),
+            &self.options.settings,
+            self.logs.path(),
+            self.options.config.as_deref(),
+        );
+        assert!(
+            node.wait_ready(),
+            "node {} never became ready:\n{}",
+            node.id(),
+            node.log_tail(40)
+        );
+        self.nodes.push(node);
+        i
     }
 
     /// Node `i` (0 = `a`).
@@ -191,6 +222,11 @@ impl Cluster {
     /// The cluster's Redis, to kill and restart its servers.
     pub fn backend_mut(&mut self) -> &mut RedisBackend {
         &mut self.redis
+    }
+
+    /// The directory holding every node's log (`node-<id>.log`).
+    pub fn log_dir(&self) -> &std::path::Path {
+        self.logs.path()
     }
 
     /// Every Redis key except the reaper's short-lived lock (`sb:reaper`, held only while a

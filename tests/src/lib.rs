@@ -12,14 +12,15 @@
 //! - [`daemon`]: what [`balancer`] and [`dns`] share: a packaged server on a free port, in its
 //!   own temp dir, killed by PID on drop.
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection
-//!   through the `redis` crate.
+//!   through the `redis` crate; optionally with AOF, killed and restarted in place.
 //! - [`redis_cluster`]: a private Redis Cluster (3 primaries × 1 replica by default) whose nodes
 //!   can be killed and restarted, with failover waits.
 //! - [`redis_sentinel`]: a private Sentinel group (a primary, a replica, three sentinels) with
 //!   promotion waits.
 //! - [`redis_process`]: what those two share: the binaries, one killable, restartable Redis
 //!   process, bounded queries of a port.
-//! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged).
+//! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
+//!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
 //! - [`sse`]: the incremental SSE stream reader (over the `sse-stream` parser).

@@ -14,10 +14,18 @@ use crate::ports::free_port;
 /// How long a node may take to answer `GET /healthz` with 200.
 const READY_LIMIT: Duration = Duration::from_secs(20);
 
+/// The binary [`binary`] returns, once chosen.
+static BIN: OnceLock<PathBuf> = OnceLock::new();
+
+/// Makes [`binary`] return `path` (a prebuilt node binary) instead of building one. `false` when
+/// [`binary`] had already been chosen (then it stays as it was).
+pub fn use_binary(path: PathBuf) -> bool {
+    BIN.set(path).is_ok()
+}
+
 /// The `switchboard` binary, built on first use (`cargo build -p switchboard --bin switchboard`,
-/// `--release` in release test builds). `$SWITCHBOARD_BIN` skips the build.
+/// `--release` in release test builds). `$SWITCHBOARD_BIN` or [`use_binary`] skips the build.
 pub fn binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         if let Ok(path) = std::env::var("SWITCHBOARD_BIN") {
             return PathBuf::from(path);
@@ -57,9 +65,29 @@ pub fn binary() -> &'static Path {
     })
 }
 
+/// Where a node process runs: the address it listens on and, optionally, the network namespace
+/// (`ip netns`) it runs in.
+#[derive(Clone, Debug)]
+pub struct Place {
+    /// The listen host (default `127.0.0.1`).
+    pub host: String,
+    /// The network namespace, if not the test's own.
+    pub netns: Option<String>,
+}
+
+impl Default for Place {
+    fn default() -> Self {
+        Place {
+            host: "127.0.0.1".into(),
+            netns: None,
+        }
+    }
+}
+
 /// A running node process.
 pub struct Node {
     id: String,
+    place: Place,
     port: u16,
     child: Option<Child>,
     log: PathBuf,
@@ -101,6 +129,29 @@ impl Node {
         log_dir: &Path,
         config: Option<&Path>,
     ) -> Node {
+        Node::spawn_placed(
+            &Place::default(),
+            port,
+            id,
+            redis_url,
+            settings,
+            log_dir,
+            config,
+        )
+    }
+
+    /// [`Node::spawn_on`] listening on `place.host` (and reached there by [`Node::url`] and the
+    /// readiness check), inside the network namespace `place.netns` when given (run through
+    /// `ip netns exec`, which execs the node: the PID is still the node's).
+    pub fn spawn_placed(
+        place: &Place,
+        port: u16,
+        id: &str,
+        redis_url: Option<&str>,
+        settings: &[(String, String)],
+        log_dir: &Path,
+        config: Option<&Path>,
+    ) -> Node {
         let log = log_dir.join(format!("node-{id}.log"));
         let out = File::options()
             .create(true)
@@ -108,9 +159,21 @@ impl Node {
             .open(&log)
             .expect("node log file");
         let err = out.try_clone().expect("clone log file");
-        let mut cmd = Command::new(binary());
+        let mut cmd = match &place.netns {
+            Some(ns) => {
+                let mut cmd = Command::new("ip");
+                cmd.args(["netns", "exec", ns]).arg(binary());
+                cmd
+            }
+            None => Command::new(binary()),
+        };
         cmd.arg("serve")
-            .args(["--listen", &format!("127.0.0.1:{port}"), "--node-id", id])
+            .args([
+                "--listen",
+                &format!("{}:{port}", place.host),
+                "--node-id",
+                id,
+            ])
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
@@ -133,6 +196,7 @@ impl Node {
             .unwrap_or_else(|e| panic!("spawn {}: {e}", binary().display()));
         Node {
             id: id.to_owned(),
+            place: place.clone(),
             port,
             child: Some(child),
             log,
@@ -161,11 +225,17 @@ impl Node {
 
     /// The status of `GET /healthz`, by a raw HTTP/1.1 request; `None` when it cannot connect.
     pub fn healthz_status(&self) -> Option<u16> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        self.get_status("/healthz")
+    }
+
+    /// The status of `GET <path>` (e.g. `/readyz`), by a raw HTTP/1.1 request with a 2 s read
+    /// timeout; `None` when it cannot connect or no status line arrives.
+    pub fn get_status(&self, path: &str) -> Option<u16> {
+        let mut s = TcpStream::connect((self.place.host.as_str(), self.port)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
         let req = format!(
-            "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.port
+            "GET {path} HTTP/1.1\r\nHost: {}:{}\r\nConnection: close\r\n\r\n",
+            self.place.host, self.port
         );
         s.write_all(req.as_bytes()).ok()?;
         let mut head = [0u8; 12];
@@ -183,14 +253,24 @@ impl Node {
         self.port
     }
 
-    /// `http://127.0.0.1:<port>/mcp`.
+    /// `http://<host>:<port>/mcp` (the host is 127.0.0.1 unless placed elsewhere).
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
+        format!("http://{}:{}/mcp", self.place.host, self.port)
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://<host>:<port>`.
     pub fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.place.host, self.port)
+    }
+
+    /// Where it runs.
+    pub fn place(&self) -> &Place {
+        &self.place
+    }
+
+    /// The address it listens on, `<host>:<port>`.
+    pub fn addr(&self) -> String {
+        format!("{}:{}", self.place.host, self.port)
     }
 
     /// The process id, while it runs.

@@ -12,37 +12,65 @@ use crate::temp::TempDir;
 pub struct RedisServer {
     child: Child,
     port: u16,
-    _dir: TempDir,
+    persistence: Persistence,
+    dir: TempDir,
+}
+
+/// How a [`RedisServer`] keeps its data across a restart ([`RedisServer::restart`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Persistence {
+    /// `--save '' --appendonly no`: a restart starts empty.
+    #[default]
+    None,
+    /// `--appendonly yes --appendfsync always`: every write is fsynced to the AOF before Redis
+    /// answers it, so a restart (even after SIGKILL) keeps every acknowledged write.
+    AofAlways,
+    /// `--appendonly yes --appendfsync everysec`: a SIGKILL can lose about the last second.
+    AofEverySec,
+}
+
+impl Persistence {
+    fn args(self) -> &'static [&'static str] {
+        match self {
+            Persistence::None => &["--save", "", "--appendonly", "no"],
+            Persistence::AofAlways => &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ],
+            Persistence::AofEverySec => &[
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "everysec",
+            ],
+        }
+    }
 }
 
 impl RedisServer {
     /// Starts `redis-server` (from `PATH`, or `$REDIS_SERVER`) on 127.0.0.1 and a free port, with no
     /// persistence, and waits (at most 10 s) until it answers `PING`.
     pub fn start() -> RedisServer {
-        let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+        RedisServer::start_with(Persistence::None)
+    }
+
+    /// [`RedisServer::start`] keeping its data as `persistence` says, in its own temp dir.
+    pub fn start_with(persistence: Persistence) -> RedisServer {
         for _attempt in 0..5 {
             let port = free_port();
             let dir = TempDir::new("sb-redis");
-            let child = Command::new(&bin)
-                .args([
-                    "--port",
-                    &port.to_string(),
-                    "--bind",
-                    "127.0.0.1",
-                    "--save",
-                    "",
-                    "--appendonly",
-                    "no",
-                ])
-                .args(["--dir", dir.path().to_str().expect("utf-8 temp dir")])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| panic!("cannot start {bin} (install redis-server): {e}"));
+            let child = spawn_redis(port, persistence, &dir);
             let mut server = RedisServer {
                 child,
                 port,
-                _dir: dir,
+                persistence,
+                dir,
             };
             if server.wait_ready(Duration::from_secs(10)) {
                 return server;
@@ -50,6 +78,26 @@ impl RedisServer {
             let _ = server.child.kill();
         }
         panic!("redis-server did not come up on any free port");
+    }
+
+    /// Sends SIGKILL to the process and reaps it (no shutdown save, no AOF rewrite).
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again (after [`RedisServer::kill9`]) on the same port, in the same
+    /// directory, with the same persistence, and waits (at most 10 s) until it answers `PING`
+    /// (with AOF, once the file is loaded). `false` when it did not come up.
+    pub fn restart(&mut self) -> bool {
+        self.kill9();
+        self.child = spawn_redis(self.port, self.persistence, &self.dir);
+        self.wait_ready(Duration::from_secs(10))
+    }
+
+    /// The persistence it runs with.
+    pub fn persistence(&self) -> Persistence {
+        self.persistence
     }
 
     fn wait_ready(&mut self, limit: Duration) -> bool {
@@ -121,6 +169,19 @@ impl RedisServer {
         self.query(&["DBSIZE"])
             .unwrap_or_else(|e| panic!("DBSIZE on redis:{}: {e}", self.port))
     }
+}
+
+/// Spawns `redis-server` on 127.0.0.1:`port` with its files in `dir`.
+fn spawn_redis(port: u16, persistence: Persistence, dir: &TempDir) -> Child {
+    let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
+    Command::new(&bin)
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(persistence.args())
+        .args(["--dir", dir.path().to_str().expect("utf-8 temp dir")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {bin} (install redis-server): {e}"))
 }
 
 impl Drop for RedisServer {

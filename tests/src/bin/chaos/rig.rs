@@ -1,0 +1,233 @@
+//! The processes of one scenario, all through the harness: a Redis, the nodes (`a`, `b`, …) with
+//! fast liveness settings, and HAProxy round robin in front (health checks every 100 ms, a TCP
+//! connect or `GET /readyz`, and redispatch). Dropping the rig stops every process by PID. The fault schedules run here, on a
+//! blocking thread: sleeping between faults is their schedule.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use switchboard_tests::balancer::{Balancer, BalancerOptions};
+use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
+use switchboard_tests::redis_server::{Persistence, RedisServer};
+
+use switchboard_tests::node::Place;
+use switchboard_tests::ports::free_port;
+
+use crate::args::{Args, RedisTopology, Scenario};
+use crate::netns::{Netns, NODE_HOST, REDIS_SIDE};
+
+/// How long a SIGTERMed node may take to drain and exit (its calls last well under a second).
+const EXIT_LIMIT: Duration = Duration::from_secs(40);
+
+/// A running scenario's processes. Fields drop in order: HAProxy, the cluster, then the
+/// partition's namespace (once no node runs in it).
+pub struct Rig {
+    balancer: Balancer,
+    cluster: Cluster,
+    netns: Option<Netns>,
+}
+
+/// The faults injected so far: when each began (the clients' recovery is measured from it).
+pub type FaultLog = Mutex<Vec<Instant>>;
+
+/// Starts the Redis of `topology` (AOF only for a standalone server). The hook for the "primary
+/// killed" scenarios under Sentinel and Cluster: `RedisBackend::{sentinel_mut, cluster_mut}`.
+fn start_redis(topology: RedisTopology, persistence: Persistence) -> RedisBackend {
+    match topology {
+        RedisTopology::Standalone => RedisBackend::Standalone(RedisServer::start_with(persistence)),
+        RedisTopology::Sentinel => RedisBackend::start(RedisKind::Sentinel),
+        RedisTopology::Cluster => RedisBackend::start(RedisKind::Cluster),
+    }
+}
+
+impl Rig {
+    /// Starts the processes for `scenario` and waits until every node and HAProxy answer.
+    /// redis-restart runs Redis with AOF (`appendfsync always`).
+    pub fn start(args: &Args, scenario: Scenario) -> Result<Rig, String> {
+        let persistence = if scenario == Scenario::RedisRestart {
+            Persistence::AofAlways
+        } else {
+            Persistence::None
+        };
+        let redis = start_redis(args.redis, persistence);
+        let options = ClusterOptions::new().fast_liveness(args.node_ttl_ms);
+        let (cluster, netns) = if scenario == Scenario::Partition {
+            let netns = Netns::create()?;
+            let mut cluster = Cluster::start_on(redis, args.nodes - 1, options);
+            add_partitioned_node(&mut cluster, &netns)?;
+            (cluster, Some(netns))
+        } else {
+            (Cluster::start_on(redis, args.nodes, options), None)
+        };
+        let backends: Vec<String> = (0..cluster.len()).map(|i| cluster.node(i).addr()).collect();
+        let lb = BalancerOptions {
+            redispatch: true,
+            health_path: args.lb_health.clone(),
+            ..BalancerOptions::default()
+        };
+        let balancer = Balancer::start_with(&backends, &lb);
+        Ok(Rig {
+            balancer,
+            cluster,
+            netns,
+        })
+    }
+
+    /// The balancer's MCP endpoint, where every client goes.
+    pub fn url(&self) -> String {
+        self.balancer.url()
+    }
+
+    /// Copies every node log into `dir` (created).
+    pub fn keep_logs(&self, dir: &std::path::Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        for entry in std::fs::read_dir(self.cluster.log_dir())? {
+            let entry = entry?;
+            std::fs::copy(entry.path(), dir.join(entry.file_name()))?;
+        }
+        Ok(())
+    }
+
+    /// Runs the fault schedule of `scenario` until `until`, logging each fault's start in
+    /// `faults`; returns how many faults ran and the schedule's own problems.
+    pub fn inject(
+        &mut self,
+        args: &Args,
+        scenario: Scenario,
+        until: Instant,
+        faults: &FaultLog,
+    ) -> Vec<String> {
+        let mut notes = Vec::new();
+        let mut rng = args.seed.max(1);
+        let mut round = 0;
+        // Each fault must be over (the process back) before the clients stop.
+        let lasts = match scenario {
+            Scenario::Partition => args.partition,
+            _ => args.restart_after,
+        };
+        let room = lasts + Duration::from_secs(3);
+        loop {
+            std::thread::sleep(args.fault_every);
+            if Instant::now() + room >= until {
+                break;
+            }
+            faults.lock().expect("fault log").push(Instant::now());
+            match scenario {
+                Scenario::Kill9 => self.kill9(next(&mut rng) as usize % self.cluster.len(), args),
+                Scenario::Rolling => self.roll(round % self.cluster.len(), &mut notes),
+                Scenario::RedisRestart => self.restart_redis(args, &mut notes),
+                Scenario::Partition => self.partition(args, &mut notes),
+            }
+            round += 1;
+        }
+        notes
+    }
+
+    fn kill9(&mut self, victim: usize, args: &Args) {
+        eprintln!("chaos: kill -9 node {}", self.cluster.node(victim).id());
+        self.cluster.kill9(victim);
+        std::thread::sleep(args.restart_after);
+        self.cluster.restart(victim);
+    }
+
+    fn roll(&mut self, victim: usize, notes: &mut Vec<String>) {
+        let id = self.cluster.node(victim).id().to_owned();
+        eprintln!("chaos: SIGTERM node {id}");
+        self.cluster.node(victim).terminate();
+        let code = self.cluster.node_mut(victim).wait_exit(EXIT_LIMIT);
+        if code != Some(0) {
+            notes.push(format!("node {id} exited with {code:?} after SIGTERM"));
+            self.cluster.kill9(victim);
+        }
+        self.cluster.restart(victim);
+    }
+
+    fn restart_redis(&mut self, args: &Args, notes: &mut Vec<String>) {
+        eprintln!("chaos: kill -9 redis");
+        let RedisBackend::Standalone(redis) = self.cluster.backend_mut() else {
+            notes.push("redis-restart needs a standalone Redis".into());
+            return;
+        };
+        redis.kill9();
+        std::thread::sleep(args.restart_after);
+        if !redis.restart() {
+            notes.push("redis did not come back within 10 s".into());
+        }
+    }
+}
+
+impl Rig {
+    /// Cuts the last node's Redis link for `--partition-secs`, checking that the node says it is
+    /// not ready (`/readyz` 503) within `cluster.node_ttl` + 2 s of the cut, then restores it and
+    /// waits (at most 10 s) until the node is ready again.
+    fn partition(&mut self, args: &Args, notes: &mut Vec<String>) {
+        let Some(netns) = &self.netns else { return };
+        let last = self.cluster.len() - 1;
+        let node = self.cluster.node(last);
+        eprintln!("chaos: cutting node {} off Redis", node.id());
+        let cut_at = Instant::now();
+        if let Err(e) = netns.set_redis_link(false) {
+            notes.push(e);
+            return;
+        }
+        let unready_by = cut_at + Duration::from_millis(args.node_ttl_ms) + Duration::from_secs(2);
+        let unready = wait_status(node, 503, unready_by);
+        if !unready {
+            notes.push(format!("node {} still ready after the cut", node.id()));
+        }
+        std::thread::sleep((cut_at + args.partition).saturating_duration_since(Instant::now()));
+        if let Err(e) = netns.set_redis_link(true) {
+            notes.push(e);
+        }
+        eprintln!("chaos: node {} back on Redis", node.id());
+        if !wait_status(node, 200, Instant::now() + Duration::from_secs(10)) {
+            notes.push(format!(
+                "node {} not ready 10 s after the link came back",
+                node.id()
+            ));
+        }
+    }
+}
+
+/// Polls `GET /readyz` of `node` every 100 ms until it answers `status` or `deadline` passes.
+fn wait_status(node: &switchboard_tests::node::Node, status: u16, deadline: Instant) -> bool {
+    while Instant::now() < deadline {
+        if node.get_status("/readyz") == Some(status) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// Makes the cluster's Redis listen on the namespace link too, and starts the last node inside
+/// the namespace, reaching Redis over that link.
+fn add_partitioned_node(cluster: &mut Cluster, netns: &Netns) -> Result<(), String> {
+    let redis = cluster.redis();
+    // Protected mode refuses every non-loopback client of a Redis without a password.
+    redis
+        .query::<()>(&["CONFIG", "SET", "protected-mode", "no"])
+        .map_err(|e| format!("CONFIG SET protected-mode no: {e}"))?;
+    let bind = format!("127.0.0.1 {REDIS_SIDE}");
+    redis
+        .query::<()>(&["CONFIG", "SET", "bind", &bind])
+        .map_err(|e| format!("CONFIG SET bind {bind}: {e}"))?;
+    let url = format!("redis://{REDIS_SIDE}:{}/", redis.port());
+    let place = Place {
+        host: NODE_HOST.into(),
+        netns: Some(netns.name().into()),
+    };
+    cluster.add_node(&place, free_port(), &url);
+    Ok(())
+}
+
+/// xorshift64: the victim choice, reproducible from `--seed`.
+fn next(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *state = x;
+    x
+}

@@ -1,0 +1,153 @@
+//! A session's standalone `GET` stream, held open for the whole run and resumed through the
+//! balancer with `Last-Event-ID` each time it drops (kill -9, a drain closing it, Redis gone);
+//! it records every `notify` event in arrival order.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::{Method, StatusCode};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::sse::SseStream;
+use tokio::task::JoinHandle;
+
+use crate::call::kind;
+use crate::check::{check_standalone, NotifyCall, Standalone, StandaloneReport};
+use crate::report::Counts;
+
+/// How long a read waits before it looks at the stop flag again.
+const POLL: Duration = Duration::from_millis(200);
+
+/// What the reader task and its owner share.
+#[derive(Default)]
+struct Shared {
+    events: Mutex<Vec<Standalone>>,
+    opened: AtomicBool,
+    session_lost: AtomicBool,
+    stop: AtomicBool,
+}
+
+/// The running reader of one session's standalone stream.
+pub struct StandaloneReader {
+    shared: Arc<Shared>,
+    task: JoinHandle<Counts>,
+}
+
+impl StandaloneReader {
+    /// Opens the stream of `client`'s session at `url` (the balancer) and keeps reading it.
+    pub fn spawn(client: McpClient, url: String) -> StandaloneReader {
+        let shared = Arc::new(Shared::default());
+        let task = tokio::spawn(hold(client, url, Arc::clone(&shared)));
+        StandaloneReader { shared, task }
+    }
+
+    /// Waits (at most `limit`) until the first stream answered 200; whether it did.
+    pub async fn wait_open(&self, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.shared.opened.load(Ordering::SeqCst) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
+
+    /// Whether a reopen answered 404.
+    pub fn session_lost(&self) -> bool {
+        self.shared.session_lost.load(Ordering::SeqCst)
+    }
+
+    /// Waits (at most `limit`) until every event of `calls` has arrived (the check finds nothing
+    /// lost), stops reading and returns the check with the reader's own counts.
+    pub async fn finish(self, calls: &[NotifyCall], limit: Duration) -> (StandaloneReport, Counts) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let report = self.check(calls);
+            if report.counts.lost == 0 || Instant::now() >= deadline || self.session_lost() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let report = self.check(calls);
+        let counts = self.task.await.unwrap_or_else(|e| {
+            let mut c = Counts::default();
+            c.error(format!("standalone reader failed: {e}"));
+            c
+        });
+        (report, counts)
+    }
+
+    fn check(&self, calls: &[NotifyCall]) -> StandaloneReport {
+        let events = self.shared.events.lock().expect("events lock").clone();
+        check_standalone(&events, calls)
+    }
+}
+
+/// Opens and reopens the stream until told to stop or the session is gone.
+async fn hold(client: McpClient, url: String, shared: Arc<Shared>) -> Counts {
+    let mut counts = Counts::default();
+    let mut last_id: Option<String> = None;
+    while !shared.stop.load(Ordering::SeqCst) {
+        let mut headers = client.session_headers().set("Accept", "text/event-stream");
+        if let Some(id) = &last_id {
+            headers = headers.set("Last-Event-ID", id);
+        } else if shared.opened.load(Ordering::SeqCst) {
+            counts.error("GET reopened without Last-Event-ID");
+        }
+        match client.try_send(Method::GET, &url, &headers, None).await {
+            Ok(reply) if reply.status == StatusCode::OK => {
+                shared.opened.store(true, Ordering::SeqCst);
+                read(reply.sse(), &shared, &mut last_id).await;
+                if !shared.stop.load(Ordering::SeqCst) {
+                    counts.resumes += 1;
+                }
+                continue;
+            }
+            Ok(reply) if reply.status == StatusCode::NOT_FOUND => {
+                counts.sessions_lost += 1;
+                crate::check::note(
+                    &mut counts.examples,
+                    format!("standalone GET 404 (Last-Event-ID {last_id:?})"),
+                );
+                shared.session_lost.store(true, Ordering::SeqCst);
+                break;
+            }
+            Ok(reply) => counts.error(format!("GET {}", reply.status.as_u16())),
+            Err(e) => counts.error(kind("GET", &e)),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    counts
+}
+
+/// Reads one stream until it ends or the reader is told to stop.
+async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<String>) {
+    while !shared.stop.load(Ordering::SeqCst) {
+        let Some(event) = stream.next_event(POLL).await else {
+            if stream.is_ended() {
+                return;
+            }
+            continue;
+        };
+        if let Some(id) = &event.id {
+            *last_id = Some(id.clone());
+        }
+        let Some(msg) = event.json() else { continue };
+        let parsed = match msg["method"].as_str() {
+            Some("notifications/message") => {
+                let data = &msg["params"]["data"];
+                match (data["seq"].as_u64(), data["of"].as_u64()) {
+                    (Some(seq), Some(of)) => Some(Standalone::Message { seq, of }),
+                    _ => None,
+                }
+            }
+            Some("notifications/resources/updated") => Some(Standalone::Updated),
+            _ => None,
+        };
+        if let Some(event) = parsed {
+            shared.events.lock().expect("events lock").push(event);
+        }
+    }
+}
