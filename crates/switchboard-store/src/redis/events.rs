@@ -28,9 +28,12 @@ impl EventLog for RedisStore {
             .arg(rules::max_events(&self.config))
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.node_route());
+            .arg(self.event_route());
         let reply: Value = self.invoke_durably(&inv).await?;
-        Ok(codec::appended(&reply)?.unwrap_or_else(Appended::not_stored))
+        let appended = codec::appended(&reply)?.unwrap_or_else(Appended::not_stored);
+        self.deliver_confirmed(sid, stream, data, end, &appended)
+            .await?;
+        Ok(appended)
     }
 
     /// Read-only: one atomic pipeline (`MULTI`), decided here by the same rules as the memory
@@ -170,9 +173,77 @@ impl EventLog for RedisStore {
             .arg(rules::max_events(&self.config))
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.node_route());
+            .arg(self.event_route());
         let reply: Value = self.invoke_durably(&inv).await?;
-        codec::appended(&reply)
+        let appended = codec::appended(&reply)?;
+        if let Some(appended) = &appended {
+            let (stream, end) = if StreamId::is_standalone_answered(stream) {
+                (StreamId::STANDALONE, false)
+            } else {
+                (stream, true)
+            };
+            self.deliver_confirmed(sid, stream, data, end, appended)
+                .await?;
+        }
+        Ok(appended)
+    }
+}
+
+impl RedisStore {
+    /// The route the append scripts get for the event they write: the usual one, or `-` (the
+    /// script delivers nothing) with `min_replicas_acked`, where [`Self::deliver_confirmed`]
+    /// publishes it after the `WAIT`, so no node shows a client an event the replicas do not
+    /// hold yet.
+    fn event_route(&self) -> String {
+        if self.config.min_replicas_acked > 0 {
+            "-".to_owned()
+        } else {
+            self.keys.node_route()
+        }
+    }
+
+    /// With `min_replicas_acked`: publishes the event the script stored (and the replicas
+    /// confirmed) to its holder's node, as the script does otherwise (same rule,
+    /// [`rules::delivers_event`]; Cluster: on the session's channel). One more command, only then.
+    async fn deliver_confirmed(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        appended: &Appended,
+    ) -> StoreResult<()> {
+        let Some(holder) = appended.holder.as_deref() else {
+            return Ok(());
+        };
+        if self.config.min_replicas_acked == 0
+            || !rules::delivers_event(holder, stream, &self.config.node_id)
+        {
+            return Ok(());
+        }
+        let node = holder_node(holder);
+        let json = Self::encode(&BusMessage::Event(BusEvent {
+            sid: sid.to_owned(),
+            stream: stream.to_owned(),
+            holder: holder.to_owned(),
+            position: appended.position.clone(),
+            data: data.to_owned(),
+            end,
+        }))?;
+        let mut conn = self.conn.clone();
+        let publish = if self.keys.sharded() {
+            ::redis::cmd("SPUBLISH")
+                .arg(self.keys.session_channel(sid))
+                .arg(format!("{node}\n{json}"))
+                .clone()
+        } else {
+            ::redis::cmd("PUBLISH")
+                .arg(self.keys.inbox(node))
+                .arg(json)
+                .clone()
+        };
+        publish.query_async::<i64>(&mut conn).await?;
+        Ok(())
     }
 }
 

@@ -36,14 +36,31 @@ async fn open(topology: &RedisTopology, node: &str) -> Arc<dyn Store> {
 }
 
 /// A session `b` takes part in, a registered stream held on `b`, and one event on it, written
-/// through `a`.
-async fn written(a: &Arc<dyn Store>, b: &Arc<dyn Store>) -> (String, String) {
+/// through `a` (which waits for a replica) and delivered to `b` once the replica holds it.
+async fn written(
+    a: &Arc<dyn Store>,
+    b: &Arc<dyn Store>,
+    rb: &mut tokio::sync::mpsc::Receiver<BusMessage>,
+) -> (String, String) {
     let id = new_session(a).await;
     takes_part(b, &id).await;
     let s = stream();
     begin_ok(a, &id, Some(&inflight("1", &s, "a", "b/1"))).await;
     let first = a.append(&id, &s, "before", false).await.unwrap();
     assert!(first.is_stored());
+    let want = BusMessage::Event(BusEvent {
+        sid: id.clone(),
+        stream: s.clone(),
+        holder: "b/1".into(),
+        position: first.position,
+        data: "before".into(),
+        end: false,
+    });
+    assert_eq!(
+        recv(rb).await,
+        want,
+        "published after the replica confirmed it"
+    );
     (id, s)
 }
 
@@ -123,7 +140,7 @@ async fn the_store_follows_a_sentinel_promotion() {
     let topology = RedisTopology::sentinel(&group.sentinel_urls(), group.master_name());
     let (a, b) = (open(&topology, "a").await, open(&topology, "b").await);
     let mut rb = b.subscribe().await.unwrap();
-    let (id, s) = written(&a, &b).await;
+    let (id, s) = written(&a, &b, &mut rb).await;
     let old = group.primary_port();
     group.kill(old);
     let (_, promotion) = group.wait_promotion(old, PROMOTION_LIMIT);
@@ -144,7 +161,7 @@ async fn the_store_follows_a_cluster_failover() {
     let topology = RedisTopology::cluster(&cluster.seed_urls());
     let (a, b) = (open(&topology, "a").await, open(&topology, "b").await);
     let mut rb = b.subscribe().await.unwrap();
-    let (id, s) = written(&a, &b).await;
+    let (id, s) = written(&a, &b, &mut rb).await;
     let record = format!("sbf:{{{id}}}:s");
     let old = cluster
         .primaries()
