@@ -20,6 +20,7 @@ pub struct ClusterOptions {
     settings: Vec<(String, String)>,
     config: Option<std::path::PathBuf>,
     redis: RedisKind,
+    replicas: Option<usize>,
 }
 
 impl ClusterOptions {
@@ -39,6 +40,14 @@ impl ClusterOptions {
     /// The nodes share a Redis of `kind` (default: one standalone server).
     pub fn redis(mut self, kind: RedisKind) -> ClusterOptions {
         self.redis = kind;
+        self
+    }
+
+    /// Each Redis primary (Cluster or Sentinel) gets `replicas` replicas instead of the
+    /// fixture's 1: with 2, a failover leaves the new primary a replica to confirm writes for
+    /// `redis.min_replicas_acked = 1`.
+    pub fn redis_replicas(mut self, replicas: usize) -> ClusterOptions {
+        self.replicas = Some(replicas);
         self
     }
 
@@ -81,7 +90,7 @@ impl Cluster {
     /// A node that exits before it is ready (e.g. its port was taken) is started again on
     /// another port, at most three times.
     pub fn start(n: usize, mut options: ClusterOptions) -> Cluster {
-        let redis = RedisBackend::start(options.redis);
+        let redis = RedisBackend::start_with_replicas(options.redis, options.replicas.unwrap_or(1));
         for (key, value) in redis.node_settings() {
             options = options.set(&key, value);
         }
