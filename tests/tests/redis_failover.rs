@@ -33,7 +33,9 @@ use serde_json::json;
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::eventually::eventually;
-use switchboard_tests::failover::calls::{self, call_once, first_success, CallLog, Outcome};
+use switchboard_tests::failover::calls::{
+    self, call_once, first_success, CallLog, Outcome, PingLog,
+};
 use switchboard_tests::failover::stream::{self, Counts, StreamLog};
 use switchboard_tests::failover::{percentile, watch_ready, ReadyLog, Stop};
 use switchboard_tests::peers::available_or_skip;
@@ -87,6 +89,7 @@ struct Workload {
     received: Vec<Arc<AtomicUsize>>,
     streams: Vec<JoinHandle<StreamLog>>,
     calls: Vec<JoinHandle<CallLog>>,
+    pings: Vec<JoinHandle<PingLog>>,
     ready: Vec<JoinHandle<ReadyLog>>,
 }
 
@@ -103,6 +106,7 @@ impl Workload {
             received: Vec::new(),
             streams: Vec::new(),
             calls: Vec::new(),
+            pings: Vec::new(),
             ready: Vec::new(),
         };
         for i in 0..CLIENTS {
@@ -120,6 +124,12 @@ impl Workload {
                 client.clone(),
                 urls.clone(),
                 i + 1,
+                stop.clone(),
+            )));
+            w.pings.push(tokio::spawn(calls::ping_loop(
+                client.clone(),
+                urls.clone(),
+                i + 2,
                 stop.clone(),
             )));
             w.received.push(received);
@@ -140,16 +150,34 @@ impl Workload {
             .collect()
     }
 
-    /// Waits (at most 15 s) until every stream received `more` events beyond `since`.
+    /// Waits (at most 15 s) until every stream received `more` events beyond `since`; panics
+    /// with `what` at the limit.
     async fn wait_events(&self, since: &[usize], more: usize, what: &str) {
         eventually(what, Duration::from_secs(15), || async {
-            let now = self.received();
-            now.iter()
-                .zip(since)
-                .all(|(n, s)| *n >= s + more)
-                .then_some(())
+            self.has_events(since, more).then_some(())
         })
         .await;
+    }
+
+    /// Whether every stream received `more` events beyond `since`.
+    fn has_events(&self, since: &[usize], more: usize) -> bool {
+        self.received()
+            .iter()
+            .zip(since)
+            .all(|(n, s)| *n >= s + more)
+    }
+
+    /// Waits (at most `limit`) until every stream received `more` events beyond `since`;
+    /// whether they did.
+    async fn went_on(&self, since: &[usize], more: usize, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while !self.has_events(since, more) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        true
     }
 }
 
@@ -159,9 +187,14 @@ struct Run {
     acked: u32,
     promotion: Duration,
     killed_at: Instant,
+    /// Whether every stream received 3 events within 15 s of every node's recovery.
+    went_on: bool,
+    /// Events per stream at the recovery and at the end.
+    received: (Vec<usize>, Vec<usize>),
     recovery: Vec<Option<Duration>>,
     streams: Vec<StreamLog>,
     calls: Vec<CallLog>,
+    pings: Vec<PingLog>,
     ready: Vec<ReadyLog>,
     counts: Vec<Counts>,
     exited: Vec<bool>,
@@ -212,12 +245,23 @@ async fn failover_run(kind: RedisKind, acked: u32) -> Run {
         });
     let recovery = join_all(probes).await;
     let at_recovery = w.received();
-    w.wait_events(
-        &at_recovery,
-        3,
-        "events on every stream after the promotion",
-    )
-    .await;
+    let went_on = w.went_on(&at_recovery, 3, Duration::from_secs(15)).await;
+    let after_recovery = w.received();
+    if !went_on {
+        for i in 0..NODES {
+            let node = cluster.node(i);
+            let log = node.log_tail(100_000);
+            let lines: Vec<&str> = log
+                .lines()
+                .filter(|l| l.contains("bus inbox") || l.contains("slot refresh"))
+                .collect();
+            println!(
+                "----- node {} bus log -----\n{}",
+                node.id(),
+                lines.join("\n")
+            );
+        }
+    }
     w.stop.stop();
     let calls: Vec<CallLog> = join_all(w.calls)
         .await
@@ -228,6 +272,11 @@ async fn failover_run(kind: RedisKind, acked: u32) -> Run {
         .await
         .into_iter()
         .map(|r| r.expect("stream holder"))
+        .collect();
+    let pings: Vec<PingLog> = join_all(w.pings)
+        .await
+        .into_iter()
+        .map(|r| r.expect("ping loop"))
         .collect();
     let ready: Vec<ReadyLog> = join_all(w.ready)
         .await
@@ -250,9 +299,12 @@ async fn failover_run(kind: RedisKind, acked: u32) -> Run {
         acked,
         promotion,
         killed_at: promoted - promotion,
+        went_on,
+        received: (at_recovery, after_recovery),
         recovery,
         streams,
         calls,
+        pings,
         ready,
         counts,
         exited,
@@ -300,6 +352,18 @@ fn print(run: &Run) {
                 )
             })
             .collect();
+        let after: Vec<Duration> = c
+            .calls
+            .iter()
+            .filter(|r| r.outcome == Outcome::Ok && r.started > run.killed_at + run.promotion)
+            .map(|r| r.elapsed)
+            .collect();
+        println!(
+            "calls {i}: after the promotion {} ok, p50 {} ms, slowest {} ms",
+            after.len(),
+            percentile(&after, 50).as_millis(),
+            percentile(&after, 100).as_millis()
+        );
         println!(
             "calls {i}: {} calls, ok {}, 503 {}, answers resumed {}, others {other:?}; countdown progress lost {}, duplicated {}, out of order {}",
             c.calls.len(), c.count(&Outcome::Ok), c.count(&Outcome::Unavailable), c.resumed,
@@ -308,10 +372,31 @@ fn print(run: &Run) {
     }
 }
 
+/// Prints the ping loops' figures.
+fn print_pings(run: &Run) {
+    for (i, p) in run.pings.iter().enumerate() {
+        println!(
+            "pings {i}: ok {}, 503 {}, 404 {}, other {:?}, slowest {} ms",
+            p.ok,
+            p.unavailable,
+            p.not_found,
+            p.other,
+            p.slowest.as_millis()
+        );
+    }
+}
+
 /// The promises for a failover run (see the module doc).
 fn check(run: &Run) {
     print(run);
+    print_pings(run);
     let label = &run.label;
+    let (at, end) = &run.received;
+    println!("events per stream at every node's recovery {at:?}, 15 s later at most {end:?}");
+    assert!(
+        run.went_on,
+        "{label}: a stream got no events after the recovery"
+    );
     for (i, r) in run.ready.iter().enumerate() {
         assert!(
             r.not_ready > 0,
@@ -324,6 +409,7 @@ fn check(run: &Run) {
         .iter()
         .flat_map(|s| &s.bad_503)
         .chain(run.calls.iter().flat_map(|c| &c.bad_503))
+        .chain(run.pings.iter().flat_map(|p| &p.bad_503))
         .collect();
     assert!(bad.is_empty(), "{label}: malformed 503s: {bad:?}");
     for (i, r) in run.recovery.iter().enumerate() {
@@ -341,12 +427,20 @@ fn check(run: &Run) {
         );
         assert_eq!(s.sessions_lost, 0, "{label}: stream {i}'s session lost");
     }
+    for (i, p) in run.pings.iter().enumerate() {
+        assert_eq!(p.not_found, 0, "{label}: pings {i} got 404");
+    }
     for (i, c) in run.calls.iter().enumerate() {
         assert_eq!(c.count(&Outcome::NotFound), 0, "{label}: calls {i} got 404");
-        assert_eq!(
-            c.count(&Outcome::NoAnswer),
-            0,
-            "{label}: calls {i} left without an answer"
+        let unanswered: Vec<&Outcome> = c
+            .calls
+            .iter()
+            .map(|r| &r.outcome)
+            .filter(|o| matches!(o, Outcome::NoAnswer(_)))
+            .collect();
+        assert!(
+            unanswered.is_empty(),
+            "{label}: calls {i} left without an answer: {unanswered:?}"
         );
     }
     if run.acked > 0 {

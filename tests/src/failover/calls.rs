@@ -16,6 +16,9 @@ use crate::sse::SseStream;
 /// How long one call's answer may take before it counts as [`Outcome::NoAnswer`].
 pub const ANSWER_LIMIT: Duration = Duration::from_secs(10);
 
+/// How often one answer may be resumed (GETs answered 503 included).
+pub const RESUMES: usize = 10;
+
 /// Steps of each `countdown` and messages of each `notify` of the loop.
 pub const STEPS: u64 = 3;
 
@@ -33,8 +36,12 @@ pub enum Outcome {
     /// A JSON-RPC error response, by code.
     RpcError(i64),
     /// No response: none within [`ANSWER_LIMIT`], or the answer stream ended without one and
-    /// its resumes did not bring it.
-    NoAnswer,
+    /// its resumes did not bring it (why, as text).
+    NoAnswer(String),
+    /// The answer stream ended before its response and its resume was refused with this status
+    /// (400: no event of it was logged, so the node knows no such stream): the client learns the
+    /// call is gone and must send it again.
+    ResumeRefused(u16),
 }
 
 /// One call: where, when, how long, how it ended.
@@ -89,7 +96,8 @@ pub struct CallResult {
 }
 
 /// `tools/call` of `tool` with `args` and a progress token, on `urls[node]`, read to its
-/// response; an answer stream that ends first is resumed on the next nodes, at most 3 times.
+/// response; an answer stream that ends first is resumed on the next nodes, at most
+/// [`RESUMES`] times.
 pub async fn call_once(
     client: &McpClient,
     urls: &[String],
@@ -123,19 +131,29 @@ pub async fn call_once(
         }
     }
     let response = if reply.is_json() {
-        Some(reply.json().await)
+        Ok(reply.json().await)
     } else {
         read_answer(client, urls, node, reply.sse(), id, &mut result).await
     };
     result.outcome = match response {
-        None => Outcome::NoAnswer,
-        Some(r) if r.get("result").is_some() => Outcome::Ok,
-        Some(r) => Outcome::RpcError(r["error"]["code"].as_i64().unwrap_or(0)),
+        Err(Ended::Refused(status)) => Outcome::ResumeRefused(status),
+        Err(Ended::NoAnswer(why)) => Outcome::NoAnswer(why),
+        Ok(r) if r.get("result").is_some() => Outcome::Ok,
+        Ok(r) => Outcome::RpcError(r["error"]["code"].as_i64().unwrap_or(0)),
     };
     result
 }
 
-/// Reads an SSE answer to request `id` up to its response, resuming it when it ends first.
+/// Why an answer brought no response.
+enum Ended {
+    /// See [`Outcome::NoAnswer`].
+    NoAnswer(String),
+    /// See [`Outcome::ResumeRefused`].
+    Refused(u16),
+}
+
+/// Reads an SSE answer to request `id` up to its response, resuming it when it ends first;
+/// `Err` says why no response came.
 async fn read_answer(
     client: &McpClient,
     urls: &[String],
@@ -143,9 +161,11 @@ async fn read_answer(
     mut stream: SseStream,
     id: u64,
     result: &mut CallResult,
-) -> Option<Value> {
+) -> Result<Value, Ended> {
     let mut last_id = None;
-    for attempt in 1..=4 {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
         let got = stream.until_response(&json!(id), ANSWER_LIMIT).await;
         result.progress.extend(
             got.with_method("notifications/progress")
@@ -158,19 +178,39 @@ async fn read_answer(
             .rev()
             .find_map(|e| e.id.clone())
             .or(last_id);
-        if got.matched.is_some() || !stream.is_ended() || attempt == 4 {
-            return got.matched;
+        if let Some(response) = got.matched {
+            return Ok(response);
         }
-        let from = last_id.as_deref()?;
-        let url = &urls[(node + attempt) % urls.len()];
-        let resumed = client.get_stream(url, Some(from)).await;
-        if resumed.status != StatusCode::OK {
-            return None;
+        if !stream.is_ended() {
+            return Err(Ended::NoAnswer(format!(
+                "no response within {ANSWER_LIMIT:?}"
+            )));
         }
+        let ended = format!("the stream ended ({:?})", stream.error);
+        let from = last_id
+            .as_deref()
+            .ok_or_else(|| Ended::NoAnswer(format!("{ended} before any event id")))?;
+        let resumed = loop {
+            if attempt > RESUMES {
+                return Err(Ended::NoAnswer(format!(
+                    "{ended}; {RESUMES} resumes from {from} did not bring it"
+                )));
+            }
+            let url = &urls[(node + attempt) % urls.len()];
+            let resumed = client.get_stream(url, Some(from)).await;
+            match resumed.status {
+                StatusCode::OK => break resumed,
+                StatusCode::SERVICE_UNAVAILABLE => {
+                    result.bad_503 = result.bad_503.take().or(check_503(resumed).await);
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                other => return Err(Ended::Refused(other.as_u16())),
+            }
+        };
         result.resumed += 1;
         stream = resumed.sse();
     }
-    None
 }
 
 /// The arguments of the `k`-th call of a loop: `notify` and `countdown` by turns, each of
@@ -256,4 +296,53 @@ pub async fn first_success(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     None
+}
+
+/// What one client's [`ping_loop`] saw.
+#[derive(Clone, Debug, Default)]
+pub struct PingLog {
+    /// Pings answered 200.
+    pub ok: usize,
+    /// Pings answered 503.
+    pub unavailable: usize,
+    /// Pings answered 404 (the session lost).
+    pub not_found: usize,
+    /// Other statuses.
+    pub other: Vec<u16>,
+    /// The 503s without a JSON-RPC error body or `Retry-After`.
+    pub bad_503: Vec<String>,
+    /// The longest time one ping took to its answer's headers.
+    pub slowest: Duration,
+}
+
+/// POSTs `ping` to `urls[(first + k) % len]` every 100 ms until `stop`: a quick request with
+/// one session load, to see what requests arriving during a failover get.
+pub async fn ping_loop(client: McpClient, urls: Vec<String>, first: usize, stop: Stop) -> PingLog {
+    let mut log = PingLog::default();
+    let mut k: u64 = 0;
+    while !stop.is_set() {
+        let started = Instant::now();
+        let reply = client
+            .post(
+                &urls[(first + k as usize) % urls.len()],
+                &msg::bare(500_000 + k, "ping"),
+            )
+            .await;
+        log.slowest = log.slowest.max(started.elapsed());
+        match reply.status {
+            StatusCode::OK => {
+                log.ok += 1;
+                let _ = reply.text().await;
+            }
+            StatusCode::SERVICE_UNAVAILABLE => {
+                log.unavailable += 1;
+                log.bad_503.extend(check_503(reply).await);
+            }
+            StatusCode::NOT_FOUND => log.not_found += 1,
+            other => log.other.push(other.as_u16()),
+        }
+        k += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    log
 }

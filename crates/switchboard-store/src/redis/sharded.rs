@@ -22,8 +22,17 @@
 //! node message one node, a broadcast every node.
 //!
 //! The cluster connection resubscribes by itself after it reconnects (`redis`'s subscription
-//! tracker); the first confirmation after a disconnection is followed, 200 ms later, by
-//! [`BusMessage::Resubscribed`], so held streams catch up from their logs.
+//! tracker), but that is not enough through a failover: measured here
+//! (`tests/tests/redis_failover.rs`), after a primary was killed and its replica promoted, nodes
+//! had lost some of their session subscriptions, on the promoted shard and on shards that never
+//! changed (`PUBSUB SHARDNUMSUB` one subscriber short), and their held streams got no events
+//! again, and a node whose resubscriptions all failed (sent while the shard had no primary) never
+//! got the confirmation it waited for. So 200 ms after the last disconnection this node
+//! subscribes again to everything it wants (its inbox, the broadcast channel, every session of
+//! interest; `SSUBSCRIBE` of a channel a connection already has is a no-op), every 500 ms until
+//! that succeeds, then again every second for 15 s after the disconnection (the promotion and
+//! the slot refreshes come later, and a subscription sent before them was lost too), each time
+//! followed by [`BusMessage::Resubscribed`], so held streams catch up from their logs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -40,9 +49,20 @@ use crate::model::BusMessage;
 use crate::rules::INBOX_CAPACITY;
 use crate::traits::StoreResult;
 
-/// How long after the first resubscription confirmation the node is told to catch up (so the
-/// other channels of that shard are subscribed again too).
+/// How long after a disconnection the node subscribes again (a burst of disconnections, one per
+/// lost node connection, ends first).
 const CATCH_UP_AFTER: Duration = Duration::from_millis(200);
+
+/// How long after a failed resubscription the node tries again.
+const RESUBSCRIBE_RETRY: Duration = Duration::from_millis(500);
+
+/// How long after a disconnection the node goes on subscribing again, every
+/// [`RESUBSCRIBE_AGAIN`]: the promotion and the cluster connection's slot refreshes that follow
+/// it (each may replace node connections and lose their subscriptions) come seconds later.
+const RESUBSCRIBE_WINDOW: Duration = Duration::from_secs(15);
+
+/// The interval of the resubscriptions within [`RESUBSCRIBE_WINDOW`].
+const RESUBSCRIBE_AGAIN: Duration = Duration::from_secs(1);
 
 /// The sharded inbox and this node's session subscriptions.
 pub(crate) struct Sharded {
@@ -108,6 +128,25 @@ impl Sharded {
         Ok(true)
     }
 
+    /// Subscribes again to every channel this node wants: its inbox, the broadcast channel and
+    /// the channel of every session of interest, one `SSUBSCRIBE` each (they live in different
+    /// slots), concurrently.
+    ///
+    /// # Errors
+    /// The first `SSUBSCRIBE` that failed (e.g. its slot's shard has no primary yet).
+    async fn resubscribe(&self) -> StoreResult<()> {
+        let sessions: Vec<String> = self.lock().keys().cloned().collect();
+        let channels = [self.keys.inbox(&self.node_id), self.keys.all()]
+            .into_iter()
+            .chain(sessions.iter().map(|sid| self.keys.session_channel(sid)));
+        let subscribes = channels.map(|channel| {
+            let mut conn = self.conn.clone();
+            async move { conn.ssubscribe(channel).await }
+        });
+        futures::future::try_join_all(subscribes).await?;
+        Ok(())
+    }
+
     /// Marks `sid` used now when this node subscribes to it; whether it does.
     pub fn used(&self, sid: &str) -> bool {
         match self.lock().get_mut(sid) {
@@ -157,21 +196,32 @@ impl Sharded {
     }
 }
 
-/// Forwards this node's messages from the connection's pushes; tells the node to catch up after
-/// a reconnection.
+/// Forwards this node's messages from the connection's pushes; after a disconnection, subscribes
+/// again and tells the node to catch up.
 async fn read(
     owner: Weak<Sharded>,
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
     tx: mpsc::Sender<BusMessage>,
 ) {
-    let mut disconnected = false;
     let mut catch_up: Option<tokio::time::Instant> = None;
+    let mut window_ends = tokio::time::Instant::now();
     loop {
         let push = tokio::select! {
             push = pushes.recv() => match push { Some(p) => p, None => return },
             _ = wait_until(catch_up) => {
                 catch_up = None;
+                let Some(sharded) = owner.upgrade() else { return };
+                if let Err(e) = sharded.resubscribe().await {
+                    tracing::warn!(error = %e, "bus inbox could not subscribe again; retrying");
+                    catch_up = Some(tokio::time::Instant::now() + RESUBSCRIBE_RETRY);
+                    continue;
+                }
+                drop(sharded);
                 tracing::info!("bus inbox resubscribed");
+                let now = tokio::time::Instant::now();
+                if now < window_ends {
+                    catch_up = Some(now + RESUBSCRIBE_AGAIN);
+                }
                 if tx.send(BusMessage::Resubscribed {}).await.is_err() { return }
                 continue;
             }
@@ -194,12 +244,11 @@ async fn read(
                 }
             }
             PushKind::Disconnection => {
-                tracing::warn!("bus inbox connection lost; the cluster connection reconnects");
-                disconnected = true;
-            }
-            PushKind::SSubscribe if disconnected => {
-                disconnected = false;
-                catch_up = Some(tokio::time::Instant::now() + CATCH_UP_AFTER);
+                tracing::warn!("bus inbox connection lost; subscribing again in 200 ms");
+                // The last of a burst of disconnections (one per lost node connection) sets when.
+                let now = tokio::time::Instant::now();
+                catch_up = Some(now + CATCH_UP_AFTER);
+                window_ends = now + RESUBSCRIBE_WINDOW;
             }
             _ => {}
         }
