@@ -182,7 +182,7 @@ impl RedisBackend {
                     .connection_timeout(Duration::from_secs(5))
                     .response_timeout(Duration::from_secs(5));
                 if let Some(pw) = c.password() {
-                    builder = builder.password(pw.to_owned());
+                    builder = builder.password(pw);
                 }
                 let mut conn = builder.build()?.get_connection()?;
                 redis::cmd(name).arg(rest).query(&mut conn)

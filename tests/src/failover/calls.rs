@@ -216,7 +216,7 @@ async fn read_answer(
 /// The arguments of the `k`-th call of a loop: `notify` and `countdown` by turns, each of
 /// [`STEPS`] steps 30 ms apart.
 pub fn nth_call(k: u64) -> (&'static str, Value) {
-    if k % 2 == 0 {
+    if k.is_multiple_of(2) {
         ("notify", json!({"count": STEPS, "interval_ms": 30}))
     } else {
         ("countdown", json!({"n": STEPS, "interval_ms": 30}))

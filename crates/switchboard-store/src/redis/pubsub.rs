@@ -64,7 +64,9 @@ pub(crate) async fn start(
 
 async fn connect(source: &Source, channels: &[String]) -> StoreResult<PubSub> {
     let attempt = async {
-        let mut pubsub = source.client().await?.get_async_pubsub().await?;
+        let client = source.client().await?;
+        tracing::info!(server = %client.get_connection_info().addr(), "bus inbox subscribing");
+        let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(channels).await?;
         Ok::<_, redis::RedisError>(pubsub)
     };
