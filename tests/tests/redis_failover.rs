@@ -255,16 +255,18 @@ async fn failover_run(kind: RedisKind, acked: u32) -> Run {
     let at_recovery = w.received();
     let went_on = w.went_on(&at_recovery, 3, Duration::from_secs(15)).await;
     let after_recovery = w.received();
-    if !went_on {
+    let slow = recovery
+        .iter()
+        .any(|r| r.is_none_or(|r| r > RECOVERY_LIMIT));
+    if !went_on || slow {
         for i in 0..NODES {
             let node = cluster.node(i);
             let log = node.log_tail(100_000);
             let lines: Vec<&str> = log
                 .lines()
-                .filter(|l| {
-                    l.contains("bus inbox") || l.contains("slot refresh") || l.contains("primary")
-                })
+                .filter(|l| l.contains("bus inbox") || l.contains("primary") || l.contains("ERROR"))
                 .collect();
+            let lines = &lines[lines.len().saturating_sub(40)..];
             println!(
                 "----- node {} bus log -----\n{}",
                 node.id(),
