@@ -20,6 +20,7 @@ pub struct ClusterOptions {
     settings: Vec<(String, String)>,
     config: Option<std::path::PathBuf>,
     redis: RedisKind,
+    replicas: Option<usize>,
 }
 
 impl ClusterOptions {
@@ -39,6 +40,14 @@ impl ClusterOptions {
     /// The nodes share a Redis of `kind` (default: one standalone server).
     pub fn redis(mut self, kind: RedisKind) -> ClusterOptions {
         self.redis = kind;
+        self
+    }
+
+    /// Each Redis primary (Cluster or Sentinel) gets `replicas` replicas instead of the
+    /// fixture's 1: with 2, a failover leaves the new primary a replica to confirm writes for
+    /// `redis.min_replicas_acked = 1`.
+    pub fn redis_replicas(mut self, replicas: usize) -> ClusterOptions {
+        self.replicas = Some(replicas);
         self
     }
 
@@ -81,7 +90,8 @@ impl Cluster {
     /// A node that exits before it is ready (e.g. its port was taken) is started again on
     /// another port, at most three times.
     pub fn start(n: usize, options: ClusterOptions) -> Cluster {
-        Cluster::start_on(RedisBackend::start(options.redis), n, options)
+        let redis = RedisBackend::start_with_replicas(options.redis, options.replicas.unwrap_or(1));
+        Cluster::start_on(redis, n, options)
     }
 
     /// [`Cluster::start`] on a Redis the caller started (e.g. a standalone server with AOF

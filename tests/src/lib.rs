@@ -29,6 +29,8 @@
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
+//! - [`failover`]: streaming clients for the failover tests (a held GET stream, a loop of
+//!   event-producing calls, `/readyz` polls) and the counts of what they saw.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded waits (until a condition holds, or while it keeps holding).
 //! - [`ports`]: free loopback ports.
@@ -44,6 +46,7 @@ pub mod daemon;
 pub mod dns;
 pub mod eventually;
 pub mod expect;
+pub mod failover;
 pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;

@@ -336,6 +336,18 @@ impl Node {
         None
     }
 
+    /// Whether the process exited on its own (reaping it); `false` while it runs and after
+    /// [`Node::kill9`].
+    pub fn has_exited(&mut self) -> bool {
+        match self.child.as_mut().map(Child::try_wait) {
+            Some(Ok(Some(_))) => {
+                self.child = None;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The last `lines` lines of the node's log.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use redis::{FromRedisValue, RedisResult};
 
-use crate::redis_cluster::RedisCluster;
-use crate::redis_sentinel::SentinelGroup;
+use crate::redis_cluster::{RedisCluster, RedisClusterOptions};
+use crate::redis_sentinel::{SentinelGroup, SentinelOptions};
 use crate::redis_server::RedisServer;
 
 /// Which Redis deployment a test cluster runs on.
@@ -35,10 +35,33 @@ pub enum RedisBackend {
 impl RedisBackend {
     /// Starts a Redis of `kind` with the fixtures' defaults.
     pub fn start(kind: RedisKind) -> RedisBackend {
+        RedisBackend::start_with_replicas(kind, 1)
+    }
+
+    /// Starts a Redis of `kind` whose primaries have `replicas` replicas each (Cluster:
+    /// [`RedisClusterOptions::replicas_per_primary`]; Sentinel: [`SentinelOptions::replicas`]),
+    /// otherwise with the fixtures' defaults. Panics for a standalone server with replicas.
+    pub fn start_with_replicas(kind: RedisKind, replicas: usize) -> RedisBackend {
         match kind {
-            RedisKind::Standalone => RedisBackend::Standalone(RedisServer::start()),
-            RedisKind::Cluster => RedisBackend::Cluster(RedisCluster::start()),
-            RedisKind::Sentinel => RedisBackend::Sentinel(SentinelGroup::start()),
+            RedisKind::Standalone => {
+                assert_eq!(
+                    replicas, 1,
+                    "a standalone Redis has no replicas to configure"
+                );
+                RedisBackend::Standalone(RedisServer::start())
+            }
+            RedisKind::Cluster => {
+                RedisBackend::Cluster(RedisCluster::start_with(RedisClusterOptions {
+                    replicas_per_primary: replicas,
+                    ..RedisClusterOptions::default()
+                }))
+            }
+            RedisKind::Sentinel => {
+                RedisBackend::Sentinel(SentinelGroup::start_with(SentinelOptions {
+                    replicas,
+                    ..SentinelOptions::default()
+                }))
+            }
         }
     }
 

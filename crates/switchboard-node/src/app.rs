@@ -8,7 +8,9 @@
 //!    `http.max_request_head` gets 431 from hyper before any layer runs.
 //! 1. Body limit (`tower-http`'s `RequestBodyLimitLayer`, [`edge`]): a body that declares more
 //!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one fails
-//!    with 413 when the handler reads it.
+//!    with 413 when the handler reads it. Around it, every 503 of the layers below gets
+//!    `Retry-After` (`http.retry_after`) when it has none (a store error; the session cap sets
+//!    its own).
 //! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421.
 //! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
 //!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
@@ -120,7 +122,12 @@ pub fn router(app: App) -> Router {
 /// otherwise carry a second, different `Allow` beside its 403.
 fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
     let max_body = app.cfg.max_body_bytes;
+    let retry_after = app.cfg.retry_after_secs;
     let stack = ServiceBuilder::new()
+        // Every 503 says when to come back (see `retry_after_on_503`).
+        .layer(MapResponseLayer::new(move |r| {
+            retry_after_on_503(r, retry_after)
+        }))
         // 1. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
         //    answered with the edge's JSON-RPC error; every body is counted as the handler
         //    reads it, and handed on as axum's body type.
@@ -152,6 +159,21 @@ type EdgeRoute = tower::util::MapResponse<MethodRouter, fn(Response) -> Response
 fn only_a_405_says_allow(mut response: Response) -> Response {
     if response.status() != StatusCode::METHOD_NOT_ALLOWED {
         response.headers_mut().remove(http::header::ALLOW);
+    }
+    response
+}
+
+/// Every 503 of an MCP route carries `Retry-After` (`http.retry_after`, in seconds) unless the
+/// refusal set its own: besides the session cap, a 503 is a store error (Redis unreachable, or
+/// a failover under way until the promotion), and issue 14 wants those retried after a while
+/// too (RFC 9110 §10.2.3: `Retry-After` with 503 says how long the service is expected to be
+/// unavailable).
+fn retry_after_on_503(mut response: Response, secs: u64) -> Response {
+    if response.status() == StatusCode::SERVICE_UNAVAILABLE {
+        response
+            .headers_mut()
+            .entry(http::header::RETRY_AFTER)
+            .or_insert_with(|| http::HeaderValue::from(secs));
     }
     response
 }

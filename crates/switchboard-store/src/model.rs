@@ -411,6 +411,11 @@ pub struct BusEvent {
     pub data: String,
     /// Final event of the stream.
     pub end: bool,
+    /// Set by this node's inbox (never sent): the event may follow events this node missed (its
+    /// subscriptions were lost and restored shortly before), so the connection re-reads its log
+    /// up to this event instead of writing it as is, which would move the stream past them.
+    #[serde(default, skip_serializing)]
+    pub verify: bool,
 }
 
 /// A request of a node-bound upstream sent to the node that owns it ([`BusMessage::Forward`]).

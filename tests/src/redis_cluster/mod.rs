@@ -224,6 +224,21 @@ impl RedisCluster {
         ports
     }
 
+    /// The port of the current primary ([`Self::primaries`]) serving the slot of `key`
+    /// (`CLUSTER KEYSLOT`, asked of a running node): the one primary that answers `EXISTS key`
+    /// itself instead of with `MOVED`. Panics when none does.
+    pub fn primary_serving(&self, key: &str) -> u16 {
+        let slot: i64 = self
+            .up_ports()
+            .into_iter()
+            .find_map(|p| self.query_port(p, &["CLUSTER", "KEYSLOT", key]).ok())
+            .expect("no running node answers CLUSTER KEYSLOT");
+        self.primaries()
+            .into_iter()
+            .find(|&p| self.query_port::<i64>(p, &["EXISTS", key]).is_ok())
+            .unwrap_or_else(|| panic!("no primary serves slot {slot} ({key})"))
+    }
+
     /// The ports `CLUSTER NODES` (same view as [`Self::primaries`]) lists as replicas of the
     /// node on `port`, sorted, including replicas that are down.
     pub fn replicas_of(&self, port: u16) -> Vec<u16> {

@@ -1,4 +1,5 @@
-//! A private Redis Sentinel group per test: one primary, one replica (`replicaof`) and three
+//! A private Redis Sentinel group per test: one primary, one replica (`replicaof`; more with
+//! [`SentinelOptions::replicas`]) and three
 //! `redis-sentinel` processes (quorum 2) on free loopback ports, each process with its config
 //! file in its own dir, killed by PID on drop. Any of the five can be killed and restarted
 //! (same port, same dir and config) to watch promotions.
@@ -43,6 +44,9 @@ pub struct SentinelOptions {
     pub sentinel_password: Option<String>,
     /// `appendonly yes` on the data nodes instead of `appendonly no` (default `false`).
     pub appendonly: bool,
+    /// Replicas of the primary (default 1). With 2, a promotion still leaves the new primary a
+    /// replica, which `redis.min_replicas_acked = 1` needs to go on confirming writes.
+    pub replicas: usize,
 }
 
 impl Default for SentinelOptions {
@@ -54,6 +58,7 @@ impl Default for SentinelOptions {
             password: None,
             sentinel_password: None,
             appendonly: false,
+            replicas: 1,
         }
     }
 }
@@ -88,9 +93,10 @@ impl SentinelGroup {
         SentinelGroup::start_with(SentinelOptions::default())
     }
 
-    /// Starts the primary, then the replica (until its link is up, so the sentinels' first
-    /// `INFO` of the primary lists it), then three sentinels watching the primary, and waits (at most [`START_LIMIT`]) until every sentinel reports
-    /// the primary as `master` with 1 replica and 2 other sentinels.
+    /// Starts the primary, then each replica (until its link is up, so the sentinels' first
+    /// `INFO` of the primary lists it), then three sentinels watching the primary, and waits (at
+    /// most [`START_LIMIT`]) until every sentinel reports the primary as `master` with its
+    /// replicas and 2 other sentinels.
     ///
     /// Panics when `redis-server` or `redis-sentinel` is missing, when no set of free ports
     /// works after three tries, or when the wait fails (with the processes' logs).
@@ -100,15 +106,16 @@ impl SentinelGroup {
         let sentinel = redis_sentinel_binary()
             .expect("redis-sentinel not found: apt-get install -y redis-sentinel");
         for _attempt in 0..3 {
-            let ports = free_ports(5);
+            let ports = free_ports(4 + options.replicas);
+            let (data, sentinels) = ports.split_at(1 + options.replicas);
             let mut group = SentinelGroup {
                 data: Vec::new(),
                 sentinels: Vec::new(),
                 options: options.clone(),
                 dir: TempDir::new("sb-redis-sentinel"),
             };
-            if group.start_data(&server, ports[0], ports[1])
-                && group.start_sentinels(&sentinel, ports[0], &ports[2..])
+            if group.start_data(&server, data[0], &data[1..])
+                && group.start_sentinels(&sentinel, data[0], sentinels)
             {
                 group.wait_ready(START_LIMIT);
                 return group;
@@ -118,10 +125,12 @@ impl SentinelGroup {
         panic!("the Sentinel group did not come up on any set of free ports");
     }
 
-    /// Starts the primary and its replica; `true` once both answer `PING` and the replica's
-    /// link is up (at most 10 s), `false` when one exits or does not answer (a port taken).
-    fn start_data(&mut self, server: &str, primary: u16, replica: u16) -> bool {
-        for (port, of) in [(primary, None), (replica, Some(primary))] {
+    /// Starts the primary and its replicas; `true` once all answer `PING` and every replica's
+    /// link is up (at most 10 s each), `false` when one exits or does not answer (a port taken).
+    fn start_data(&mut self, server: &str, primary: u16, replicas: &[u16]) -> bool {
+        let members =
+            std::iter::once((primary, None)).chain(replicas.iter().map(|&r| (r, Some(primary))));
+        for (port, of) in members {
             let dir = self.dir.path().join(format!("redis-{port}"));
             let conf = write_redis_conf(&dir, port, of, &self.options);
             let args = vec![conf.display().to_string()];
@@ -132,14 +141,16 @@ impl SentinelGroup {
                 return false;
             }
         }
-        let deadline = Instant::now() + PING_LIMIT;
-        while Instant::now() < deadline {
-            if self.linked_primary_of(replica) == Some(primary) {
-                return true;
+        replicas.iter().all(|&replica| {
+            let deadline = Instant::now() + PING_LIMIT;
+            while Instant::now() < deadline {
+                if self.linked_primary_of(replica) == Some(primary) {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(20));
             }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
+            false
+        })
     }
 
     /// Starts a sentinel on each of `ports` watching `primary`; `true` once all answer `PING`.
@@ -172,7 +183,7 @@ impl SentinelGroup {
         self.sentinels.iter().map(|m| m.process.port()).collect()
     }
 
-    /// The two data nodes' ports: the first primary, then the first replica (whatever their
+    /// The data nodes' ports: the first primary, then the first replicas (whatever their
     /// roles are now).
     pub fn data_ports(&self) -> Vec<u16> {
         self.data.iter().map(|m| m.process.port()).collect()
@@ -207,7 +218,7 @@ impl SentinelGroup {
             .expect("no running sentinel names the primary")
     }
 
-    /// The data node that is not [`Self::primary_port`] (up or down).
+    /// The first data node that is not [`Self::primary_port`] (up or down).
     pub fn replica_port(&self) -> u16 {
         let primary = self.primary_port();
         self.data_ports()

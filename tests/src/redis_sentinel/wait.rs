@@ -27,12 +27,13 @@ impl SentinelGroup {
     }
 
     /// `Ok` when every running sentinel's `SENTINEL MASTER` says `flags` `master`,
-    /// `num-slaves` 1 and `num-other-sentinels` 2.
+    /// `num-slaves` the configured replicas (1 by default) and `num-other-sentinels` 2.
     ///
     /// # Errors
     /// The first sentinel and field that does not hold yet, as text.
     pub fn check_ready(&self) -> Result<(), String> {
         let name = self.master_name();
+        let replicas = self.options().replicas.to_string();
         for sentinel in self.running_sentinels() {
             let master = self
                 .query_port::<Vec<String>>(sentinel, &["SENTINEL", "MASTER", name])
@@ -40,7 +41,7 @@ impl SentinelGroup {
             let master = fields(master);
             for (field, want) in [
                 ("flags", "master"),
-                ("num-slaves", "1"),
+                ("num-slaves", replicas.as_str()),
                 ("num-other-sentinels", "2"),
             ] {
                 let got = master.get(field).map(String::as_str);

@@ -24,7 +24,12 @@ async fn deliver(app: &App, msg: BusMessage) {
                 data: e.data,
                 end: e.end,
             };
-            app.hub.deliver(&e.sid, &e.stream, &e.holder, event);
+            if e.verify {
+                app.hub
+                    .deliver_verified(&e.sid, &e.stream, &e.holder, event);
+            } else {
+                app.hub.deliver(&e.sid, &e.stream, &e.holder, event);
+            }
         }
         BusMessage::Takeover {
             sid,

@@ -195,6 +195,20 @@ impl Hub {
         }
     }
 
+    /// [`Hub::deliver`] of an event that may follow events this node missed
+    /// ([`switchboard_store::BusEvent::verify`]): the connection first re-reads its log from the
+    /// last event it wrote, which brings the missed ones and this one in order; the event itself
+    /// then arrives as already written.
+    pub fn deliver_verified(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
+        if let Some(conn) = self.lock().get(sid).and_then(|s| s.get(stream)) {
+            if conn.holder == holder {
+                conn.lagged.store(true, Ordering::SeqCst);
+                let _ = conn.tx.try_send(Outbound::CatchUp);
+            }
+        }
+        self.deliver(sid, stream, holder, ev);
+    }
+
     /// Closes the stream's connection if it is `holder` (a takeover from another node).
     pub fn close(&self, sid: &str, stream: &str, holder: &str) {
         if let Some(c) = remove_if_holder(&self.conns, sid, stream, holder) {
@@ -279,6 +293,24 @@ mod tests {
             data: "{}".into(),
             end: false,
         }
+    }
+
+    #[tokio::test]
+    async fn a_verified_event_makes_its_connection_catch_up_first() {
+        let hub = Hub::new(4);
+        let mut h = hub.register("s", "get", "n/1");
+        hub.deliver_verified("s", "get", "n/1", ev("1-5"));
+        assert!(h.lagged.load(Ordering::SeqCst));
+        assert!(matches!(h.rx.recv().await, Some(Outbound::CatchUp)));
+        match h.rx.recv().await {
+            Some(Outbound::Event(e)) => assert_eq!(e.position, "1-5"),
+            other => panic!("{other:?}"),
+        }
+        hub.deliver_verified("s", "get", "n/2", ev("1-6"));
+        assert!(
+            h.rx.try_recv().is_err(),
+            "another holder's event changes nothing"
+        );
     }
 
     #[tokio::test]

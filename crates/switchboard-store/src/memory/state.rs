@@ -329,6 +329,7 @@ impl Shared {
                 position: position.clone(),
                 data: data.to_owned(),
                 end,
+                verify: false,
             });
             self.deliver(holder_node(&holder), msg);
         }

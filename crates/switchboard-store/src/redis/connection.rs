@@ -9,6 +9,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, Pipeline, ProtocolVersion, PushInfo, RedisFuture, RedisResult, Value};
 use tokio::sync::mpsc;
 
@@ -45,6 +46,60 @@ pub(crate) fn manager_config() -> ConnectionManagerConfig {
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
         .set_connection_timeout(Some(CONNECTION_TIMEOUT))
         .set_number_of_retries(3)
+}
+
+/// Whether every primary of the cluster answers: `CLUSTER SLOTS` (any node), then `PING` sent by
+/// address to each primary it names for a slot range, concurrently. A `PING` routed to all
+/// primaries is not enough: `redis` leaves out a primary it holds no connection to (its fan-out
+/// skips missing nodes), so through a failover, with the dead primary still serving its slots in
+/// the cluster's own view, that `PING` succeeded and `/readyz` said 200 (measured in
+/// `tests/tests/redis_failover.rs`).
+///
+/// # Errors
+/// `CLUSTER SLOTS` failed or named no primary, or a primary did not answer.
+pub(crate) async fn cluster_reachable(conn: &ClusterConnection) -> RedisResult<()> {
+    let mut any = conn.clone();
+    let ranges: Vec<Value> = redis::cmd("CLUSTER")
+        .arg("SLOTS")
+        .query_async(&mut any)
+        .await?;
+    let mut primaries: Vec<(String, u16)> = ranges.iter().filter_map(range_primary).collect();
+    primaries.sort();
+    primaries.dedup();
+    if primaries.is_empty() {
+        return Err((
+            redis::ErrorKind::ClusterConnectionNotFound,
+            "CLUSTER SLOTS names no primary",
+        )
+            .into());
+    }
+    let pings = primaries.into_iter().map(|(host, port)| {
+        let mut conn = conn.clone();
+        let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+        async move { conn.route_command(redis::cmd("PING"), to).await }
+    });
+    futures::future::try_join_all(pings).await?;
+    Ok(())
+}
+
+/// The `(host, port)` of the primary in one `CLUSTER SLOTS` entry (`[start, end, [host, port,
+/// id, …], replica…]`).
+fn range_primary(range: &Value) -> Option<(String, u16)> {
+    let Value::Array(fields) = range else {
+        return None;
+    };
+    let Some(Value::Array(primary)) = fields.get(2) else {
+        return None;
+    };
+    let host = match primary.first()? {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::SimpleString(s) => s.clone(),
+        _ => return None,
+    };
+    match primary.get(1)? {
+        Value::Int(port) => Some((host, u16::try_from(*port).ok()?)),
+        _ => None,
+    }
 }
 
 /// Connects as `topology` says. Fails when Redis cannot be reached now; later outages are retried

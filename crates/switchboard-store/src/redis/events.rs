@@ -229,6 +229,7 @@ impl RedisStore {
             position: appended.position.clone(),
             data: data.to_owned(),
             end,
+            verify: false,
         }))?;
         let mut conn = self.conn.clone();
         let publish = if self.keys.sharded() {

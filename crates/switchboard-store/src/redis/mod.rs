@@ -273,8 +273,12 @@ impl Liveness for RedisStore {
         Ok(())
     }
 
-    /// `PING`, which the cluster connection sends to every primary (and needs every answer).
+    /// `PING`; in Cluster mode one to every primary `CLUSTER SLOTS` names, each by address
+    /// ([`connection::cluster_reachable`]).
     async fn reachable(&self) -> StoreResult<()> {
+        if let Conn::Cluster(cluster) = &self.conn {
+            return Ok(connection::cluster_reachable(cluster).await?);
+        }
         let mut conn = self.conn.clone();
         ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
         Ok(())

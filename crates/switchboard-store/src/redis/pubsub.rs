@@ -31,6 +31,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
+/// How often the inbox looks whether the command connection followed another primary.
+const MOVED_CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// Where the inbox connects.
 #[derive(Clone)]
@@ -48,6 +50,15 @@ impl Source {
             Source::Sentinel(p) => p.client().await,
         }
     }
+
+    /// Whether the inbox, connected to `server`, should move: in Sentinel mode, the command
+    /// connection follows another primary now.
+    fn moved_from(&self, server: &str) -> bool {
+        match self {
+            Source::Fixed(_) => false,
+            Source::Sentinel(p) => p.address() != server,
+        }
+    }
 }
 
 /// Subscribes to `channels` now (so nothing published after this returns is missed), then keeps
@@ -62,11 +73,20 @@ pub(crate) async fn start(
     Ok(rx)
 }
 
-async fn connect(source: &Source, channels: &[String]) -> StoreResult<PubSub> {
+/// A subscribed inbox connection and the server it is on (`host:port`).
+struct Connected {
+    pubsub: PubSub,
+    server: String,
+}
+
+async fn connect(source: &Source, channels: &[String]) -> StoreResult<Connected> {
     let attempt = async {
-        let mut pubsub = source.client().await?.get_async_pubsub().await?;
+        let client = source.client().await?;
+        let server = client.get_connection_info().addr().to_string();
+        tracing::info!(%server, "bus inbox subscribing");
+        let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(channels).await?;
-        Ok::<_, redis::RedisError>(pubsub)
+        Ok::<_, redis::RedisError>(Connected { pubsub, server })
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(result) => Ok(result?),
@@ -98,7 +118,12 @@ enum Stop {
     Disconnected,
 }
 
-async fn run(source: Source, channels: Vec<String>, first: PubSub, tx: mpsc::Sender<BusMessage>) {
+async fn run(
+    source: Source,
+    channels: Vec<String>,
+    first: Connected,
+    tx: mpsc::Sender<BusMessage>,
+) {
     let mut current = Some(first);
     let mut backoff = reconnects();
     loop {
@@ -126,7 +151,7 @@ async fn run(source: Source, channels: Vec<String>, first: PubSub, tx: mpsc::Sen
                 }
             },
         };
-        match pump(pubsub, &tx).await {
+        match pump(pubsub, &source, &tx).await {
             Stop::ReceiverGone => return,
             Stop::Disconnected => {
                 tracing::warn!(?channels, "bus inbox connection lost; reconnecting")
@@ -136,13 +161,21 @@ async fn run(source: Source, channels: Vec<String>, first: PubSub, tx: mpsc::Sen
 }
 
 /// Forwards messages until the connection or the receiver goes away; pings now and then so a
-/// silently dead connection is noticed.
-async fn pump(pubsub: PubSub, tx: &mpsc::Sender<BusMessage>) -> Stop {
-    let (mut sink, mut stream): (_, PubSubStream) = pubsub.split();
+/// silently dead connection is noticed; in Sentinel mode leaves (as if disconnected) once the
+/// command connection follows another primary.
+async fn pump(connected: Connected, source: &Source, tx: &mpsc::Sender<BusMessage>) -> Stop {
+    let (mut sink, mut stream): (_, PubSubStream) = connected.pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
+    let mut moved = tokio::time::interval(MOVED_CHECK_EVERY);
     loop {
         tokio::select! {
+            _ = moved.tick() => {
+                if source.moved_from(&connected.server) {
+                    tracing::warn!(from = %connected.server, "bus inbox: the primary moved");
+                    return Stop::Disconnected;
+                }
+            }
             msg = stream.next() => {
                 let Some(msg) = msg else { return Stop::Disconnected };
                 let Some(decoded) = decode(msg.get_payload_bytes()) else { continue };

@@ -21,13 +21,20 @@
 //! message reaches every node subscribed to that session (the nodes that have a part in it), a
 //! node message one node, a broadcast every node.
 //!
-//! After the connection to a server drops (a `Disconnection` push), this node subscribes to all its
-//! channels again, every 100 ms doubling to 1 s until every one succeeds: when a primary died,
-//! its slots answer only once a replica is promoted and the cluster client has learnt that. Then
-//! it hands the node [`BusMessage::Resubscribed`], so held streams catch up from their logs.
+//! The cluster connection resubscribes by itself after it reconnects (`redis`'s subscription
+//! tracker), but that is not enough through a failover: measured here
+//! (`tests/tests/redis_failover.rs`), after a primary was killed and its replica promoted, nodes
+//! had lost some of their session subscriptions, on the promoted shard and on shards that never
+//! changed (`PUBSUB SHARDNUMSUB` one subscriber short), and their held streams got no events
+//! again, and a node whose resubscriptions all failed (sent while the shard had no primary) never
+//! got the confirmation it waited for. So 200 ms after the last disconnection this node
+//! subscribes again to everything it wants (its inbox, the broadcast channel, every session of
+//! interest; `SSUBSCRIBE` of a channel a connection already has is a no-op), every 500 ms until
+//! that succeeds, then again every second for 15 s after the disconnection (the promotion and
+//! the slot refreshes come later, and a subscription sent before them was lost too), each time
+//! followed by [`BusMessage::Resubscribed`], so held streams catch up from their logs.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -42,11 +49,20 @@ use crate::model::BusMessage;
 use crate::rules::INBOX_CAPACITY;
 use crate::traits::StoreResult;
 
-/// The first wait before subscribing again after a disconnection; it doubles up to
-/// [`RESUBSCRIBE_MAX`].
-const RESUBSCRIBE_FIRST: Duration = Duration::from_millis(100);
-/// The longest wait between two attempts to subscribe again.
-const RESUBSCRIBE_MAX: Duration = Duration::from_secs(1);
+/// How long after a disconnection the node subscribes again (a burst of disconnections, one per
+/// lost node connection, ends first).
+const CATCH_UP_AFTER: Duration = Duration::from_millis(200);
+
+/// How long after a failed resubscription the node tries again.
+const RESUBSCRIBE_RETRY: Duration = Duration::from_millis(500);
+
+/// How long after a disconnection the node goes on subscribing again, every
+/// [`RESUBSCRIBE_AGAIN`]: the promotion and the cluster connection's slot refreshes that follow
+/// it (each may replace node connections and lose their subscriptions) come seconds later.
+const RESUBSCRIBE_WINDOW: Duration = Duration::from_secs(15);
+
+/// The interval of the resubscriptions within [`RESUBSCRIBE_WINDOW`].
+const RESUBSCRIBE_AGAIN: Duration = Duration::from_secs(1);
 
 /// The sharded inbox and this node's session subscriptions.
 pub(crate) struct Sharded {
@@ -57,8 +73,6 @@ pub(crate) struct Sharded {
     keys: Keys,
     node_id: String,
     idle: Duration,
-    /// Whether a resubscription after a disconnection is under way.
-    resubscribing: AtomicBool,
 }
 
 impl Sharded {
@@ -77,7 +91,6 @@ impl Sharded {
             keys,
             node_id: node_id.to_owned(),
             idle,
-            resubscribing: AtomicBool::new(false),
         })
     }
 
@@ -113,6 +126,25 @@ impl Sharded {
             .await?;
         self.lock().insert(sid.to_owned(), Instant::now());
         Ok(true)
+    }
+
+    /// Subscribes again to every channel this node wants: its inbox, the broadcast channel and
+    /// the channel of every session of interest, one `SSUBSCRIBE` each (they live in different
+    /// slots), concurrently.
+    ///
+    /// # Errors
+    /// The first `SSUBSCRIBE` that failed (e.g. its slot's shard has no primary yet).
+    async fn resubscribe(&self) -> StoreResult<()> {
+        let sessions: Vec<String> = self.lock().keys().cloned().collect();
+        let channels = [self.keys.inbox(&self.node_id), self.keys.all()]
+            .into_iter()
+            .chain(sessions.iter().map(|sid| self.keys.session_channel(sid)));
+        let subscribes = channels.map(|channel| {
+            let mut conn = self.conn.clone();
+            async move { conn.ssubscribe(channel).await }
+        });
+        futures::future::try_join_all(subscribes).await?;
+        Ok(())
     }
 
     /// Marks `sid` used now when this node subscribes to it; whether it does.
@@ -164,16 +196,43 @@ impl Sharded {
     }
 }
 
-/// Forwards this node's messages from the connection's pushes; subscribes again after a
-/// disconnection.
+/// Forwards this node's messages from the connection's pushes; after a disconnection, subscribes
+/// again and tells the node to catch up.
 async fn read(
     owner: Weak<Sharded>,
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
     tx: mpsc::Sender<BusMessage>,
 ) {
+    let mut catch_up: Option<tokio::time::Instant> = None;
+    let mut window_ends = tokio::time::Instant::now();
+    // From a disconnection until the first resubscription after it, messages wait here: a live
+    // event delivered before the node is told to catch up would move its stream past the events
+    // it missed meanwhile, and the catch-up (which reads after the last event sent) would skip
+    // them. After `Resubscribed` they follow, in order; the catch-up has sent them already.
+    let mut held: Option<Vec<BusMessage>> = None;
     loop {
         let push = tokio::select! {
             push = pushes.recv() => match push { Some(p) => p, None => return },
+            _ = wait_until(catch_up) => {
+                catch_up = None;
+                let Some(sharded) = owner.upgrade() else { return };
+                if let Err(e) = sharded.resubscribe().await {
+                    tracing::warn!(error = %e, "bus inbox could not subscribe again; retrying");
+                    catch_up = Some(tokio::time::Instant::now() + RESUBSCRIBE_RETRY);
+                    continue;
+                }
+                drop(sharded);
+                tracing::info!("bus inbox resubscribed");
+                let now = tokio::time::Instant::now();
+                if now < window_ends {
+                    catch_up = Some(now + RESUBSCRIBE_AGAIN);
+                }
+                if tx.send(BusMessage::Resubscribed {}).await.is_err() { return }
+                for msg in held.take().unwrap_or_default() {
+                    if tx.send(msg).await.is_err() { return }
+                }
+                continue;
+            }
             _ = tx.closed() => return,
         };
         let Some(sharded) = owner.upgrade() else {
@@ -188,52 +247,35 @@ async fn read(
                     sharded.forget(sid);
                 }
                 drop(sharded);
-                if tx.send(msg).await.is_err() {
+                // Within the window a subscription may have been lost and restored (by the
+                // cluster client) unseen: the holder checks its log before writing the event.
+                let mut msg = msg;
+                if let BusMessage::Event(e) = &mut msg {
+                    e.verify = tokio::time::Instant::now() < window_ends;
+                }
+                if let Some(waiting) = held.as_mut() {
+                    waiting.push(msg);
+                } else if tx.send(msg).await.is_err() {
                     return;
                 }
             }
-            PushKind::Disconnection if !sharded.resubscribing.swap(true, Ordering::SeqCst) => {
-                tracing::warn!("bus inbox lost a connection; subscribing again");
-                tokio::spawn(resubscribe(owner.clone(), tx.clone()));
+            PushKind::Disconnection => {
+                tracing::warn!("bus inbox connection lost; subscribing again in 200 ms");
+                // The last of a burst of disconnections (one per lost node connection) sets when.
+                let now = tokio::time::Instant::now();
+                catch_up = Some(now + CATCH_UP_AFTER);
+                window_ends = now + RESUBSCRIBE_WINDOW;
+                held.get_or_insert_with(Vec::new);
             }
             _ => {}
         }
     }
 }
 
-/// Subscribes to every channel of this node again until all succeed, then tells the node to
-/// catch up.
-async fn resubscribe(owner: Weak<Sharded>, tx: mpsc::Sender<BusMessage>) {
-    let mut wait = RESUBSCRIBE_FIRST;
-    loop {
-        tokio::time::sleep(wait).await;
-        let Some(sharded) = owner.upgrade() else {
-            return;
-        };
-        let mut channels = vec![sharded.keys.inbox(&sharded.node_id), sharded.keys.all()];
-        channels.extend(
-            sharded
-                .lock()
-                .keys()
-                .map(|sid| sharded.keys.session_channel(sid)),
-        );
-        let attempts = channels.into_iter().map(|channel| {
-            let mut conn = sharded.conn.clone();
-            async move { conn.ssubscribe(channel).await }
-        });
-        let failed = futures::future::join_all(attempts)
-            .await
-            .into_iter()
-            .filter(Result::is_err)
-            .count();
-        if failed == 0 {
-            sharded.resubscribing.store(false, Ordering::SeqCst);
-            tracing::info!("bus inbox resubscribed");
-            let _ = tx.send(BusMessage::Resubscribed {}).await;
-            return;
-        }
-        tracing::debug!(failed, "bus inbox: channels not subscribed again yet");
-        wait = (wait * 2).min(RESUBSCRIBE_MAX);
+async fn wait_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

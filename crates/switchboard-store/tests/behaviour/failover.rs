@@ -55,6 +55,7 @@ async fn written(
         position: first.position,
         data: "before".into(),
         end: false,
+        verify: false,
     });
     assert_eq!(
         recv(rb).await,

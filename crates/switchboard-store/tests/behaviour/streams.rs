@@ -188,6 +188,7 @@ pub async fn events_reach_the_holders_node(kind: Kind) {
             position,
             data: format!("m{i}"),
             end: i == 49,
+            verify: false,
         });
         assert_eq!(recv(&mut rb).await, want);
     }
@@ -208,6 +209,7 @@ pub async fn standalone_events_always_go_through_the_inbox(kind: Kind) {
         position: ap.position,
         data: "note".into(),
         end: false,
+        verify: false,
     });
     assert_eq!(recv(&mut ra).await, want);
 }
@@ -265,6 +267,7 @@ pub async fn abort_running_finishes_a_dead_nodes_request(kind: Kind) {
         position: ap.position,
         data: "{\"error\":1}".into(),
         end: true,
+        verify: false,
     });
     assert_eq!(recv(&mut rb).await, want, "the final event");
     assert_eq!(c.running(&id, &s).await.unwrap(), None);
@@ -308,6 +311,7 @@ pub async fn abort_running_of_a_standalone_answered_request_goes_to_the_standalo
         position: ap.position,
         data: "{\"error\":1}".into(),
         end: false,
+        verify: false,
     });
     assert_eq!(
         recv(&mut rb).await,

@@ -35,7 +35,8 @@ pub struct HttpConfig {
     /// Events queued per open stream connection; when full, the connection catches up from the
     /// event log instead of losing events.
     pub connection_queue: NonZeroUsize,
-    /// `Retry-After` sent with 503 at the session cap (whole seconds; a fraction is dropped).
+    /// `Retry-After` sent with every 503 of an MCP route (the session cap, a store error such as
+    /// a Redis failover under way), in whole seconds (a fraction is dropped).
     #[serde(with = "humantime_serde")]
     pub retry_after: Duration,
     /// Interval of SSE keep-alive comments on open streams and of WebSocket pings (two
