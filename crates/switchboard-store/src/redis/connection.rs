@@ -105,6 +105,7 @@ fn range_primary(range: &Value) -> Option<(String, u16)> {
 /// Connects as `topology` says. Fails when Redis cannot be reached now; later outages are retried
 /// by the connection.
 pub(crate) async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
+    install_tls_provider();
     match topology.mode {
         RedisMode::Standalone => {
             let client = topology.data_client(&topology.url)?;
@@ -175,4 +176,16 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// Makes `ring` the process's TLS provider unless one is installed: rustls cannot choose by itself
+/// when a build enables more than one (the test crates link `aws-lc-rs` as well), and a
+/// `rediss://` connection would then panic.
+fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
 }
