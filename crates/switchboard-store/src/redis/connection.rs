@@ -1,12 +1,10 @@
 //! The store's one command connection, whatever the deployment: an auto-reconnecting
 //! [`ConnectionManager`] (standalone), the same following the sentinels' primary
-//! ([`super::sentinel::Primary`]), or `redis`'s cluster connection (slot routing, `MOVED`/`ASK`,
+//! (`sentinel::Primary`), or `redis`'s cluster connection (slot routing, `MOVED`/`ASK`,
 //! topology refresh after a failover). All three are multiplexed: concurrent commands share one
 //! socket per server, written back to back, so commands sent together cost one round trip.
 
-use std::time::Duration;
-
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
@@ -14,12 +12,9 @@ use redis::{Cmd, Pipeline, ProtocolVersion, PushInfo, RedisFuture, RedisResult, 
 use tokio::sync::mpsc;
 
 use super::sentinel::Primary;
-use super::topology::{RedisMode, RedisTopology};
-
-/// How long one command may wait for its reply.
-pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long connecting to one server may take.
-pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+use super::topology::{
+    manager_config, RedisMode, RedisTopology, CONNECTION_TIMEOUT, RESPONSE_TIMEOUT,
+};
 
 /// A command connection (cheap to clone: clones share the sockets).
 #[derive(Clone)]
@@ -37,15 +32,6 @@ pub(crate) enum Conn {
 pub(crate) struct Opened {
     pub conn: Conn,
     pub pushes: Option<mpsc::UnboundedReceiver<PushInfo>>,
-}
-
-/// The reconnecting connection manager's settings: 3 quick retries, then the command fails (the
-/// node answers 503) while the manager keeps reconnecting in the background.
-pub(crate) fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
-        .set_number_of_retries(3)
 }
 
 /// Whether every primary of the cluster answers: `CLUSTER SLOTS` (any node), then `PING` sent by

@@ -17,7 +17,7 @@
 //!   `out` result or error JSON); expires `ttl` ms after creation;
 //! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast); in Redis Cluster they are
 //!   sharded channels `p:inbox:{<node>}` and `p:{all}`, and session scripts deliver on the
-//!   session's sharded channel `p:{sid}:bus` instead (see `super::sharded`).
+//!   session's sharded channel `p:{sid}:bus` instead (see the `sharded` module).
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
 //! can touch them all (scripts build `log:`/`trim:` names from the `p:{sid}:` base they get).
@@ -50,7 +50,7 @@ impl Keys {
     }
 
     /// What session scripts get as the route of a message to one node (`deliver` in
-    /// [`super::scripts`]): the inbox prefix, or `""` in Redis Cluster.
+    /// the `scripts` module): the inbox prefix, or `""` in Redis Cluster.
     pub fn node_route(&self) -> String {
         if self.sharded {
             String::new()

@@ -1,6 +1,6 @@
 //! The inbox of a node in standalone and Sentinel mode: a pub/sub connection subscribed to the
 //! node's inbox channel and the broadcast channel, feeding a bounded receiver. (Redis Cluster:
-//! [`super::sharded`].) In Sentinel mode every reconnection asks the sentinels for the primary
+//! the `sharded` module.) In Sentinel mode every reconnection asks the sentinels for the primary
 //! first, so the inbox follows a promotion.
 //!
 //! When the connection drops (or stops answering pings) the reader reconnects and resubscribes

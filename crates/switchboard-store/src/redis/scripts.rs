@@ -44,7 +44,7 @@ end
 -- A bus message to `node` ('': every node). Standalone and Sentinel: `route` is the inbox channel
 -- prefix (or, for every node, the broadcast channel) and the message is PUBLISHed there. Cluster:
 -- `route` is '' and the message goes on the session's sharded channel `p:{sid}:bus` (same slot
--- as the script's keys), as `<node>\n<json>` (`*` for every node); see `super::sharded`.
+-- as the script's keys), as `<node>\n<json>` (`*` for every node); see the `sharded` module.
 local function deliver(route, node, msg)
   if route ~= '' then
     redis.call('PUBLISH', route .. node, msg)

@@ -10,7 +10,7 @@
 //! every 250 ms while commands keep failing; the liveness heartbeat writes every few hundred
 //! milliseconds, so a node notices a failover even when no client is calling. Besides, the
 //! sentinels are asked again every second (`recheck`): a primary they stopped naming can go on
-//! accepting writes for seconds (see there), and the inbox ([`super::pubsub`]) moves when the
+//! accepting writes for seconds (see there), and the inbox (the `pubsub` module) moves when the
 //! address changes.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,8 +24,7 @@ use redis::{
     ServerErrorKind, TlsMode, Value,
 };
 
-use super::connection::manager_config;
-use super::topology::RedisTopology;
+use super::topology::{manager_config, RedisTopology};
 
 /// The shortest time between two re-resolutions.
 const RESOLVE_EVERY: Duration = Duration::from_millis(250);

@@ -1,7 +1,9 @@
 //! Which Redis the store talks to: one server, a Sentinel-managed primary, or a Redis Cluster.
 
 use std::fmt;
+use std::time::Duration;
 
+use redis::aio::ConnectionManagerConfig;
 use redis::{
     Client, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisError, RedisResult,
     TlsCertificates,
@@ -216,4 +218,18 @@ pub fn redact_url(url: &str) -> String {
         }
         None => url.to_owned(),
     }
+}
+
+/// How long one command may wait for its reply.
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long connecting to one server may take.
+pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The reconnecting connection manager's settings: 3 quick retries, then the command fails (the
+/// node answers 503) while the manager keeps reconnecting in the background.
+pub(crate) fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_connection_timeout(Some(CONNECTION_TIMEOUT))
+        .set_number_of_retries(3)
 }
