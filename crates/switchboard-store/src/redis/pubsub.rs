@@ -4,7 +4,7 @@
 //! first, so the inbox follows a promotion.
 //!
 //! When the connection drops (or stops answering pings) the reader reconnects and resubscribes
-//! with exponential backoff (50 ms doubling to 5 s), logging with `tracing`. Messages published
+//! with exponential backoff (50 ms doubling to 2 s, so an inbox follows a promotion within about a second of it), logging with `tracing`. Messages published
 //! while it is disconnected are lost (Redis pub/sub does not keep them); after resubscribing the
 //! reader hands the node [`BusMessage::Resubscribed`] so that held streams catch up from their
 //! event logs. A full receiver makes the
@@ -27,7 +27,7 @@ use crate::traits::StoreResult;
 /// The shortest wait before reconnecting the inbox (the first try after a loss waits 50–100 ms).
 const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// The longest wait before reconnecting the inbox.
-const MAX_BACKOFF: Duration = Duration::from_secs(5);
+const MAX_BACKOFF: Duration = Duration::from_secs(2);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const PING_EVERY: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_secs(5);

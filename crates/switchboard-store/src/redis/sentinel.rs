@@ -42,6 +42,11 @@ struct Inner {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     current: RwLock<Current>,
     resolving: AtomicBool,
+    /// The connection to `current` failed as a lost primary would: it is not used again (its
+    /// manager would reconnect to the same address, where a restarted former primary answers,
+    /// empty and still a primary for seconds, until the sentinels demote it) until a
+    /// re-resolution has opened a fresh one to the server the sentinels name then.
+    stale: AtomicBool,
 }
 
 struct Current {
@@ -64,6 +69,7 @@ impl Primary {
                 sentinels: tokio::sync::Mutex::new(sentinels),
                 current: RwLock::new(Current { manager, address }),
                 resolving: AtomicBool::new(false),
+                stale: AtomicBool::new(false),
             }),
         };
         tokio::spawn(recheck(Arc::downgrade(&primary.inner)));
@@ -89,19 +95,42 @@ impl Primary {
         self.read().manager.clone()
     }
 
-    /// After a failed command: starts a re-resolution unless one runs.
+    /// After a failed command: marks the connection stale and starts a re-resolution unless
+    /// one runs.
     fn after<T>(&self, result: RedisResult<T>) -> RedisResult<T> {
         if let Err(e) = &result {
-            if lost_primary(e) && !self.inner.resolving.swap(true, Ordering::SeqCst) {
-                let me = self.clone();
-                tokio::spawn(async move {
-                    me.resolve().await;
-                    tokio::time::sleep(RESOLVE_EVERY).await;
-                    me.inner.resolving.store(false, Ordering::SeqCst);
-                });
+            if lost_primary(e) {
+                self.inner.stale.store(true, Ordering::SeqCst);
+                self.re_resolve();
             }
         }
         result
+    }
+
+    /// Starts one re-resolution in the background unless one runs (then at most every
+    /// [`RESOLVE_EVERY`]).
+    fn re_resolve(&self) {
+        if !self.inner.resolving.swap(true, Ordering::SeqCst) {
+            let me = self.clone();
+            tokio::spawn(async move {
+                me.resolve().await;
+                tokio::time::sleep(RESOLVE_EVERY).await;
+                me.inner.resolving.store(false, Ordering::SeqCst);
+            });
+        }
+    }
+
+    /// The manager to send a command on, or an error (and a re-resolution) while the last one
+    /// is stale.
+    fn usable(&self) -> RedisResult<ConnectionManager> {
+        if self.inner.stale.load(Ordering::SeqCst) {
+            self.re_resolve();
+            return Err(RedisError::from((
+                ErrorKind::Io,
+                "the Redis primary is being asked of the sentinels again",
+            )));
+        }
+        Ok(self.manager())
     }
 
     async fn resolve(&self) {
@@ -113,7 +142,8 @@ impl Primary {
             }
         };
         let address = client.get_connection_info().addr().to_string();
-        if address == self.address() {
+        let stale = self.inner.stale.load(Ordering::SeqCst);
+        if address == self.address() && !stale {
             return;
         }
         match client
@@ -126,8 +156,13 @@ impl Primary {
                     .current
                     .write()
                     .unwrap_or_else(|e| e.into_inner());
-                tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
+                if current.address != address {
+                    tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
+                } else {
+                    tracing::info!(primary = %address, "connected again to the primary the sentinels name");
+                }
                 *current = Current { manager, address };
+                self.inner.stale.store(false, Ordering::SeqCst);
             }
             Err(e) => {
                 tracing::warn!(error = %e, primary = %address, "cannot connect to the new primary yet")
@@ -203,7 +238,7 @@ fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
 impl ConnectionLike for Primary {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let mut manager = self.manager();
+            let mut manager = self.usable()?;
             let result = manager.req_packed_command(cmd).await;
             self.after(result)
         })
@@ -216,7 +251,7 @@ impl ConnectionLike for Primary {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let mut manager = self.manager();
+            let mut manager = self.usable()?;
             let result = manager.req_packed_commands(pipeline, offset, count).await;
             self.after(result)
         })
