@@ -1,0 +1,89 @@
+//! The `primary-kill` fault: a Redis primary killed with SIGKILL under Sentinel or Cluster, its
+//! replica's promotion awaited, the killed process restarted and awaited until it replicates the
+//! new primary (so the next fault again finds a primary with all its replicas).
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use switchboard_tests::cluster::Cluster;
+use switchboard_tests::redis_backend::RedisBackend;
+
+/// How long a promotion may take after the kill (the fixtures' failovers take about 2-3 s).
+const PROMOTION_LIMIT: Duration = Duration::from_secs(20);
+
+/// How long the restarted former primary may take to replicate the new one (Sentinel needs
+/// about 8-11 s to turn it into a replica; Cluster about 1-2 s).
+const REJOIN_LIMIT: Duration = Duration::from_secs(40);
+
+/// Kills the primary of fault `round` and waits for its replacement and its rejoining. Sentinel:
+/// the group's primary. Cluster: the primary serving the session key `sb:{<sid>}:s` of the
+/// `round`-th session in Redis (sessions in turn; a primary in turn when none is there yet).
+/// Returns when the promotion was seen, or `None` with the problem in `notes`.
+pub fn kill_primary(
+    cluster: &mut Cluster,
+    round: usize,
+    notes: &mut Vec<String>,
+) -> Option<Instant> {
+    let sessions = cluster.session_ids_in_redis();
+    let run = catch_unwind(AssertUnwindSafe(|| match cluster.backend_mut() {
+        RedisBackend::Sentinel(group) => {
+            let old = group.primary_port();
+            eprintln!("chaos: kill -9 redis primary :{old} (sentinel)");
+            let killed_at = Instant::now();
+            group.kill(old);
+            let (new, took) = group.wait_promotion(old, PROMOTION_LIMIT);
+            eprintln!(
+                "chaos: redis :{new} promoted {} ms after the kill",
+                took.as_millis()
+            );
+            group.restart(old);
+            let rejoined = group.wait_replica_of(old, new, REJOIN_LIMIT);
+            eprintln!(
+                "chaos: redis :{old} a replica again after {} ms",
+                rejoined.as_millis()
+            );
+            Ok(killed_at + took)
+        }
+        RedisBackend::Cluster(redis) => {
+            let old = match sessions.get(round % sessions.len().max(1)) {
+                Some(sid) => redis.primary_serving(&format!("sb:{{{sid}}}:s")),
+                None => {
+                    let primaries = redis.primaries();
+                    primaries[round % primaries.len()]
+                }
+            };
+            eprintln!("chaos: kill -9 redis primary :{old} (cluster)");
+            let killed_at = Instant::now();
+            redis.kill(old);
+            let (new, took) = redis.wait_failover(old, PROMOTION_LIMIT);
+            eprintln!(
+                "chaos: redis :{new} promoted {} ms after the kill",
+                took.as_millis()
+            );
+            redis.restart(old);
+            let (_, rejoined) = redis.wait_rejoined(old, REJOIN_LIMIT);
+            eprintln!(
+                "chaos: redis :{old} a replica again after {} ms",
+                rejoined.as_millis()
+            );
+            Ok(killed_at + took)
+        }
+        RedisBackend::Standalone(_) => Err("primary-kill needs Sentinel or Cluster".to_owned()),
+    }));
+    match run {
+        Ok(Ok(promoted)) => Some(promoted),
+        Ok(Err(e)) => {
+            notes.push(e);
+            None
+        }
+        Err(panic) => {
+            let msg = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".to_owned());
+            notes.push(format!("primary-kill round {round}: {msg}"));
+            None
+        }
+    }
+}
