@@ -28,20 +28,23 @@ pub fn kill_primary(
     let run = catch_unwind(AssertUnwindSafe(|| match cluster.backend_mut() {
         RedisBackend::Sentinel(group) => {
             let old = group.primary_port();
-            eprintln!("chaos: kill -9 redis primary :{old} (sentinel)");
+            say(format!("kill -9 redis primary :{old} (sentinel)"));
             let killed_at = Instant::now();
             group.kill(old);
             let (new, took) = group.wait_promotion(old, PROMOTION_LIMIT);
-            eprintln!(
-                "chaos: redis :{new} promoted {} ms after the kill",
+            say(format!(
+                "redis :{new} promoted {} ms after the kill",
                 took.as_millis()
-            );
+            ));
             group.restart(old);
+            say(format!(
+                "redis :{old} restarted (empty; a primary until the sentinels demote it)"
+            ));
             let rejoined = group.wait_replica_of(old, new, REJOIN_LIMIT);
-            eprintln!(
-                "chaos: redis :{old} a replica again after {} ms",
+            say(format!(
+                "redis :{old} a replica again after {} ms",
                 rejoined.as_millis()
-            );
+            ));
             Ok(killed_at + took)
         }
         RedisBackend::Cluster(redis) => {
@@ -52,20 +55,21 @@ pub fn kill_primary(
                     primaries[round % primaries.len()]
                 }
             };
-            eprintln!("chaos: kill -9 redis primary :{old} (cluster)");
+            say(format!("kill -9 redis primary :{old} (cluster)"));
             let killed_at = Instant::now();
             redis.kill(old);
             let (new, took) = redis.wait_failover(old, PROMOTION_LIMIT);
-            eprintln!(
-                "chaos: redis :{new} promoted {} ms after the kill",
+            say(format!(
+                "redis :{new} promoted {} ms after the kill",
                 took.as_millis()
-            );
+            ));
             redis.restart(old);
+            say(format!("redis :{old} restarted"));
             let (_, rejoined) = redis.wait_rejoined(old, REJOIN_LIMIT);
-            eprintln!(
-                "chaos: redis :{old} a replica again after {} ms",
+            say(format!(
+                "redis :{old} a replica again after {} ms",
                 rejoined.as_millis()
-            );
+            ));
             Ok(killed_at + took)
         }
         RedisBackend::Standalone(_) => Err("primary-kill needs Sentinel or Cluster".to_owned()),
@@ -86,4 +90,13 @@ pub fn kill_primary(
             None
         }
     }
+}
+
+/// Prints `msg` on stderr with the wall-clock time (seconds since the Unix epoch, ms), to line
+/// the schedule up with the node logs.
+fn say(msg: String) {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    eprintln!("chaos: {}.{:03} {msg}", now.as_secs(), now.subsec_millis());
 }
