@@ -101,7 +101,7 @@ fn a_node_cut_off_from_redis_stops_being_ready_and_rejoins() {
 
 /// Ignored until RELIABILITY.md's finding 4 is fixed in the product: a node goes on using the
 /// restarted (empty) former primary for up to 1-2 s after the promotion, and sessions answer 404
-/// (2 of 5 runs here). Run it with `cargo test -p switchboard-tests --test chaos -- --ignored`.
+/// (3 of 6 runs here). Run it with `cargo test -p switchboard-tests --test chaos -- --ignored`.
 #[test]
 #[ignore = "fails until the Sentinel store re-checks the primary after a reconnect (RELIABILITY.md, finding 4)"]
 fn sentinel_primary_killed_with_min_replicas_acked_loses_nothing() {
