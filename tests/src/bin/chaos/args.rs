@@ -18,10 +18,16 @@ pub enum Scenario {
     /// The last node runs in its own network namespace; its link to Redis is cut for
     /// `--partition-secs` every `--fault-every`, then restored (root only).
     Partition,
+    /// A Redis primary (Sentinel: the group's; Cluster: the one serving a client session's
+    /// slot, sessions in turn) killed with SIGKILL every `--fault-every`; the schedule waits for
+    /// the promotion, restarts the killed process (it rejoins as a replica) and waits until it
+    /// replicates again. Needs `--redis sentinel|cluster`.
+    PrimaryKill,
 }
 
 impl Scenario {
-    /// Every scenario, in table order.
+    /// Every scenario `--scenario all` runs, in table order (all of them on a standalone Redis;
+    /// `primary-kill` needs Sentinel or Cluster, so it runs only when named).
     pub const ALL: [Scenario; 4] = [
         Scenario::Kill9,
         Scenario::Rolling,
@@ -36,6 +42,7 @@ impl Scenario {
             Scenario::Rolling => "rolling",
             Scenario::RedisRestart => "redis-restart",
             Scenario::Partition => "partition",
+            Scenario::PrimaryKill => "primary-kill",
         }
     }
 
@@ -45,17 +52,21 @@ impl Scenario {
         }
         Scenario::ALL
             .into_iter()
+            .chain([Scenario::PrimaryKill])
             .find(|sc| sc.name() == s)
             .map(|sc| vec![sc])
             .ok_or_else(|| {
-                format!("unknown scenario `{s}` (kill9, rolling, redis-restart, partition, all)")
+                format!(
+                    "unknown scenario `{s}` (kill9, rolling, redis-restart, partition, \
+                     primary-kill, all)"
+                )
             })
     }
 }
 
 /// Which Redis deployment the nodes run against (`--redis`). `kill9` and `rolling` run on every
-/// topology; `redis-restart` and `partition` need `standalone`. The hook for the "primary killed
-/// under Sentinel / Cluster" scenarios: they get their arm in `Scenario` and `rig`.
+/// topology; `redis-restart` and `partition` need `standalone`; `primary-kill` needs `sentinel`
+/// or `cluster`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RedisTopology {
     /// One `redis-server` on loopback (`redis.mode = "standalone"`, the default).
@@ -114,13 +125,17 @@ pub struct Args {
     pub check: bool,
     /// Seed of the victim choice.
     pub seed: u64,
+    /// `redis.min_replicas_acked` of every node (`--min-replicas-acked`, default 0: off). Above
+    /// 0 each Redis primary gets 2 replicas, so a promoted one still has a replica to confirm
+    /// writes.
+    pub min_replicas_acked: u64,
 }
 
-const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|all] \
+const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|primary-kill|all] \
 [--nodes 3] [--clients 8] [--duration-secs 60] [--fault-every-ms 4000] [--restart-after-ms 1000] \
 [--partition-secs 10] \
 [--node-ttl-ms 1500] [--redis standalone|sentinel|cluster] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
-[--lb-health tcp|readyz] [--check] [--seed N]";
+[--lb-health tcp|readyz] [--min-replicas-acked N] [--check] [--seed N]";
 
 impl Args {
     /// Parses `std::env::args()`; prints the usage and exits 2 on a bad argument.
@@ -152,6 +167,7 @@ impl Args {
             lb_health: None,
             check: false,
             seed: 1,
+            min_replicas_acked: 0,
         };
         while let Some(flag) = it.next() {
             if flag == "--check" {
@@ -170,6 +186,13 @@ impl Args {
             .any(|s| matches!(s, Scenario::RedisRestart | Scenario::Partition));
         if needs_standalone && a.redis != RedisTopology::Standalone {
             return Err("redis-restart and partition need --redis standalone".into());
+        }
+        let primary_kill = a.scenarios.contains(&Scenario::PrimaryKill);
+        if primary_kill && a.redis == RedisTopology::Standalone {
+            return Err("primary-kill needs --redis sentinel or cluster".into());
+        }
+        if a.min_replicas_acked > 0 && a.redis == RedisTopology::Standalone {
+            return Err("--min-replicas-acked needs --redis sentinel or cluster".into());
         }
         Ok(a)
     }
@@ -190,6 +213,7 @@ impl Args {
             "--out" => self.out = Some(PathBuf::from(value)),
             "--logs" => self.logs = Some(PathBuf::from(value)),
             "--seed" => self.seed = num(value)?,
+            "--min-replicas-acked" => self.min_replicas_acked = num(value)?,
             "--lb-health" => {
                 self.lb_health = match value {
                     "tcp" => None,
@@ -234,5 +258,16 @@ mod tests {
         );
         assert!(parse("--nodes 1").is_err());
         assert!(parse("--clients").is_err());
+        assert!(parse("--scenario primary-kill").is_err());
+        assert!(parse("--min-replicas-acked 1").is_err());
+    }
+
+    #[test]
+    fn primary_kill_runs_on_sentinel_and_cluster() {
+        let a = parse("--scenario primary-kill --redis sentinel --min-replicas-acked 1").unwrap();
+        assert_eq!(a.scenarios, vec![Scenario::PrimaryKill]);
+        assert_eq!(a.min_replicas_acked, 1);
+        let a = parse("--scenario primary-kill --redis cluster").unwrap();
+        assert_eq!((a.redis, a.min_replicas_acked), (RedisTopology::Cluster, 0));
     }
 }

@@ -14,6 +14,7 @@
 //! - `args`: the command line, the scenarios and the Redis topology hook.
 //! - `rig`: the processes (through the harness) and the fault schedules.
 //! - `netns`: the partition scenario's network namespace and links.
+//! - `primary`: the primary-kill fault (Sentinel and Cluster failovers).
 //! - `client`: one client's session and call loop.
 //! - `call`: one request followed to its end, its stream resumed with `Last-Event-ID`.
 //! - `standalone`: the session's standalone `GET` stream, held and resumed.
@@ -27,6 +28,7 @@ mod call;
 mod check;
 mod client;
 mod netns;
+mod primary;
 mod report;
 mod rig;
 mod standalone;
@@ -104,10 +106,17 @@ async fn run_scenario(args: &Args, scenario: Scenario) -> Row {
     });
     stop.store(true, Ordering::SeqCst);
     let faults = faults.into_inner().expect("fault log");
+    // primary-kill measures recovery from each promotion, the others from each fault.
+    let promotions = rig.promotions().to_vec();
+    let since = if scenario == Scenario::PrimaryKill {
+        &promotions
+    } else {
+        &faults
+    };
     let mut counts = Counts::default();
     for handle in clients {
         match tokio::time::timeout(STOP_LIMIT, handle).await {
-            Ok(Ok(run)) => merge_client(&mut counts, run, &faults),
+            Ok(Ok(run)) => merge_client(&mut counts, run, since),
             Ok(Err(e)) => counts.error(format!("client task failed: {e}")),
             Err(_) => counts.error("client did not stop in 60 s"),
         }
@@ -124,13 +133,16 @@ async fn run_scenario(args: &Args, scenario: Scenario) -> Row {
     Row {
         scenario,
         faults: faults.len() as u64,
+        promotions: promotions.len() as u64,
+        clients: args.clients as u64,
+        min_replicas_acked: args.min_replicas_acked,
         schedule_notes,
         counts,
     }
 }
 
-/// Adds one client's counts and its recovery times: for each fault, the end of the first call
-/// sent at or after it that succeeded.
+/// Adds one client's counts and its recovery times: for each fault (primary-kill: each
+/// promotion), the end of the first call sent at or after it that succeeded.
 fn merge_client(counts: &mut Counts, run: ClientRun, faults: &[Instant]) {
     let mut c = run.counts;
     for &fault in faults {

@@ -26,18 +26,20 @@ pub struct Rig {
     balancer: Balancer,
     cluster: Cluster,
     netns: Option<Netns>,
+    /// When each promotion after a `primary-kill` fault was seen (recovery is measured from it).
+    promotions: Vec<Instant>,
 }
 
 /// The faults injected so far: when each began (the clients' recovery is measured from it).
 pub type FaultLog = Mutex<Vec<Instant>>;
 
-/// Starts the Redis of `topology` (AOF only for a standalone server). The hook for the "primary
-/// killed" scenarios under Sentinel and Cluster: `RedisBackend::{sentinel_mut, cluster_mut}`.
-fn start_redis(topology: RedisTopology, persistence: Persistence) -> RedisBackend {
+/// Starts the Redis of `topology` (AOF only for a standalone server); Sentinel and Cluster
+/// primaries get `replicas` replicas each.
+fn start_redis(topology: RedisTopology, persistence: Persistence, replicas: usize) -> RedisBackend {
     match topology {
         RedisTopology::Standalone => RedisBackend::Standalone(RedisServer::start_with(persistence)),
-        RedisTopology::Sentinel => RedisBackend::start(RedisKind::Sentinel),
-        RedisTopology::Cluster => RedisBackend::start(RedisKind::Cluster),
+        RedisTopology::Sentinel => RedisBackend::start_with_replicas(RedisKind::Sentinel, replicas),
+        RedisTopology::Cluster => RedisBackend::start_with_replicas(RedisKind::Cluster, replicas),
     }
 }
 
@@ -50,8 +52,13 @@ impl Rig {
         } else {
             Persistence::None
         };
-        let redis = start_redis(args.redis, persistence);
-        let options = ClusterOptions::new().fast_liveness(args.node_ttl_ms);
+        // With min_replicas_acked a promoted primary must keep a replica to confirm writes.
+        let replicas = if args.min_replicas_acked > 0 { 2 } else { 1 };
+        let redis = start_redis(args.redis, persistence, replicas);
+        let mut options = ClusterOptions::new().fast_liveness(args.node_ttl_ms);
+        if args.min_replicas_acked > 0 {
+            options = options.set("redis.min_replicas_acked", args.min_replicas_acked);
+        }
         let (cluster, netns) = if scenario == Scenario::Partition {
             let netns = Netns::create()?;
             let mut cluster = Cluster::start_on(redis, args.nodes - 1, options);
@@ -71,7 +78,13 @@ impl Rig {
             balancer,
             cluster,
             netns,
+            promotions: Vec::new(),
         })
+    }
+
+    /// When each promotion after a `primary-kill` fault was seen, in order.
+    pub fn promotions(&self) -> &[Instant] {
+        &self.promotions
     }
 
     /// The balancer's MCP endpoint, where every client goes.
@@ -104,6 +117,9 @@ impl Rig {
         // Each fault must be over (the process back) before the clients stop.
         let lasts = match scenario {
             Scenario::Partition => args.partition,
+            // The promotion (about 2-3 s) and time for calls after it; the rejoin wait may run
+            // past the end of the run (the clients then just run longer).
+            Scenario::PrimaryKill => Duration::from_secs(5),
             _ => args.restart_after,
         };
         let room = lasts + Duration::from_secs(3);
@@ -118,6 +134,11 @@ impl Rig {
                 Scenario::Rolling => self.roll(round % self.cluster.len(), &mut notes),
                 Scenario::RedisRestart => self.restart_redis(args, &mut notes),
                 Scenario::Partition => self.partition(args, &mut notes),
+                Scenario::PrimaryKill => {
+                    let promoted =
+                        crate::primary::kill_primary(&mut self.cluster, round, &mut notes);
+                    self.promotions.extend(promoted);
+                }
             }
             round += 1;
         }
