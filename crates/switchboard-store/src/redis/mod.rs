@@ -177,7 +177,7 @@ impl RedisStore {
     /// Cluster) and runs it once more; in Redis Cluster, if a transaction came back with
     /// `MOVED`/`ASK` inside it (its slot moved, e.g. to a promoted replica: the cluster client
     /// only follows redirects of plain commands), sends one plain command on its first key, which
-    /// makes the client learn the new owner, and runs it once more. Every pipeline here is safe
+    /// makes the client learn the new owner, and runs it again (at most 5 times, 50 ms apart). Every pipeline here is safe
     /// to repeat.
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> StoreResult<T> {
         let mut conn = self.conn.clone();
@@ -191,14 +191,23 @@ impl RedisStore {
                 Ok(pipe.query_async(&mut conn).await?)
             }
             Err(e) if self.keys.sharded() && redirected(&e) => {
-                if let Some(key) = first_key(pipe) {
-                    let probe = ::redis::cmd("EXISTS")
-                        .arg(key)
-                        .query_async::<i64>(&mut conn)
-                        .await;
-                    tracing::debug!(error = %e, ?probe, "a transaction's slot moved; retrying");
+                // The client refreshes its slot map in the background: a few tries, 50 ms apart.
+                let mut last = e;
+                for _ in 0..REDIRECT_TRIES {
+                    if let Some(key) = first_key(pipe) {
+                        let probe = ::redis::cmd("EXISTS")
+                            .arg(key)
+                            .query_async::<i64>(&mut conn)
+                            .await;
+                        tracing::debug!(error = %last, ?probe, "a transaction's slot moved; retrying");
+                    }
+                    match pipe.query_async(&mut conn).await {
+                        Err(e) if redirected(&e) => last = e,
+                        other => return Ok(other?),
+                    }
+                    tokio::time::sleep(REDIRECT_PAUSE).await;
                 }
-                Ok(pipe.query_async(&mut conn).await?)
+                Err(last.into())
             }
             other => Ok(other?),
         }
@@ -332,6 +341,11 @@ impl RedisStore {
         Ok(())
     }
 }
+
+/// How often a transaction whose slot moved is tried again ([`RedisStore::query`]).
+const REDIRECT_TRIES: usize = 5;
+/// The pause between those tries.
+const REDIRECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether `e` (of a transaction or pipeline) says its slot is served elsewhere now.
 fn redirected(e: &::redis::RedisError) -> bool {
