@@ -142,21 +142,7 @@ impl RedisServer {
 
     /// Every key matching the glob `pattern`, via `SCAN` (never `KEYS`), sorted.
     pub fn keys_matching(&self, pattern: &str) -> Vec<String> {
-        let mut cursor = "0".to_owned();
-        let mut keys = Vec::new();
-        loop {
-            let (next, batch): (String, Vec<String>) = self
-                .query(&["SCAN", &cursor, "MATCH", pattern, "COUNT", "1000"])
-                .unwrap_or_else(|e| panic!("SCAN on redis:{}: {e}", self.port));
-            keys.extend(batch);
-            if next == "0" {
-                break;
-            }
-            cursor = next;
-        }
-        keys.sort();
-        keys.dedup();
-        keys
+        crate::redis_process::scan_port(self.port, None, pattern)
     }
 
     /// Every key in the database, sorted.

@@ -49,7 +49,6 @@ pub use topology::{redact_url, RedisMode, RedisTopology};
 /// The Redis-backed store of one node.
 pub struct RedisStore {
     config: StoreConfig,
-    topology: RedisTopology,
     conn: Conn,
     inbox: Inbox,
     keys: Keys,
@@ -96,7 +95,6 @@ impl RedisStore {
         Ok(Arc::new(RedisStore {
             records: records::RecordCache::new(config.record_cache_entries),
             config,
-            topology: topology.clone(),
             conn: opened.conn,
             inbox,
             keys,
@@ -107,19 +105,6 @@ impl RedisStore {
     /// The settings of this store.
     pub fn config(&self) -> &StoreConfig {
         &self.config
-    }
-
-    /// The deployment this store runs on.
-    pub fn topology(&self) -> &RedisTopology {
-        &self.topology
-    }
-
-    /// Redis Cluster: how many session channels this node subscribes to now (0 otherwise).
-    pub fn session_subscriptions(&self) -> usize {
-        match &self.inbox {
-            Inbox::Sharded(s) => s.sessions(),
-            Inbox::Classic(_) => 0,
-        }
     }
 
     /// Redis Cluster: makes sure this node receives the messages of `sid` before it does what

@@ -158,11 +158,6 @@ impl Sharded {
         }
     }
 
-    /// How many session channels this node subscribes to.
-    pub fn sessions(&self) -> usize {
-        self.lock().len()
-    }
-
     /// Stops receiving the messages of `sid`.
     pub fn forget(&self, sid: &str) {
         if self.lock().remove(sid).is_some() {
