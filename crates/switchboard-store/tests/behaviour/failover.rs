@@ -216,9 +216,16 @@ async fn scripts_are_reloaded_on_every_shard() {
     flush();
     assert!(a.delete_session(&ids[0]).await.unwrap());
     flush();
+    // Sessions idle out one by one: collect what each pass takes until all 11 are reaped.
+    let reaped = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
     let reaped = eventually("the reaper to take the idle ones", RECOVERY_LIMIT, || {
-        let a = a.clone();
-        async move { Some(a.reap(100).await.unwrap()).filter(|r| r.len() == 11) }
+        let (a, reaped) = (a.clone(), reaped.clone());
+        async move {
+            let pass = a.reap(100).await.unwrap();
+            let mut all = reaped.lock().unwrap();
+            all.extend(pass);
+            (all.len() == 11).then(|| all.clone())
+        }
     })
     .await;
     assert!(!reaped.contains(&ids[0]));
