@@ -54,8 +54,8 @@ pub struct ResponseStream {
     sid: String,
     /// What registers the request: its id key, stream, this node and the holder token.
     inflight: InflightRequest,
-    /// Set once the registration ran: how it went.
-    registered: OnceCell<Registration>,
+    /// Set once the registration ran: whether it took (the session still existed).
+    registered: OnceCell<bool>,
     /// Whether a lazy registration may still start (see [`Gate`]).
     gate: Mutex<Gate>,
     sink: Sink,
@@ -70,18 +70,6 @@ enum Gate {
     Open,
     Started,
     Closed,
-}
-
-/// How a request's registration in flight went ([`ResponseStream::register`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Registration {
-    /// Registered: its stream's events are logged and reach their holder on any node.
-    Registered,
-    /// The session is gone (expired, deleted, reaped): nothing was registered.
-    SessionGone,
-    /// The store failed (Redis unreachable, a failover under way), or the answer already went
-    /// out as JSON: nothing was registered, so a stream of this request could not be resumed.
-    Failed,
 }
 
 /// Where a channel's messages go.
@@ -134,7 +122,7 @@ impl ResponseStream {
             app,
             sid,
             inflight,
-            OnceCell::new_with(Some(Registration::Registered)),
+            OnceCell::new_with(Some(true)),
             Sink::Batch,
         )
     }
@@ -148,7 +136,7 @@ impl ResponseStream {
             app,
             sid,
             inflight,
-            OnceCell::new_with(Some(Registration::Registered)),
+            OnceCell::new_with(Some(true)),
             Sink::Standalone,
         );
         *rs.lock() = Mode::Streaming;
@@ -159,7 +147,7 @@ impl ResponseStream {
         app: App,
         sid: &str,
         inflight: InflightRequest,
-        registered: OnceCell<Registration>,
+        registered: OnceCell<bool>,
         sink: Sink,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
@@ -178,14 +166,13 @@ impl ResponseStream {
     /// Registers the request in flight, once (concurrent callers wait for the first): from then
     /// on a duplicate id is refused and `notifications/cancelled` reaches it from every node, it
     /// counts against `session.max_inflight`, and its stream's events reach the connection
-    /// holding it. Every event is appended only after this, so none can miss its holder. Not
-    /// [`Registration::Registered`] when the session is gone or the store failed (logged; the
-    /// appends that follow fail too).
-    pub async fn register(&self) -> Registration {
+    /// holding it. Every event is appended only after this, so none can miss its holder. `false`
+    /// when the session is gone or the store failed (logged; the appends that follow fail too).
+    pub async fn register(&self) -> bool {
         {
             let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
             match *gate {
-                Gate::Closed => return Registration::Failed,
+                Gate::Closed => return false,
                 Gate::Open => *gate = Gate::Started,
                 Gate::Started => {}
             }
@@ -194,11 +181,10 @@ impl ResponseStream {
             .registered
             .get_or_init(|| async {
                 match self.app.store.register(&self.sid, &self.inflight).await {
-                    Ok(true) => Registration::Registered,
-                    Ok(false) => Registration::SessionGone,
+                    Ok(alive) => alive,
                     Err(e) => {
                         tracing::warn!(error = %e, session = %self.sid, "could not register a request in flight");
-                        Registration::Failed
+                        false
                     }
                 }
             })

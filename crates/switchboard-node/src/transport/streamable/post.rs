@@ -23,7 +23,7 @@ use switchboard_store::{SessionRecord, SessionUpdate};
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
-use crate::exec::response::{First, Registration, ResponseStream};
+use crate::exec::response::{First, ResponseStream};
 use crate::session;
 use crate::session::NodeSession;
 use crate::state::App;
@@ -122,7 +122,6 @@ async fn request(
         Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),
     };
     let revision = session::revision(&record);
-    let key = request.id.key();
     let running = match start_call(&app, &record, request, AnswerTo::Post(answers)).await? {
         Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
         Started::Running(running) => running,
@@ -142,21 +141,6 @@ async fn request(
             Ok(json_ok(v))
         }
         Some(First::Stream) => {
-            // An event id of a stream that is not registered could never be resumed (the store
-            // would call it no stream of this session): refuse the request before the client
-            // sees one, and stop the call, so that a retry does not run it twice.
-            let refused = match running.response.register().await {
-                Registration::Registered => None,
-                Registration::SessionGone => Some(HttpError::UnknownSession),
-                Registration::Failed => Some(HttpError::Store(
-                    "the request's stream could not be registered".into(),
-                )),
-            };
-            if let Some(e) = refused {
-                app.hub.unregister(sid.as_str(), &stream, &holder);
-                app.calls.cancel(sid.as_str(), &key);
-                return Err(e);
-            }
             let priming = revision.primes_streams().then(|| format!("{stream}_0-0"));
             let open = OpenStream {
                 sid: sid.to_string(),
