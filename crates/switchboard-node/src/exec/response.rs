@@ -23,7 +23,7 @@ use serde_json::Value;
 use switchboard_protocol::StreamId;
 use switchboard_store::InflightRequest;
 use switchboard_upstream::PeerError;
-use tokio::sync::{oneshot, OnceCell};
+use tokio::sync::oneshot;
 
 use crate::state::App;
 use crate::streams::hub::StreamEvent;
@@ -54,8 +54,9 @@ pub struct ResponseStream {
     sid: String,
     /// What registers the request: its id key, stream, this node and the holder token.
     inflight: InflightRequest,
-    /// Set once the registration ran: whether it took (the session still existed).
-    registered: OnceCell<bool>,
+    /// How the last registration went; `None` until one ran. A failed one is tried again by the
+    /// next caller of [`ResponseStream::register`] (the store may be back by then).
+    registered: tokio::sync::Mutex<Option<Registration>>,
     /// Whether a lazy registration may still start (see [`Gate`]).
     gate: Mutex<Gate>,
     sink: Sink,
@@ -71,6 +72,24 @@ enum Gate {
     Started,
     Closed,
 }
+
+/// How a request's registration in flight went ([`ResponseStream::register`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Registration {
+    /// Registered: its stream's events are logged under an id any node can resume from, and
+    /// reach their holder on any node.
+    Registered,
+    /// The session is gone (expired, deleted, reaped): nothing was registered, and nothing will
+    /// be.
+    SessionGone,
+    /// Not registered: the store failed (Redis unreachable, a failover under way; tried again
+    /// on the next event), or the answer already went out as JSON. No event of this stream may
+    /// reach the client with an id: no node could resume from it.
+    Failed,
+}
+
+/// Why an event of a request whose registration failed is not sent.
+const UNREGISTERED: &str = "the request's stream could not be registered in the store";
 
 /// Where a channel's messages go.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -93,7 +112,7 @@ impl ResponseStream {
         sid: &str,
         inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, inflight, OnceCell::new(), Sink::Post)
+        Self::build(app, sid, inflight, None, Sink::Post)
     }
 
     /// Like [`ResponseStream::new`] for a client that accepts only `application/json`: the
@@ -106,7 +125,7 @@ impl ResponseStream {
         sid: &str,
         inflight: InflightRequest,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
-        Self::build(app, sid, inflight, OnceCell::new(), Sink::JsonOnly)
+        Self::build(app, sid, inflight, None, Sink::JsonOnly)
     }
 
     /// A channel for one request of a JSON-RPC batch (MCP 2025-03-26), registered in flight up
@@ -122,7 +141,7 @@ impl ResponseStream {
             app,
             sid,
             inflight,
-            OnceCell::new_with(Some(true)),
+            Some(Registration::Registered),
             Sink::Batch,
         )
     }
@@ -136,7 +155,7 @@ impl ResponseStream {
             app,
             sid,
             inflight,
-            OnceCell::new_with(Some(true)),
+            Some(Registration::Registered),
             Sink::Standalone,
         );
         *rs.lock() = Mode::Streaming;
@@ -147,7 +166,7 @@ impl ResponseStream {
         app: App,
         sid: &str,
         inflight: InflightRequest,
-        registered: OnceCell<bool>,
+        registered: Option<Registration>,
         sink: Sink,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
@@ -155,7 +174,7 @@ impl ResponseStream {
             app,
             sid: sid.to_owned(),
             inflight,
-            registered,
+            registered: tokio::sync::Mutex::new(registered),
             gate: Mutex::new(Gate::Open),
             sink,
             mode: Mutex::new(Mode::Pending(Some(tx))),
@@ -163,32 +182,43 @@ impl ResponseStream {
         (rs, rx)
     }
 
-    /// Registers the request in flight, once (concurrent callers wait for the first): from then
-    /// on a duplicate id is refused and `notifications/cancelled` reaches it from every node, it
-    /// counts against `session.max_inflight`, and its stream's events reach the connection
-    /// holding it. Every event is appended only after this, so none can miss its holder. `false`
-    /// when the session is gone or the store failed (logged; the appends that follow fail too).
-    pub async fn register(&self) -> bool {
+    /// Registers the request in flight (concurrent callers wait for the first; once it took, or
+    /// found the session gone, that answer stands): from then on a duplicate id is refused and
+    /// `notifications/cancelled` reaches it from every node, it counts against
+    /// `session.max_inflight`, and its stream's events reach the connection holding it. Every
+    /// event is appended only once this is [`Registration::Registered`], so none can miss its
+    /// holder and none carries an id no node knows. A store failure is logged and tried again by
+    /// the next caller (registering twice is harmless: the store's entries are keyed by the
+    /// request and its stream).
+    pub async fn register(&self) -> Registration {
         {
             let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
             match *gate {
-                Gate::Closed => return false,
+                Gate::Closed => return Registration::Failed,
                 Gate::Open => *gate = Gate::Started,
                 Gate::Started => {}
             }
         }
-        *self
-            .registered
-            .get_or_init(|| async {
-                match self.app.store.register(&self.sid, &self.inflight).await {
-                    Ok(alive) => alive,
-                    Err(e) => {
-                        tracing::warn!(error = %e, session = %self.sid, "could not register a request in flight");
-                        false
-                    }
-                }
-            })
-            .await
+        let mut registered = self.registered.lock().await;
+        if let Some(done @ (Registration::Registered | Registration::SessionGone)) = *registered {
+            return done;
+        }
+        let outcome = match self.app.store.register(&self.sid, &self.inflight).await {
+            Ok(true) => Registration::Registered,
+            Ok(false) => Registration::SessionGone,
+            Err(e) => {
+                tracing::warn!(error = %e, session = %self.sid, "could not register a request in flight");
+                Registration::Failed
+            }
+        };
+        *registered = Some(outcome);
+        outcome
+    }
+
+    /// How the last registration went, without trying one (`None`: none ran yet). Waits for a
+    /// registration under way.
+    pub async fn registration(&self) -> Option<Registration> {
+        *self.registered.lock().await
     }
 
     /// The HTTP side gave up waiting for a quick answer: from now on, stream. `false` when the
@@ -225,8 +255,18 @@ impl ResponseStream {
                 Mode::Done => return Err(PeerError::Cancelled),
             }
         }
-        self.register().await;
+        self.registered_or_fail().await?;
         self.append(message.to_string(), false).await
+    }
+
+    /// [`ResponseStream::register`], as a delivery error when it did not take: an event appended
+    /// to a stream no node knows would carry an id no client could resume from.
+    async fn registered_or_fail(&self) -> Result<(), PeerError> {
+        match self.register().await {
+            Registration::Registered => Ok(()),
+            Registration::SessionGone => Err(PeerError::Cancelled),
+            Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
+        }
     }
 
     /// Why no server-to-client request can be sent on this channel, if none can: it answers
@@ -261,7 +301,6 @@ impl ResponseStream {
         match json {
             Some(_) => self.settle_json().await,
             None => {
-                self.register().await;
                 self.append_final(response.to_string()).await;
                 // A standalone-sink request's own stream was only its registration: drop it.
                 let registration = (self.sink == Sink::Standalone).then_some(&self.inflight.stream);
@@ -369,16 +408,26 @@ impl ResponseStream {
             }
             *gate == Gate::Started
         };
-        started || self.registered.get().is_some()
+        // A registration holding the lock is under way.
+        started || self.registered.try_lock().map_or(true, |r| r.is_some())
     }
 
     /// The final response must reach the log, or the client's stream would wait forever: retry
-    /// through a store outage (0.5 s, 1 s, 2 s, 4 s, 8 s); if it still fails, close the local
-    /// connection so the client sees the stream end and can resume or retry.
+    /// through a store outage (0.5 s, 1 s, 2 s, 4 s, 8 s), registering the request first if that
+    /// failed so far; if it still fails, close the local connection so the client sees the
+    /// stream end and can resume or retry.
     async fn append_final(&self, data: String) {
         let mut delay = std::time::Duration::from_millis(500);
         for attempt in 1..=6 {
-            match self.append(data.clone(), true).await {
+            let appended = match self.register().await {
+                Registration::Registered => self.append(data.clone(), true).await,
+                Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
+                Registration::SessionGone => {
+                    tracing::warn!(session = %self.sid, "the session ended before a final response could be logged; closing its stream");
+                    break;
+                }
+            };
+            match appended {
                 Ok(()) => return,
                 Err(e) if attempt < 6 => {
                     tracing::warn!(error = %e, session = %self.sid, attempt, "could not log a final response; retrying");

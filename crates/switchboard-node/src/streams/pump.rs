@@ -236,6 +236,14 @@ impl Pump {
                         return Step::Continue;
                     }
                 }
+                // A POST stream opened while the store could not register it (it was sent no
+                // event id, see `transport::streamable::post`) is unknown until its next event
+                // registers it: nothing of it is logged yet, so there is nothing to catch up on.
+                Ok(Replay::UnknownStream)
+                    if self.last == "0-0" && self.s.stream != StreamId::STANDALONE =>
+                {
+                    return Step::Continue;
+                }
                 Ok(other) => {
                     tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
                     return Step::Stop;

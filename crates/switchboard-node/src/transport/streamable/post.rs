@@ -23,7 +23,7 @@ use switchboard_store::{SessionRecord, SessionUpdate};
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
-use crate::exec::response::{First, ResponseStream};
+use crate::exec::response::{First, Registration, ResponseStream};
 use crate::session;
 use crate::session::NodeSession;
 use crate::state::App;
@@ -122,6 +122,7 @@ async fn request(
         Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),
     };
     let revision = session::revision(&record);
+    let key = request.id.key();
     let running = match start_call(&app, &record, request, AnswerTo::Post(answers)).await? {
         Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
         Started::Running(running) => running,
@@ -141,7 +142,20 @@ async fn request(
             Ok(json_ok(v))
         }
         Some(First::Stream) => {
-            let priming = revision.primes_streams().then(|| format!("{stream}_0-0"));
+            // The priming event's id, `<stream>_0-0`, is only given once the stream is
+            // registered: a stream the store does not know could never be resumed from it (a
+            // resume would be refused as naming no stream of this session). Unregistered (the
+            // store failed), the stream opens without one; its later events register it first,
+            // or fail.
+            let registration = running.response.registration().await;
+            if registration == Some(Registration::SessionGone) {
+                app.hub.unregister(sid.as_str(), &stream, &holder);
+                app.calls.cancel(sid.as_str(), &key);
+                return Err(HttpError::UnknownSession);
+            }
+            let registered = registration == Some(Registration::Registered);
+            let priming =
+                (registered && revision.primes_streams()).then(|| format!("{stream}_0-0"));
             let open = OpenStream {
                 sid: sid.to_string(),
                 stream,
