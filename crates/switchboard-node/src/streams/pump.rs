@@ -7,6 +7,7 @@
 //! full queue flags the connection as lagged and the pump re-reads the log from its position.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -24,6 +25,10 @@ use crate::telemetry;
 /// Events read from a log per store round trip (a resumed or lagging connection pages through
 /// the log instead of loading it whole).
 pub const REPLAY_PAGE: usize = 256;
+
+/// How long a connection's catch-up retries a failing store before it closes the connection
+/// ([`Pump::catch_up`]).
+const CATCH_UP_RETRY: Duration = Duration::from_secs(5);
 
 /// What to open.
 pub struct OpenStream {
@@ -219,7 +224,13 @@ impl Pump {
     }
 
     /// Re-reads the log from the last written position, a page at a time, until it is exhausted.
+    /// A store failure is retried for up to [`CATCH_UP_RETRY`] in all (a Redis that just came back
+    /// answers `LOADING` while it reads its AOF; a Cluster failover answers `MOVED` for a moment)
+    /// before the connection is closed for its client to resume elsewhere: a stream that has
+    /// written no event id yet could not be resumed at all.
     async fn catch_up(&mut self) -> Step {
+        let deadline = tokio::time::Instant::now() + CATCH_UP_RETRY;
+        let mut pause = Duration::from_millis(100);
         loop {
             let page = self
                 .app
@@ -247,6 +258,11 @@ impl Pump {
                 Ok(other) => {
                     tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
                     return Step::Stop;
+                }
+                Err(e) if tokio::time::Instant::now() + pause < deadline => {
+                    tracing::debug!(error = %e, retry_in = ?pause, "connection cannot read the event log; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "connection cannot read the event log; closing it");
