@@ -22,6 +22,8 @@
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
 //!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
+//! - [`netns`]: a network namespace (root) with a Redis link that can be cut and a client link,
+//!   for a node partitioned from Redis.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
 //! - [`sse`]: the incremental SSE stream reader (over the `sse-stream` parser).
 //! - [`msg`]: the JSON-RPC messages the cases send.
@@ -51,6 +53,7 @@ pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;
 pub mod msg;
+pub mod netns;
 pub mod node;
 pub mod peers;
 pub mod ports;

@@ -17,22 +17,11 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use switchboard_tests::balancer::haproxy_binary;
+use switchboard_tests::netns::can_make_netns;
 use switchboard_tests::peers::available_or_skip;
 
 /// One scenario at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-/// Whether this process may create network namespaces: root, with `ip` on `PATH`.
-fn can_make_netns() -> bool {
-    let root = Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
-    root && Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
 
 /// Runs `chaos --scenario <scenario>` bounded, and fails with its output when it misses a target.
 fn run_bounded(scenario: &str) {

@@ -13,7 +13,6 @@
 //! Modules:
 //! - `args`: the command line, the scenarios and the Redis topology hook.
 //! - `rig`: the processes (through the harness) and the fault schedules.
-//! - `netns`: the partition scenario's network namespace and links.
 //! - `primary`: the primary-kill fault (Sentinel and Cluster failovers).
 //! - `client`: one client's session and call loop.
 //! - `call`: one request followed to its end, its stream resumed with `Last-Event-ID`.
@@ -27,7 +26,6 @@ mod args;
 mod call;
 mod check;
 mod client;
-mod netns;
 mod primary;
 mod report;
 mod rig;

@@ -8,14 +8,11 @@ use std::time::{Duration, Instant};
 
 use switchboard_tests::balancer::{Balancer, BalancerOptions};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::netns::{self, Netns};
 use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 use switchboard_tests::redis_server::{Persistence, RedisServer};
 
-use switchboard_tests::node::Place;
-use switchboard_tests::ports::free_port;
-
 use crate::args::{Args, RedisTopology, Scenario};
-use crate::netns::{Netns, NODE_HOST, REDIS_SIDE};
 
 /// How long a SIGTERMed node may take to drain and exit (its calls last well under a second).
 const EXIT_LIMIT: Duration = Duration::from_secs(40);
@@ -60,9 +57,9 @@ impl Rig {
             options = options.set("redis.min_replicas_acked", args.min_replicas_acked);
         }
         let (cluster, netns) = if scenario == Scenario::Partition {
-            let netns = Netns::create()?;
+            let netns = Netns::create(netns::CHAOS)?;
             let mut cluster = Cluster::start_on(redis, args.nodes - 1, options);
-            add_partitioned_node(&mut cluster, &netns)?;
+            netns.add_node(&mut cluster)?;
             (cluster, Some(netns))
         } else {
             (Cluster::start_on(redis, args.nodes, options), None)
@@ -220,27 +217,6 @@ fn wait_status(node: &switchboard_tests::node::Node, status: u16, deadline: Inst
         std::thread::sleep(Duration::from_millis(100));
     }
     false
-}
-
-/// Makes the cluster's Redis listen on the namespace link too, and starts the last node inside
-/// the namespace, reaching Redis over that link.
-fn add_partitioned_node(cluster: &mut Cluster, netns: &Netns) -> Result<(), String> {
-    let redis = cluster.redis();
-    // Protected mode refuses every non-loopback client of a Redis without a password.
-    redis
-        .query::<()>(&["CONFIG", "SET", "protected-mode", "no"])
-        .map_err(|e| format!("CONFIG SET protected-mode no: {e}"))?;
-    let bind = format!("127.0.0.1 {REDIS_SIDE}");
-    redis
-        .query::<()>(&["CONFIG", "SET", "bind", &bind])
-        .map_err(|e| format!("CONFIG SET bind {bind}: {e}"))?;
-    let url = format!("redis://{REDIS_SIDE}:{}/", redis.port());
-    let place = Place {
-        host: NODE_HOST.into(),
-        netns: Some(netns.name().into()),
-    };
-    cluster.add_node(&place, free_port(), &url);
-    Ok(())
 }
 
 /// xorshift64: the victim choice, reproducible from `--seed`.
