@@ -2,6 +2,8 @@
 //! reaper pass. These keep running while the node drains (its running requests still need a live
 //! heartbeat and a session that does not expire) and end with the process.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::{interval, MissedTickBehavior};
@@ -11,7 +13,10 @@ use crate::telemetry;
 
 /// Starts every background loop.
 pub fn spawn_all(app: &App) {
-    tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, heartbeat));
+    let failed = Arc::new(AtomicBool::new(false));
+    tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, move |app| {
+        heartbeat(app, failed.clone())
+    }));
     tokio::spawn(every(
         app.clone(),
         app.cfg.session_touch_interval,
@@ -37,17 +42,31 @@ where
 /// the previous one had lapsed (the node stalled, or could not reach the store, past
 /// `cluster.node_ttl`) checks at once what other nodes may have taken over meanwhile
 /// ([`crate::cluster::held::check`]).
-async fn heartbeat(app: App) {
-    if app.retired.load(std::sync::atomic::Ordering::SeqCst) {
+///
+/// So does the first answered heartbeat after one that failed (`failed`): a heartbeat that timed
+/// out may still run later (its commands were already on the connection, e.g. while a network
+/// partition held them back), and its `SET` then renews the key that had lapsed meanwhile, so the
+/// next heartbeat's `EXISTS` finds it and cannot tell that other nodes took this one for dead.
+async fn heartbeat(app: App, failed: Arc<AtomicBool>) {
+    if app.retired.load(Ordering::SeqCst) {
         return;
     }
     match app.store.heartbeat().await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
+        Ok(live) => {
+            let after_failure = failed.swap(false, Ordering::SeqCst);
+            if !live {
+                tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
+            } else if after_failure {
+                tracing::warn!("this node's heartbeat is answered again after failing: it may have lapsed meanwhile (a late heartbeat can have renewed it) and other nodes taken over node-bound upstreams; checking what it holds now");
+            } else {
+                return;
+            }
             tokio::spawn(async move { crate::cluster::held::check(&app).await });
         }
-        Err(e) => tracing::warn!(error = %e, "liveness heartbeat failed"),
+        Err(e) => {
+            failed.store(true, Ordering::SeqCst);
+            tracing::warn!(error = %e, "liveness heartbeat failed");
+        }
     }
 }
 
