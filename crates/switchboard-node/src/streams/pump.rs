@@ -175,9 +175,22 @@ impl Pump {
     /// their dead nodes (their client reads only this stream and cannot resume a request's own),
     /// so a legacy client hears of such a loss within `http.keepalive_interval` after the node's
     /// heartbeat lapsed.
-    async fn keepalive(&self) -> Step {
+    ///
+    /// Every stream also re-reads its log then: the bus is at-most-once pub/sub, and a
+    /// subscription lost without a disconnection this node noticed (seen through Redis Cluster
+    /// failovers) would otherwise hold events back for good. Events found that way are written
+    /// (logged at debug level: most are only a publish still on its way), so an event the bus
+    /// dropped reaches its client within one `http.keepalive_interval`.
+    async fn keepalive(&mut self) -> Step {
         if matches!(self.framing, Framing::Legacy { .. }) {
             crate::session::end_lost_requests_logged(&self.app, &self.s.sid).await;
+        }
+        let before = self.last.clone();
+        if let Step::Stop = self.catch_up().await {
+            return Step::Stop;
+        }
+        if self.last != before {
+            tracing::debug!(session = %self.s.sid, stream = %self.s.stream, from = %before, to = %self.last, "events of a held stream not delivered by the bus (yet); written from its log");
         }
         self.send(sse::keepalive()).await
     }

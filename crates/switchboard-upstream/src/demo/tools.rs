@@ -105,7 +105,11 @@ fn local_definitions() -> Vec<Value> {
                     "level": {"type": "string", "default": "info",
                               "enum": ["debug", "info", "notice", "warning", "error", "critical",
                                        "alert", "emergency"],
-                              "description": "Log level of the messages."}
+                              "description": "Log level of the messages."},
+                    "tag": {"type": "string",
+                            "description": "Echoed in every notification this call sends (data.tag \
+                                of each message, _meta.tag of resources/updated), to tell the \
+                                notifications of calls apart."}
                 },
                 "required": [],
                 "additionalProperties": false
@@ -245,9 +249,14 @@ async fn notify(args: &Map<String, Value>, ctx: &RequestContext) -> Result<Value
     let count = count_arg(args, "count");
     let interval = Duration::from_millis(count_arg(args, "interval_ms"));
     let level = str_arg(args, "level");
+    let tag = args.get("tag").and_then(Value::as_str);
     for seq in 1..=count {
         or_cancel(&ctx.cancel, tokio::time::sleep(interval)).await?;
-        let params = json!({"level": level, "logger": LOGGER, "data": {"seq": seq, "of": count}});
+        let mut data = json!({"seq": seq, "of": count});
+        if let Some(tag) = tag {
+            data["tag"] = json!(tag);
+        }
+        let params = json!({"level": level, "logger": LOGGER, "data": data});
         send(
             ctx,
             Route::Standalone,
@@ -255,10 +264,11 @@ async fn notify(args: &Map<String, Value>, ctx: &RequestContext) -> Result<Value
         )
         .await?;
     }
-    let updated = notification(
-        "notifications/resources/updated",
-        json!({"uri": catalog::GREETING_URI}),
-    );
+    let mut params = json!({"uri": catalog::GREETING_URI});
+    if let Some(tag) = tag {
+        params["_meta"] = json!({"tag": tag});
+    }
+    let updated = notification("notifications/resources/updated", params);
     send(ctx, Route::Standalone, updated).await?;
     let plural = if count == 1 { "" } else { "s" };
     Ok(text_result(&format!("sent {count} message{plural}")))

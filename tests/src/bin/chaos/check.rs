@@ -69,9 +69,14 @@ pub enum Standalone {
         seq: u64,
         /// `data.of` (the call's `count`).
         of: u64,
+        /// `data.tag`: the index of the call that sent it, when it was tagged.
+        call: Option<usize>,
     },
     /// `notifications/resources/updated`: the end of one call's run.
-    Updated,
+    Updated {
+        /// `_meta.tag`: the index of the call that sent it, when it was tagged.
+        call: Option<usize>,
+    },
 }
 
 /// One `notify` call as the client made it.
@@ -96,19 +101,25 @@ pub struct StandaloneReport {
 }
 
 /// Splits the standalone stream `got` into the runs of `calls` (in the order they were made) and
-/// checks each run. A message whose `of` is not the current call's belongs to the next call with
-/// that count (calls skipped on the way delivered nothing).
+/// checks each run. A tagged event belongs to the call its tag names. An untagged message whose
+/// `of` is not the current call's belongs to the next call with that count (calls skipped on the
+/// way delivered nothing), an untagged `updated` to the current call.
 pub fn check_standalone(got: &[Standalone], calls: &[NotifyCall]) -> StandaloneReport {
     let mut runs: Vec<(Vec<u64>, u64)> = vec![(Vec::new(), 0); calls.len()];
     let mut report = StandaloneReport::default();
     let mut current = 0;
     for (i, event) in got.iter().enumerate() {
         match *event {
-            Standalone::Message { seq, of } => {
-                let found = (current..calls.len()).find(|&c| calls[c].count == of);
+            Standalone::Message { seq, of, call } => {
+                let found = match call {
+                    Some(c) => (c < calls.len() && calls[c].count == of).then_some(c),
+                    None => (current..calls.len()).find(|&c| calls[c].count == of),
+                };
                 match found {
                     Some(c) => {
-                        current = c;
+                        if call.is_none() {
+                            current = c;
+                        }
                         runs[c].0.push(seq);
                     }
                     None => {
@@ -117,8 +128,9 @@ pub fn check_standalone(got: &[Standalone], calls: &[NotifyCall]) -> StandaloneR
                     }
                 }
             }
-            Standalone::Updated if current < calls.len() => runs[current].1 += 1,
-            Standalone::Updated => report.stray += 1,
+            Standalone::Updated { call: Some(c) } if c < calls.len() => runs[c].1 += 1,
+            Standalone::Updated { call: None } if current < calls.len() => runs[current].1 += 1,
+            Standalone::Updated { .. } => report.stray += 1,
         }
     }
     for (c, (call, (seqs, updated))) in calls.iter().zip(runs).enumerate() {
@@ -159,8 +171,22 @@ mod tests {
     use super::*;
 
     fn msg(seq: u64, of: u64) -> Standalone {
-        Standalone::Message { seq, of }
+        Standalone::Message {
+            seq,
+            of,
+            call: None,
+        }
     }
+
+    fn tagged(seq: u64, of: u64, call: usize) -> Standalone {
+        Standalone::Message {
+            seq,
+            of,
+            call: Some(call),
+        }
+    }
+
+    const UPDATED: Standalone = Standalone::Updated { call: None };
 
     #[test]
     fn a_clean_sequence_counts_nothing() {
@@ -203,13 +229,13 @@ mod tests {
         let got = [
             msg(1, 2),
             msg(2, 2),
-            Standalone::Updated,
+            UPDATED,
             msg(1, 3),
             msg(1, 4),
             msg(2, 4),
             msg(3, 4),
             msg(4, 4),
-            Standalone::Updated,
+            UPDATED,
         ];
         let r = check_standalone(&got, &calls);
         assert_eq!(r.counts.lost + r.counts.duplicated + r.stray, 0, "{r:?}");
@@ -234,12 +260,40 @@ mod tests {
             msg(1, 3),
             msg(3, 3),
             msg(3, 3),
-            Standalone::Updated,
+            UPDATED,
         ];
         let r = check_standalone(&got, &calls);
         // Call 0 never got its `updated`; call 1 lost seq 2 and got seq 3 twice.
         assert_eq!(r.counts.lost, 2, "{r:?}");
         assert_eq!(r.counts.duplicated, 1);
         assert_eq!(check_standalone(&[msg(1, 9)], &calls).stray, 1);
+    }
+
+    #[test]
+    fn a_late_event_of_a_failed_call_is_its_own_when_tagged() {
+        // Call 0 failed after its first message was logged; that message arrives only after call
+        // 1 and 2 delivered theirs. Untagged, it would make calls 1 and 2 look empty.
+        let calls = [
+            NotifyCall {
+                count: 4,
+                complete: false,
+            },
+            NotifyCall {
+                count: 2,
+                complete: true,
+            },
+            NotifyCall {
+                count: 4,
+                complete: true,
+            },
+        ];
+        let mut got = vec![tagged(1, 2, 1), tagged(2, 2, 1)];
+        got.push(Standalone::Updated { call: Some(1) });
+        got.push(tagged(1, 4, 0));
+        got.extend((1..=4).map(|s| tagged(s, 4, 2)));
+        got.push(Standalone::Updated { call: Some(2) });
+        let r = check_standalone(&got, &calls);
+        assert_eq!(r.counts.lost + r.counts.duplicated + r.stray, 0, "{r:?}");
+        assert_eq!(check_standalone(&[tagged(1, 3, 1)], &calls).stray, 1);
     }
 }

@@ -57,7 +57,9 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
         let notify = msg::call_with_progress(
             notify_id,
             "notify",
-            json!({"count": count, "interval_ms": INTERVAL_MS}),
+            // The tag is the call's index among this client's `notify` calls: its events are
+            // told apart from any other call's, even one that failed and was logged anyway.
+            json!({"count": count, "interval_ms": INTERVAL_MS, "tag": notifies.len().to_string()}),
             &t1,
         );
         let countdown = msg::call_with_progress(

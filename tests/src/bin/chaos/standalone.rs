@@ -139,15 +139,26 @@ async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<Strin
             Some("notifications/message") => {
                 let data = &msg["params"]["data"];
                 match (data["seq"].as_u64(), data["of"].as_u64()) {
-                    (Some(seq), Some(of)) => Some(Standalone::Message { seq, of }),
+                    (Some(seq), Some(of)) => Some(Standalone::Message {
+                        seq,
+                        of,
+                        call: tag_of(&data["tag"]),
+                    }),
                     _ => None,
                 }
             }
-            Some("notifications/resources/updated") => Some(Standalone::Updated),
+            Some("notifications/resources/updated") => Some(Standalone::Updated {
+                call: tag_of(&msg["params"]["_meta"]["tag"]),
+            }),
             _ => None,
         };
         if let Some(event) = parsed {
             shared.events.lock().expect("events lock").push(event);
         }
     }
+}
+
+/// The call index a `notify` tag names (the client tags each call with its index).
+fn tag_of(tag: &serde_json::Value) -> Option<usize> {
+    tag.as_str().and_then(|t| t.parse().ok())
 }
