@@ -167,7 +167,7 @@ impl RedisStore {
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> StoreResult<T> {
         let mut conn = self.conn.clone();
         match pipe.query_async(&mut conn).await {
-            Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+            Err(e) if no_script(&e) => {
                 let loads = scripts::all().map(|script| {
                     let mut conn = self.conn.clone();
                     async move { script.prepare_invoke().load_async(&mut conn).await }
@@ -333,6 +333,16 @@ const REDIRECT_TRIES: usize = 5;
 const REDIRECT_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Whether `e` (of a transaction or pipeline) says its slot is served elsewhere now.
+/// Whether the server had forgotten a script: `NOSCRIPT` as the reply's own error, or inside a
+/// pipeline's failure list (the cluster client reports a failed pipeline as
+/// `Pipeline failure: [(Index 0, error: NoScript: …)]`, seen after a Cluster failover).
+fn no_script(e: &::redis::RedisError) -> bool {
+    e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) || {
+        let text = e.to_string();
+        text.contains("NoScript") || text.contains("NOSCRIPT")
+    }
+}
+
 fn redirected(e: &::redis::RedisError) -> bool {
     matches!(
         e.kind(),
@@ -349,5 +359,24 @@ fn first_key(pipe: &Pipeline) -> Option<Vec<u8>> {
     match cmd.args_iter().nth(1)? {
         ::redis::Arg::Simple(key) => Some(key.to_vec()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ::redis::{ErrorKind, RedisError};
+
+    /// The failure the cluster client gave for a pipeline on a just-promoted primary (chaos
+    /// suite, Cluster primary-kill with `min_replicas_acked = 1`).
+    #[test]
+    fn a_forgotten_script_inside_a_pipeline_failure_is_recognised() {
+        let wrapped = RedisError::from((
+            ErrorKind::Extension,
+            "Pipeline failure",
+            "[(Index 0, error: NoScript: No matching script. Please use EVAL.)]".to_owned(),
+        ));
+        assert!(super::no_script(&wrapped), "{wrapped}");
+        let other = RedisError::from((ErrorKind::Io, "broken pipe"));
+        assert!(!super::no_script(&other));
     }
 }

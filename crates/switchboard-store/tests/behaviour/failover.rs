@@ -231,3 +231,38 @@ async fn scripts_are_reloaded_on_every_shard() {
     assert!(!reaped.contains(&ids[0]));
     assert_eq!(cluster.keys_matching("sbf:{*"), Vec::<String>::new());
 }
+
+/// With `min_replicas_acked`, an event append is a pipeline of `EVALSHA` and `WAIT`: after the
+/// shards forgot their scripts it loads them and runs again. (The form the chaos suite met after
+/// a promotion, the failure wrapped as `Pipeline failure: [(Index 0, error: NoScript …)]`, did not
+/// come up here with `SCRIPT FLUSH`; `redis::tests` checks that it is recognised.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_for_writes_that_wait_for_replicas() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+    ];
+    if !available_or_skip(
+        "scripts_are_reloaded_for_writes_that_wait_for_replicas",
+        &tools,
+    ) {
+        return;
+    }
+    let cluster = RedisCluster::start();
+    let topology = RedisTopology::cluster(&cluster.seed_urls());
+    let a = open(&topology, "a").await;
+    let flush = || {
+        for p in cluster.primaries() {
+            cluster.query_port::<()>(p, &["SCRIPT", "FLUSH"]).unwrap();
+        }
+    };
+    let ids: Vec<String> = futures::future::join_all((0..6).map(|_| new_session(&a))).await;
+    flush();
+    for id in &ids {
+        let appended = a.append(id, "get", "after a flush", false).await;
+        assert!(
+            appended.as_ref().is_ok_and(|e| e.is_stored()),
+            "an append waiting for a replica after SCRIPT FLUSH: {appended:?}"
+        );
+    }
+}
