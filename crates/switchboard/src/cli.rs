@@ -80,7 +80,7 @@ impl ConfigArgs {
             .set
             .iter()
             .map(|(key, raw)| Override {
-                origin: format!("--set {key}={raw}"),
+                origin: format!("--set {key}={}", shown(key, raw)),
                 key: key.clone(),
                 raw: raw.clone(),
             })
@@ -104,6 +104,15 @@ impl ConfigArgs {
         }
         out
     }
+}
+
+/// A `--set` value as error messages name it: `***` for a password key, a URL's password
+/// hidden ([`crate::config::redact_url`]).
+fn shown(key: &str, raw: &str) -> String {
+    if key.ends_with("password") {
+        return "***".into();
+    }
+    crate::config::redact_url(raw)
 }
 
 /// `key=value` → (`key`, `value`); the key is trimmed and must not be empty.
@@ -146,6 +155,31 @@ mod tests {
                 "session.max_sessions",
                 "http.allowed_hosts",
                 "cluster.node_id"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_set_origin_shows_no_secret() {
+        let cli = Cli::try_parse_from([
+            "switchboard",
+            "--set",
+            "redis.url=http://:secret@127.0.0.1:16401",
+            "--set",
+            "redis.sentinel_password=sentpw",
+        ])
+        .unwrap();
+        let origins: Vec<_> = cli
+            .config
+            .overrides()
+            .into_iter()
+            .map(|o| o.origin)
+            .collect();
+        assert_eq!(
+            origins,
+            [
+                "--set redis.url=http://:***@127.0.0.1:16401",
+                "--set redis.sentinel_password=***"
             ]
         );
     }

@@ -205,16 +205,18 @@ impl RedisTopology {
     }
 }
 
-/// `url` with any password replaced by `***`, fit for logs and error messages.
+/// `url` with any password replaced by `***`, fit for logs and error messages. The credentials
+/// are everything before the last `@` (so a password holding an unescaped `/` or `@` is hidden
+/// too), with or without a scheme; a URL without `@` is returned as it is.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    match rest[..authority_end].rfind('@') {
+    match rest.rfind('@') {
         Some(at) => {
             let user = rest[..at].split_once(':').map_or(&rest[..at], |(u, _)| u);
-            format!("{scheme}://{user}:***{}", &rest[at..])
+            format!("{scheme}{user}:***{}", &rest[at..])
         }
         None => url.to_owned(),
     }

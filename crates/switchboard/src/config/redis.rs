@@ -192,5 +192,15 @@ mod tests {
         assert_eq!(redact_url("redis://:pw@h:6379/0"), "redis://:***@h:6379/0");
         assert_eq!(redact_url("rediss://u:pw@h"), "rediss://u:***@h");
         assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        // Unescaped `/` or `@` in the password, and no scheme at all (review of issue 14).
+        assert_eq!(
+            redact_url("redis://:se/cret@127.0.0.1:16499"),
+            "redis://:***@127.0.0.1:16499"
+        );
+        assert_eq!(redact_url("redis://u:a@b@h/0"), "redis://u:***@h/0");
+        assert_eq!(
+            redact_url("default:secret@127.0.0.1:6379"),
+            "default:***@127.0.0.1:6379"
+        );
     }
 }
