@@ -49,8 +49,9 @@ pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
     axum::Json(body).into_response()
 }
 
-/// 200 when the store answers within 2 s (every primary, in Redis Cluster:
-/// [`switchboard_store::Liveness::reachable`]), else 503. Upstreams play no part: one upstream's
+/// 200 when the store answers within 2 s (every primary, in Redis Cluster, each with the
+/// replicas `redis.min_replicas_acked` needs: [`switchboard_store::Liveness::reachable`]), else
+/// 503. Upstreams play no part: one upstream's
 /// outage must not take every replica out of the Service (which would stop all other upstreams
 /// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
 /// and the `switchboard_upstream_*` metrics are where upstreams are watched.
@@ -59,6 +60,12 @@ pub(crate) async fn ready(State(app): State<App>) -> Response {
         tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
     match probe {
         Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
+        // Too few replicas for `redis.min_replicas_acked` is reachable but not ready: say so.
+        Ok(Err(e)) if e.to_string().contains("min_replicas_acked") => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("store not ready: {e}"),
+        )
+            .into_response(),
         _ => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable").into_response(),
     }
 }

@@ -11,7 +11,9 @@ pub enum StoreError {
     Corrupt(String),
     /// A write reached the primary but fewer replicas than `min_replicas_acked` confirmed it
     /// within `replicas_ack_timeout` (`WAIT`): it may be lost in a failover.
-    #[error("write confirmed by {acked} of the {wanted} replicas required")]
+    #[error(
+        "write confirmed by {acked} of the {wanted} replicas redis.min_replicas_acked requires"
+    )]
     NotReplicated {
         /// Replicas that confirmed it.
         acked: u32,

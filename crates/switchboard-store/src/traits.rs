@@ -249,7 +249,9 @@ pub trait Liveness: Send + Sync {
 
     /// `Ok` when every server the store writes to answers now (Redis: `PING` on the server or
     /// the sentinels' primary; in Redis Cluster on every primary, so a shard without a primary,
-    /// while its failover runs, makes this fail). Behind `/readyz`.
+    /// while its failover runs, makes this fail); with `min_replicas_acked` above 0, also that
+    /// the primary (each primary) has that many replicas (an error naming
+    /// `redis.min_replicas_acked` otherwise). Behind `/readyz`.
     async fn reachable(&self) -> StoreResult<()>;
 }
 

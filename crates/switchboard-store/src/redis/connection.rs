@@ -41,14 +41,37 @@ pub(crate) struct Opened {
 /// the cluster's own view, that `PING` succeeded and `/readyz` said 200 (measured in
 /// `tests/tests/redis_failover.rs`).
 ///
+/// With `min_replicas` above 0, every slot range must also list that many replicas.
+///
 /// # Errors
-/// `CLUSTER SLOTS` failed or named no primary, or a primary did not answer.
-pub(crate) async fn cluster_reachable(conn: &ClusterConnection) -> RedisResult<()> {
+/// `CLUSTER SLOTS` failed, named no primary or too few replicas for a range, or a primary did
+/// not answer.
+pub(crate) async fn cluster_reachable(
+    conn: &ClusterConnection,
+    min_replicas: u32,
+) -> RedisResult<()> {
     let mut any = conn.clone();
     let ranges: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
         .query_async(&mut any)
         .await?;
+    // A range is `[start, end, primary, replica…]`.
+    let fewest = ranges
+        .iter()
+        .map(|r| match r {
+            Value::Array(fields) => fields.len().saturating_sub(3),
+            _ => 0,
+        })
+        .min()
+        .unwrap_or(0);
+    if fewest < min_replicas as usize {
+        return Err((
+            redis::ErrorKind::ClusterConnectionNotFound,
+            "a slot range has fewer replicas than redis.min_replicas_acked needs",
+            format!("{fewest} of {min_replicas}"),
+        )
+            .into());
+    }
     let mut primaries: Vec<(String, u16)> = ranges.iter().filter_map(range_primary).collect();
     primaries.sort();
     primaries.dedup();
@@ -88,9 +111,36 @@ fn range_primary(range: &Value) -> Option<(String, u16)> {
     }
 }
 
+/// Connects as `topology` says, with `lanes` more connections of their own for writes that
+/// wait for replicas (Sentinel: lanes of the one [`Primary`], following it together; otherwise
+/// separate connections to the same servers). Fails when Redis cannot be reached now; later
+/// outages are retried by the connections.
+pub(crate) async fn open_with_lanes(
+    topology: &RedisTopology,
+    lanes: usize,
+) -> RedisResult<(Opened, Vec<Conn>)> {
+    if topology.mode == RedisMode::Sentinel {
+        let primary = Primary::connect(topology, lanes).await?;
+        let lanes = (0..lanes)
+            .map(|i| Conn::Sentinel(primary.lane(i)))
+            .collect();
+        let opened = Opened {
+            conn: Conn::Sentinel(primary),
+            pushes: None,
+        };
+        return Ok((opened, lanes));
+    }
+    let opened = open(topology).await?;
+    let mut more = Vec::with_capacity(lanes);
+    for _ in 0..lanes {
+        more.push(open(topology).await?.conn);
+    }
+    Ok((opened, more))
+}
+
 /// Connects as `topology` says. Fails when Redis cannot be reached now; later outages are retried
 /// by the connection.
-pub(crate) async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
+async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
     install_tls_provider();
     match topology.mode {
         RedisMode::Standalone => {
@@ -104,7 +154,7 @@ pub(crate) async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             })
         }
         RedisMode::Sentinel => Ok(Opened {
-            conn: Conn::Sentinel(Primary::connect(topology).await?),
+            conn: Conn::Sentinel(Primary::connect(topology, 0).await?),
             pushes: None,
         }),
         RedisMode::Cluster => {

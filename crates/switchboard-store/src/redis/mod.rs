@@ -46,10 +46,21 @@ use connection::Conn;
 use keys::{Keys, SessionKeys};
 pub use topology::{redact_url, RedisMode, RedisTopology};
 
+/// How many connections carry the writes that wait for replicas (`min_replicas_acked` above 0):
+/// that many such writes can wait for their `WAIT` at once; more queue behind them.
+pub const DURABLE_CONNECTIONS: usize = 4;
+
 /// The Redis-backed store of one node.
 pub struct RedisStore {
     config: StoreConfig,
     conn: Conn,
+    /// With `min_replicas_acked` above 0: the connections that carry the writes waiting for
+    /// replicas and their `WAIT`s ([`DURABLE_CONNECTIONS`], used in turn). Redis holds a client
+    /// in `WAIT` until the replicas confirm or the timeout passes, and a multiplexed connection's
+    /// later commands wait behind it: on `conn`, one unconfirmed write would stall every
+    /// heartbeat, admission and read of the node for `replicas_ack_timeout`.
+    durable: Vec<Conn>,
+    next_durable: std::sync::atomic::AtomicUsize,
     inbox: Inbox,
     keys: Keys,
     subscribed: AtomicBool,
@@ -77,7 +88,12 @@ impl RedisStore {
         topology: &RedisTopology,
         config: StoreConfig,
     ) -> Result<Arc<RedisStore>, StoreError> {
-        let opened = connection::open(topology).await?;
+        let lanes = if config.min_replicas_acked > 0 {
+            DURABLE_CONNECTIONS
+        } else {
+            0
+        };
+        let (opened, durable) = connection::open_with_lanes(topology, lanes).await?;
         let keys = Keys::new(&config.key_prefix, topology.mode == RedisMode::Cluster);
         let inbox = match (&opened.conn, opened.pushes) {
             (Conn::Cluster(c), Some(pushes)) => Inbox::Sharded(sharded::Sharded::new(
@@ -96,6 +112,8 @@ impl RedisStore {
             records: records::RecordCache::new(config.record_cache_entries),
             config,
             conn: opened.conn,
+            durable,
+            next_durable: std::sync::atomic::AtomicUsize::new(0),
             inbox,
             keys,
             subscribed: AtomicBool::new(false),
@@ -165,11 +183,16 @@ impl RedisStore {
     /// makes the client learn the new owner, and runs it again (at most 5 times, 50 ms apart). Every pipeline here is safe
     /// to repeat.
     async fn query<T: FromRedisValue>(&self, pipe: &Pipeline) -> StoreResult<T> {
-        let mut conn = self.conn.clone();
+        self.query_on(&self.conn, pipe).await
+    }
+
+    /// [`RedisStore::query`] on the connection `on`.
+    async fn query_on<T: FromRedisValue>(&self, on: &Conn, pipe: &Pipeline) -> StoreResult<T> {
+        let mut conn = on.clone();
         match pipe.query_async(&mut conn).await {
             Err(e) if no_script(&e) => {
                 let loads = scripts::all().map(|script| {
-                    let mut conn = self.conn.clone();
+                    let mut conn = on.clone();
                     async move { script.prepare_invoke().load_async(&mut conn).await }
                 });
                 futures::future::try_join_all(loads).await?;
@@ -214,11 +237,21 @@ impl RedisStore {
             .cmd("WAIT")
             .arg(wanted)
             .arg(rules::millis(self.config.replicas_ack_timeout));
-        let (reply, acked): (T, u32) = self.query(&p).await?;
+        let (reply, acked): (T, u32) = self.query_on(self.durable_conn(), &p).await?;
         if acked < wanted {
             return Err(StoreError::NotReplicated { acked, wanted });
         }
         Ok(reply)
+    }
+
+    /// The next of the connections for writes that wait for replicas (`conn` when there are
+    /// none: `min_replicas_acked` is 0).
+    fn durable_conn(&self) -> &Conn {
+        if self.durable.is_empty() {
+            return &self.conn;
+        }
+        let i = self.next_durable.fetch_add(1, Ordering::Relaxed);
+        &self.durable[i % self.durable.len()]
     }
 
     /// JSON of a bus message.
@@ -269,12 +302,30 @@ impl Liveness for RedisStore {
 
     /// `PING`; in Cluster mode one to every primary `CLUSTER SLOTS` names, each by address
     /// ([`connection::cluster_reachable`]).
+    /// With `min_replicas_acked` above 0, also whether the primary (every primary, in Redis
+    /// Cluster) has that many replicas: without them every write that waits for them fails, so
+    /// the node is not ready.
     async fn reachable(&self) -> StoreResult<()> {
+        let wanted = self.config.min_replicas_acked;
         if let Conn::Cluster(cluster) = &self.conn {
-            return Ok(connection::cluster_reachable(cluster).await?);
+            return Ok(connection::cluster_reachable(cluster, wanted).await?);
         }
         let mut conn = self.conn.clone();
-        ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
+        if wanted == 0 {
+            ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
+            return Ok(());
+        }
+        // `ROLE` of a primary: ["master", offset, [[ip, port, offset], …]].
+        let role: Vec<::redis::Value> = ::redis::cmd("ROLE").query_async(&mut conn).await?;
+        let replicas = match role.get(2) {
+            Some(::redis::Value::Array(replicas)) => replicas.len(),
+            _ => 0,
+        };
+        if replicas < wanted as usize {
+            return Err(StoreError::Backend(format!(
+                "the primary has {replicas} replicas connected; redis.min_replicas_acked needs {wanted}"
+            )));
+        }
         Ok(())
     }
 

@@ -36,6 +36,9 @@ const RECHECK_EVERY: Duration = Duration::from_secs(1);
 #[derive(Clone)]
 pub(crate) struct Primary {
     inner: Arc<Inner>,
+    /// Which of the primary's connections this one sends on: the shared one (`None`) or one of
+    /// the lanes kept for writes that wait for replicas ([`Primary::lane`]).
+    lane: Option<usize>,
 }
 
 struct Inner {
@@ -51,26 +54,48 @@ struct Inner {
 
 struct Current {
     manager: ConnectionManager,
+    /// The lanes: connections of their own to the same primary, replaced with `manager`.
+    lanes: Vec<ConnectionManager>,
     address: String,
 }
 
+/// `n` more connections to the primary `client` names.
+async fn open_lanes(client: &Client, n: usize) -> RedisResult<Vec<ConnectionManager>> {
+    let mut lanes = Vec::with_capacity(n);
+    for _ in 0..n {
+        lanes.push(
+            client
+                .get_connection_manager_with_config(manager_config())
+                .await?,
+        );
+    }
+    Ok(lanes)
+}
+
 impl Primary {
-    /// Asks the sentinels for the primary and connects to it.
-    pub async fn connect(topology: &RedisTopology) -> RedisResult<Primary> {
+    /// Asks the sentinels for the primary and connects to it: one shared connection and `lanes`
+    /// more ([`Primary::lane`]), all following the primary together.
+    pub async fn connect(topology: &RedisTopology, lanes: usize) -> RedisResult<Primary> {
         let mut sentinels = sentinel_client(topology)?;
         let client = sentinels.async_get_client().await?;
         let address = client.get_connection_info().addr().to_string();
         let manager = client
             .get_connection_manager_with_config(manager_config())
             .await?;
+        let lanes = open_lanes(&client, lanes).await?;
         tracing::info!(primary = %address, "connected to the primary the sentinels name");
         let primary = Primary {
             inner: Arc::new(Inner {
                 sentinels: tokio::sync::Mutex::new(sentinels),
-                current: RwLock::new(Current { manager, address }),
+                current: RwLock::new(Current {
+                    manager,
+                    lanes,
+                    address,
+                }),
                 resolving: AtomicBool::new(false),
                 stale: AtomicBool::new(false),
             }),
+            lane: None,
         };
         tokio::spawn(recheck(Arc::downgrade(&primary.inner)));
         Ok(primary)
@@ -91,8 +116,21 @@ impl Primary {
         self.inner.current.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The same primary through lane `i` of the ones opened by [`Primary::connect`]: a
+    /// connection of its own, so that a `WAIT` there holds up nothing sent on the others.
+    pub fn lane(&self, i: usize) -> Primary {
+        Primary {
+            inner: self.inner.clone(),
+            lane: Some(i),
+        }
+    }
+
     fn manager(&self) -> ConnectionManager {
-        self.read().manager.clone()
+        let current = self.read();
+        match self.lane.and_then(|i| current.lanes.get(i)) {
+            Some(lane) => lane.clone(),
+            None => current.manager.clone(),
+        }
     }
 
     /// After a failed command: marks the connection stale and starts a re-resolution unless
@@ -146,11 +184,16 @@ impl Primary {
         if address == self.address() && !stale {
             return;
         }
-        match client
+        let lanes = self.read().lanes.len();
+        let opened = match client
             .get_connection_manager_with_config(manager_config())
             .await
         {
-            Ok(manager) => {
+            Ok(manager) => open_lanes(&client, lanes).await.map(|l| (manager, l)),
+            Err(e) => Err(e),
+        };
+        match opened {
+            Ok((manager, lanes)) => {
                 let mut current = self
                     .inner
                     .current
@@ -161,7 +204,11 @@ impl Primary {
                 } else {
                     tracing::info!(primary = %address, "connected again to the primary the sentinels name");
                 }
-                *current = Current { manager, address };
+                *current = Current {
+                    manager,
+                    lanes,
+                    address,
+                };
                 self.inner.stale.store(false, Ordering::SeqCst);
             }
             Err(e) => {
@@ -180,7 +227,7 @@ async fn recheck(inner: std::sync::Weak<Inner>) {
     loop {
         tokio::time::sleep(RECHECK_EVERY).await;
         let Some(inner) = inner.upgrade() else { return };
-        let me = Primary { inner };
+        let me = Primary { inner, lane: None };
         if !me.inner.resolving.swap(true, Ordering::SeqCst) {
             me.resolve().await;
             me.inner.resolving.store(false, Ordering::SeqCst);

@@ -48,21 +48,30 @@ impl SessionStore for RedisStore {
             .arg(&key)
             .arg(idle)
             .ignore();
-        self.query::<()>(&p).await?;
         let wanted = self.config.min_replicas_acked;
-        if wanted > 0 {
-            // `WAIT` follows the record's slot (it has no key of its own).
-            let mut wait = pipe();
-            wait.cmd("EXISTS")
-                .arg(&key)
-                .ignore()
-                .cmd("WAIT")
-                .arg(wanted)
-                .arg(rules::millis(self.config.replicas_ack_timeout));
-            let (acked,): (u32,) = self.query(&wait).await?;
-            if acked < wanted {
-                return Err(StoreError::NotReplicated { acked, wanted });
+        if wanted == 0 {
+            self.query::<()>(&p).await?;
+            return Ok(CreateOutcome::Created);
+        }
+        // The record and its `WAIT` on one connection (`WAIT` counts that client's writes), one
+        // of those kept for waiting writes; `WAIT` follows the record's slot (it has no key).
+        let conn = self.durable_conn();
+        self.query_on::<()>(conn, &p).await?;
+        let mut wait = pipe();
+        wait.cmd("EXISTS")
+            .arg(&key)
+            .ignore()
+            .cmd("WAIT")
+            .arg(wanted)
+            .arg(rules::millis(self.config.replicas_ack_timeout));
+        let (acked,): (u32,) = self.query_on(conn, &wait).await?;
+        if acked < wanted {
+            // The client never learns this session's id: it must not hold a place under
+            // `session.max_sessions` until it idles out.
+            if let Err(e) = self.delete_session(&record.id).await {
+                tracing::warn!(error = %e, session = %record.id, "could not remove a session whose creation was not confirmed by replicas");
             }
+            return Err(StoreError::NotReplicated { acked, wanted });
         }
         Ok(CreateOutcome::Created)
     }
