@@ -223,7 +223,7 @@ pub fn redact_url(url: &str) -> String {
 }
 
 /// How long one command may wait for its reply.
-pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long connecting to one server may take.
 pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 

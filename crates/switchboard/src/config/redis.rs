@@ -43,7 +43,8 @@ pub struct RedisConfig {
     /// Replicas that must confirm each event append and session creation (`WAIT`) before it
     /// counts as done; 0: none (Redis's asynchronous replication alone).
     pub min_replicas_acked: u32,
-    /// How long that confirmation may take before the write fails.
+    /// How long that confirmation may take before the write fails; below 5 s (the longest one
+    /// Redis command may take).
     pub replicas_ack_timeout: NonZeroDuration,
 }
 
@@ -125,6 +126,16 @@ impl RedisConfig {
                 "redis.mode = \"sentinel\" needs redis.master_name (the name the sentinels monitor)".into(),
             ));
         }
+        let limit = switchboard_store::redis::RESPONSE_TIMEOUT;
+        if self.replicas_ack_timeout.get() >= limit {
+            problems.push((
+                "redis.replicas_ack_timeout",
+                format!(
+                    "redis.replicas_ack_timeout must be below {} s, the longest one Redis command may take (a longer WAIT would fail as a timeout)",
+                    limit.as_secs()
+                ),
+            ));
+        }
         if mode == RedisMode::Cluster && !self.url.is_empty() {
             problems.push((
                 "redis.url",
@@ -185,6 +196,20 @@ mod tests {
         };
         assert_eq!(problem_keys(&standalone), ["redis.nodes"]);
         assert!(!RedisConfig::default().uses_redis());
+    }
+
+    #[test]
+    fn a_wait_must_end_before_a_command_times_out() {
+        let long = RedisConfig {
+            replicas_ack_timeout: NonZeroDuration::secs(5),
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&long), ["redis.replicas_ack_timeout"]);
+        let fine = RedisConfig {
+            replicas_ack_timeout: NonZeroDuration::millis(4900),
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&fine), Vec::<&str>::new());
     }
 
     #[test]
