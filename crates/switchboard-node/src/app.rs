@@ -11,7 +11,8 @@
 //!    with 413 when the handler reads it. Around it, every 503 of the layers below gets
 //!    `Retry-After` (`http.retry_after`) when it has none (a store error; the session cap sets
 //!    its own).
-//! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421.
+//! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421. Then a node cut
+//!    off from the store for longer than `cluster.node_ttl` answers 503 at once ([`not_fenced`]).
 //! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
 //!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
 //!    body is read (C34). The token's principal runs with the request; the session load checks
@@ -138,8 +139,9 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
         .layer(MapRequestLayer::new(|r: http::Request<Limited<Body>>| {
             r.map(Body::new)
         }))
-        // 2. Origin and Host.
+        // 2. Origin and Host; then a node cut off from the store refuses at once.
         .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
+        .layer(middleware::from_fn_with_state(app.clone(), not_fenced))
         // 3. Authentication, when configured.
         .option_layer(
             app.auth
@@ -201,6 +203,20 @@ async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Re
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }
+}
+
+/// Layer 2, after Origin and Host: a node whose heartbeat has not been answered for longer than
+/// `cluster.node_ttl` (`AppState::fenced`) answers 503 with a JSON-RPC body at once: the other
+/// nodes take it for dead and end its requests, and what it would serve (sessions, event logs)
+/// it can no longer see. Without this, each request waited out the store's 5 s command timeout.
+async fn not_fenced(State(app): State<App>, req: Request, next: Next) -> Response {
+    if app.fenced.load(std::sync::atomic::Ordering::SeqCst) {
+        return HttpError::Store(
+            "this node cannot reach the session store; another node will serve the request".into(),
+        )
+        .into_response();
+    }
+    next.run(req).await
 }
 
 /// Layer 3: POST, GET and DELETE need a valid token; the rest go on to their 405.

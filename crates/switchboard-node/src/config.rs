@@ -56,6 +56,10 @@ pub struct NodeConfig {
     /// Interval of this node's liveness heartbeat in the store (default 1 s); must be well under the
     /// store's `node_ttl`.
     pub heartbeat_interval: Duration,
+    /// The store's `node_ttl` (`cluster.node_ttl`, default 5 s): a heartbeat not answered within
+    /// it counts as failed, and a node none of whose heartbeats was answered for longer stops
+    /// serving until one is (`cluster::background`).
+    pub node_ttl: Duration,
     /// Interval of the reaper pass (default 10 s). The pass runs on one node at a time; after it
     /// each node checks what its upstreams hold against the store (the `held` module).
     pub reaper_interval: Duration,
@@ -133,6 +137,7 @@ impl Default for NodeConfig {
             task_poll_interval: Duration::from_secs(1),
             client_request_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(1),
+            node_ttl: Duration::from_secs(5),
             reaper_interval: Duration::from_secs(10),
             liveness_check_interval: Duration::from_secs(1),
             max_body_bytes: 4 * 1024 * 1024,

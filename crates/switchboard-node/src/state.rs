@@ -38,6 +38,10 @@ pub struct AppState {
     pub forwards: Forwards,
     /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
     pub retired: std::sync::atomic::AtomicBool,
+    /// This node's heartbeat has not been answered for longer than `cluster.node_ttl`: the
+    /// other nodes take it for dead, so it serves nothing until the store answers again (see
+    /// `cluster::background`).
+    pub fenced: std::sync::atomic::AtomicBool,
     /// The authorization layer, when configured.
     pub auth: Option<Auth>,
     /// Fires when the node starts draining.
@@ -85,6 +89,7 @@ impl AppState {
             calls: Calls::default(),
             forwards: Default::default(),
             retired: Default::default(),
+            fenced: Default::default(),
             shutdown: CancellationToken::new(),
             owner_claims: AtomicU64::new(0),
             conn_seq: AtomicU64::new(0),

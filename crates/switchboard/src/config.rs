@@ -134,6 +134,7 @@ impl Config {
             task_poll_interval: tasks.poll_interval.get(),
             client_request_timeout: session.client_request_timeout.get(),
             heartbeat_interval: cluster.heartbeat_interval.get(),
+            node_ttl: cluster.node_ttl.get(),
             reaper_interval: cluster.reaper_interval.get(),
             liveness_check_interval: cluster.liveness_check_interval.get(),
             max_body_bytes: http.max_body.as_usize(),

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::time::{interval, MissedTickBehavior};
 
@@ -14,8 +14,9 @@ use crate::telemetry;
 /// Starts every background loop.
 pub fn spawn_all(app: &App) {
     let failed = Arc::new(AtomicBool::new(false));
+    let last_ok = Arc::new(std::sync::Mutex::new(Instant::now()));
     tokio::spawn(every(app.clone(), app.cfg.heartbeat_interval, move |app| {
-        heartbeat(app, failed.clone())
+        heartbeat(app, failed.clone(), last_ok.clone())
     }));
     tokio::spawn(every(
         app.clone(),
@@ -47,12 +48,28 @@ where
 /// out may still run later (its commands were already on the connection, e.g. while a network
 /// partition held them back), and its `SET` then renews the key that had lapsed meanwhile, so the
 /// next heartbeat's `EXISTS` finds it and cannot tell that other nodes took this one for dead.
-async fn heartbeat(app: App, failed: Arc<AtomicBool>) {
+///
+/// A heartbeat not answered within `cluster.node_ttl` counts as failed; once none has been
+/// answered for longer than that, the other nodes take this one for dead (they end its
+/// requests with -32004 when their clients resume elsewhere, and take over its node-bound
+/// upstreams), so it fences itself ([`fence`]) until a heartbeat is answered again.
+async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mutex<Instant>>) {
     if app.retired.load(Ordering::SeqCst) {
         return;
     }
-    match app.store.heartbeat().await {
+    let beat = tokio::time::timeout(app.cfg.node_ttl, app.store.heartbeat()).await;
+    let beat = beat.unwrap_or_else(|_| {
+        Err(switchboard_store::StoreError::Backend(format!(
+            "no answer within cluster.node_ttl ({} ms)",
+            app.cfg.node_ttl.as_millis()
+        )))
+    });
+    match beat {
         Ok(live) => {
+            *last_ok.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+            if app.fenced.swap(false, Ordering::SeqCst) {
+                tracing::warn!("the store answers this node's heartbeat again: serving again");
+            }
             let after_failure = failed.swap(false, Ordering::SeqCst);
             if !live {
                 tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
@@ -66,7 +83,29 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>) {
         Err(e) => {
             failed.store(true, Ordering::SeqCst);
             tracing::warn!(error = %e, "liveness heartbeat failed");
+            let silent = last_ok.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
+            if silent > app.cfg.node_ttl && !app.fenced.swap(true, Ordering::SeqCst) {
+                fence(&app, silent);
+            }
         }
+    }
+}
+
+/// This node has been unable to reach the store for `silent`, longer than `cluster.node_ttl`:
+/// every MCP request gets 503 at once (`app::not_fenced`), and every client stream held here is
+/// closed, so that its client resumes on another node (which ends a request of this node with
+/// -32004, or serves the standalone stream from the log) instead of waiting on a stream no event
+/// can reach. Calls running here go on: their events and answers are logged if the store comes
+/// back while they run.
+fn fence(app: &App, silent: Duration) {
+    let sessions = app.hub.sessions();
+    tracing::warn!(
+        silent_ms = silent.as_millis() as u64,
+        streams_of_sessions = sessions.len(),
+        "this node has not reached the store for longer than cluster.node_ttl: the others take it for dead; refusing requests and closing its client streams until it reaches the store again"
+    );
+    for sid in sessions {
+        app.hub.close_session(&sid);
     }
 }
 
