@@ -37,8 +37,10 @@ const PARTITION: Duration = Duration::from_secs(10);
 const TAKEOVER_MARGIN: Duration = Duration::from_secs(5);
 /// After the link returns, the rejoined node must have stopped its old child within this.
 const REJOIN_LIMIT: Duration = Duration::from_secs(5);
-/// A refusal by the cut-off node must come within this (not after the whole partition).
-const REFUSAL_LIMIT: Duration = Duration::from_secs(8);
+/// A refusal by the cut-off node must come within this: it has fenced itself by then (no
+/// heartbeat answered for longer than `cluster.node_ttl`), so it refuses at once, not after the
+/// store's 5 s command timeout (before the fence) or the whole partition.
+const REFUSAL_LIMIT: Duration = Duration::from_secs(3);
 /// One answer's limit.
 const T: Duration = Duration::from_secs(20);
 
