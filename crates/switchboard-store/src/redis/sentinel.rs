@@ -248,11 +248,23 @@ fn lost_primary(e: &RedisError) -> bool {
 }
 
 fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
-    let addrs: Vec<ConnectionAddr> = topology
-        .node_infos()?
-        .into_iter()
-        .map(|i| i.addr().clone())
-        .collect();
+    let infos = topology.node_infos()?;
+    // Credentials in a sentinel's URL count, as everywhere else, unless the fields give them.
+    let from_urls = |get: fn(&redis::RedisConnectionInfo) -> Option<&str>| {
+        infos
+            .iter()
+            .find_map(|i| get(i.redis_settings()).map(str::to_owned))
+            .unwrap_or_default()
+    };
+    let sentinel_username = match topology.sentinel_username.as_str() {
+        "" => from_urls(redis::RedisConnectionInfo::username),
+        set => set.to_owned(),
+    };
+    let sentinel_password = match topology.sentinel_password.as_str() {
+        "" => from_urls(redis::RedisConnectionInfo::password),
+        set => set.to_owned(),
+    };
+    let addrs: Vec<ConnectionAddr> = infos.into_iter().map(|i| i.addr().clone()).collect();
     let mut builder =
         SentinelClientBuilder::new(addrs, &topology.master_name, SentinelServerType::Master)?;
     if !topology.url.is_empty() {
@@ -268,11 +280,11 @@ fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
     if !topology.password.is_empty() {
         builder = builder.set_client_to_redis_password(&topology.password);
     }
-    if !topology.sentinel_username.is_empty() {
-        builder = builder.set_client_to_sentinel_username(&topology.sentinel_username);
+    if !sentinel_username.is_empty() {
+        builder = builder.set_client_to_sentinel_username(&sentinel_username);
     }
-    if !topology.sentinel_password.is_empty() {
-        builder = builder.set_client_to_sentinel_password(&topology.sentinel_password);
+    if !sentinel_password.is_empty() {
+        builder = builder.set_client_to_sentinel_password(&sentinel_password);
     }
     if let Some(certs) = topology.tls_certs()? {
         builder = builder

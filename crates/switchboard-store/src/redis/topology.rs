@@ -63,9 +63,9 @@ pub struct RedisTopology {
     pub username: String,
     /// Password for the data servers (empty: from the URL, or none).
     pub password: String,
-    /// ACL user for the sentinels (empty: none).
+    /// ACL user for the sentinels (empty: from the sentinels' URLs, or none).
     pub sentinel_username: String,
-    /// Password for the sentinels (empty: none).
+    /// Password for the sentinels (empty: from the sentinels' URLs, or none).
     pub sentinel_password: String,
     /// PEM file of the certificate authority that signs the servers' TLS certificates, for
     /// `rediss://` (empty: the system's roots).

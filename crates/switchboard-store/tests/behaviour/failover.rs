@@ -266,3 +266,46 @@ async fn scripts_are_reloaded_for_writes_that_wait_for_replicas() {
         );
     }
 }
+
+/// Credentials in the sentinels' URLs count, as in every other Redis URL (review of issue 14:
+/// a password given as `redis://:pw@sentinel` was dropped, and the sentinels answered NOAUTH);
+/// `password` applies to the primary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_password_in_the_sentinels_urls_is_used() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-sentinel", redis_sentinel_binary().is_some()),
+    ];
+    if !available_or_skip("a_sentinel_password_in_the_sentinels_urls_is_used", &tools) {
+        return;
+    }
+    let group = SentinelGroup::start_with(switchboard_tests::redis_sentinel::SentinelOptions {
+        password: Some("data-secret".into()),
+        sentinel_password: Some("sentinel-secret".into()),
+        ..Default::default()
+    });
+    let with_password: Vec<String> = group
+        .sentinel_ports()
+        .iter()
+        .map(|p| format!("redis://:sentinel-secret@127.0.0.1:{p}/"))
+        .collect();
+    let mut topology = RedisTopology::sentinel(&with_password, group.master_name());
+    topology.password = "data-secret".into();
+    let config = StoreConfig {
+        min_replicas_acked: 0,
+        ..config("a")
+    };
+    let store: Arc<dyn Store> = RedisStore::open(&topology, config.clone())
+        .await
+        .expect("the sentinels accept the password from their URLs");
+    new_session(&store).await;
+    let mut without = RedisTopology::sentinel(&group.sentinel_urls(), group.master_name());
+    without.password = "data-secret".into();
+    let refused = RedisStore::open(&without, config).await.err();
+    assert!(
+        refused
+            .as_ref()
+            .is_some_and(|e| e.to_string().contains("NOAUTH")),
+        "no sentinel password at all is refused: {refused:?}"
+    );
+}
