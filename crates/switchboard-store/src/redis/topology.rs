@@ -205,6 +205,15 @@ impl RedisTopology {
     }
 }
 
+/// Why `url` is no Redis URL the client can use (an unknown scheme, a port that is no number,
+/// no host), with its password hidden; `None` when it parses.
+pub fn url_problem(url: &str) -> Option<String> {
+    use redis::IntoConnectionInfo;
+    url.into_connection_info()
+        .err()
+        .map(|e| format!("`{}` does not parse as a Redis URL: {e}", redact_url(url)))
+}
+
 /// `url` with any password replaced by `***`, fit for logs and error messages. The credentials
 /// are everything before the last `@` (so a password holding an unescaped `/` or `@` is hidden
 /// too), with or without a scheme; a URL without `@` is returned as it is.

@@ -96,16 +96,26 @@ impl RedisConfig {
         let mut problems = Vec::new();
         if let Some(p) = check_redis_url(&self.url) {
             problems.push(("redis.url", p));
+        } else if let Some(p) = (!self.url.is_empty())
+            .then(|| switchboard_store::redis::url_problem(&self.url))
+            .flatten()
+        {
+            problems.push(("redis.url", format!("redis.url {p}")));
         }
         for node in &self.nodes {
-            if node.is_empty() || check_redis_url(node).is_some() {
+            let scheme = ["redis://", "rediss://"]
+                .iter()
+                .any(|s| node.starts_with(s) && node.len() > s.len());
+            if !scheme {
                 problems.push((
                     "redis.nodes",
                     format!(
-                        "redis.nodes entry `{}` must start with redis:// or rediss://",
+                        "redis.nodes entry `{}` must be a redis:// or rediss:// URL with a host",
                         redact_url(node)
                     ),
                 ));
+            } else if let Some(p) = switchboard_store::redis::url_problem(node) {
+                problems.push(("redis.nodes", format!("redis.nodes entry {p}")));
             }
         }
         let mode = self.mode;
@@ -195,6 +205,22 @@ mod tests {
             ..RedisConfig::default()
         };
         assert_eq!(problem_keys(&standalone), ["redis.nodes"]);
+        // A URL with the right scheme that does not parse (review of issue 14: it failed at
+        // connect time with exit code 1 and no key named).
+        let unparsed = RedisConfig {
+            mode: RedisMode::Cluster,
+            nodes: vec![
+                "redis://127.0.0.1:notaport".into(),
+                "unix:///tmp/r.sock".into(),
+            ],
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&unparsed), ["redis.nodes", "redis.nodes"]);
+        let bad_url = RedisConfig {
+            url: "redis://127.0.0.1:99999".into(),
+            ..RedisConfig::default()
+        };
+        assert_eq!(problem_keys(&bad_url), ["redis.url"]);
         assert!(!RedisConfig::default().uses_redis());
     }
 
