@@ -37,10 +37,11 @@ const PARTITION: Duration = Duration::from_secs(10);
 const TAKEOVER_MARGIN: Duration = Duration::from_secs(5);
 /// After the link returns, the rejoined node must have stopped its old child within this.
 const REJOIN_LIMIT: Duration = Duration::from_secs(5);
-/// A refusal by the cut-off node must come within this: it has fenced itself by then (no
-/// heartbeat answered for longer than `cluster.node_ttl`), so it refuses at once, not after the
-/// store's 5 s command timeout (before the fence) or the whole partition.
-const REFUSAL_LIMIT: Duration = Duration::from_secs(3);
+/// A refusal by the cut-off node must come within this (the store's 5 s command timeout, when
+/// it has not fenced itself yet), not after the whole partition.
+const REFUSAL_LIMIT: Duration = Duration::from_secs(6);
+/// A fenced node refuses within this.
+const FENCED_REFUSAL: Duration = Duration::from_millis(500);
 /// One answer's limit.
 const T: Duration = Duration::from_secs(20);
 
@@ -226,6 +227,40 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     assert!(
         refused_in <= REFUSAL_LIMIT,
         "c took {refused_in:?} to refuse the session while cut off ({refusal})"
+    );
+
+    // Within two node_ttls of the cut (and a margin), c has fenced itself: it refuses at once.
+    let fenced_by = 2 * node_ttl + Duration::from_secs(2);
+    let fenced_in = eventually(
+        "c refusing at once (fenced)",
+        fenced_by.saturating_sub(cut.elapsed()),
+        || {
+            let (client, url_c, body) = (client.clone(), url_c.clone(), body.clone());
+            async move {
+                let sent = Instant::now();
+                let reply = tokio::time::timeout(
+                    FENCED_REFUSAL,
+                    client.try_send(
+                        http::Method::POST,
+                        &url_c,
+                        &client.post_headers(),
+                        Some(body.to_string()),
+                    ),
+                )
+                .await;
+                match reply {
+                    Ok(Ok(r)) if r.status == http::StatusCode::SERVICE_UNAVAILABLE => {
+                        Some(sent.elapsed())
+                    }
+                    _ => None,
+                }
+            }
+        },
+    )
+    .await;
+    println!(
+        "partition_leases: c fenced, a refusal took {fenced_in:?}, {:?} after the cut",
+        cut.elapsed()
     );
 
     // For the rest of the partition, b stays the owner and c says it is not ready.

@@ -11,6 +11,14 @@ use tokio::time::{interval, MissedTickBehavior};
 use crate::state::App;
 use crate::telemetry;
 
+/// How many `cluster.node_ttl`s without an answered heartbeat fence a node ([`fence`]). One is
+/// when the others may take it for dead; a store failover (a Sentinel or Cluster promotion, about
+/// 2–2.5 s here with a 1.5 s `node_ttl`) cuts every node off for about that long, and fencing
+/// then closed streams whose calls would have finished (the chaos suite's `primary-kill`: 30–42
+/// calls ended with -32004 and ~500 extra 503s per 60 s run). At two, a partition still fences
+/// the node well before it ends.
+const FENCE_AFTER: u32 = 2;
+
 /// Starts every background loop.
 pub fn spawn_all(app: &App) {
     let failed = Arc::new(AtomicBool::new(false));
@@ -52,7 +60,8 @@ where
 /// A heartbeat not answered within `cluster.node_ttl` counts as failed; once none has been
 /// answered for longer than that, the other nodes take this one for dead (they end its
 /// requests with -32004 when their clients resume elsewhere, and take over its node-bound
-/// upstreams), so it fences itself ([`fence`]) until a heartbeat is answered again.
+/// upstreams); after [`FENCE_AFTER`] times that it fences itself ([`fence`]) until a heartbeat
+/// is answered again.
 async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mutex<Instant>>) {
     if app.retired.load(Ordering::SeqCst) {
         return;
@@ -84,14 +93,15 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
             failed.store(true, Ordering::SeqCst);
             tracing::warn!(error = %e, "liveness heartbeat failed");
             let silent = last_ok.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-            if silent > app.cfg.node_ttl && !app.fenced.swap(true, Ordering::SeqCst) {
+            if silent > FENCE_AFTER * app.cfg.node_ttl && !app.fenced.swap(true, Ordering::SeqCst) {
                 fence(&app, silent);
             }
         }
     }
 }
 
-/// This node has been unable to reach the store for `silent`, longer than `cluster.node_ttl`:
+/// This node has been unable to reach the store for `silent`, longer than [`FENCE_AFTER`] ×
+/// `cluster.node_ttl`:
 /// every MCP request gets 503 at once (`app::not_fenced`), and every client stream held here is
 /// closed, so that its client resumes on another node (which ends a request of this node with
 /// -32004, or serves the standalone stream from the log) instead of waiting on a stream no event
@@ -102,11 +112,9 @@ fn fence(app: &App, silent: Duration) {
     tracing::warn!(
         silent_ms = silent.as_millis() as u64,
         streams_of_sessions = sessions.len(),
-        "this node has not reached the store for longer than cluster.node_ttl: the others take it for dead; refusing requests and closing its client streams until it reaches the store again"
+        "this node has not reached the store for twice cluster.node_ttl: the others take it for dead; refusing requests and closing its client streams until it reaches the store again"
     );
-    for sid in sessions {
-        app.hub.close_session(&sid);
-    }
+    app.hub.close_all();
 }
 
 /// Sessions with an open stream or a running call here do not idle out (their idle clock only

@@ -247,6 +247,17 @@ impl Hub {
         }
     }
 
+    /// Closes every connection here, without a last event: their sessions and requests go on,
+    /// and each client resumes its streams on another node (this node was cut off from the
+    /// store, see `cluster::background`).
+    pub fn close_all(&self) {
+        for (_, streams) in self.lock().drain() {
+            for c in streams.into_values() {
+                let _ = c.tx.try_send(Outbound::Close);
+            }
+        }
+    }
+
     /// Closes every standalone GET stream (the node is draining; clients reopen them elsewhere).
     pub fn close_standalone(&self) {
         for streams in self.lock().values_mut() {
