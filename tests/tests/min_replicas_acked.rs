@@ -90,3 +90,20 @@ async fn too_few_replicas_is_not_ready_and_a_waiting_write_stalls_nothing_else()
         "a session whose creation was not confirmed is removed (the client never got its id)"
     );
 }
+
+/// The same readiness rule in Redis Cluster: 3 primaries without replicas, and
+/// `min_replicas_acked = 1`, are reachable but not ready, and `/readyz` says which setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_without_replicas_is_not_ready() {
+    let options = ClusterOptions::new()
+        .redis(switchboard_tests::redis_backend::RedisKind::Cluster)
+        .redis_replicas(0)
+        .set("redis.min_replicas_acked", 1);
+    let cluster = Cluster::start(1, options);
+    let (status, body, _) = readyz(&cluster.url(0)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(
+        body.contains("a slot range has 0 replicas; redis.min_replicas_acked needs 1"),
+        "/readyz names the shortfall: {body}"
+    );
+}

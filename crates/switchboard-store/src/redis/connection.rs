@@ -41,15 +41,12 @@ pub(crate) struct Opened {
 /// the cluster's own view, that `PING` succeeded and `/readyz` said 200 (measured in
 /// `tests/tests/redis_failover.rs`).
 ///
-/// With `min_replicas` above 0, every slot range must also list that many replicas.
+/// Returns the fewest replicas any slot range lists (what `redis.min_replicas_acked` is held
+/// against).
 ///
 /// # Errors
-/// `CLUSTER SLOTS` failed, named no primary or too few replicas for a range, or a primary did
-/// not answer.
-pub(crate) async fn cluster_reachable(
-    conn: &ClusterConnection,
-    min_replicas: u32,
-) -> RedisResult<()> {
+/// `CLUSTER SLOTS` failed or named no primary, or a primary did not answer.
+pub(crate) async fn cluster_reachable(conn: &ClusterConnection) -> RedisResult<usize> {
     let mut any = conn.clone();
     let ranges: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
@@ -64,14 +61,6 @@ pub(crate) async fn cluster_reachable(
         })
         .min()
         .unwrap_or(0);
-    if fewest < min_replicas as usize {
-        return Err((
-            redis::ErrorKind::ClusterConnectionNotFound,
-            "a slot range has fewer replicas than redis.min_replicas_acked needs",
-            format!("{fewest} of {min_replicas}"),
-        )
-            .into());
-    }
     let mut primaries: Vec<(String, u16)> = ranges.iter().filter_map(range_primary).collect();
     primaries.sort();
     primaries.dedup();
@@ -88,7 +77,7 @@ pub(crate) async fn cluster_reachable(
         async move { conn.route_command(redis::cmd("PING"), to).await }
     });
     futures::future::try_join_all(pings).await?;
-    Ok(())
+    Ok(fewest)
 }
 
 /// The `(host, port)` of the primary in one `CLUSTER SLOTS` entry (`[start, end, [host, port,

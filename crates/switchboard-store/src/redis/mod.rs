@@ -308,7 +308,13 @@ impl Liveness for RedisStore {
     async fn reachable(&self) -> StoreResult<()> {
         let wanted = self.config.min_replicas_acked;
         if let Conn::Cluster(cluster) = &self.conn {
-            return Ok(connection::cluster_reachable(cluster, wanted).await?);
+            let fewest = connection::cluster_reachable(cluster).await?;
+            if fewest < wanted as usize {
+                return Err(StoreError::Backend(format!(
+                    "a slot range has {fewest} replicas; redis.min_replicas_acked needs {wanted}"
+                )));
+            }
+            return Ok(());
         }
         let mut conn = self.conn.clone();
         if wanted == 0 {
