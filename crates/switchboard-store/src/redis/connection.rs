@@ -137,6 +137,7 @@ async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             let manager = client
                 .get_connection_manager_with_config(manager_config())
                 .await?;
+            check_standalone(&manager).await?;
             Ok(Opened {
                 conn: Conn::Single(manager),
                 pushes: None,
@@ -170,6 +171,48 @@ async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             })
         }
     }
+}
+
+/// A standalone server must answer (`PING`: a missing or wrong password fails here, not at the
+/// node's first write) and be a writable primary that runs neither Redis Cluster nor Sentinel:
+/// pointed at one of those, the first commands failed later with `MOVED`, a broken pipe or
+/// `READONLY`, reported as the node failing to serve. `ROLE` or `INFO` refused (an ACL without
+/// them) skips that check.
+async fn check_standalone(manager: &ConnectionManager) -> RedisResult<()> {
+    let mut conn = manager.clone();
+    redis::cmd("PING").query_async::<()>(&mut conn).await?;
+    let wrong = |what: &str| -> RedisResult<()> {
+        Err((
+            redis::ErrorKind::InvalidClientConfig,
+            "wrong redis.mode",
+            what.to_owned(),
+        )
+            .into())
+    };
+    if let Ok(role) = redis::cmd("ROLE")
+        .query_async::<Vec<Value>>(&mut conn)
+        .await
+    {
+        match role.first() {
+            Some(Value::BulkString(r)) if r.as_slice() == b"sentinel" => {
+                return wrong("this server is a sentinel: set redis.mode = \"sentinel\", the sentinels in redis.nodes and redis.master_name");
+            }
+            Some(Value::BulkString(r)) if r.as_slice() == b"slave" => {
+                return wrong("this server is a replica: point redis.url at the primary (or use redis.mode = \"sentinel\")");
+            }
+            _ => {}
+        }
+    }
+    if let Ok(info) = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async::<String>(&mut conn)
+        .await
+    {
+        if info.contains("cluster_enabled:1") {
+            return wrong("this server runs Redis Cluster: set redis.mode = \"cluster\" and the seed URLs in redis.nodes");
+        }
+    }
+    Ok(())
 }
 
 impl ConnectionLike for Conn {

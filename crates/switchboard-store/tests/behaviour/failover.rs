@@ -309,3 +309,46 @@ async fn a_sentinel_password_in_the_sentinels_urls_is_used() {
         "no sentinel password at all is refused: {refused:?}"
     );
 }
+
+/// Standalone mode pointed at a cluster node, a sentinel or a replica fails when the store opens,
+/// naming the setting to change (review of issue 14: it failed later, as the node failing to
+/// serve, with `MOVED` or a broken pipe).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_mode_at_a_cluster_a_sentinel_or_a_replica_says_so() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+        ("redis-sentinel", redis_sentinel_binary().is_some()),
+    ];
+    if !available_or_skip("standalone_mode_at_the_wrong_server", &tools) {
+        return;
+    }
+    let config = StoreConfig {
+        min_replicas_acked: 0,
+        ..config("a")
+    };
+    let refusal = |url: String| {
+        let config = config.clone();
+        async move {
+            match RedisStore::open(&RedisTopology::standalone(&url), config).await {
+                Ok(_) => panic!("standalone mode opened at {url}"),
+                Err(e) => e.to_string(),
+            }
+        }
+    };
+    let cluster = RedisCluster::start();
+    let at_cluster = refusal(cluster.seed_urls()[0].clone()).await;
+    assert!(
+        at_cluster.contains("redis.mode = \"cluster\""),
+        "{at_cluster}"
+    );
+    let group = SentinelGroup::start();
+    let at_sentinel = refusal(group.sentinel_urls()[0].clone()).await;
+    assert!(
+        at_sentinel.contains("redis.mode = \"sentinel\""),
+        "{at_sentinel}"
+    );
+    let replica = format!("redis://127.0.0.1:{}/", group.replica_port());
+    let at_replica = refusal(replica).await;
+    assert!(at_replica.contains("is a replica"), "{at_replica}");
+}
