@@ -176,23 +176,40 @@ impl Pump {
     /// so a legacy client hears of such a loss within `http.keepalive_interval` after the node's
     /// heartbeat lapsed.
     ///
-    /// Every stream also re-reads its log then: the bus is at-most-once pub/sub, and a
-    /// subscription lost without a disconnection this node noticed (seen through Redis Cluster
-    /// failovers) would otherwise hold events back for good. Events found that way are written
-    /// (logged at debug level: most are only a publish still on its way), so an event the bus
-    /// dropped reaches its client within one `http.keepalive_interval`.
+    /// Every stream also re-reads its log then, after the comment, once: the bus is at-most-once
+    /// pub/sub, and a subscription lost without a disconnection this node noticed (seen through
+    /// Redis Cluster failovers) would otherwise hold events back for good. Events found that way
+    /// are written (logged at debug level: most are only a publish still on its way), so an
+    /// event the bus dropped reaches its client within one `http.keepalive_interval`. A store
+    /// error skips the re-read until the next tick; it neither delays the comment nor closes the
+    /// stream.
     async fn keepalive(&mut self) -> Step {
         if matches!(self.framing, Framing::Legacy { .. }) {
             crate::session::end_lost_requests_logged(&self.app, &self.s.sid).await;
         }
+        if let Step::Stop = self.send(sse::keepalive()).await {
+            return Step::Stop;
+        }
         let before = self.last.clone();
-        if let Step::Stop = self.catch_up().await {
+        let page = self
+            .app
+            .store
+            .replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE)
+            .await;
+        let Ok(Replay::Events(events)) = page else {
+            return Step::Continue;
+        };
+        let more = events.len() >= REPLAY_PAGE;
+        if let Step::Stop = self.write_all(events).await {
             return Step::Stop;
         }
         if self.last != before {
             tracing::debug!(session = %self.s.sid, stream = %self.s.stream, from = %before, to = %self.last, "events of a held stream not delivered by the bus (yet); written from its log");
         }
-        self.send(sse::keepalive()).await
+        if more {
+            return self.catch_up().await;
+        }
+        Step::Continue
     }
 
     async fn send(&self, bytes: Bytes) -> Step {
@@ -274,6 +291,10 @@ impl Pump {
                 }
                 Err(e) if tokio::time::Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, retry_in = ?pause, "connection cannot read the event log; retrying");
+                    // The client hears from the stream while it waits (a keep-alive comment).
+                    if let Step::Stop = self.send(sse::keepalive()).await {
+                        return Step::Stop;
+                    }
                     tokio::time::sleep(pause).await;
                     pause *= 2;
                 }
