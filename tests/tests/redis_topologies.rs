@@ -24,8 +24,8 @@ use switchboard_tests::redis_process::{
 };
 use switchboard_tests::redis_sentinel::{SentinelGroup, SentinelOptions};
 
-/// How long a promotion may take (node timeout or down-after 1 s, then election and promotion;
-/// about 2–3 s measured here).
+/// How long a promotion may take (Cluster node timeout 1 s or Sentinel down-after 3 s, then
+/// election and promotion).
 const FAILOVER_LIMIT: Duration = Duration::from_secs(15);
 
 /// How long a restarted node may take to be a linked replica again (a Sentinel group needs

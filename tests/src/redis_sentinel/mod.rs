@@ -31,8 +31,11 @@ pub const START_LIMIT: Duration = Duration::from_secs(30);
 pub struct SentinelOptions {
     /// The name the sentinels monitor the primary under (default `switchboard`).
     pub master_name: String,
-    /// `sentinel down-after-milliseconds` (default 1000): how long the primary may not answer
-    /// before a sentinel deems it down; a promotion follows within about 1–3 s more.
+    /// `sentinel down-after-milliseconds` (default 3000): how long the primary may not answer
+    /// before a sentinel deems it down; a promotion follows within about 1–2 s more. At 1000,
+    /// two clean-clone CI runs on a busy 2-core machine saw two sentinels deem the just-promoted
+    /// primary down about 1 s after `+switch-master` and fail over a second time, onto the old
+    /// primary that the test had just restarted empty (so the group lost its data).
     pub down_after_ms: u64,
     /// `sentinel failover-timeout` in milliseconds (default 5000).
     pub failover_timeout_ms: u64,
@@ -53,7 +56,7 @@ impl Default for SentinelOptions {
     fn default() -> Self {
         SentinelOptions {
             master_name: "switchboard".into(),
-            down_after_ms: 1000,
+            down_after_ms: 3000,
             failover_timeout_ms: 5000,
             password: None,
             sentinel_password: None,
@@ -342,7 +345,7 @@ impl SentinelGroup {
         self.member(port).process.log_text()
     }
 
-    /// The last 15 lines of every process's log, one section per process.
+    /// The last 40 lines of every process's log, one section per process.
     pub fn logs(&self) -> String {
         let mut out = String::new();
         for (kind, member) in self
@@ -353,7 +356,7 @@ impl SentinelGroup {
         {
             let text = member.process.log_text();
             let lines: Vec<&str> = text.lines().collect();
-            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+            let tail = lines[lines.len().saturating_sub(40)..].join("\n");
             out.push_str(&format!(
                 "--- {kind}:{} ---\n{tail}\n",
                 member.process.port()

@@ -99,6 +99,14 @@ impl SentinelGroup {
         let name = self.master_name();
         let what = format!("redis:{port} to be a replica of redis:{primary}");
         eventually_ok(&what, limit, || {
+            for sentinel in self.running_sentinels() {
+                if self.primary_named_by(sentinel).ok() == Some(port) {
+                    return Err(format!(
+                        "sentinel:{sentinel} names redis:{port} itself as primary: the sentinels \
+                         failed over again, onto the restarted node"
+                    ));
+                }
+            }
             let linked = self.linked_primary_of(port);
             if linked != Some(primary) {
                 return Err(format!("redis:{port} has a link up to {linked:?}"));
