@@ -65,6 +65,7 @@ pub mod redis_server;
 pub mod rmcp_route;
 pub mod sse;
 pub mod sse_upstream;
+pub mod stdio_children;
 pub mod temp;
 pub mod upstreams;
 pub mod ws;

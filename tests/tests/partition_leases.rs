@@ -20,7 +20,8 @@ use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::{always_for, eventually};
 use switchboard_tests::netns::{can_make_netns, Layout, Netns};
 use switchboard_tests::peers::available_or_skip;
-use switchboard_tests::upstreams::{start_cluster, stdio_fixture, ConfiguredCluster, Upstream};
+use switchboard_tests::stdio_children::{child_pid, fixture_children, fixture_owner};
+use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
 /// Names and addresses of this test's namespace (the chaos binary uses `sbchaos`, `10.231`).
 const LAYOUT: Layout = Layout {
@@ -65,55 +66,9 @@ fn text(result: &Value) -> String {
         .to_owned()
 }
 
-/// The fixture's pid, as its `echo` reports it.
-fn child_pid(result: &Value) -> u64 {
-    let pid = result["content"][0]["pid"]
-        .as_u64()
-        .or_else(|| result["structuredContent"]["pid"].as_u64());
-    pid.or_else(|| result["pid"].as_u64())
-        .unwrap_or_else(|| panic!("no pid in {result}"))
-}
-
 /// Whether process `pid` exists (a zombie counts as gone only once reaped: it is still listed).
 fn exists(pid: u64) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// The live (not zombie) fixture children of process `parent`.
-fn fixture_children(parent: u32) -> Vec<u64> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<u64> = entries
-        .flatten()
-        .filter_map(|e| {
-            let pid: u64 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let mut fields = rest.split(' ');
-            let (state, ppid) = (fields.next()?, fields.next()?);
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let fixture = String::from_utf8_lossy(&cmdline).contains("stdio_server.py");
-            (state != "Z" && ppid == parent.to_string() && fixture).then_some(pid)
-        })
-        .collect();
-    pids.sort();
-    pids
-}
-
-/// The owner of the session's child: the `fixture` entry of the record's `own` field.
-fn owner_of(started: &ConfiguredCluster, sid: &str) -> String {
-    let key = format!("sb:{{{sid}}}:s");
-    let reply = started
-        .cluster
-        .redis()
-        .query::<Option<String>>(&["HGET", &key, "own"]);
-    let owners: Value = reply
-        .ok()
-        .flatten()
-        .and_then(|r| serde_json::from_str(&r).ok())
-        .unwrap_or_default();
-    owners["fixture"].as_str().unwrap_or_default().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,9 +102,9 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     assert_eq!(text(&first), "x");
     let old = child_pid(&first);
     assert!(
-        owner_of(&started, &sid).starts_with("c."),
+        fixture_owner(&started, &sid).starts_with("c."),
         "c owns the child: {}",
-        owner_of(&started, &sid)
+        fixture_owner(&started, &sid)
     );
     assert_eq!(fixture_children(c_pid), vec![old], "the child runs on c");
     assert!(fixture_children(a_pid).is_empty() && fixture_children(b_pid).is_empty());
@@ -181,7 +136,7 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     let took_over = cut.elapsed();
     assert_eq!(answer, "y", "the call through b is answered");
     assert_ne!(new, old, "a new child");
-    let owner = owner_of(&started, &sid);
+    let owner = fixture_owner(&started, &sid);
     assert!(owner.starts_with("b."), "b owns the child now: {owner}");
     assert_eq!(
         fixture_children(b_pid),
@@ -272,7 +227,7 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     .await;
     let rest = PARTITION.saturating_sub(cut.elapsed());
     always_for("b owns the child and c is not ready", rest, || {
-        let ok = owner_of(&started, &sid) == owner
+        let ok = fixture_owner(&started, &sid) == owner
             && tokio::task::block_in_place(|| c_node.get_status("/readyz")) != Some(200);
         async move { ok }
     })
@@ -293,7 +248,11 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     )
     .await;
     let stopped = restored.elapsed();
-    assert_eq!(owner_of(&started, &sid), owner, "b still owns the child");
+    assert_eq!(
+        fixture_owner(&started, &sid),
+        owner,
+        "b still owns the child"
+    );
 
     // c is ready again, and a call through it is served by b's child: no second owner.
     eventually("c to be ready again", Duration::from_secs(10), || async {
@@ -306,7 +265,11 @@ async fn a_node_cut_off_from_redis_loses_its_stdio_child_and_rejoins_without_a_s
     let via_c_done = restored.elapsed();
     assert_eq!(text(&via_c), "z");
     assert_eq!(child_pid(&via_c), new, "c reaches b's child");
-    assert_eq!(owner_of(&started, &sid), owner, "b still owns the child");
+    assert_eq!(
+        fixture_owner(&started, &sid),
+        owner,
+        "b still owns the child"
+    );
     assert!(fixture_children(c_pid).is_empty(), "no child on c");
     assert_eq!(fixture_children(b_pid), vec![new], "still one child");
     let log = c_node.log_tail(1000);

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{ClusterOptions, RedisKind};
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::stdio_children::{child_pid, fixture_children, fixture_owner};
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
 const T: Duration = Duration::from_secs(20);
@@ -40,14 +41,6 @@ fn text(result: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn child_pid(result: &Value) -> u64 {
-    let pid = result["content"][0]["pid"]
-        .as_u64()
-        .or_else(|| result["structuredContent"]["pid"].as_u64());
-    pid.or_else(|| result["pid"].as_u64())
-        .unwrap_or_else(|| panic!("no pid in {result}"))
 }
 
 fn alive(pid: u64) -> bool {
@@ -255,28 +248,6 @@ async fn a_child_whose_session_vanished_from_redis_is_stopped() {
     .await;
 }
 
-/// The live (not zombie) fixture children of process `parent`.
-fn fixture_children(parent: u32) -> Vec<u64> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let mut pids: Vec<u64> = entries
-        .flatten()
-        .filter_map(|e| {
-            let pid: u64 = e.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let mut fields = rest.split(' ');
-            let (state, ppid) = (fields.next()?, fields.next()?);
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let fixture = String::from_utf8_lossy(&cmdline).contains("stdio_server.py");
-            (state != "Z" && ppid == parent.to_string() && fixture).then_some(pid)
-        })
-        .collect();
-    pids.sort();
-    pids
-}
-
 /// C08, C31: the node owning a session's child stalls (SIGSTOP) past the node TTL, node B takes
 /// the session over with a new child; when A wakes (SIGCONT), its heartbeat finds it had lapsed
 /// and A stops its old child at once, well before the next sweep (`cluster.reaper_interval` is a
@@ -357,21 +328,6 @@ async fn a_stalled_owner_stops_its_child_once_another_node_took_the_session_over
     eprintln!("old child {old} on a gone {took:?} after SIGCONT; b's child {new} is the one");
 }
 
-/// The owner of the session's child (`cluster.node_id` of the record's `fixture` entry).
-fn owner_of(started: &switchboard_tests::upstreams::ConfiguredCluster, sid: &str) -> String {
-    let key = format!("sb:{{{sid}}}:s");
-    let reply = started
-        .cluster
-        .redis()
-        .query::<Option<String>>(&["HGET", &key, "own"]);
-    let owners: Value = reply
-        .ok()
-        .flatten()
-        .and_then(|r| serde_json::from_str(&r).ok())
-        .unwrap_or_default();
-    owners["fixture"].as_str().unwrap_or_default().to_owned()
-}
-
 /// C08: a draining owner whose session moved to another node (a request found it stopping)
 /// keeps its old child until the call running in it has finished, even though its sweeps
 /// (`cluster.reaper_interval` 200 here) see the record naming the new owner: the call answers with
@@ -405,7 +361,7 @@ async fn a_draining_owner_keeps_its_old_child_for_the_call_running_in_it() {
     })
     .await;
     assert_ne!(new, old, "a new child on b");
-    assert!(owner_of(&started, &sid).starts_with("b."));
+    assert!(fixture_owner(&started, &sid).starts_with("b."));
     let finished = running.await.expect("the slow call's reader").response;
     assert_eq!(
         text(&finished["result"]),
