@@ -173,6 +173,15 @@ impl Config {
         }
     }
 
+    /// This config with every secret shown as `***` (the Redis passwords: [`RedisConfig::redacted`]),
+    /// for `switchboard config`.
+    pub fn redacted(&self) -> Config {
+        Config {
+            redis: self.redis.redacted(),
+            ..self.clone()
+        }
+    }
+
     /// The config as a TOML document of sections that `load()` reads back to the same value.
     pub fn to_toml(&self) -> String {
         // Strings, integers, string lists and `[[upstreams]]` tables of those always serialize.

@@ -28,7 +28,14 @@ async fn main() -> ExitCode {
         }
     };
     if cli.command == Some(Command::Config) {
-        print!("{}", config.to_toml());
+        let shown = config.redacted();
+        if shown != config {
+            println!(
+                "# Secrets are shown as \"***\": set them again (file, SWITCHBOARD_* variable or flag)\n\
+                 # before using this as a config."
+            );
+        }
+        print!("{}", shown.to_toml());
         return ExitCode::SUCCESS;
     }
     init_tracing(&config);

@@ -65,7 +65,17 @@ pub async fn run_on(
 ) -> Result<(), RunError> {
     let config = config.resolved();
     let local = listener.local_addr().map_err(RunError::Serve)?;
-    let store = build_store(&config).await?;
+    // A signal while the store is still connecting (up to seconds against an unreachable
+    // Redis) ends the node at once: it was ignored until the connect gave up (review of
+    // issue 14).
+    let mut shutdown = Box::pin(shutdown);
+    let store = tokio::select! {
+        store = build_store(&config) => store?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before the store was ready");
+            return Ok(());
+        }
+    };
     let upstream: Arc<dyn Upstream> =
         switchboard_upstream::build::upstreams(&config.upstreams_config())
             .map_err(RunError::Upstream)?;
@@ -106,6 +116,7 @@ async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
         return Ok(MemoryStore::new(config.store_config()));
     }
     let topology = config.redis.topology();
+    tracing::info!(redis = %topology.describe(), "connecting to Redis");
     RedisStore::open(&topology, config.store_config())
         .await
         .map(|store| store as Arc<dyn Store>)

@@ -70,6 +70,53 @@ fn printed_config_round_trips_through_the_loader() {
 }
 
 #[test]
+fn printed_config_hides_the_redis_passwords() {
+    // Review of issue 14: `switchboard config` printed every password in plain text.
+    let out = switchboard(
+        &[
+            "config",
+            "--redis-url",
+            "redis://app:urlsecret@127.0.0.1:6399/0",
+        ],
+        &[
+            ("SWITCHBOARD_REDIS__MODE", "sentinel"),
+            (
+                "SWITCHBOARD_REDIS__NODES",
+                "redis://:nodesecret@127.0.0.1:26379",
+            ),
+            ("SWITCHBOARD_REDIS__MASTER_NAME", "main"),
+            ("SWITCHBOARD_REDIS__PASSWORD", "datasecret"),
+            ("SWITCHBOARD_REDIS__SENTINEL_PASSWORD", "sentinelsecret"),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8 TOML");
+    for secret in ["urlsecret", "nodesecret", "datasecret", "sentinelsecret"] {
+        assert!(!printed.contains(secret), "{secret} printed:\n{printed}");
+    }
+    assert!(
+        printed.starts_with("# Secrets are shown as \"***\""),
+        "{printed}"
+    );
+    for line in [
+        "url = \"redis://app:***@127.0.0.1:6399/0\"",
+        "nodes = [\"redis://:***@127.0.0.1:26379\"]",
+        "password = \"***\"",
+        "sentinel_password = \"***\"",
+        "master_name = \"main\"",
+    ] {
+        assert!(
+            printed.contains(&format!("\n{line}\n")),
+            "{line}:\n{printed}"
+        );
+    }
+}
+
+#[test]
 fn printed_config_keeps_an_unset_node_id_empty() {
     // Printing twice must not pin (or vary) a random id: it is picked only at serve time.
     let first = switchboard(&["config"], &[]);
@@ -125,4 +172,58 @@ fn unreachable_redis_exits_1() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("redis://127.0.0.1:1"), "{stderr}");
+}
+
+#[test]
+fn sigterm_while_redis_does_not_answer_ends_the_node_at_once() {
+    // Review of issue 14: a node still connecting to an unanswering Redis ignored SIGTERM until
+    // the connect gave up. This "Redis" takes connections (the kernel's backlog) and never
+    // answers.
+    use std::io::{BufRead, BufReader};
+    use std::time::{Duration, Instant};
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a silent port");
+    let port = silent.local_addr().unwrap().port();
+    let mut node = Command::new(env!("CARGO_BIN_EXE_switchboard"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--redis-url",
+            &format!("redis://127.0.0.1:{port}/"),
+        ])
+        .env_clear()
+        .env("RUST_LOG", "info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the node");
+    let mut lines = BufReader::new(node.stderr.take().unwrap()).lines();
+    let connecting = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("connecting to Redis"));
+    assert!(connecting.is_some(), "the node logs that it connects");
+    let sent = Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &node.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(killed.success());
+    let (done, exited) = std::sync::mpsc::channel();
+    let pid = node.id();
+    std::thread::spawn(move || done.send(node.wait()));
+    let Ok(status) = exited.recv_timeout(Duration::from_secs(3)) else {
+        let _ = Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status();
+        panic!("the node still ran 3 s after SIGTERM");
+    };
+    let status = status.expect("wait for the node");
+    println!("exited {:?} after SIGTERM", sent.elapsed());
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(status.success(), "{status}: {rest:?}");
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("stopped before the store was ready")),
+        "{rest:?}"
+    );
+    drop(silent);
 }

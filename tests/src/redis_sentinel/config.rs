@@ -103,7 +103,7 @@ mod tests {
                 .expect("read sentinel.conf");
         let name = &options.master_name;
         assert!(sentinel.contains(&format!("sentinel monitor {name} 127.0.0.1 7000 2\n")));
-        assert!(sentinel.contains(&format!("sentinel down-after-milliseconds {name} 1000\n")));
+        assert!(sentinel.contains(&format!("sentinel down-after-milliseconds {name} 3000\n")));
         assert!(sentinel.contains(&format!("sentinel failover-timeout {name} 5000\n")));
         assert!(sentinel.contains(&format!("sentinel auth-pass {name} \"r\\\"p\"\n")));
         assert!(sentinel.contains("requirepass \"sp\"\n"), "{sentinel}");

@@ -8,7 +8,9 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
-use redis::{Cmd, Pipeline, ProtocolVersion, PushInfo, RedisFuture, RedisResult, Value};
+use redis::{
+    Cmd, Pipeline, ProtocolVersion, PushInfo, RedisError, RedisFuture, RedisResult, Value,
+};
 use tokio::sync::mpsc;
 
 use super::sentinel::Primary;
@@ -108,6 +110,7 @@ pub(crate) async fn open_with_lanes(
     topology: &RedisTopology,
     lanes: usize,
 ) -> RedisResult<(Opened, Vec<Conn>)> {
+    install_tls_provider();
     if topology.mode == RedisMode::Sentinel {
         let primary = Primary::connect(topology, lanes).await?;
         let lanes = (0..lanes)
@@ -136,7 +139,8 @@ async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             let client = topology.data_client(&topology.url)?;
             let manager = client
                 .get_connection_manager_with_config(manager_config())
-                .await?;
+                .await
+                .map_err(|e| tls_hint(&topology.url, e))?;
             check_standalone(&manager).await?;
             Ok(Opened {
                 conn: Conn::Single(manager),
@@ -244,6 +248,20 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// `e` with a hint when a `rediss://` connection timed out: a server without TLS on that port
+/// reads the TLS handshake as a partial command and never answers, so the client saw only
+/// "timed out" (review of issue 14).
+fn tls_hint(url: &str, e: RedisError) -> RedisError {
+    if !url.starts_with("rediss://") || !e.is_timeout() {
+        return e;
+    }
+    RedisError::from((
+        e.kind(),
+        "no TLS handshake",
+        format!("{e} (redis.url is rediss://: does the server speak TLS on that port?)"),
+    ))
 }
 
 /// Makes `ring` the process's TLS provider unless one is installed: rustls cannot choose by itself

@@ -77,12 +77,17 @@ impl Primary {
     /// more ([`Primary::lane`]), all following the primary together.
     pub async fn connect(topology: &RedisTopology, lanes: usize) -> RedisResult<Primary> {
         let mut sentinels = sentinel_client(topology)?;
-        let client = sentinels.async_get_client().await?;
+        let client = match sentinels.async_get_client().await {
+            Ok(client) => client,
+            Err(e) => return Err(blame(topology, e).await),
+        };
         let address = client.get_connection_info().addr().to_string();
+        let at_primary = |e| during(e, PRIMARY_STEP, &address, "redis.password");
         let manager = client
             .get_connection_manager_with_config(manager_config())
-            .await?;
-        let lanes = open_lanes(&client, lanes).await?;
+            .await
+            .map_err(at_primary)?;
+        let lanes = open_lanes(&client, lanes).await.map_err(at_primary)?;
         tracing::info!(primary = %address, "connected to the primary the sentinels name");
         let primary = Primary {
             inner: Arc::new(Inner {
@@ -233,6 +238,62 @@ async fn recheck(inner: std::sync::Weak<Inner>) {
             me.inner.resolving.store(false, Ordering::SeqCst);
         }
     }
+}
+
+const SENTINEL_STEP: &str = "asking the sentinels for the primary";
+const PRIMARY_STEP: &str = "connecting to the primary the sentinels name";
+
+/// Which side refused a first connection: `redis`'s `SentinelClient` asks the sentinels for the
+/// primary and then checks `ROLE` on it, so its error alone does not say whether a sentinel or
+/// the primary failed. The sentinels are asked again for the address alone
+/// (`SENTINEL GET-MASTER-ADDR-BY-NAME`, with the sentinels' credentials, at most
+/// [`super::topology::CONNECTION_TIMEOUT`] per sentinel): when one answers, `e` came from the
+/// primary at that address.
+async fn blame(topology: &RedisTopology, e: RedisError) -> RedisError {
+    let Ok(clients) = topology.sentinel_clients() else {
+        return during(
+            e,
+            SENTINEL_STEP,
+            &topology.master_name,
+            "redis.sentinel_password",
+        );
+    };
+    for client in clients {
+        let ask = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            redis::cmd("SENTINEL")
+                .arg("GET-MASTER-ADDR-BY-NAME")
+                .arg(&topology.master_name)
+                .query_async::<Option<(String, u16)>>(&mut conn)
+                .await
+        };
+        if let Ok(Ok(Some((host, port)))) =
+            tokio::time::timeout(super::topology::CONNECTION_TIMEOUT, ask).await
+        {
+            return during(e, PRIMARY_STEP, &format!("{host}:{port}"), "redis.password");
+        }
+    }
+    during(
+        e,
+        SENTINEL_STEP,
+        &topology.master_name,
+        "redis.sentinel_password",
+    )
+}
+
+/// `e` (its kind kept) saying which `step` failed, about what (`subject`: the master name or
+/// the primary's address), and, when the server refused the credentials, which setting gives
+/// them (review of issue 14: a `NOAUTH` from the primary read the same as one from a sentinel,
+/// and a dead primary was reported at the sentinels' addresses).
+fn during(e: RedisError, step: &'static str, subject: &str, setting: &str) -> RedisError {
+    let refused = e.kind() == ErrorKind::AuthenticationFailed
+        || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
+    let hint = if refused {
+        format!(" (check {setting})")
+    } else {
+        String::new()
+    };
+    RedisError::from((e.kind(), step, format!("{subject}: {e}{hint}")))
 }
 
 /// Whether `e` says the server is not (or no longer) a reachable primary.

@@ -134,7 +134,33 @@ impl RedisTopology {
         Ok(info.set_redis_settings(redis))
     }
 
-    /// The certificate authority of `tls_ca_file`, if one is set. Fails when it cannot be read.
+    /// Clients of the sentinels at `nodes`, each with the sentinels' credentials
+    /// (`sentinel_username`/`sentinel_password` when set, else its URL's) and the CA of
+    /// `tls_ca_file`.
+    pub(crate) fn sentinel_clients(&self) -> RedisResult<Vec<Client>> {
+        let certs = self.tls_certs()?;
+        self.node_infos()?
+            .into_iter()
+            .map(|info| {
+                let mut redis = info.redis_settings().clone();
+                if !self.sentinel_username.is_empty() {
+                    redis = redis.set_username(&self.sentinel_username);
+                }
+                if !self.sentinel_password.is_empty() {
+                    redis = redis.set_password(&self.sentinel_password);
+                }
+                let info = info.set_redis_settings(redis);
+                match &certs {
+                    Some(certs) => Client::build_with_tls(info, certs.clone()),
+                    None => Client::open(info),
+                }
+            })
+            .collect()
+    }
+
+    /// The certificate authority of `tls_ca_file`, if one is set. Fails when it cannot be read
+    /// or holds no PEM certificate (before, any readable file was taken as the CA: a DER file
+    /// or a key file too).
     pub(crate) fn tls_certs(&self) -> RedisResult<Option<TlsCertificates>> {
         if self.tls_ca_file.is_empty() {
             return Ok(None);
@@ -146,6 +172,16 @@ impl RedisTopology {
                 format!("{}: {e}", self.tls_ca_file),
             ))
         })?;
+        if !pem
+            .windows(CERTIFICATE.len())
+            .any(|w| w == CERTIFICATE.as_bytes())
+        {
+            return Err(RedisError::from((
+                ErrorKind::InvalidClientConfig,
+                "redis.tls_ca_file holds no PEM certificate",
+                format!("{}: no `{CERTIFICATE}` line", self.tls_ca_file),
+            )));
+        }
         Ok(Some(TlsCertificates {
             client_tls: None,
             root_cert: Some(pem),
@@ -230,6 +266,9 @@ pub fn redact_url(url: &str) -> String {
         None => url.to_owned(),
     }
 }
+
+/// The line that opens a PEM certificate (RFC 7468).
+const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
 
 /// How long one command may wait for its reply.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -301,13 +301,33 @@ async fn a_sentinel_password_in_the_sentinels_urls_is_used() {
     new_session(&store).await;
     let mut without = RedisTopology::sentinel(&group.sentinel_urls(), group.master_name());
     without.password = "data-secret".into();
-    let refused = RedisStore::open(&without, config).await.err();
-    assert!(
-        refused
-            .as_ref()
-            .is_some_and(|e| e.to_string().contains("NOAUTH")),
-        "no sentinel password at all is refused: {refused:?}"
-    );
+    let refused = RedisStore::open(&without, config.clone()).await.err();
+    let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+    for part in [
+        "asking the sentinels for the primary",
+        "NOAUTH",
+        "check redis.sentinel_password",
+    ] {
+        assert!(
+            refused.contains(part),
+            "no sentinel password at all is refused, naming {part:?}: {refused}"
+        );
+    }
+    // The primary's refusal names the primary and its own setting, not the sentinels'.
+    let no_data_password = RedisTopology::sentinel(&with_password, group.master_name());
+    let refused = RedisStore::open(&no_data_password, config).await.err();
+    let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+    let primary = format!("127.0.0.1:{}", group.primary_port());
+    for part in [
+        "connecting to the primary the sentinels name",
+        primary.as_str(),
+        "check redis.password",
+    ] {
+        assert!(
+            refused.contains(part),
+            "no data password is refused at the primary, naming {part:?}: {refused}"
+        );
+    }
 }
 
 /// Standalone mode pointed at a cluster node, a sentinel or a replica fails when the store opens,

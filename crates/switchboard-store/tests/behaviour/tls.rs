@@ -99,6 +99,22 @@ async fn rediss_with_a_private_ca() {
         .err()
         .expect("the system's roots do not trust a private CA");
     assert!(error.to_string().contains("certificate"), "{error}");
+    // A file that is not PEM (here the server's private key in DER would do the same): refused
+    // when the store opens, naming the key (review of issue 14: it was taken as the CA).
+    let not_pem = dir.path().join("ca.der");
+    std::fs::write(&not_pem, [0x30u8, 0x82, 0x01, 0x0a]).unwrap();
+    let wrong = RedisTopology {
+        tls_ca_file: not_pem.to_str().unwrap().to_owned(),
+        ..trusting.clone()
+    };
+    let error = RedisStore::open(&wrong, StoreConfig::default_for("e"))
+        .await
+        .err()
+        .expect("a CA file without a PEM certificate is an error");
+    assert!(
+        error.to_string().contains("holds no PEM certificate"),
+        "{error}"
+    );
     let missing = RedisTopology {
         tls_ca_file: "/nonexistent/ca.pem".into(),
         ..trusting
@@ -108,4 +124,27 @@ async fn rediss_with_a_private_ca() {
         .err()
         .expect("an unreadable CA file is an error");
     assert!(error.to_string().contains("redis.tls_ca_file"), "{error}");
+}
+
+/// A `rediss://` URL at a server without TLS: the server reads the handshake as a partial
+/// command and never answers, and the store said only "timed out" (review of issue 14). The
+/// error now says what to check.
+#[tokio::test]
+async fn rediss_at_a_plain_server_says_to_check_tls() {
+    let dir = TempDir::new("sb-tls-plain");
+    certificates(dir.path());
+    let plain = switchboard_tests::redis_server::RedisServer::start();
+    let port = plain.port();
+    let topology = RedisTopology {
+        tls_ca_file: dir.path().join("ca.pem").to_str().unwrap().to_owned(),
+        ..RedisTopology::standalone(&format!("rediss://127.0.0.1:{port}/"))
+    };
+    let error = RedisStore::open(&topology, StoreConfig::default_for("a"))
+        .await
+        .err()
+        .expect("TLS to a plain server fails");
+    assert!(
+        error.to_string().contains("does the server speak TLS"),
+        "{error}"
+    );
 }

@@ -91,9 +91,46 @@ impl RedisConfig {
         }
     }
 
+    /// These settings with every secret shown as `***`: `password`, `sentinel_password`, and
+    /// the password in `url` and in each of `nodes` ([`redact_url`]). What `switchboard config`
+    /// prints.
+    pub fn redacted(&self) -> RedisConfig {
+        let hide = |secret: &str| {
+            if secret.is_empty() {
+                String::new()
+            } else {
+                "***".to_owned()
+            }
+        };
+        RedisConfig {
+            url: redact_url(&self.url),
+            nodes: self.nodes.iter().map(|n| redact_url(n)).collect(),
+            password: hide(&self.password),
+            sentinel_password: hide(&self.sentinel_password),
+            ..self.clone()
+        }
+    }
+
     /// What is wrong with the mode's keys, by key.
     pub(super) fn problems(&self) -> Vec<(&'static str, String)> {
         let mut problems = Vec::new();
+        if self.mode != RedisMode::Sentinel {
+            for (key, value) in [
+                ("redis.master_name", &self.master_name),
+                ("redis.sentinel_username", &self.sentinel_username),
+                ("redis.sentinel_password", &self.sentinel_password),
+            ] {
+                if !value.is_empty() {
+                    problems.push((
+                        key,
+                        format!(
+                            "{key} is only for redis.mode = \"sentinel\" (redis.mode is \"{}\")",
+                            self.mode
+                        ),
+                    ));
+                }
+            }
+        }
         if let Some(p) = check_redis_url(&self.url) {
             problems.push(("redis.url", p));
         } else if let Some(p) = (!self.url.is_empty())
@@ -205,6 +242,18 @@ mod tests {
             ..RedisConfig::default()
         };
         assert_eq!(problem_keys(&standalone), ["redis.nodes"]);
+        // Sentinel keys outside Sentinel mode were accepted and ignored (review of issue 14).
+        let stray = RedisConfig {
+            mode: RedisMode::Cluster,
+            nodes: vec!["redis://h:7000".into()],
+            master_name: "main".into(),
+            sentinel_password: "pw".into(),
+            ..RedisConfig::default()
+        };
+        assert_eq!(
+            problem_keys(&stray),
+            ["redis.master_name", "redis.sentinel_password"]
+        );
         // A URL with the right scheme that does not parse (review of issue 14: it failed at
         // connect time with exit code 1 and no key named).
         let unparsed = RedisConfig {
@@ -236,6 +285,39 @@ mod tests {
             ..RedisConfig::default()
         };
         assert_eq!(problem_keys(&fine), Vec::<&str>::new());
+    }
+
+    #[test]
+    fn redacted_hides_every_secret_and_keeps_the_rest() {
+        let config = RedisConfig {
+            mode: RedisMode::Sentinel,
+            url: "rediss://:urlpw@primary/2".into(),
+            nodes: vec![
+                "redis://u:nodepw@s1:26379".into(),
+                "redis://s2:26379".into(),
+            ],
+            master_name: "main".into(),
+            username: "app".into(),
+            password: "datapw".into(),
+            sentinel_password: "sentpw".into(),
+            ..RedisConfig::default()
+        };
+        let shown = config.redacted();
+        let text = format!("{shown:?}");
+        for secret in ["urlpw", "nodepw", "datapw", "sentpw"] {
+            assert!(!text.contains(secret), "{secret} in {text}");
+        }
+        assert_eq!(shown.url, "rediss://:***@primary/2");
+        assert_eq!(shown.nodes, ["redis://u:***@s1:26379", "redis://s2:26379"]);
+        assert_eq!(
+            (shown.password.as_str(), shown.sentinel_password.as_str()),
+            ("***", "***")
+        );
+        assert_eq!(
+            (shown.username.as_str(), shown.master_name.as_str()),
+            ("app", "main")
+        );
+        assert_eq!(RedisConfig::default().redacted(), RedisConfig::default());
     }
 
     #[test]
