@@ -33,6 +33,9 @@ const PING_EVERY: Duration = Duration::from_secs(10);
 const PING_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often the inbox looks whether the command connection followed another primary.
 const MOVED_CHECK_EVERY: Duration = Duration::from_millis(250);
+/// How long the inbox may stay on another server than the command connection's (Sentinel
+/// mode) before it reconnects, asking the sentinels again.
+const DISAGREE_LIMIT: Duration = Duration::from_secs(2);
 
 /// Where the inbox connects.
 #[derive(Clone)]
@@ -51,12 +54,31 @@ impl Source {
         }
     }
 
-    /// Whether the inbox, connected to `server`, should move: in Sentinel mode, the command
-    /// connection follows another primary now.
-    fn moved_from(&self, server: &str) -> bool {
+    /// The primary the command connection uses now (Sentinel mode), else `None`.
+    fn followed(&self) -> Option<String> {
         match self {
-            Source::Fixed(_) => false,
-            Source::Sentinel(p) => p.address() != server,
+            Source::Fixed(_) => None,
+            Source::Sentinel(p) => Some(p.address()),
+        }
+    }
+
+    /// Whether the inbox should move: in Sentinel mode, the command connection has followed
+    /// another primary since the inbox connected (`followed`: the one it used then). Comparing with the inbox's own
+    /// server instead made it reconnect in a loop, one every 2–5 ms, for the 0.6–2 s the
+    /// command connection took to follow a promotion the inbox had already seen
+    /// (RELIABILITY.md, finding 5).
+    fn moved_since(&self, followed: &Option<String>) -> bool {
+        self.followed()
+            .is_some_and(|now| Some(&now) != followed.as_ref())
+    }
+
+    /// Called once connected to `server`: when the command connection uses another primary, it
+    /// is asked to ask the sentinels again (the inbox saw a promotion first).
+    fn nudge(&self, server: &str) {
+        if let Source::Sentinel(p) = self {
+            if p.address() != server {
+                p.re_resolve();
+            }
         }
     }
 }
@@ -73,20 +95,28 @@ pub(crate) async fn start(
     Ok(rx)
 }
 
-/// A subscribed inbox connection and the server it is on (`host:port`).
+/// A subscribed inbox connection, the server it is on (`host:port`), and the primary the
+/// command connection used when it connected (Sentinel mode).
 struct Connected {
     pubsub: PubSub,
     server: String,
+    followed: Option<String>,
 }
 
 async fn connect(source: &Source, channels: &[String]) -> StoreResult<Connected> {
     let attempt = async {
+        let followed = source.followed();
         let client = source.client().await?;
         let server = client.get_connection_info().addr().to_string();
         tracing::info!(%server, "bus inbox subscribing");
         let mut pubsub = client.get_async_pubsub().await?;
         pubsub.subscribe(channels).await?;
-        Ok::<_, redis::RedisError>(Connected { pubsub, server })
+        source.nudge(&server);
+        Ok::<_, redis::RedisError>(Connected {
+            pubsub,
+            server,
+            followed,
+        })
     };
     match tokio::time::timeout(CONNECT_TIMEOUT, attempt).await {
         Ok(result) => Ok(result?),
@@ -162,18 +192,31 @@ async fn run(
 
 /// Forwards messages until the connection or the receiver goes away; pings now and then so a
 /// silently dead connection is noticed; in Sentinel mode leaves (as if disconnected) once the
-/// command connection follows another primary.
+/// command connection follows another primary, or after [`DISAGREE_LIMIT`] on another server
+/// than the command connection's.
 async fn pump(connected: Connected, source: &Source, tx: &mpsc::Sender<BusMessage>) -> Stop {
+    let (server, followed) = (connected.server, connected.followed);
     let (mut sink, mut stream): (_, PubSubStream) = connected.pubsub.split();
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.tick().await;
     let mut moved = tokio::time::interval(MOVED_CHECK_EVERY);
+    let mut disagree = None;
     loop {
         tokio::select! {
             _ = moved.tick() => {
-                if source.moved_from(&connected.server) {
-                    tracing::warn!(from = %connected.server, "bus inbox: the primary moved");
+                if source.moved_since(&followed) {
+                    tracing::warn!(from = %server, "bus inbox: the primary moved");
                     return Stop::Disconnected;
+                }
+                match source.followed() {
+                    Some(now) if now != server => {
+                        let since = *disagree.get_or_insert_with(tokio::time::Instant::now);
+                        if since.elapsed() >= DISAGREE_LIMIT {
+                            tracing::warn!(inbox = %server, commands = %now, "bus inbox: on another server than the command connection; asking the sentinels again");
+                            return Stop::Disconnected;
+                        }
+                    }
+                    _ => disagree = None,
                 }
             }
             msg = stream.next() => {

@@ -152,7 +152,7 @@ impl Primary {
 
     /// Starts one re-resolution in the background unless one runs (then at most every
     /// [`RESOLVE_EVERY`]).
-    fn re_resolve(&self) {
+    pub(crate) fn re_resolve(&self) {
         if !self.inner.resolving.swap(true, Ordering::SeqCst) {
             let me = self.clone();
             tokio::spawn(async move {

@@ -43,6 +43,23 @@ pub struct Call {
     pub started: Instant,
     /// When it ended.
     pub finished: Instant,
+    /// What happened along the way, each step with its time since `started` (`+12ms POST 200
+    /// SSE`, `+3004ms stream ended after <id>`, `+3110ms resume GET 503`, …): the evidence
+    /// printed for the slowest call.
+    pub trail: Vec<String>,
+}
+
+/// The steps of one call, timed from its start.
+struct Trail {
+    started: Instant,
+    steps: Vec<String>,
+}
+
+impl Trail {
+    fn mark(&mut self, what: impl std::fmt::Display) {
+        let at = self.started.elapsed().as_millis();
+        self.steps.push(format!("+{at}ms {what}"));
+    }
 }
 
 /// The kind of a transport failure, for the error table (`<what>: <kind>`).
@@ -77,12 +94,28 @@ pub async fn call(
 ) -> Call {
     let started = Instant::now();
     let mut progress = Vec::new();
-    let end = follow(client, url, body, token, &mut progress, counts).await;
+    let mut trail = Trail {
+        started,
+        steps: Vec::new(),
+    };
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    trail.mark(format_args!(
+        "{} {} sent at Unix {}.{:03}",
+        body["params"]["name"].as_str().unwrap_or("?"),
+        body["id"],
+        unix.as_secs(),
+        unix.subsec_millis()
+    ));
+    let end = follow(client, url, body, token, &mut progress, counts, &mut trail).await;
+    trail.mark(format_args!("ended: {end:?}"));
     Call {
         end,
         progress,
         started,
         finished: Instant::now(),
+        trail: trail.steps,
     }
 }
 
@@ -93,6 +126,7 @@ async fn follow(
     token: &str,
     progress: &mut Vec<u64>,
     counts: &mut Counts,
+    trail: &mut Trail,
 ) -> End {
     let deadline = Instant::now() + CALL_LIMIT;
     let headers = client.post_headers();
@@ -103,6 +137,11 @@ async fn follow(
         Ok(reply) => reply,
         Err(e) => return End::Failed(kind("POST", &e)),
     };
+    trail.mark(format_args!(
+        "POST {} {}",
+        reply.status.as_u16(),
+        if reply.is_json() { "JSON" } else { "SSE" }
+    ));
     match reply.status {
         StatusCode::OK => {}
         StatusCode::NOT_FOUND => return End::SessionLost("POST 404".into()),
@@ -125,14 +164,18 @@ async fn follow(
             Read::Timeout => return End::Failed("call timed out".into()),
             Read::Ended => {}
         }
+        trail.mark(format_args!("stream ended after {last_id:?}"));
         let Some(from) = last_id.clone() else {
             return End::Failed("stream dropped before its first event".into());
         };
         counts.resumes += 1;
+        let before = counts.errors.values().sum::<u64>();
         stream = match reopen(client, url, &from, deadline, counts).await {
             Ok(stream) => stream,
             Err(end) => return end,
         };
+        let refused = counts.errors.values().sum::<u64>() - before;
+        trail.mark(format_args!("resumed ({refused} refused first)"));
     }
 }
 

@@ -107,7 +107,11 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
 fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
     let counts = &mut run.counts;
     counts.calls += 1;
-    counts.slowest = counts.slowest.max(c.finished.duration_since(c.started));
+    let took = c.finished.duration_since(c.started);
+    if took > counts.slowest {
+        counts.slowest = took;
+        counts.slowest_trail = format!("client {k}: {}", c.trail.join("; "));
+    }
     match c.end {
         End::Result => {
             counts.calls_ok += 1;

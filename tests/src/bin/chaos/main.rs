@@ -70,6 +70,12 @@ fn main() {
         for e in &row.counts.examples {
             println!("- {} evidence: {e}", row.scenario.name());
         }
+        println!(
+            "- {} slowest call ({} ms): {}",
+            row.scenario.name(),
+            row.counts.slowest.as_millis(),
+            row.counts.slowest_trail
+        );
         for m in row.misses() {
             missed = true;
             println!("- {} MISSES ITS TARGET: {m}", row.scenario.name());

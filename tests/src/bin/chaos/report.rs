@@ -31,6 +31,8 @@ pub struct Counts {
     pub recovery: Vec<Duration>,
     /// The longest a call took from sent to answered (or given up), resumes included.
     pub slowest: Duration,
+    /// That call's method and trail (see `call::Call::trail`).
+    pub slowest_trail: String,
     /// The first problems seen, as evidence.
     pub examples: Vec<String>,
 }
@@ -54,7 +56,10 @@ impl Counts {
             *self.errors.entry(k).or_default() += n;
         }
         self.recovery.extend(other.recovery);
-        self.slowest = self.slowest.max(other.slowest);
+        if other.slowest > self.slowest {
+            self.slowest = other.slowest;
+            self.slowest_trail = other.slowest_trail;
+        }
         for e in other.examples {
             crate::check::note(&mut self.examples, e);
         }
