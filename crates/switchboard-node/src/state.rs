@@ -38,10 +38,11 @@ pub struct AppState {
     pub forwards: Forwards,
     /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
     pub retired: std::sync::atomic::AtomicBool,
-    /// This node's heartbeat has not been answered for longer than `cluster.node_ttl`: the
-    /// other nodes take it for dead, so it serves nothing until the store answers again (see
-    /// `cluster::background`).
-    pub fenced: std::sync::atomic::AtomicBool,
+    /// `true` while this node's heartbeat has not been answered for two `cluster.node_ttl`s:
+    /// the other nodes take it for dead, so it serves nothing until the store answers again
+    /// (see `cluster::background`). A channel, so that requests already waiting are refused
+    /// when it is set (`app::not_fenced`).
+    pub fenced: tokio::sync::watch::Sender<bool>,
     /// The authorization layer, when configured.
     pub auth: Option<Auth>,
     /// Fires when the node starts draining.
@@ -71,6 +72,15 @@ pub struct AppState {
 pub type App = Arc<AppState>;
 
 impl AppState {
+    /// Resolves once this node is fenced (at once when it is): what a wait on the store races
+    /// against, so that the fence's refusals and closes take effect while the store is silent.
+    pub async fn until_fenced(&self) {
+        let mut fence = self.fenced.subscribe();
+        if fence.wait_for(|fenced| *fenced).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Builds the state.
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
         let mrtr = key_ring(&cfg.mrtr.decoded_keys());
@@ -89,7 +99,7 @@ impl AppState {
             calls: Calls::default(),
             forwards: Default::default(),
             retired: Default::default(),
-            fenced: Default::default(),
+            fenced: tokio::sync::watch::Sender::new(false),
             shutdown: CancellationToken::new(),
             owner_claims: AtomicU64::new(0),
             conn_seq: AtomicU64::new(0),

@@ -76,7 +76,7 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
     match beat {
         Ok(live) => {
             *last_ok.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-            if app.fenced.swap(false, Ordering::SeqCst) {
+            if app.fenced.send_replace(false) {
                 tracing::warn!("the store answers this node's heartbeat again: serving again");
             }
             let after_failure = failed.swap(false, Ordering::SeqCst);
@@ -93,7 +93,7 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
             failed.store(true, Ordering::SeqCst);
             tracing::warn!(error = %e, "liveness heartbeat failed");
             let silent = last_ok.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
-            if silent > FENCE_AFTER * app.cfg.node_ttl && !app.fenced.swap(true, Ordering::SeqCst) {
+            if silent > FENCE_AFTER * app.cfg.node_ttl && !app.fenced.send_replace(true) {
                 fence(&app, silent);
             }
         }
@@ -102,7 +102,8 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
 
 /// This node has been unable to reach the store for `silent`, longer than [`FENCE_AFTER`] ×
 /// `cluster.node_ttl`:
-/// every MCP request gets 503 at once (`app::not_fenced`), and every client stream held here is
+/// every MCP request gets 503 at once, those still waiting for their answer's headers too
+/// (`app::not_fenced`), and every client stream held here is
 /// closed, so that its client resumes on another node (which ends a request of this node with
 /// -32004, or serves the standalone stream from the log) instead of waiting on a stream no event
 /// can reach. Calls running here go on: their events and answers are logged if the store comes

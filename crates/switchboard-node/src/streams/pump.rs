@@ -13,7 +13,7 @@ use bytes::Bytes;
 use http::HeaderValue;
 use switchboard_protocol::ids::position_order;
 use switchboard_protocol::{EventId, StreamId};
-use switchboard_store::{LoggedEvent, Replay, RunningRequest};
+use switchboard_store::{LoggedEvent, Replay, RunningRequest, StoreResult};
 use tokio::sync::mpsc;
 use tokio::time::{interval, MissedTickBehavior};
 
@@ -191,11 +191,9 @@ impl Pump {
             return Step::Stop;
         }
         let before = self.last.clone();
-        let page = self
-            .app
-            .store
-            .replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE)
-            .await;
+        let Some(page) = self.read_log().await else {
+            return Step::Stop;
+        };
         let Ok(Replay::Events(events)) = page else {
             return Step::Continue;
         };
@@ -262,11 +260,9 @@ impl Pump {
         let deadline = tokio::time::Instant::now() + CATCH_UP_RETRY;
         let mut pause = Duration::from_millis(100);
         loop {
-            let page = self
-                .app
-                .store
-                .replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE)
-                .await;
+            let Some(page) = self.read_log().await else {
+                return Step::Stop;
+            };
             match page {
                 Ok(Replay::Events(events)) => {
                     let full = events.len() >= REPLAY_PAGE;
@@ -295,7 +291,10 @@ impl Pump {
                     if let Step::Stop = self.send(sse::keepalive()).await {
                         return Step::Stop;
                     }
-                    tokio::time::sleep(pause).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(pause) => {}
+                        () = self.app.until_fenced() => return Step::Stop,
+                    }
                     pause *= 2;
                 }
                 Err(e) => {
@@ -303,6 +302,17 @@ impl Pump {
                     return Step::Stop;
                 }
             }
+        }
+    }
+
+    /// The next page of the log from the last written position, or `None` once this node is
+    /// fenced (the connection then closes: its client resumes on another node). A store that
+    /// went silent held a read for up to 5 s, and with it the fence's close: in the chaos
+    /// suite's partition a stream of the cut-off node ended 5 s after the fence.
+    async fn read_log(&self) -> Option<StoreResult<Replay>> {
+        tokio::select! {
+            page = self.app.store.replay(&self.s.sid, &self.s.stream, &self.last, REPLAY_PAGE) => Some(page),
+            () = self.app.until_fenced() => None,
         }
     }
 
@@ -344,6 +354,9 @@ impl Pump {
         let app = self.app;
         app.hub
             .unregister(&self.s.sid, &self.s.stream, &self.s.holder);
+        // The client's stream ends first: the release below can wait up to 5 s on a silent
+        // store, and the client held on to a stream the fence had closed for that long.
+        drop(self.out);
         if let Err(e) = app
             .store
             .release(&self.s.sid, &self.s.stream, &self.s.holder)

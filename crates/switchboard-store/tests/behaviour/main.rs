@@ -9,6 +9,7 @@
 mod bus;
 mod expiry;
 mod failover;
+mod frozen_link;
 mod harness;
 mod redis_only;
 mod sessions;
