@@ -67,5 +67,6 @@ pub mod sse;
 pub mod sse_upstream;
 pub mod stdio_children;
 pub mod temp;
+pub mod ticker_upstream;
 pub mod upstreams;
 pub mod ws;

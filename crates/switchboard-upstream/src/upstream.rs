@@ -278,6 +278,21 @@ pub trait Upstream: Send + Sync {
             .collect()
     }
 
+    /// The node is fenced: it has not reached the store for two `cluster.node_ttl`s, so the
+    /// other nodes take it for dead (the node's `cluster::background`). Stop what another node
+    /// resumes and what only holds messages back here: an http upstream stops its GET-stream
+    /// listeners (a cut-off listener could log none of its notifications, and an upstream sends
+    /// each message on one stream only, so it could keep choosing this one); the node that takes
+    /// the lease over resumes from the stored `Last-Event-ID`, and this node starts its listener
+    /// again on a later request if it still holds the lease. Stdio children and legacy SSE
+    /// connections keep running (their state is not resumable; a node that took them over stops
+    /// them once this node reaches the store again). The default passes it to
+    /// [`Upstream::members`].
+    async fn fenced(&self) {
+        let members = self.members();
+        futures::future::join_all(members.iter().map(|m| m.fenced())).await;
+    }
+
     /// The node is about to exit (after its drain): stop every process and connection this
     /// upstream holds, and wait until they are gone (no orphaned children, MCP stdio transport).
     async fn shutdown(&self) {}

@@ -107,7 +107,8 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
 /// closed, so that its client resumes on another node (which ends a request of this node with
 /// -32004, or serves the standalone stream from the log) instead of waiting on a stream no event
 /// can reach. Calls running here go on: their events and answers are logged if the store comes
-/// back while they run.
+/// back while they run. The upstreams stop what another node resumes (GET-stream listeners:
+/// `Upstream::fenced`).
 fn fence(app: &App, silent: Duration) {
     let sessions = app.hub.sessions();
     tracing::warn!(
@@ -116,6 +117,8 @@ fn fence(app: &App, silent: Duration) {
         "this node has not reached the store for twice cluster.node_ttl: the others take it for dead; refusing requests and closing its client streams until it reaches the store again"
     );
     app.hub.close_all();
+    let upstream = app.upstream.clone();
+    tokio::spawn(async move { upstream.fenced().await });
 }
 
 /// Sessions with an open stream or a running call here do not idle out (their idle clock only

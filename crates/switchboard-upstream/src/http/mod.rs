@@ -591,6 +591,16 @@ impl Upstream for HttpUpstream {
         }
     }
 
+    /// Stops every listener on the upstream's GET streams, each for good only until a later
+    /// request finds this node still holding its lease ([`Upstream::fenced`]).
+    async fn fenced(&self) {
+        let sessions = self.listeners.sessions();
+        if !sessions.is_empty() {
+            tracing::warn!(upstream = %self.name, listeners = sessions.len(), "fenced: stopping this node's listeners on the upstream's GET streams; the node that takes a lease over resumes it");
+        }
+        futures::future::join_all(sessions.iter().map(|sid| self.listeners.stop(sid))).await;
+    }
+
     /// Stops every listener on the upstream's GET streams (each stores its last event id first,
     /// so the node that takes the lease over resumes exactly there).
     async fn shutdown(&self) {
