@@ -130,6 +130,16 @@ impl Listeners {
         }
     }
 
+    /// Stops every listener of upstream `name`; a later request starts one again where this
+    /// node still holds the lease (the node was fenced: `Upstream::fenced`).
+    pub async fn stop_for_fence(&self, name: &str) {
+        let sessions = self.sessions();
+        if !sessions.is_empty() {
+            tracing::warn!(upstream = %name, listeners = sessions.len(), "fenced: stopping this node's listeners on the upstream's GET streams; the node that takes a lease over resumes it");
+        }
+        futures::future::join_all(sessions.iter().map(|sid| self.stop(sid))).await;
+    }
+
     /// Stops every listener and refuses new ones.
     pub async fn stop_all(&self) {
         self.closed.store(true, Ordering::SeqCst);

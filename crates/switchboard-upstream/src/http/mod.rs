@@ -563,13 +563,13 @@ impl Upstream for HttpUpstream {
         }
     }
 
-    /// Stops this process's listener on the upstream's GET stream for `session_id`, then DELETEs
-    /// the upstream session when this process knows it (best effort: a session last used on
-    /// another node is left to the upstream's own expiry).
     fn held_sessions(&self) -> Vec<String> {
         self.listeners.sessions()
     }
 
+    /// Stops this process's listener on the upstream's GET stream for `session_id`, then DELETEs
+    /// the upstream session when this process knows it (best effort: a session last used on
+    /// another node is left to the upstream's own expiry).
     async fn session_ended(&self, session_id: &str) {
         self.listeners.stop(session_id).await;
         let Some(upstream) = self.known.remove(session_id) else {
@@ -578,31 +578,22 @@ impl Upstream for HttpUpstream {
         if upstream.id.is_none() {
             return;
         }
-        match tokio::time::timeout(self.timeout, self.wire.delete(&upstream)).await {
+        let why = match tokio::time::timeout(self.timeout, self.wire.delete(&upstream)).await {
             Ok(Ok(())) => {
-                tracing::debug!(upstream = %self.name, session = session_id, "deleted the upstream session")
+                return tracing::debug!(upstream = %self.name, session = session_id, "deleted the upstream session");
             }
-            Ok(Err(e)) => {
-                tracing::info!(upstream = %self.name, session = session_id, error = e, "could not delete the upstream session")
-            }
-            Err(_) => {
-                tracing::info!(upstream = %self.name, session = session_id, "deleting the upstream session timed out")
-            }
-        }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "timed out".to_owned(),
+        };
+        tracing::info!(upstream = %self.name, session = session_id, error = %why, "could not delete the upstream session");
     }
 
-    /// Stops every listener on the upstream's GET streams, each for good only until a later
-    /// request finds this node still holding its lease ([`Upstream::fenced`]).
+    /// Stops every listener on the upstream's GET streams ([`Upstream::fenced`]).
     async fn fenced(&self) {
-        let sessions = self.listeners.sessions();
-        if !sessions.is_empty() {
-            tracing::warn!(upstream = %self.name, listeners = sessions.len(), "fenced: stopping this node's listeners on the upstream's GET streams; the node that takes a lease over resumes it");
-        }
-        futures::future::join_all(sessions.iter().map(|sid| self.listeners.stop(sid))).await;
+        self.listeners.stop_for_fence(&self.name).await;
     }
 
-    /// Stops every listener on the upstream's GET streams (each stores its last event id first,
-    /// so the node that takes the lease over resumes exactly there).
+    /// Stops every listener (each stores its last event id: the next holder resumes there).
     async fn shutdown(&self) {
         self.listeners.stop_all().await;
     }
