@@ -8,7 +8,7 @@
 //! comma-separated items (or a TOML array), other keys take a TOML value (falling back to the
 //! raw string, which then fails with a type error naming the key). Every error names the key and
 //! where its value came from; a rule that compares keys names the source of each
-//! (`cluster.node_ttl by default`). An old flat key (`max_sessions`) is answered with its new
+//! (`cluster.node_ttl left at its default`). An old flat key (`max_sessions`) is answered with its new
 //! place ([`crate::config::MOVED`]).
 
 use std::collections::BTreeMap;
@@ -360,12 +360,12 @@ fn one_of(allowed: &[&str]) -> String {
     }
 }
 
-/// Where the merged value of `key` came from: `in FILE`, `from ORIGIN` or `by default` (the
+/// Where the merged value of `key` came from: `in FILE`, `from ORIGIN` or `left at its default` (the
 /// built-in defaults are the only source given as Rust code).
 fn origin_of(figment: &Figment, key: &str) -> String {
     match figment.find_metadata(key) {
         Some(m) if !matches!(m.source, Some(Source::Code(_))) => describe(m),
-        _ => "by default".to_owned(),
+        _ => "left at its default".to_owned(),
     }
 }
 

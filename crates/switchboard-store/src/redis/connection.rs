@@ -168,7 +168,11 @@ async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             if let Some(certs) = topology.tls_certs()? {
                 builder = builder.certs(certs);
             }
-            let conn = builder.build()?.get_async_connection().await?;
+            let conn = builder
+                .build()?
+                .get_async_connection()
+                .await
+                .map_err(cluster_auth_hint)?;
             Ok(Opened {
                 conn: Conn::Cluster(conn),
                 pushes: Some(rx),
@@ -248,6 +252,23 @@ impl ConnectionLike for Conn {
             Conn::Cluster(c) => c.get_db(),
         }
     }
+}
+
+/// `e` with the setting to check when a Cluster seed refused the credentials (the client's
+/// message quoted Redis's `HELLO` advice instead; review of issue 14).
+fn cluster_auth_hint(e: RedisError) -> RedisError {
+    let text = e.to_string();
+    if !["NOAUTH", "WRONGPASS", "NOPERM"]
+        .iter()
+        .any(|code| text.contains(code))
+    {
+        return e;
+    }
+    RedisError::from((
+        e.kind(),
+        "the cluster refused the credentials",
+        format!("{text} (check redis.password and redis.username)"),
+    ))
 }
 
 /// `e` with a hint when a `rediss://` connection timed out: a server without TLS on that port

@@ -82,7 +82,8 @@ impl Primary {
             Err(e) => return Err(blame(topology, e).await),
         };
         let address = client.get_connection_info().addr().to_string();
-        let at_primary = |e| during(e, PRIMARY_STEP, &address, "redis.password");
+        let primary = format!("primary {address}");
+        let at_primary = |e| during(e, PRIMARY_STEP, &primary, "redis.password");
         let manager = client
             .get_connection_manager_with_config(manager_config())
             .await
@@ -250,13 +251,21 @@ const PRIMARY_STEP: &str = "connecting to the primary the sentinels name";
 /// [`super::topology::CONNECTION_TIMEOUT`] per sentinel): when one answers, `e` came from the
 /// primary at that address.
 async fn blame(topology: &RedisTopology, e: RedisError) -> RedisError {
+    let sentinels = format!(
+        "sentinels {} for master name `{}`",
+        topology.describe_nodes(),
+        topology.master_name
+    );
+    let at_sentinels = |e: RedisError| {
+        let setting = if e.kind() == ErrorKind::MasterNameNotFoundBySentinel {
+            "redis.master_name"
+        } else {
+            "redis.sentinel_password"
+        };
+        during(e, SENTINEL_STEP, &sentinels, setting)
+    };
     let Ok(clients) = topology.sentinel_clients() else {
-        return during(
-            e,
-            SENTINEL_STEP,
-            &topology.master_name,
-            "redis.sentinel_password",
-        );
+        return at_sentinels(e);
     };
     for client in clients {
         let ask = async {
@@ -270,15 +279,11 @@ async fn blame(topology: &RedisTopology, e: RedisError) -> RedisError {
         if let Ok(Ok(Some((host, port)))) =
             tokio::time::timeout(super::topology::CONNECTION_TIMEOUT, ask).await
         {
-            return during(e, PRIMARY_STEP, &format!("{host}:{port}"), "redis.password");
+            let primary = format!("primary {host}:{port}");
+            return during(e, PRIMARY_STEP, &primary, "redis.password");
         }
     }
-    during(
-        e,
-        SENTINEL_STEP,
-        &topology.master_name,
-        "redis.sentinel_password",
-    )
+    at_sentinels(e)
 }
 
 /// `e` (its kind kept) saying which `step` failed, about what (`subject`: the master name or
@@ -287,6 +292,7 @@ async fn blame(topology: &RedisTopology, e: RedisError) -> RedisError {
 /// and a dead primary was reported at the sentinels' addresses).
 fn during(e: RedisError, step: &'static str, subject: &str, setting: &str) -> RedisError {
     let refused = e.kind() == ErrorKind::AuthenticationFailed
+        || e.kind() == ErrorKind::MasterNameNotFoundBySentinel
         || matches!(e.code(), Some("NOAUTH" | "WRONGPASS" | "NOPERM"));
     let hint = if refused {
         format!(" (check {setting})")
@@ -329,8 +335,17 @@ fn sentinel_client(topology: &RedisTopology) -> RedisResult<SentinelClient> {
     let mut builder =
         SentinelClientBuilder::new(addrs, &topology.master_name, SentinelServerType::Master)?;
     if !topology.url.is_empty() {
+        // The URL's database and credentials count (`redis.username`/`redis.password` override
+        // them); its host is the sentinels' to name.
         let primary = topology.data_info(&topology.url)?;
-        builder = builder.set_client_to_redis_db(primary.redis_settings().db());
+        let settings = primary.redis_settings();
+        builder = builder.set_client_to_redis_db(settings.db());
+        if let Some(username) = settings.username() {
+            builder = builder.set_client_to_redis_username(username);
+        }
+        if let Some(password) = settings.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
     }
     if topology.primary_tls() {
         builder = builder.set_client_to_redis_tls_mode(TlsMode::Secure);

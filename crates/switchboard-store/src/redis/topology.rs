@@ -215,29 +215,32 @@ impl RedisTopology {
         match self.mode {
             RedisMode::Standalone => redact_url(&self.url),
             _ => {
-                let addrs = self.node_infos().map(|infos| {
-                    infos
-                        .iter()
-                        .map(|i| match i.addr() {
-                            ConnectionAddr::Tcp(h, p)
-                            | ConnectionAddr::TcpTls {
-                                host: h, port: p, ..
-                            } => {
-                                format!("{h}:{p}")
-                            }
-                            other => other.to_string(),
-                        })
-                        .collect::<Vec<_>>()
-                        .join(",")
-                });
                 let name = if self.mode == RedisMode::Sentinel {
                     format!(" master {}", self.master_name)
                 } else {
                     String::new()
                 };
-                format!("{} {}{name}", self.mode, addrs.unwrap_or_default())
+                format!("{} {}{name}", self.mode, self.describe_nodes())
             }
         }
+    }
+
+    /// The `host:port` of each of `nodes`, comma-separated, no credentials.
+    pub(crate) fn describe_nodes(&self) -> String {
+        let Ok(infos) = self.node_infos() else {
+            return String::new();
+        };
+        infos
+            .iter()
+            .map(|i| match i.addr() {
+                ConnectionAddr::Tcp(h, p)
+                | ConnectionAddr::TcpTls {
+                    host: h, port: p, ..
+                } => format!("{h}:{p}"),
+                other => other.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(",")
     }
 }
 

@@ -313,6 +313,22 @@ async fn a_sentinel_password_in_the_sentinels_urls_is_used() {
             "no sentinel password at all is refused, naming {part:?}: {refused}"
         );
     }
+    assert!(refused.contains("sentinels 127.0.0.1:"), "names the sentinels: {refused}");
+    // A wrong master name names its setting (a new user's review: it had no hint).
+    let wrong_name = RedisTopology::sentinel(&with_password, "no-such-master");
+    let refused = RedisStore::open(&wrong_name, config.clone()).await.err();
+    let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+    assert!(
+        refused.contains("`no-such-master`") && refused.contains("check redis.master_name"),
+        "a wrong master name is named: {refused}"
+    );
+    // The data password may also come from `redis.url` (only its credentials and database are
+    // used in Sentinel mode; a new user's review: it was ignored).
+    let mut in_url = RedisTopology::sentinel(&with_password, group.master_name());
+    in_url.url = "redis://:data-secret@127.0.0.1/0".into();
+    RedisStore::open(&in_url, config.clone())
+        .await
+        .expect("the primary accepts the password from redis.url");
     // The primary's refusal names the primary and its own setting, not the sentinels'.
     let no_data_password = RedisTopology::sentinel(&with_password, group.master_name());
     let refused = RedisStore::open(&no_data_password, config).await.err();
@@ -371,4 +387,35 @@ async fn standalone_mode_at_a_cluster_a_sentinel_or_a_replica_says_so() {
     let replica = format!("redis://127.0.0.1:{}/", group.replica_port());
     let at_replica = refusal(replica).await;
     assert!(at_replica.contains("is a replica"), "{at_replica}");
+}
+
+/// A Redis Cluster that refuses the credentials names the settings to check (a new user's
+/// review of issue 14: the client's message quoted Redis's `HELLO` advice instead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_refusing_the_credentials_names_the_settings() {
+    let tools = [
+        ("redis-server", redis_server_binary().is_some()),
+        ("redis-cli", redis_cli_binary().is_some()),
+    ];
+    if !available_or_skip("a_cluster_refusing_the_credentials_names_the_settings", &tools) {
+        return;
+    }
+    let cluster = RedisCluster::start_with(switchboard_tests::redis_cluster::RedisClusterOptions {
+        password: Some("cluster-secret".into()),
+        ..Default::default()
+    });
+    let mut topology = RedisTopology::cluster(&cluster.seed_urls());
+    for password in ["", "wrong"] {
+        topology.password = password.into();
+        let refused = RedisStore::open(&topology, config("a")).await.err();
+        let refused = refused.map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            refused.contains("check redis.password"),
+            "password {password:?}: {refused}"
+        );
+    }
+    topology.password = "cluster-secret".into();
+    RedisStore::open(&topology, config("a"))
+        .await
+        .expect("the right password opens the store");
 }

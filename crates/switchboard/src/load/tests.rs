@@ -272,8 +272,8 @@ fn validation_errors_say_where_each_value_came_from() {
     let file = file.path().display();
     for expected in [
         "(from environment variable SWITCHBOARD_REDIS__KEY_PREFIX)".to_owned(),
-        format!("(cluster.heartbeat_interval by default; cluster.node_ttl in {file})"),
-        "(session.touch_interval from --set session.touch_interval=2h; session.idle_ttl by default)"
+        format!("(cluster.heartbeat_interval left at its default; cluster.node_ttl in {file})"),
+        "(session.touch_interval from --set session.touch_interval=2h; session.idle_ttl left at its default)"
             .to_owned(),
     ] {
         assert!(text.contains(&expected), "lacks {expected}:\n{text}");
