@@ -57,6 +57,18 @@ pub enum Message {
     },
 }
 
+/// Why a numeric id whose value JSON parsing could not keep is refused.
+const INEXACT_ID: &str =
+    "a numeric \"id\" must be an integer within 64 bits (or a fraction); send a string id instead";
+
+/// Whether `n` is kept exactly: an integer within 64 bits, or a number with a fractional part.
+/// An integer beyond 64 bits is parsed as the nearest `f64`, so two different ids (e.g.
+/// `18446744073709551616` and `18446744073709551617`) became one, and a request was refused as a
+/// duplicate, or cancelled by the other's `notifications/cancelled` (a tester's report, issue 14).
+fn exact(n: &serde_json::Number) -> bool {
+    n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() != 0.0)
+}
+
 impl Message {
     /// Classifies a JSON value; `Err` with a reason when it is not a valid JSON-RPC 2.0 message.
     pub fn classify(raw: Value) -> Result<Message, &'static str> {
@@ -68,6 +80,7 @@ impl Message {
         }
         let id = match obj.get("id") {
             None | Some(Value::Null) => None,
+            Some(Value::Number(n)) if !exact(n) => return Err(INEXACT_ID),
             Some(v @ (Value::String(_) | Value::Number(_))) => Some(RequestId(v.clone())),
             Some(_) => return Err("\"id\" must be a string or a number"),
         };
@@ -239,6 +252,32 @@ mod tests {
         assert!(Message::classify(json!({"jsonrpc":"1.0","id":1,"method":"x"})).is_err());
         assert!(Message::classify(json!({"jsonrpc":"2.0","id":null,"method":"x"})).is_err());
         assert!(Message::classify(json!({"jsonrpc":"2.0","id":{},"method":"x"})).is_err());
+        // Integers beyond 64 bits cannot be told apart once parsed; the largest ones within
+        // 64 bits, and fractions, are kept.
+        for inexact in [
+            "18446744073709551616",
+            "18446744073709551617",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "1e19",
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{inexact},"method":"x"}}"#);
+            let raw: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(Message::classify(raw), Err(INEXACT_ID), "{inexact}");
+        }
+        for exact_id in [
+            "18446744073709551615",
+            "-9223372036854775808",
+            "9007199254740993",
+            "1.5",
+        ] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{exact_id},"method":"x"}}"#);
+            let raw: Value = serde_json::from_str(&text).unwrap();
+            let Ok(Message::Request { id, .. }) = Message::classify(raw) else {
+                panic!("{exact_id} is refused");
+            };
+            assert_eq!(id.key(), exact_id);
+        }
         assert!(
             Message::classify(json!({"jsonrpc":"2.0","id":9,"method":"ping","result":{}})).is_err()
         );

@@ -313,7 +313,10 @@ async fn a_sentinel_password_in_the_sentinels_urls_is_used() {
             "no sentinel password at all is refused, naming {part:?}: {refused}"
         );
     }
-    assert!(refused.contains("sentinels 127.0.0.1:"), "names the sentinels: {refused}");
+    assert!(
+        refused.contains("sentinels 127.0.0.1:"),
+        "names the sentinels: {refused}"
+    );
     // A wrong master name names its setting (a new user's review: it had no hint).
     let wrong_name = RedisTopology::sentinel(&with_password, "no-such-master");
     let refused = RedisStore::open(&wrong_name, config.clone()).await.err();
@@ -397,7 +400,10 @@ async fn a_cluster_refusing_the_credentials_names_the_settings() {
         ("redis-server", redis_server_binary().is_some()),
         ("redis-cli", redis_cli_binary().is_some()),
     ];
-    if !available_or_skip("a_cluster_refusing_the_credentials_names_the_settings", &tools) {
+    if !available_or_skip(
+        "a_cluster_refusing_the_credentials_names_the_settings",
+        &tools,
+    ) {
         return;
     }
     let cluster = RedisCluster::start_with(switchboard_tests::redis_cluster::RedisClusterOptions {
