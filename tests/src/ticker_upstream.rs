@@ -145,3 +145,17 @@ pub async fn ticks(sse: &mut SseStream, limit: Duration) -> Vec<u64> {
         }
     }
 }
+
+/// `seen` (ticker `seq`s, in arrival order, repeats allowed) sorted and deduplicated; panics
+/// naming `across` when a `seq` between the first and the last is missing.
+pub fn assert_no_gap(mut seen: Vec<u64>, across: &str) -> Vec<u64> {
+    seen.sort_unstable();
+    seen.dedup();
+    let (first, last) = (seen[0], *seen.last().expect("some ticks"));
+    assert_eq!(
+        seen.len() as u64,
+        last - first + 1,
+        "no gap across {across}: {seen:?}"
+    );
+    seen
+}

@@ -254,6 +254,10 @@ mod tests {
         assert!(Message::classify(json!({"jsonrpc":"2.0","id":{},"method":"x"})).is_err());
         // Integers beyond 64 bits cannot be told apart once parsed; the largest ones within
         // 64 bits, and fractions, are kept.
+        let with_id = |id: &str| {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"x"}}"#);
+            Message::classify(serde_json::from_str(&text).unwrap())
+        };
         for inexact in [
             "18446744073709551616",
             "18446744073709551617",
@@ -261,9 +265,7 @@ mod tests {
             "123456789012345678901234567890",
             "1e19",
         ] {
-            let text = format!(r#"{{"jsonrpc":"2.0","id":{inexact},"method":"x"}}"#);
-            let raw: Value = serde_json::from_str(&text).unwrap();
-            assert_eq!(Message::classify(raw), Err(INEXACT_ID), "{inexact}");
+            assert_eq!(with_id(inexact), Err(INEXACT_ID), "{inexact}");
         }
         for exact_id in [
             "18446744073709551615",
@@ -271,9 +273,7 @@ mod tests {
             "9007199254740993",
             "1.5",
         ] {
-            let text = format!(r#"{{"jsonrpc":"2.0","id":{exact_id},"method":"x"}}"#);
-            let raw: Value = serde_json::from_str(&text).unwrap();
-            let Ok(Message::Request { id, .. }) = Message::classify(raw) else {
+            let Ok(Message::Request { id, .. }) = with_id(exact_id) else {
                 panic!("{exact_id} is refused");
             };
             assert_eq!(id.key(), exact_id);
