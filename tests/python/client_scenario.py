@@ -1,12 +1,15 @@
 """The official Python MCP client (`mcp` 2.x: `Client` = `ClientSession` over the streamable HTTP
 client) against a Switchboard endpoint: connect in the default mode 'auto' (probe
-`server/discover`, fall back to `initialize`), list the tools, call `add`.
+`server/discover`, fall back to `initialize`), list the tools, call `add`; with `--calculator`
+also the calculator's other three operations and a division by zero.
 
-    python client_scenario.py URL [TOOL_PREFIX]
+    python client_scenario.py URL [TOOL_PREFIX] [--calculator]
 
 Prints one JSON summary line on stdout: the HTTP exchanges (method, JSON-RPC method, status,
 error body of 4xx answers, milliseconds), which handshake was used, the negotiated revision,
-the tool names and the text of `add(2, 3.5)`. Exit code 0 when that all worked.
+the tool names and the text of `add(2, 3.5)`; with `--calculator`, `calculator` maps each call
+(`subtract`, `multiply`, `divide`, `divideByZero`) to its `isError`, text and structured result.
+Exit code 0 when that all worked (the division by zero must be a tool error).
 """
 
 import json
@@ -50,7 +53,24 @@ def recorder(exchanges: list[dict]):
     return {"request": [on_request], "response": [on_response]}
 
 
-async def scenario(url: str, prefix: str) -> dict:
+async def call(client: Client, name: str, arguments: dict) -> dict:
+    """One tool call's outcome as JSON: isError, the text content, the structured content."""
+    result = await client.call_tool(name, arguments)
+    text = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
+    return {"isError": bool(result.is_error), "text": text, "structured": result.structured_content}
+
+
+async def calculator_calls(client: Client, prefix: str) -> dict:
+    """The calculator's other operations, then a division by zero (a tool error)."""
+    return {
+        "subtract": await call(client, f"{prefix}subtract", {"a": 10, "b": 4.5}),
+        "multiply": await call(client, f"{prefix}multiply", {"a": 6, "b": 7}),
+        "divide": await call(client, f"{prefix}divide", {"a": 1, "b": 8}),
+        "divideByZero": await call(client, f"{prefix}divide", {"a": 1, "b": 0}),
+    }
+
+
+async def scenario(url: str, prefix: str, calculator: bool) -> dict:
     exchanges: list[dict] = []
     summary: dict = {"ok": False, "exchanges": exchanges}
     http = create_mcp_http_client()
@@ -70,15 +90,24 @@ async def scenario(url: str, prefix: str) -> dict:
             summary["addIsError"] = bool(result.is_error)
             summary["addText"] = " ".join(c.text for c in result.content if getattr(c, "type", "") == "text")
             summary["addStructured"] = result.structured_content
+            if calculator:
+                summary["calculator"] = await calculator_calls(client, prefix)
     summary["ok"] = not summary["addIsError"]
+    calls = summary.get("calculator")
+    if calls:
+        # The three operations succeed; only the division by zero is a tool error.
+        errors = {name: c["isError"] for name, c in calls.items()}
+        summary["ok"] &= errors == {"subtract": False, "multiply": False, "divide": False, "divideByZero": True}
     return summary
 
 
 def main() -> int:
-    url = sys.argv[1]
-    prefix = sys.argv[2] if len(sys.argv) > 2 else ""
+    calculator = "--calculator" in sys.argv[1:]
+    args = [a for a in sys.argv[1:] if a != "--calculator"]
+    url = args[0]
+    prefix = args[1] if len(args) > 1 else ""
     try:
-        summary = anyio.run(scenario, url, prefix)
+        summary = anyio.run(scenario, url, prefix, calculator)
     except BaseException as exc:  # noqa: BLE001 - report anything as the summary
         summary = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         if isinstance(exc, BaseExceptionGroup):

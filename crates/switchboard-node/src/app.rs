@@ -102,8 +102,11 @@ pub fn router(app: App) -> Router {
         .route_service(&app.cfg.endpoint_path, edge(&app, mcp))
         .route("/healthz", get_route(|| async { "ok" }))
         .route("/readyz", get_route(probes::ready))
-        .route("/metrics", get_route(probes::metrics))
         .route("/upstreamz", get_route(probes::upstreamz));
+    // With `metrics.listen` set, `/metrics` is on that listener only (`probes::serve_metrics`).
+    if app.cfg.metrics_listen.is_none() {
+        router = router.route("/metrics", get_route(probes::metrics));
+    }
     for (path, legacy) in legacy_sse::routes(&app) {
         router = router.route_service(&path, edge(&app, legacy));
     }

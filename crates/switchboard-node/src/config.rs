@@ -119,6 +119,9 @@ pub struct NodeConfig {
     /// Multi round-trip requests of the stateless era: the keys that seal `requestState`, its
     /// lifetime and size limit (the stateless MRTR module).
     pub mrtr: MrtrSettings,
+    /// A listener of its own for `/metrics` (then not served on the public listener); `None`:
+    /// beside the MCP endpoint.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for NodeConfig {
@@ -156,6 +159,7 @@ impl Default for NodeConfig {
             legacy_sse_path: "/sse".into(),
             legacy_messages_path: "/messages".into(),
             mrtr: Default::default(),
+            metrics_listen: None,
         }
     }
 }

@@ -53,6 +53,25 @@ pub use config::{NodeConfig, MIN_REQUEST_HEAD_BYTES};
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 
+/// The `metrics.listen` listener, when one is configured.
+async fn bind_metrics(
+    addr: Option<std::net::SocketAddr>,
+) -> std::io::Result<Option<tokio::net::TcpListener>> {
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("cannot listen on {addr} (metrics.listen): {e}"),
+        )
+    })?;
+    if let Ok(local) = listener.local_addr() {
+        tracing::info!(address = %local, "serving /metrics on its own listener");
+    }
+    Ok(Some(listener))
+}
+
 /// How long start-up waits for upstream probes before serving anyway.
 const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -93,11 +112,13 @@ pub async fn serve(
     let config = mrtr::settle_keys(config, &*store)
         .await
         .map_err(std::io::Error::other)?;
+    let metrics_listener = bind_metrics(config.metrics_listen).await?;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
     store.heartbeat().await.map_err(std::io::Error::other)?;
     let app = state::AppState::new(config, store, upstream);
     tokio::spawn(cluster::inbox::listen(app.clone(), inbox));
     cluster::background::spawn_all(&app);
+    tokio::spawn(probes::serve_metrics(app.clone(), metrics_listener));
     let router = app::router(app.clone());
     let listener = listener.tap_io(|tcp| {
         if let Err(e) = tcp.set_nodelay(true) {

@@ -1,131 +1,16 @@
-//! Domain events: each logs through `tracing` and counts in one place. `/metrics` renders the
-//! counters in the Prometheus text format, then each upstream's series ([`render_upstreams`]).
+//! Domain events: each logs through `tracing` and counts in one place, into the process's
+//! metrics ([`switchboard_telemetry::metrics`]; `/metrics` renders them, `probes.rs`).
 
-use std::fmt::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use switchboard_telemetry::metrics::{self, Counters};
 
-use switchboard_upstream::status::{State, UpstreamStatus};
-
-macro_rules! counters {
-    ($($name:ident => $metric:literal, $help:literal;)*) => {
-        /// Process-wide counters of domain events.
-        pub mod counter {
-            use super::AtomicU64;
-            $(#[doc = $help] pub static $name: AtomicU64 = AtomicU64::new(0);)*
-        }
-        /// `# HELP`/`# TYPE`/value lines for every counter.
-        fn render_counters() -> String {
-            let mut out = String::new();
-            $(
-                let _ = writeln!(out, "# HELP {} {}", $metric, $help);
-                let _ = writeln!(out, "# TYPE {} counter", $metric);
-                let _ = writeln!(out, "{} {}", $metric, counter::$name.load(Ordering::Relaxed));
-            )*
-            out
-        }
-    };
-}
-
-counters! {
-    SESSIONS_CREATED => "switchboard_sessions_created_total", "Sessions created by initialize on this node.";
-    SESSIONS_DELETED => "switchboard_sessions_deleted_total", "Sessions ended by DELETE on this node.";
-    SESSIONS_REAPED => "switchboard_sessions_reaped_total", "Expired sessions cleaned up by this node's reaper passes.";
-    SESSIONS_REFUSED => "switchboard_sessions_refused_total", "initialize refused because the session cap was reached.";
-    STREAMS_RESUMED => "switchboard_streams_resumed_total", "Streams resumed with Last-Event-ID on this node.";
-    STREAMS_TAKEN_OVER => "switchboard_streams_taken_over_total", "Local stream connections replaced by a newer connection.";
-    STREAMS_LAGGED => "switchboard_streams_lagged_total", "Events that found a full connection queue (recovered from the event log).";
-    REPLAY_MISSES => "switchboard_replay_misses_total", "Resumptions refused: unknown stream or trimmed log.";
-    REQUESTS_ABORTED => "switchboard_requests_aborted_total", "Requests failed because the node running them died.";
-    STATELESS_CANCELLED => "switchboard_stateless_cancelled_total", "2026-07-28 requests cancelled because their response stream closed.";
-    TASKS_CREATED => "switchboard_tasks_created_total", "Tasks (tasks extension) created on this node.";
-    TASKS_CANCELLED => "switchboard_tasks_cancelled_total", "Task calls running on this node stopped by tasks/cancel.";
-    TASKS_LOST => "switchboard_tasks_lost_total", "Tasks this node failed because the node running them died.";
-    REPLIES_UNMATCHED => "switchboard_replies_unmatched_total", "Client responses for which no server request was waiting.";
-    LISTEN_LAGGED => "switchboard_listen_lagged_total", "subscriptions/listen streams ended because their queue was full (slow reader).";
-    LISTEN_REFUSED => "switchboard_listen_refused_total", "subscriptions/listen refused at stateless.max_listeners.";
-    NOTIFICATIONS_REROUTED => "switchboard_notifications_rerouted_total", "Notifications of requests answered as one JSON body (Accept without text/event-stream, or a batch) put on the session's standalone stream instead.";
-    NOTIFICATIONS_DROPPED => "switchboard_notifications_dropped_total", "Notifications of 2026-07-28 requests answered as one JSON body (Accept without text/event-stream), which have no stream to carry them.";
-}
-
-/// Open `subscriptions/listen` streams on this node (a gauge).
-static LISTENERS_OPEN: AtomicU64 = AtomicU64::new(0);
-
-/// Every counter, then the gauges, in the Prometheus text format.
-pub fn render() -> String {
-    let mut out = render_counters();
-    let open = LISTENERS_OPEN.load(Ordering::Relaxed);
-    let _ = writeln!(
-        out,
-        "# HELP switchboard_listeners_open Open subscriptions/listen streams on this node."
-    );
-    let _ = writeln!(out, "# TYPE switchboard_listeners_open gauge");
-    let _ = writeln!(out, "switchboard_listeners_open {open}");
-    out
-}
-
-/// The `switchboard_upstream_*` series of each upstream in `statuses`, in the Prometheus text
-/// format: `switchboard_upstream_up` (1 when its state is `up` or `degraded`: it answers calls,
-/// maybe not all of them; 0 when `down` or `unknown`),
-/// `switchboard_upstream_state` (1 for its one state among `unknown`, `up`, `degraded`, `down`),
-/// `switchboard_upstream_children` (stdio children running here), and the counters
-/// `switchboard_upstream_calls_total`, `switchboard_upstream_call_errors_total` and
-/// `switchboard_upstream_restarts_total`; every series labelled `upstream="NAME"`.
-pub fn render_upstreams(statuses: &[UpstreamStatus]) -> String {
-    type Value = fn(&UpstreamStatus) -> u64;
-    let series: [(&str, &str, &str, Value); 5] = [
-        ("switchboard_upstream_up", "gauge", "1 when the upstream answers calls as this node sees it (state up or degraded), else 0.", |s| u64::from(matches!(s.state, State::Up | State::Degraded))),
-        ("switchboard_upstream_children", "gauge", "stdio children of the upstream running on this node.", |s| s.children.len() as u64),
-        ("switchboard_upstream_calls_total", "counter", "Calls of clients to the upstream through this node.", |s| s.calls),
-        ("switchboard_upstream_call_errors_total", "counter", "Calls to the upstream through this node answered with a JSON-RPC error (cancellations not counted).", |s| s.call_errors),
-        ("switchboard_upstream_restarts_total", "counter", "stdio children of the upstream started on this node to replace one that exited or failed to start.", |s| s.restarts),
-    ];
-    let mut out = String::new();
-    for (metric, kind, help, value) in series {
-        let _ = writeln!(out, "# HELP {metric} {help}");
-        let _ = writeln!(out, "# TYPE {metric} {kind}");
-        for s in statuses {
-            let name = label_value(&s.name);
-            let _ = writeln!(out, "{metric}{{upstream=\"{name}\"}} {}", value(s));
-        }
-    }
-    let metric = "switchboard_upstream_state";
-    let _ = writeln!(out, "# HELP {metric} 1 for the upstream's state as this node sees it (unknown, up, degraded, down), 0 for the others.");
-    let _ = writeln!(out, "# TYPE {metric} gauge");
-    for s in statuses {
-        let name = label_value(&s.name);
-        for state in State::ALL {
-            let on = u64::from(s.state == state);
-            let _ = writeln!(
-                out,
-                "{metric}{{upstream=\"{name}\",state=\"{}\"}} {on}",
-                state.as_str()
-            );
-        }
-    }
-    out
-}
-
-/// A label value escaped as the Prometheus text format requires (`\\`, `\"`, `\n`).
-fn label_value(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-fn inc(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
+/// The process's event counters.
+fn counters() -> &'static Counters {
+    &metrics::get().counters
 }
 
 /// A 2026-07-28 request was cancelled: its response stream closed before the answer.
 pub fn stateless_cancelled(method: &str) {
-    inc(&counter::STATELESS_CANCELLED);
+    counters().stateless_cancelled.inc();
     tracing::info!(
         method,
         "stateless request cancelled: its response stream closed"
@@ -135,7 +20,7 @@ pub fn stateless_cancelled(method: &str) {
 /// A notification of a request answered as one JSON body went to the session's standalone
 /// stream instead of the request's own (see [`crate::edge::header_checks`]).
 pub fn notification_rerouted(sid: &str, method: &str) {
-    inc(&counter::NOTIFICATIONS_REROUTED);
+    counters().notifications_rerouted.inc();
     tracing::debug!(
         session = sid,
         method,
@@ -146,7 +31,7 @@ pub fn notification_rerouted(sid: &str, method: &str) {
 /// A notification of a 2026-07-28 request answered as one JSON body was dropped: that revision
 /// has no stream to carry it (see [`crate::edge::header_checks`]).
 pub fn notification_dropped(method: &str) {
-    inc(&counter::NOTIFICATIONS_DROPPED);
+    counters().notifications_dropped.inc();
     tracing::debug!(
         method,
         "a JSON-only 2026-07-28 request's notification was dropped"
@@ -155,17 +40,17 @@ pub fn notification_dropped(method: &str) {
 
 /// A `subscriptions/listen` stream opened.
 pub fn listener_opened() {
-    inc(&LISTENERS_OPEN);
+    metrics::get().listeners_open.inc();
 }
 
 /// A `subscriptions/listen` stream ended (its registration dropped).
 pub fn listener_closed() {
-    LISTENERS_OPEN.fetch_sub(1, Ordering::Relaxed);
+    metrics::get().listeners_open.dec();
 }
 
 /// A listen stream's queue was full: the stream is ended.
 pub fn listener_lagged(subscription: &str, queue: usize) {
-    inc(&counter::LISTEN_LAGGED);
+    counters().listen_lagged.inc();
     tracing::warn!(
         subscription,
         queue,
@@ -175,7 +60,7 @@ pub fn listener_lagged(subscription: &str, queue: usize) {
 
 /// `subscriptions/listen` refused at the per-node cap.
 pub fn listen_refused(max: usize) {
-    inc(&counter::LISTEN_REFUSED);
+    counters().listen_refused.inc();
     tracing::warn!(
         max,
         "stateless.max_listeners reached: subscriptions/listen refused with 503"
@@ -184,13 +69,13 @@ pub fn listen_refused(max: usize) {
 
 /// A call became a task (it outlived `task_after`).
 pub fn task_created(task: &str) {
-    inc(&counter::TASKS_CREATED);
+    counters().tasks_created.inc();
     tracing::info!(task, "task created");
 }
 
 /// `tasks/cancel` stopped a task's call running on this node.
 pub fn task_cancelled(task: &str) {
-    inc(&counter::TASKS_CANCELLED);
+    counters().tasks_cancelled.inc();
     tracing::info!(task, "task call cancelled by tasks/cancel");
 }
 
@@ -201,51 +86,51 @@ pub fn task_finished(task: &str, status: &str) {
 
 /// A task was failed because the node running it died.
 pub fn task_lost(task: &str, node: &str) {
-    inc(&counter::TASKS_LOST);
+    counters().tasks_lost.inc();
     tracing::warn!(task, node, "task failed: its node died");
 }
 
 /// `initialize` created a session.
 pub fn session_created(sid: &str, revision: &str) {
-    inc(&counter::SESSIONS_CREATED);
+    counters().sessions_created.inc();
     tracing::info!(session = sid, revision, "session created");
 }
 
 /// DELETE ended a session.
 pub fn session_deleted(sid: &str) {
-    inc(&counter::SESSIONS_DELETED);
+    counters().sessions_deleted.inc();
     tracing::info!(session = sid, "session deleted");
 }
 
 /// The reaper cleaned up expired sessions.
 pub fn sessions_reaped(n: usize) {
     if n > 0 {
-        counter::SESSIONS_REAPED.fetch_add(n as u64, Ordering::Relaxed);
+        counters().sessions_reaped.inc_by(n as u64);
         tracing::info!(count = n, "expired sessions reaped");
     }
 }
 
 /// `initialize` refused at the session cap.
 pub fn session_refused() {
-    inc(&counter::SESSIONS_REFUSED);
+    counters().sessions_refused.inc();
     tracing::warn!("session cap reached: initialize refused with 503");
 }
 
 /// A stream was resumed from `Last-Event-ID`.
 pub fn stream_resumed(sid: &str, stream: &str, replayed: usize) {
-    inc(&counter::STREAMS_RESUMED);
+    counters().streams_resumed.inc();
     tracing::info!(session = sid, stream, replayed, "stream resumed");
 }
 
 /// A local connection lost its stream to a newer one.
 pub fn stream_taken_over(sid: &str, stream: &str) {
-    inc(&counter::STREAMS_TAKEN_OVER);
+    counters().streams_taken_over.inc();
     tracing::debug!(session = sid, stream, "stream taken over");
 }
 
 /// A connection queue was full; the connection catches up from the log.
 pub fn stream_lagged(sid: &str, stream: &str) {
-    inc(&counter::STREAMS_LAGGED);
+    counters().streams_lagged.inc();
     tracing::debug!(
         session = sid,
         stream,
@@ -255,13 +140,13 @@ pub fn stream_lagged(sid: &str, stream: &str) {
 
 /// A `Last-Event-ID` could not be honoured.
 pub fn replay_miss(sid: &str, reason: &str) {
-    inc(&counter::REPLAY_MISSES);
+    counters().replay_misses.inc();
     tracing::info!(session = sid, reason, "resumption refused");
 }
 
 /// A request was failed because its node died.
 pub fn request_aborted(sid: &str, stream: &str, node: &str) {
-    inc(&counter::REQUESTS_ABORTED);
+    counters().requests_aborted.inc();
     tracing::warn!(
         session = sid,
         stream,
@@ -272,76 +157,10 @@ pub fn request_aborted(sid: &str, stream: &str, node: &str) {
 
 /// A client response matched no waiting server request.
 pub fn reply_unmatched(sid: &str, id: &str) {
-    inc(&counter::REPLIES_UNMATCHED);
+    counters().replies_unmatched.inc();
     tracing::info!(
         session = sid,
         id,
         "client response matched no pending server request"
     );
-}
-
-#[cfg(test)]
-mod tests {
-    use switchboard_upstream::status::{State, UpstreamStatus};
-
-    #[test]
-    fn renders_each_upstream_with_escaped_labels() {
-        let mut odd = UpstreamStatus::new("a\"b\\c\nd", "http");
-        odd.state = State::Degraded;
-        odd.calls = 3;
-        let mut files = UpstreamStatus::new("files", "stdio");
-        files.state = State::Up;
-        files.restarts = 2;
-        let mut gone = UpstreamStatus::new("gone", "http");
-        gone.state = State::Down;
-        let text = super::render_upstreams(&[odd, files, gone]);
-        assert!(
-            text.contains("switchboard_upstream_up{upstream=\"gone\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_up{upstream=\"a\\\"b\\\\c\\nd\"} 1\n"),
-            "degraded answers: {text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_up{upstream=\"files\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_calls_total{upstream=\"a\\\"b\\\\c\\nd\"} 3\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_restarts_total{upstream=\"files\"} 2\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_state{upstream=\"files\",state=\"up\"} 1\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("switchboard_upstream_state{upstream=\"files\",state=\"down\"} 0\n"),
-            "{text}"
-        );
-        assert!(
-            text.contains("# TYPE switchboard_upstream_restarts_total counter\n"),
-            "{text}"
-        );
-        assert_eq!(
-            text.matches("# TYPE").count(),
-            6,
-            "one header per metric: {text}"
-        );
-    }
-
-    #[test]
-    fn renders_every_counter() {
-        super::session_created("s", "2025-11-25");
-        let text = super::render();
-        assert!(text.contains("# TYPE switchboard_sessions_created_total counter"));
-        assert!(
-            text.contains("switchboard_replies_unmatched_total 0")
-                || text.contains("switchboard_replies_unmatched_total")
-        );
-    }
 }

@@ -24,6 +24,7 @@
 pub mod error;
 pub mod memory;
 pub mod model;
+pub mod observed;
 pub mod redis;
 pub mod rules;
 pub mod task;
@@ -32,6 +33,7 @@ pub mod traits;
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use model::*;
+pub use observed::Observed;
 pub use redis::RedisStore;
 pub use rules::INBOX_CAPACITY;
 pub use task::*;

@@ -316,6 +316,10 @@ pub enum BusMessage {
         request_key: String,
         /// The JSON-RPC response message, as the client sent it.
         message: Value,
+        /// The `traceparent` of the span that routed it (W3C Trace Context), when tracing is
+        /// on: the waiting node's span continues that trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trace: Option<String>,
     },
     /// `notifications/cancelled` for client request `request_key`.
     Cancel {

@@ -1,4 +1,7 @@
-//! [`Tracked`]: the one place where calls to a configured upstream are counted, for every kind.
+//! [`Tracked`]: the one place where calls to a configured upstream are counted, timed
+//! (`switchboard_upstream_call_duration_seconds`, errors by code in
+//! `switchboard_upstream_call_errors_total`) and traced (one client span per call, whose context
+//! HTTP upstreams send on as `traceparent`), for every kind.
 //!
 //! The `build` step puts it around each configured upstream (and around the demo server
 //! when none is configured), outside the node-bound wrapper, so a call counts once, on the node
@@ -9,10 +12,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_protocol::codes;
+use switchboard_telemetry::metrics::{self, labels, UpstreamCallLabels, UpstreamErrorLabels};
+use switchboard_telemetry::trace;
+use tracing::Instrument;
 
 use crate::status::{EndpointStatus, LastError, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
@@ -165,8 +172,41 @@ impl Upstream for Tracked {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        let outcome = self.inner.request(method, params, ctx).await;
+        let upstream = labels::upstream(&self.name);
+        labels::note_upstream(upstream);
+        let span = tracing::info_span!(
+            target: trace::TARGET,
+            "upstream",
+            otel.name = format!("{method} {}", self.name),
+            otel.kind = "client",
+            mcp.method.name = method,
+            switchboard.upstream = self.name.as_str(),
+            switchboard.upstream.kind = self.kind,
+            rpc.response.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let outcome = self
+            .inner
+            .request(method, params, ctx)
+            .instrument(span.clone())
+            .await;
         self.record(&outcome);
+        let m = metrics::get();
+        let method = labels::method(method);
+        m.upstream_calls
+            .get_or_create(&UpstreamCallLabels { upstream, method })
+            .observe(started.elapsed().as_secs_f64());
+        if let Err(e) = &outcome {
+            span.record("rpc.response.status_code", e.code.to_string());
+            if e.code != codes::REQUEST_ABORTED {
+                span.record("error.type", e.code.to_string());
+                let code = e.code;
+                m.upstream_call_errors
+                    .get_or_create(&UpstreamErrorLabels { upstream, code })
+                    .inc();
+            }
+        }
         outcome
     }
 

@@ -28,6 +28,7 @@ pub use redis::{redact_url, RedisConfig};
 pub use rules::Problem;
 pub use session::SessionConfig;
 pub use stateless::{StatelessConfig, TasksConfig};
+pub use telemetry::{MetricsConfig, OtelConfig};
 pub use transports::{LegacySseConfig, TransportsConfig, WebSocketConfig};
 pub use units::{NonZeroDuration, Size};
 
@@ -41,6 +42,7 @@ mod redis;
 mod rules;
 mod session;
 mod stateless;
+mod telemetry;
 mod transports;
 
 /// Every setting of one node, one section per concern. Field docs give the unit and what happens
@@ -68,6 +70,10 @@ pub struct Config {
     pub auth: AuthSettings,
     /// `[log]`.
     pub log: LogConfig,
+    /// `[otel]`: OpenTelemetry traces over OTLP, off unless an endpoint is set.
+    pub otel: OtelConfig,
+    /// `[metrics]`: where `/metrics` is served, label caps.
+    pub metrics: MetricsConfig,
     /// The MCP servers behind the node: TOML `[[upstreams]]` tables only (no environment variable
     /// or flag sets them). Empty (default): the built-in demo server alone, unprefixed. Fields:
     /// [`switchboard_upstream::config::UpstreamConfig`].
@@ -87,6 +93,8 @@ impl Default for Config {
             stateless: StatelessConfig::default(),
             auth: AuthSettings::default(),
             log: LogConfig::default(),
+            otel: OtelConfig::default(),
+            metrics: MetricsConfig::default(),
             upstreams: Vec::new(),
         }
     }
@@ -154,6 +162,7 @@ impl Config {
             legacy_messages_path: self.transports.legacy_sse.messages_path.clone(),
             websocket_path: self.transports.websocket.path.clone(),
             mrtr: stateless.mrtr.clone(),
+            metrics_listen: self.metrics.listen_addr(),
         }
     }
 

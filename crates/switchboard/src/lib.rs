@@ -17,10 +17,12 @@
 //!   [`switchboard_node::NodeConfig`] and [`switchboard_store::StoreConfig`].
 //! - [`mod@load`]: merging defaults < TOML file < `SWITCHBOARD_*` env (`SWITCHBOARD_SESSION__IDLE_TTL`) < flags with `figment`.
 //! - [`startup`]: start-up ([`startup::run`], testable on a bound listener), logging, signals.
+//! - [`otel`]: the OpenTelemetry pipeline of `[otel]` (OTLP exporter, sampler, propagator).
 
 pub mod cli;
 pub mod config;
 pub mod load;
+pub mod otel;
 pub mod startup;
 
 pub use config::{Config, LogFormat};

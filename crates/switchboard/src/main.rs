@@ -38,7 +38,7 @@ async fn main() -> ExitCode {
         print!("{}", shown.to_toml());
         return ExitCode::SUCCESS;
     }
-    init_tracing(&config);
+    let traces = init_tracing(&config);
     let shutdown = match shutdown_signal() {
         Ok(shutdown) => shutdown,
         Err(e) => {
@@ -46,11 +46,16 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match run(config, shutdown).await {
+    let code = match run(config, shutdown).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "node stopped");
             ExitCode::FAILURE
         }
+    };
+    if let Some(traces) = traces {
+        // The SDK's shutdown blocks while it flushes: off the runtime's worker.
+        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
     }
+    code
 }

@@ -76,6 +76,8 @@ pub async fn run_on(
             return Ok(());
         }
     };
+    let store = switchboard_store::Observed::wrap(store);
+    switchboard_telemetry::metrics::labels::set_max_tool_labels(config.metrics.max_tool_labels);
     let upstream: Arc<dyn Upstream> =
         switchboard_upstream::build::upstreams(&config.upstreams_config())
             .map_err(RunError::Upstream)?;
@@ -126,22 +128,61 @@ async fn build_store(config: &Config) -> Result<Arc<dyn Store>, RunError> {
         })
 }
 
-/// Installs the global log subscriber: `RUST_LOG` when set, else `config.log.level`, written to
-/// stderr as text or JSON. A second call (in tests) leaves the first subscriber in place.
-pub fn init_tracing(config: &Config) {
+/// Installs the global subscriber: log lines (`RUST_LOG` when set, else `config.log.level`,
+/// written to stderr as text or JSON) and, when `[otel]` names an endpoint, the OpenTelemetry
+/// layer, which takes only the node's trace spans (target
+/// [`switchboard_telemetry::trace::TARGET`]; the log layer never shows them). A second call (in
+/// tests) leaves the first subscriber in place. The pipeline it returns flushes the last spans
+/// on [`crate::otel::Pipeline::shutdown`]; an exporter that cannot be set up is logged and
+/// tracing stays off.
+pub fn init_tracing(config: &Config) -> Option<crate::otel::Pipeline> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
+    let trace_target = switchboard_telemetry::trace::TARGET;
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
-        .and_then(|v| EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| EnvFilter::new(&config.log.level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .and_then(|v| EnvFilter::try_new(format!("{v},{trace_target}=off")).ok())
+        .unwrap_or_else(|| EnvFilter::new(format!("{},{trace_target}=off", config.log.level)));
+    let fmt = tracing_subscriber::fmt::layer()
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
-    let _ = match config.log.format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let fmt = match config.log.format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
     };
+    let (pipeline, problem) = match crate::otel::pipeline(&config.otel, &config.cluster.node_id) {
+        Ok(Some((pipeline, tracer))) => (Some((pipeline, tracer)), None),
+        Ok(None) => (None, None),
+        Err(e) => (None, Some(e)),
+    };
+    let (pipeline, otel) = match pipeline {
+        Some((pipeline, tracer)) => {
+            let only_traces = tracing_subscriber::filter::Targets::new()
+                .with_target(trace_target, tracing::Level::TRACE);
+            let layer = tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                .with_filter(only_traces);
+            (Some(pipeline), Some(layer))
+        }
+        None => (None, None),
+    };
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(otel)
+        .try_init();
+    if let Some(e) = problem {
+        tracing::error!(error = %e, "traces are off");
+    } else if pipeline.is_some() {
+        tracing::info!(
+            endpoint = %config.otel.effective_endpoint().unwrap_or_default(),
+            protocol = if config.otel.grpc() { "grpc" } else { "http/protobuf" },
+            sample_ratio = config.otel.sample_ratio,
+            "exporting traces over OTLP"
+        );
+    }
+    pipeline
 }
 
 /// Resolves on the first SIGTERM or Ctrl-C (SIGINT). The handlers are installed by this call,

@@ -86,7 +86,12 @@ fn helm_values_config_block_loads() {
     assert_covers(
         "helm values config",
         &keys,
-        &["http.listen", "redis.url", "cluster.node_id"],
+        &[
+            "http.listen",
+            "redis.url",
+            "cluster.node_id",
+            "metrics.listen",
+        ],
     );
     let mut overrides: Vec<Override> = block
         .iter()

@@ -94,6 +94,7 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
             tracing::warn!(error = %e, "liveness heartbeat failed");
             let silent = last_ok.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
             if silent > FENCE_AFTER * app.cfg.node_ttl && !app.fenced.send_replace(true) {
+                switchboard_telemetry::metrics::get().counters.fences.inc();
                 fence(&app, silent);
             }
         }

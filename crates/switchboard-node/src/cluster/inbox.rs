@@ -40,11 +40,12 @@ async fn deliver(app: &App, msg: BusMessage) {
             sid,
             request_key,
             message,
-        } => {
+            trace,
+        } => reply_span(trace.as_deref()).in_scope(|| {
             if !app.calls.answer(&sid, &request_key, message) {
                 tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
             }
-        }
+        }),
         BusMessage::Cancel {
             sid,
             request_key,
@@ -78,6 +79,10 @@ async fn deliver(app: &App, msg: BusMessage) {
             });
         }
         BusMessage::Resubscribed {} => {
+            switchboard_telemetry::metrics::get()
+                .counters
+                .inbox_resubscribed
+                .inc();
             tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
             app.hub.catch_up_all();
         }
@@ -90,4 +95,22 @@ async fn deliver(app: &App, msg: BusMessage) {
             app.upstream.session_ended(&sid).await;
         }
     }
+}
+
+/// A span for a client's answer that reached this node over the bus, child of the span that
+/// routed it here (the other node's `route_reply`): it ends the hop of the trace.
+fn reply_span(traceparent: Option<&str>) -> tracing::Span {
+    let span = tracing::info_span!(
+        target: switchboard_telemetry::trace::TARGET,
+        "bus",
+        otel.name = "deliver reply",
+        otel.kind = "consumer",
+        messaging.system = "redis",
+        messaging.operation.type = "receive",
+    );
+    switchboard_telemetry::trace::set_parent(
+        &span,
+        switchboard_telemetry::trace::parent_from(traceparent),
+    );
+    span
 }

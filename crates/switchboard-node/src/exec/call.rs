@@ -19,19 +19,23 @@
 //! duplicate id or a full session is refused before the request runs.
 
 use std::sync::{Arc, OnceLock};
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use switchboard_protocol::logging::is_log_level;
 use switchboard_protocol::{codes, jsonrpc, RequestId, Revision, SessionId, StreamId};
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
+use switchboard_telemetry::metrics::labels;
 use switchboard_upstream::{RequestContext, RpcError};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Span};
 
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::Answers;
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::exec::response::{First, ResponseStream};
+use crate::exec::traced::Finished;
 use crate::session::{self, NodeSession, NotAdmitted};
 use crate::state::App;
 use crate::streams::hub::ConnHandle;
@@ -52,13 +56,23 @@ pub struct Job {
     pub response: Arc<ResponseStream>,
     /// Fires when the request is cancelled (from [`crate::exec::running::Calls::try_start`]).
     pub cancel: CancellationToken,
+    /// The message's span ([`crate::exec::traced::message_span`]): the request's task runs in
+    /// it.
+    pub span: Span,
+    /// When the message was parsed.
+    pub started: Instant,
 }
 
 /// Starts the request in its own task.
 pub fn spawn(mut job: Job) {
     let key = job.id.key();
     let cancel = job.cancel.clone();
-    tokio::spawn(async move {
+    let span = job.span.clone();
+    let task = async move {
+        let tool = (job.method == "tools/call")
+            .then(|| job.raw.pointer("/params/name").and_then(Value::as_str))
+            .flatten()
+            .map(str::to_owned);
         // The params move out of the request (it is not read again) instead of being copied.
         let params = match job.raw.get_mut("params") {
             Some(p) => p.take(),
@@ -66,11 +80,19 @@ pub fn spawn(mut job: Job) {
         };
         let ending = Arc::new(OnceLock::new());
         let work = execute(&job, params, cancel.clone(), &ending);
-        let outcome = crate::exec::running::until_cancelled(work, &cancel).await;
+        let (outcome, upstream) =
+            labels::reaching_upstream(crate::exec::running::until_cancelled(work, &cancel)).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
         };
+        let finished = Finished {
+            method: &job.method,
+            tool: tool.as_deref(),
+            started: job.started,
+            upstream,
+        };
+        finished.record(&job.span, &response);
         match ending.get() {
             None => job.response.finish(response).await,
             // An upstream asked to end the session (it lost the session's state): ended before
@@ -86,7 +108,8 @@ pub fn spawn(mut job: Job) {
             }
         }
         job.app.calls.end(&job.session.id, &key);
-    });
+    };
+    tokio::spawn(task.instrument(span));
 }
 
 /// Runs `job`, whose `params` (taken out of `job.raw`) are `params`; an upstream's request to
@@ -223,6 +246,20 @@ pub(crate) struct Request {
     pub method: String,
     /// The whole request (its `params` move into the running call).
     pub raw: Value,
+    /// When it was parsed (its duration counts from here).
+    pub started: Instant,
+}
+
+impl Request {
+    /// A request parsed now.
+    pub(crate) fn new(id: RequestId, method: String, raw: Value) -> Request {
+        Request {
+            id,
+            method,
+            raw,
+            started: Instant::now(),
+        }
+    }
 }
 
 /// Where a started request's answer goes.
@@ -283,8 +320,14 @@ pub(crate) async fn start_call(
     record: &SessionRecord,
     request: Request,
     to: AnswerTo,
+    span: Span,
 ) -> Result<Started, HttpError> {
-    let Request { id, method, raw } = request;
+    let Request {
+        id,
+        method,
+        raw,
+        started: request_started,
+    } = request;
     if let Some(refused) = precheck(app, record, &id, &method, &raw) {
         return Ok(Started::Refused(refused));
     }
@@ -317,6 +360,8 @@ pub(crate) async fn start_call(
         raw,
         response: response.clone(),
         cancel,
+        span,
+        started: request_started,
     });
     Ok(Started::Running(Box::new(Running {
         record,

@@ -13,6 +13,7 @@ use switchboard_protocol::logging::{required_capability, severity};
 use switchboard_protocol::{jsonrpc, RequestId, StreamId};
 use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::exec::response::ResponseStream;
 use crate::state::App;
@@ -140,6 +141,28 @@ impl ClientPeer for NodePeer {
         if let Some(why) = &self.no_requests {
             return Err(PeerError::Unreachable(why.clone()));
         }
+        // The wait for the client's answer, a client span of this node (MCP conventions: a
+        // request the server sends), child of the upstream call that asked.
+        let span = tracing::info_span!(
+            target: switchboard_telemetry::trace::TARGET,
+            "client request",
+            otel.name = method,
+            otel.kind = "client",
+            mcp.method.name = method,
+            error.type = tracing::field::Empty,
+        );
+        let asked = self.ask(method, params).instrument(span.clone()).await;
+        if let Err(e) = &asked {
+            span.record("error.type", e.to_string());
+        }
+        asked
+    }
+}
+
+impl NodePeer {
+    /// Sends the server request `method` to the client and waits for its answer (at most
+    /// `session.client_request_timeout`).
+    async fn ask(&self, method: &str, params: Value) -> Result<Value, PeerError> {
         let id = new_server_request_id();
         let key = id.key();
         let waiter = self.app.calls.add_waiter(&self.sid, &key);

@@ -7,8 +7,10 @@
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
 //! - [`running`]: the requests running here, their cancellation, and the server requests
 //!   waiting for an answer.
+//! - [`traced`]: the span of one MCP message and what a finished request reports (metrics).
 
 pub mod call;
 pub mod client_peer;
 pub mod response;
 pub mod running;
+pub mod traced;

@@ -124,6 +124,20 @@ impl Hub {
         }
     }
 
+    /// Streams held open here: `(request, standalone)`, a POST's answer stream against a
+    /// session's standalone one (GET, legacy SSE, WebSocket). For `switchboard_streams_open`.
+    pub fn open_counts(&self) -> (usize, usize) {
+        let map = self.lock();
+        let conns = map.values().flat_map(HashMap::values);
+        conns.fold((0, 0), |(r, s), c| {
+            if c.request.is_some() {
+                (r + 1, s)
+            } else {
+                (r, s + 1)
+            }
+        })
+    }
+
     /// Registers `holder` as the local connection of the stream. A previous local connection of the
     /// same stream is told to close (it was taken over).
     pub fn register(&self, sid: &str, stream: &str, holder: &str) -> ConnHandle {

@@ -53,9 +53,11 @@ use switchboard_store::{CreateOutcome, SessionUpdate};
 
 use crate::edge::error::HttpError;
 use crate::exec::call::{refusal, start_call, AnswerTo, Request, Started};
+use crate::exec::traced::message_span;
 use crate::state::App;
 use crate::streams::pump::{self, Framing, OpenStream};
 use crate::{edge::header_checks, session, telemetry, transport::streamable::post};
+use tracing::Instrument;
 
 /// The revision a legacy session has until `initialize` negotiates one.
 const LEGACY_REVISION: Revision = Revision::V2024_11_05;
@@ -235,14 +237,25 @@ async fn request(
     method: String,
     raw: Value,
 ) -> Result<(), HttpError> {
+    let request = Request::new(id, method, raw);
+    let id = request.id.clone();
+    let span = message_span(
+        None,
+        &request.raw,
+        &request.method,
+        Some(sid.as_str()),
+        None,
+    );
     // The session and its principal first, with nothing registered: a stranger's request must
     // leave no trace in the session (not even an in-flight entry).
-    let record = match session::admit(&app, &sid, &id.key()).await? {
+    let admitted = session::admit(&app, &sid, &id.key())
+        .instrument(span.clone())
+        .await?;
+    let record = match admitted {
         Ok(record) => record,
         Err((_, why)) => return to_stream(&app, &sid, refusal(&id, why)).await,
     };
-    let request = Request { id, method, raw };
-    match start_call(&app, &record, request, AnswerTo::Standalone).await? {
+    match start_call(&app, &record, request, AnswerTo::Standalone, span).await? {
         Started::Refused(answer) => to_stream(&app, &sid, answer).await,
         Started::Running(_) => Ok(()),
     }

@@ -449,6 +449,7 @@ impl Bus for MemoryStore {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
             message: message.clone(),
+            trace: switchboard_telemetry::trace::current(),
         };
         shared.deliver(&node, msg);
         Ok(true)

@@ -84,6 +84,7 @@ impl Bus for RedisStore {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
             message: message.clone(),
+            trace: switchboard_telemetry::trace::current(),
         };
         let mut inv = self.session_call(&ROUTE_REPLY, &self.session_keys(sid), None);
         inv.arg(request_key)

@@ -240,10 +240,39 @@ async fn pump(connected: Connected, source: &Source, tx: &mpsc::Sender<BusMessag
 /// A bus message from its JSON, or `None` (logged) when it is not one.
 pub(crate) fn decode(payload: &[u8]) -> Option<BusMessage> {
     match serde_json::from_slice(payload) {
-        Ok(msg) => Some(msg),
+        Ok(msg) => {
+            observe_delivery(&msg);
+            Some(msg)
+        }
         Err(e) => {
             tracing::warn!(error = %e, "bus message is not a BusMessage; ignored");
             None
         }
     }
+}
+
+/// Counts an event's time on the bus in `switchboard_bus_delivery_seconds{message="event"}`:
+/// from its log position, whose first part is the Redis server's clock in milliseconds when the
+/// append script ran (`XADD *`), to now on this node's clock (nodes and Redis are expected to
+/// share time through NTP; a negative difference counts as 0).
+fn observe_delivery(msg: &BusMessage) {
+    let BusMessage::Event(event) = msg else {
+        return;
+    };
+    let Some(ms) = event
+        .position
+        .split_once('-')
+        .and_then(|(ms, _)| ms.parse::<u64>().ok())
+    else {
+        return;
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(ms);
+    let labels = switchboard_telemetry::metrics::BusLabels { message: "event" };
+    switchboard_telemetry::metrics::get()
+        .bus_delivery
+        .get_or_create(&labels)
+        .observe(now.saturating_sub(ms) as f64 / 1000.0);
 }

@@ -19,6 +19,7 @@ pub async fn replies_reach_the_waiting_node(kind: Kind) {
         sid: id.clone(),
         request_key: "\"srv-1\"".into(),
         message: answer.clone(),
+        trace: None,
     };
     assert_eq!(recv(&mut ra).await, want);
     quiet(&mut rb).await;

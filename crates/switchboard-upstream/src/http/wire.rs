@@ -487,6 +487,8 @@ impl Wire {
                 headers.insert(COOKIE, value);
             }
         }
+        // W3C trace context of the current span (the upstream call's), when tracing is on.
+        switchboard_telemetry::trace::inject(&mut headers);
         let mut builder = route
             .client
             .request(method, self.url.clone())

@@ -55,6 +55,9 @@ impl Config {
         let auth = super::auth::problems(&self.auth, endpoint);
         let mrtr = self.stateless.mrtr.problems().into_iter();
         let mrtr = mrtr.map(|p| ("stateless.mrtr.state_keys", Some(p)));
+        let telemetry = self.otel.problems().into_iter();
+        let telemetry = telemetry.chain(self.metrics.problems());
+        let telemetry = telemetry.map(|(k, p)| (k, Some(p)));
         let rest = single
             .into_iter()
             .chain(transports.into_iter().map(|(k, p)| (k, Some(p))))
@@ -65,7 +68,8 @@ impl Config {
             .chain(separator)
             .chain(upstreams)
             .chain(auth.into_iter().map(|(k, p)| (k, Some(p))))
-            .chain(mrtr);
+            .chain(mrtr)
+            .chain(telemetry);
         for (key, problem) in rest {
             if let Some(message) = problem {
                 problems.push(Problem {

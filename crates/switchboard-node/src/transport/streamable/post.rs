@@ -11,6 +11,8 @@
 //! trip, paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
 
+use std::time::Instant;
+
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -19,11 +21,14 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
 use switchboard_store::{SessionRecord, SessionUpdate};
+use switchboard_telemetry::metrics::{labels, RequestLabels};
+use tracing::{Instrument, Span};
 
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::exec::response::{First, Registration, ResponseStream};
+use crate::exec::traced::message_span;
 use crate::session;
 use crate::session::NodeSession;
 use crate::state::App;
@@ -66,10 +71,24 @@ async fn post(
     let parsed = read_body(&app, body).await?;
     if crate::edge::header_checks::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
-            return Ok(crate::transport::stateless::serve_request(
-                &app, &headers, message, answers,
-            )
-            .await);
+            let started = Instant::now();
+            let method = message.method().unwrap_or("").to_owned();
+            let span = message_span(
+                Some(&headers),
+                message.raw(),
+                &method,
+                None,
+                Some("2026-07-28"),
+            );
+            let served =
+                crate::transport::stateless::serve_request(&app, &headers, message, answers);
+            let (response, upstream) = labels::reaching_upstream(served.instrument(span)).await;
+            let m = switchboard_telemetry::metrics::get();
+            let method = labels::method(&method);
+            m.requests
+                .get_or_create(&RequestLabels { method, upstream })
+                .observe(started.elapsed().as_secs_f64());
+            return Ok(response);
         }
     }
     let sessionless = !headers.contains_key(switchboard_protocol::headers::MCP_SESSION_ID);
@@ -83,7 +102,9 @@ async fn post(
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
-            return crate::session::initialize::start_session(&app, id, raw, answers).await;
+            let span = message_span(Some(&headers), raw, method, None, None);
+            let start = crate::session::initialize::start_session(&app, id, raw, answers);
+            return start.instrument(span).await;
         }
     }
     if parsed
@@ -98,13 +119,24 @@ async fn post(
     let sid = session::named(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
-            request(app, sid, Request { id, method, raw }, answers).await
+            let version = headers
+                .get(switchboard_protocol::headers::MCP_PROTOCOL_VERSION)
+                .and_then(|v| v.to_str().ok());
+            let span = message_span(Some(&headers), &raw, &method, Some(sid.as_str()), version);
+            let request = request(
+                app,
+                sid,
+                Request::new(id, method, raw),
+                answers,
+                span.clone(),
+            );
+            request.instrument(span).await
         }
-        Body::Single(m) => accept_only(app, sid, vec![m], false).await,
+        Body::Single(m) => accept_only(app, sid, vec![m], false, &headers).await,
         Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
-            accept_only(app, sid, msgs, true).await
+            accept_only(app, sid, msgs, true, &headers).await
         }
-        Body::Batch(msgs) => batch(app, sid, msgs, answers).await,
+        Body::Batch(msgs) => batch(app, sid, msgs, answers, &headers).await,
     }
 }
 
@@ -116,6 +148,7 @@ async fn request(
     sid: SessionId,
     request: Request,
     answers: Answers,
+    span: Span,
 ) -> Result<Response, HttpError> {
     let record = match session::admit(&app, &sid, &request.id.key()).await? {
         Ok(r) => r,
@@ -123,7 +156,7 @@ async fn request(
     };
     let revision = session::revision(&record);
     let key = request.id.key();
-    let running = match start_call(&app, &record, request, AnswerTo::Post(answers)).await? {
+    let running = match start_call(&app, &record, request, AnswerTo::Post(answers), span).await? {
         Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
         Started::Running(running) => running,
     };
@@ -209,13 +242,15 @@ async fn accept_only(
     sid: SessionId,
     msgs: Vec<Message>,
     is_batch: bool,
+    headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
     let record = session::load(&app, &sid, None)
         .await?
         .unwrap_or_else(|(r, _)| r);
     check_batch(&record, is_batch)?;
     for m in msgs {
-        deliver(&app, &record, m).await?;
+        let span = response_span(Some(headers), &m, sid.as_str(), &record.revision);
+        deliver(&app, &record, m).instrument(span).await?;
     }
     Ok(StatusCode::ACCEPTED.into_response())
 }
@@ -227,6 +262,7 @@ async fn batch(
     sid: SessionId,
     msgs: Vec<Message>,
     form: Answers,
+    headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
     let record = session::load(&app, &sid, None)
         .await?
@@ -236,10 +272,15 @@ async fn batch(
     for m in msgs {
         match m {
             Message::Request { id, method, raw } => {
-                let request = Request { id, method, raw };
-                answers.push(start_call(&app, &record, request, AnswerTo::Batch).await?)
+                let (sid, revision) = (Some(sid.as_str()), Some(record.revision.as_str()));
+                let span = message_span(Some(headers), &raw, &method, sid, revision);
+                let request = Request::new(id, method, raw);
+                answers.push(start_call(&app, &record, request, AnswerTo::Batch, span).await?)
             }
-            other => deliver(&app, &record, other).await?,
+            other => {
+                let span = response_span(Some(headers), &other, sid.as_str(), &record.revision);
+                deliver(&app, &record, other).instrument(span).await?
+            }
         }
     }
     let mut out = Vec::with_capacity(answers.len());
@@ -322,6 +363,12 @@ async fn cancel(app: &App, sid: &str, params: &Value) -> Result<(), HttpError> {
         app.store.route_cancel(sid, &key, reason).await?;
     }
     Ok(())
+}
+
+/// The span of a client notification or response (`method` is `response` for a response).
+fn response_span(headers: Option<&HeaderMap>, m: &Message, sid: &str, revision: &str) -> Span {
+    let method = m.method().unwrap_or("response");
+    message_span(headers, m.raw(), method, Some(sid), Some(revision))
 }
 
 fn json_ok(v: Value) -> Response {

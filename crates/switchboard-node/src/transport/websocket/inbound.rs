@@ -10,6 +10,7 @@ use super::conn::{Conn, Step};
 use super::frame::{self, close};
 use crate::edge::error::HttpError;
 use crate::exec::call::{start_call, AnswerTo, Request, Started};
+use crate::exec::traced::message_span;
 use crate::{session, transport::streamable::post};
 
 impl Conn {
@@ -82,8 +83,16 @@ impl Conn {
             return Step::Continue;
         };
         let app = self.app.clone();
-        let request = Request { id, method, raw };
-        match start_call(&app, &record, request, AnswerTo::Standalone).await {
+        let request = Request::new(id, method, raw);
+        let (sid, revision) = (record.id.as_str(), record.revision.as_str());
+        let span = message_span(
+            None,
+            &request.raw,
+            &request.method,
+            Some(sid),
+            Some(revision),
+        );
+        match start_call(&app, &record, request, AnswerTo::Standalone, span).await {
             Ok(Started::Refused(answer)) => self.log(&answer).await,
             Ok(Started::Running(running)) => {
                 if let Some(s) = self.session.as_mut() {

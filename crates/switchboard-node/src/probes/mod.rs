@@ -1,6 +1,9 @@
 //! The node's own routes beside the MCP edge: `/readyz` (the store reachable; never about
-//! upstreams), `/metrics` (Prometheus text) and `/upstreamz` (this node's view of each upstream,
-//! JSON). `/healthz` is a constant answer in `app.rs`.
+//! upstreams), `/metrics` (OpenMetrics text: the process's metrics, then each upstream's series,
+//! `upstream_series.rs`) and `/upstreamz` (this node's view of each upstream, JSON). `/healthz`
+//! is a constant answer in `app.rs`.
+
+mod upstream_series;
 
 use std::time::Duration;
 
@@ -8,8 +11,9 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
+use switchboard_telemetry::metrics;
+
 use crate::state::App;
-use crate::telemetry;
 
 /// How long reading `/upstreamz` or `/metrics` waits for upstreams to bring their view up to
 /// date first ([`switchboard_upstream::Upstream::refresh_statuses`]: an http upstream's host
@@ -30,12 +34,36 @@ async fn refresh_statuses(app: &App) {
     }
 }
 
-/// The node's counters, then each upstream's series.
-pub(crate) async fn metrics(State(app): State<App>) -> String {
+/// The process's metrics, then each upstream's series, as OpenMetrics text.
+pub(crate) async fn metrics(State(app): State<App>) -> Response {
     refresh_statuses(&app).await;
-    let mut text = telemetry::render();
-    text.push_str(&telemetry::render_upstreams(&app.upstream.statuses()));
-    text
+    let m = metrics::get();
+    m.calls_running.set(app.calls.running_count() as i64);
+    m.fenced.set(i64::from(*app.fenced.borrow()));
+    let (request, standalone) = app.hub.open_counts();
+    m.streams("request").set(request as i64);
+    m.streams("standalone").set(standalone as i64);
+    let series = upstream_series::UpstreamSeries(app.upstream.statuses());
+    let text = metrics::render(Some(Box::new(series)));
+    ([(http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
+}
+
+/// Serves `/metrics` alone on `listener` (`metrics.listen`) until the node shuts down; nothing
+/// when there is none.
+pub(crate) async fn serve_metrics(app: App, listener: Option<tokio::net::TcpListener>) {
+    let Some(listener) = listener else {
+        return;
+    };
+    let router = axum::Router::new()
+        .route("/metrics", axum::routing::get(metrics))
+        .with_state(app.clone());
+    let stop = app.shutdown.clone();
+    let served = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { stop.cancelled().await })
+        .await;
+    if let Err(e) = served {
+        tracing::warn!(error = %e, "the metrics listener failed");
+    }
 }
 
 /// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured

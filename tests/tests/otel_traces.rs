@@ -1,0 +1,153 @@
+//! Traces across nodes (issue 15): two nodes on one Redis export spans over OTLP/HTTP to the
+//! harness's receiver ([`switchboard_tests::otlp`]). A client traces one operation: a `tools/call`
+//! of the demo's `sample` POSTed to node A with `traceparent`, whose upstream asks the client
+//! (`sampling/createMessage`); the client POSTs its answer to node B with the same trace. The
+//! receiver must hold one trace with spans from both nodes, correctly parented: A's call (child
+//! of the client's span), A's admission (a store call), A's upstream call, A's wait for the
+//! client, B's handling of the answer, B's `route_reply` (the Redis hop), and A's delivery of it
+//! (child of B's `route_reply`). The session id never appears, only its hash.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::msg;
+use switchboard_tests::otlp::{ReceivedSpan, Receiver};
+
+const T: Duration = Duration::from_secs(10);
+const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CLIENT_SPAN: &str = "00f067aa0ba902b7";
+
+fn one<'a>(
+    spans: &'a [ReceivedSpan],
+    what: &str,
+    pick: impl Fn(&ReceivedSpan) -> bool,
+) -> &'a ReceivedSpan {
+    let found: Vec<&ReceivedSpan> = spans.iter().filter(|s| pick(s)).collect();
+    assert_eq!(found.len(), 1, "{what}: {found:#?}\nall spans: {spans:#?}");
+    found[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_round_trip_over_two_nodes_is_one_trace() {
+    // The batch processor exports every 100 ms instead of every 5 s (read by the nodes' SDK).
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let receiver = Receiver::start().await;
+    let cluster = Cluster::start(
+        2,
+        ClusterOptions::new().set("otel.endpoint", &receiver.endpoint),
+    );
+    let urls = cluster.urls();
+    let (a, b) = (
+        cluster.node(0).id().to_owned(),
+        cluster.node(1).id().to_owned(),
+    );
+    let mut client = McpClient::new();
+    let (sid, _) = client
+        .initialize_with(&urls[0], "2025-11-25", msg::all_client_capabilities())
+        .await;
+    let traceparent = format!("00-{TRACE}-{CLIENT_SPAN}-01");
+    let headers = client.post_headers().set("traceparent", &traceparent);
+    let call = msg::call(7, "sample", json!({"prompt": "say ok"}));
+    let reply = client
+        .send(
+            http::Method::POST,
+            &urls[0],
+            &headers,
+            Some(call.to_string()),
+        )
+        .await;
+    let mut stream = reply.sse();
+    let asked = stream.until_method("sampling/createMessage", T).await;
+    let request = asked
+        .matched
+        .expect("the sampling request on the call's stream");
+    let answer = json!({"role": "assistant", "content": {"type": "text", "text": "ok-from-b"}, "model": "m"});
+    let posted = client
+        .send(
+            http::Method::POST,
+            &urls[1],
+            &headers,
+            Some(msg::result(&request["id"], answer).to_string()),
+        )
+        .await;
+    assert_eq!(posted.status.as_u16(), 202, "the answer on B");
+    let done = stream.until_response(&json!(7), T).await;
+    let response = done.matched.expect("call 7's answer");
+    assert!(
+        msg::result_text(&response).contains("ok-from-b"),
+        "{response}"
+    );
+
+    let spans = receiver
+        .until(Duration::from_secs(15), |spans| {
+            // Each node exports in its own batches: wait for the last span of each.
+            let has = |name: &str| spans.iter().any(|s| s.trace_id == TRACE && s.name == name);
+            [
+                "tools/call sample",
+                "deliver reply",
+                "response",
+                "route_reply",
+            ]
+            .iter()
+            .all(|n| has(n))
+        })
+        .await;
+    let ours: Vec<ReceivedSpan> = spans.into_iter().filter(|s| s.trace_id == TRACE).collect();
+    let call = one(&ours, "A's tools/call span", |s| {
+        s.name == "tools/call sample"
+    });
+    assert_eq!(call.instance, a, "{call:#?}");
+    assert_eq!(
+        call.parent_span_id, CLIENT_SPAN,
+        "the client's span is the parent"
+    );
+    assert_eq!(call.kind, "Server");
+    assert_eq!(call.attributes["mcp.method.name"], "tools/call");
+    assert_eq!(call.attributes["gen_ai.tool.name"], "sample");
+    assert_eq!(call.attributes["mcp.protocol.version"], "2025-11-25");
+    assert_eq!(call.attributes["jsonrpc.request.id"], "7");
+    let hash = &call.attributes["mcp.session.id"];
+    assert_eq!(hash.len(), 16, "a hash, not the id: {hash}");
+    assert!(!sid.contains(hash.as_str()) && hash != &sid);
+
+    let admit = one(&ours, "A's admission", |s| {
+        s.name == "admit" && s.instance == a
+    });
+    assert_eq!(
+        admit.parent_span_id, call.span_id,
+        "admission under the call"
+    );
+    assert_eq!(admit.attributes["db.system.name"], "redis");
+    let upstream = one(&ours, "A's upstream call", |s| s.name == "tools/call demo");
+    assert_eq!(upstream.parent_span_id, call.span_id);
+    assert_eq!(upstream.kind, "Client");
+    let wait = one(&ours, "A's wait for the client", |s| {
+        s.name == "sampling/createMessage"
+    });
+    assert_eq!(wait.instance, a);
+    assert_eq!(
+        wait.parent_span_id, upstream.span_id,
+        "asked by the upstream call"
+    );
+
+    let on_b = one(&ours, "B's span of the answer", |s| s.name == "response");
+    assert_eq!(on_b.instance, b, "{on_b:#?}");
+    assert_eq!(on_b.parent_span_id, CLIENT_SPAN);
+    let hop = one(&ours, "B's route_reply", |s| s.name == "route_reply");
+    assert_eq!(hop.instance, b);
+    assert_eq!(hop.parent_span_id, on_b.span_id);
+    let delivered = one(&ours, "A's delivery", |s| s.name == "deliver reply");
+    assert_eq!(delivered.instance, a, "{delivered:#?}");
+    assert_eq!(
+        delivered.parent_span_id, hop.span_id,
+        "continues B's Redis hop"
+    );
+
+    for span in &ours {
+        for value in span.attributes.values() {
+            assert!(!value.contains(&sid), "the session id in {span:#?}");
+        }
+    }
+}
