@@ -1,6 +1,7 @@
-//! An OTLP/HTTP trace receiver for tests: nodes export to `http://127.0.0.1:PORT` (spans are
-//! POSTed to `/v1/traces` as protobuf `ExportTraceServiceRequest`s, decoded with
-//! `opentelemetry-proto`), and the test reads back every span received.
+//! An OTLP trace receiver for tests, over HTTP ([`Receiver::start`]: nodes POST protobuf
+//! `ExportTraceServiceRequest`s to `/v1/traces` below `http://127.0.0.1:PORT`) or gRPC
+//! ([`Receiver::start_grpc`]: the `TraceService/Export` call), decoded with
+//! `opentelemetry-proto`; the test reads back every span received.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,6 +10,9 @@ use std::time::Duration;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
@@ -63,8 +67,31 @@ fn text(kv: &KeyValue) -> String {
     }
 }
 
-async fn export(State(spans): State<Arc<Mutex<Vec<ReceivedSpan>>>>, body: Bytes) -> Vec<u8> {
+type Spans = Arc<Mutex<Vec<ReceivedSpan>>>;
+
+async fn export(State(spans): State<Spans>, body: Bytes) -> Vec<u8> {
     let request = ExportTraceServiceRequest::decode(body).expect("an OTLP protobuf export");
+    keep(&spans, request);
+    ExportTraceServiceResponse::default().encode_to_vec()
+}
+
+/// The gRPC `TraceService`.
+#[derive(Clone)]
+struct Grpc(Spans);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        keep(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// Adds the spans of one export to `spans`.
+fn keep(spans: &Spans, request: ExportTraceServiceRequest) {
     let mut got = Vec::new();
     for resource in request.resource_spans {
         let instance = resource
@@ -93,7 +120,6 @@ async fn export(State(spans): State<Arc<Mutex<Vec<ReceivedSpan>>>>, body: Bytes)
         }
     }
     spans.lock().unwrap().extend(got);
-    ExportTraceServiceResponse::default().encode_to_vec()
 }
 
 impl Receiver {
@@ -107,6 +133,24 @@ impl Receiver {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
+        });
+        Receiver {
+            endpoint,
+            spans,
+            task,
+        }
+    }
+
+    /// Starts a gRPC receiver (OTLP/gRPC, `otel.protocol = "grpc"`) on the current runtime.
+    pub async fn start_grpc() -> Receiver {
+        let spans = Spans::default();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let service = TraceServiceServer::new(Grpc(spans.clone()));
+        let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+        let task = tokio::spawn(async move {
+            let server = tonic::transport::Server::builder().add_service(service);
+            let _ = server.serve_with_incoming(incoming).await;
         });
         Receiver {
             endpoint,

@@ -151,3 +151,146 @@ async fn a_sampling_round_trip_over_two_nodes_is_one_trace() {
         }
     }
 }
+
+/// What the traced HTTP upstream saw: the `traceparent` of every request it received.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A small Streamable HTTP MCP server (JSON answers, no session) with one tool, `ping_up`, that
+/// records the `traceparent` header of each POST.
+async fn traced_upstream(seen: Seen) -> String {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(
+            move |headers: HeaderMap, axum::Json(msg): axum::Json<serde_json::Value>| {
+                let seen = seen.clone();
+                async move {
+                    if let Some(tp) = headers.get("traceparent").and_then(|v| v.to_str().ok()) {
+                        seen.lock().unwrap().push(tp.to_owned());
+                    }
+                    let Some(id) = msg.get("id").cloned() else {
+                        return StatusCode::ACCEPTED.into_response();
+                    };
+                    let result = match msg["method"].as_str() {
+                        Some("initialize") => json!({"protocolVersion": "2025-11-25",
+                            "capabilities": {"tools": {}}, "serverInfo": {"name": "traced", "version": "1"}}),
+                        Some("tools/list") => json!({"tools": [{"name": "ping_up",
+                            "inputSchema": {"type": "object"}}]}),
+                        Some("tools/call") => json!({"content": [{"type": "text", "text": "pong"}]}),
+                        _ => json!({}),
+                    };
+                    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+                }
+            },
+        )
+        .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meta_traceparent_reaches_the_http_upstream_and_metrics_have_their_own_listener() {
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let receiver = Receiver::start().await;
+    let seen = Seen::default();
+    let upstream = traced_upstream(seen.clone()).await;
+    let metrics_port = switchboard_tests::ports::free_port();
+    let options = ClusterOptions::new()
+        .set("otel.endpoint", &receiver.endpoint)
+        .set("metrics.listen", format!("127.0.0.1:{metrics_port}"));
+    let configured = switchboard_tests::upstreams::start_cluster(
+        1,
+        &[switchboard_tests::upstreams::Upstream::http("web", &upstream).prefix("")],
+        options,
+    );
+    let url = configured.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    // The client's context in `params._meta`, no header: MCP's own carrier.
+    let (trace, parent) = ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331");
+    let mut call = msg::call(3, "ping_up", json!({}));
+    call["params"]["_meta"] = json!({"traceparent": format!("00-{trace}-{parent}-01")});
+    let answer = client.post(&url, &call).await.answer(json!(3), T).await;
+    assert!(
+        msg::result_text(&answer.response).contains("pong"),
+        "{}",
+        answer.response
+    );
+
+    let spans = receiver
+        .until(Duration::from_secs(15), |spans| {
+            let has = |name: &str| spans.iter().any(|s| s.trace_id == trace && s.name == name);
+            has("tools/call ping_up") && has("tools/call web")
+        })
+        .await;
+    let ours: Vec<ReceivedSpan> = spans.into_iter().filter(|s| s.trace_id == trace).collect();
+    let call = one(&ours, "the call", |s| s.name == "tools/call ping_up");
+    assert_eq!(
+        call.parent_span_id, parent,
+        "_meta.traceparent is the parent"
+    );
+    let up = one(&ours, "the upstream call", |s| s.name == "tools/call web");
+    assert_eq!(up.parent_span_id, call.span_id);
+    let sent = format!("00-{trace}-{}-01", up.span_id);
+    let got = seen.lock().unwrap().clone();
+    assert!(
+        got.contains(&sent),
+        "the upstream's tools/call carries the upstream span's context {sent}: {got:?}"
+    );
+
+    // /metrics on its own listener, not on the public one.
+    let base = url.trim_end_matches("/mcp");
+    let public = reqwest::get(format!("{base}/metrics")).await.unwrap();
+    assert_eq!(
+        public.status().as_u16(),
+        404,
+        "/metrics left the public listener"
+    );
+    let own = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(own.status().as_u16(), 200);
+    let text = own.text().await.unwrap();
+    let line = "switchboard_upstream_call_duration_seconds_count{upstream=\"web\",method=\"tools/call\"} 1";
+    assert!(text.contains(line), "{line} missing:\n{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spans_go_out_over_grpc_too() {
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let receiver = Receiver::start_grpc().await;
+    let options = ClusterOptions::new()
+        .set("otel.endpoint", &receiver.endpoint)
+        .set("otel.protocol", "grpc");
+    let cluster = Cluster::start(1, options);
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let trace = "5b8aa5a2d2c872e8321cf37308d69df2";
+    let headers = client
+        .post_headers()
+        .set("traceparent", &format!("00-{trace}-{CLIENT_SPAN}-01"));
+    let call = msg::call(2, "echo", json!({"text": "over grpc"}));
+    let reply = client
+        .send(http::Method::POST, &url, &headers, Some(call.to_string()))
+        .await;
+    reply.answer(json!(2), T).await;
+    let spans = receiver
+        .until(Duration::from_secs(15), |spans| {
+            spans
+                .iter()
+                .any(|s| s.trace_id == trace && s.name == "tools/call echo")
+        })
+        .await;
+    let call = one(&spans, "the call over gRPC", |s| {
+        s.trace_id == trace && s.name == "tools/call echo"
+    });
+    assert_eq!(call.parent_span_id, CLIENT_SPAN);
+    assert_eq!(call.instance, cluster.node(0).id());
+}

@@ -113,7 +113,11 @@ async fn upstreamz_and_metrics_report_each_upstream_as_this_node_sees_it() {
     assert_eq!(kid["children"][0]["pid"].as_u64(), Some(pid), "{kid}");
     assert_eq!(
         kid["children"][0]["session"].as_str(),
-        client.session_id.as_deref(),
+        client
+            .session_id
+            .as_deref()
+            .map(switchboard_telemetry::trace::session_hash)
+            .as_deref(),
         "{kid}"
     );
     assert!(

@@ -2,6 +2,7 @@
 //! metrics ([`switchboard_telemetry::metrics`]; `/metrics` renders them, `probes.rs`).
 
 use switchboard_telemetry::metrics::{self, Counters};
+use switchboard_telemetry::trace::logged_session;
 
 /// The process's event counters.
 fn counters() -> &'static Counters {
@@ -22,7 +23,7 @@ pub fn stateless_cancelled(method: &str) {
 pub fn notification_rerouted(sid: &str, method: &str) {
     counters().notifications_rerouted.inc();
     tracing::debug!(
-        session = sid,
+        session = %logged_session(sid),
         method,
         "a JSON-only request's notification went to the standalone stream"
     );
@@ -93,13 +94,13 @@ pub fn task_lost(task: &str, node: &str) {
 /// `initialize` created a session.
 pub fn session_created(sid: &str, revision: &str) {
     counters().sessions_created.inc();
-    tracing::info!(session = sid, revision, "session created");
+    tracing::info!(session = %logged_session(sid), revision, "session created");
 }
 
 /// DELETE ended a session.
 pub fn session_deleted(sid: &str) {
     counters().sessions_deleted.inc();
-    tracing::info!(session = sid, "session deleted");
+    tracing::info!(session = %logged_session(sid), "session deleted");
 }
 
 /// The reaper cleaned up expired sessions.
@@ -119,20 +120,20 @@ pub fn session_refused() {
 /// A stream was resumed from `Last-Event-ID`.
 pub fn stream_resumed(sid: &str, stream: &str, replayed: usize) {
     counters().streams_resumed.inc();
-    tracing::info!(session = sid, stream, replayed, "stream resumed");
+    tracing::info!(session = %logged_session(sid), stream, replayed, "stream resumed");
 }
 
 /// A local connection lost its stream to a newer one.
 pub fn stream_taken_over(sid: &str, stream: &str) {
     counters().streams_taken_over.inc();
-    tracing::debug!(session = sid, stream, "stream taken over");
+    tracing::debug!(session = %logged_session(sid), stream, "stream taken over");
 }
 
 /// A connection queue was full; the connection catches up from the log.
 pub fn stream_lagged(sid: &str, stream: &str) {
     counters().streams_lagged.inc();
     tracing::debug!(
-        session = sid,
+        session = %logged_session(sid),
         stream,
         "connection lagged; will re-read the event log"
     );
@@ -141,14 +142,14 @@ pub fn stream_lagged(sid: &str, stream: &str) {
 /// A `Last-Event-ID` could not be honoured.
 pub fn replay_miss(sid: &str, reason: &str) {
     counters().replay_misses.inc();
-    tracing::info!(session = sid, reason, "resumption refused");
+    tracing::info!(session = %logged_session(sid), reason, "resumption refused");
 }
 
 /// A request was failed because its node died.
 pub fn request_aborted(sid: &str, stream: &str, node: &str) {
     counters().requests_aborted.inc();
     tracing::warn!(
-        session = sid,
+        session = %logged_session(sid),
         stream,
         dead_node = node,
         "request failed: its node stopped"
@@ -159,7 +160,7 @@ pub fn request_aborted(sid: &str, stream: &str, node: &str) {
 pub fn reply_unmatched(sid: &str, id: &str) {
     counters().replies_unmatched.inc();
     tracing::info!(
-        session = sid,
+        session = %logged_session(sid),
         id,
         "client response matched no pending server request"
     );

@@ -439,6 +439,10 @@ pub struct ForwardRequest {
     pub params: Value,
     /// What the owner needs of the request's context.
     pub context: ForwardContext,
+    /// The `traceparent` of the origin's span that forwarded it (W3C Trace Context), when
+    /// tracing is on: the owner's run continues that trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<String>,
 }
 
 /// What the owner of a node-bound upstream needs of a forwarded request's context.

@@ -148,6 +148,16 @@ pub fn session_hash(sid: &str) -> String {
         })
 }
 
+/// A session id as log lines show it: its [`session_hash`], so that lines of one session can be
+/// found together without the id itself (a credential) in the logs. The labels stdio children
+/// carry instead of a session (`shared`) are shown as they are.
+pub fn logged_session(sid: &str) -> String {
+    match sid {
+        "" | "shared" => sid.to_owned(),
+        _ => session_hash(sid),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,6 +44,7 @@ use switchboard_protocol::codes;
 use tokio::time::Instant;
 
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
+use switchboard_telemetry::trace::logged_session;
 
 /// Where a node-bound upstream's resource of one session lives.
 #[derive(Clone, Debug, PartialEq)]
@@ -201,10 +202,10 @@ impl NodeBound {
                 Forwarded::Answered(outcome) => return outcome,
                 Forwarded::TimedOut => return Err(self.timed_out(method)),
                 Forwarded::Moved => {
-                    tracing::info!(upstream = name, method, node = %node, session = %ctx.session_id, "its owner node is stopping: running the request on another node");
+                    tracing::info!(upstream = name, method, node = %node, session = %logged_session(&ctx.session_id), "its owner node is stopping: running the request on another node");
                 }
                 Forwarded::Lost(_) if runs_again_safely(method) => {
-                    tracing::warn!(upstream = name, method, node = %node, session = %ctx.session_id, "its owner node died while running the request: running it again on another node");
+                    tracing::warn!(upstream = name, method, node = %node, session = %logged_session(&ctx.session_id), "its owner node died while running the request: running it again on another node");
                 }
                 Forwarded::Lost(e) => return Err(e),
             }

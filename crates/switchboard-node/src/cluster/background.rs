@@ -10,6 +10,7 @@ use tokio::time::{interval, MissedTickBehavior};
 
 use crate::state::App;
 use crate::telemetry;
+use switchboard_telemetry::trace::logged_session;
 
 /// How many `cluster.node_ttl`s without an answered heartbeat fence a node ([`fence`]). One is
 /// when the others may take it for dead; a store failover (a Sentinel or Cluster promotion, about
@@ -138,7 +139,9 @@ async fn keep_alive(app: App) {
                 app.hub.close_session(&sid);
                 app.calls.end_session(&sid);
             }
-            Err(e) => tracing::warn!(error = %e, session = %sid, "could not keep a session alive"),
+            Err(e) => {
+                tracing::warn!(error = %e, session = %logged_session(&sid), "could not keep a session alive")
+            }
         }
     }
 }

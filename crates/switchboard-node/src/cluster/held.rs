@@ -19,6 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 
 use crate::state::App;
+use switchboard_telemetry::trace::logged_session;
 
 /// Sessions read in one store round trip.
 pub const BATCH: usize = 1000;
@@ -73,7 +74,7 @@ pub async fn check(app: &App) {
 
 /// The session is gone: everything of it here goes.
 async fn session_gone(app: &App, sid: &str) {
-    tracing::info!(session = %sid, "releasing upstream resources of a session that no longer exists");
+    tracing::info!(session = %logged_session(sid), "releasing upstream resources of a session that no longer exists");
     app.hub.close_session(sid);
     app.calls.end_session(sid);
     app.upstream.session_ended(sid).await;
@@ -86,7 +87,7 @@ async fn taken_over(app: &App, upstream: &str, sid: &str, owner: &str) {
         return;
     };
     tracing::warn!(
-        session = %sid,
+        session = %logged_session(sid),
         upstream,
         owner,
         "another node owns this session's node-bound upstream now (this node was taken for dead): stopping the one held here"

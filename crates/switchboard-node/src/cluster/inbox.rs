@@ -7,6 +7,7 @@ use crate::cluster::forward::owner;
 use crate::state::App;
 use crate::streams::hub::StreamEvent;
 use crate::transport::stateless::park::resume_remote;
+use switchboard_telemetry::trace::logged_session;
 
 /// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
 /// to server requests of still-running calls arrive here).
@@ -43,7 +44,7 @@ async fn deliver(app: &App, msg: BusMessage) {
             trace,
         } => reply_span(trace.as_deref()).in_scope(|| {
             if !app.calls.answer(&sid, &request_key, message) {
-                tracing::debug!(session = %sid, id = %request_key, "reply arrived after its waiter gave up");
+                tracing::debug!(session = %logged_session(&sid), id = %request_key, "reply arrived after its waiter gave up");
             }
         }),
         BusMessage::Cancel {
@@ -52,7 +53,7 @@ async fn deliver(app: &App, msg: BusMessage) {
             reason,
         } => {
             if app.calls.cancel(&sid, &request_key) {
-                tracing::info!(session = %sid, id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
+                tracing::info!(session = %logged_session(&sid), id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
             }
         }
         BusMessage::Forward(request) => {

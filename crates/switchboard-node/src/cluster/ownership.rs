@@ -18,6 +18,7 @@ use switchboard_upstream::{RequestContext, RpcError, SessionHandle};
 
 use crate::cluster::forward::origin::{await_outcome, decode_forwarded, Awaited};
 use crate::state::App;
+use switchboard_telemetry::trace::logged_session;
 
 /// Placement backed by the store (owner records, liveness) and the bus.
 pub struct NodePlacement {
@@ -55,7 +56,7 @@ impl NodePlacement {
         {
             OwnerClaim::Claimed => {
                 if let Some(from) = expected.filter(|_| takeover) {
-                    tracing::warn!(session = sid, upstream, from_node = from, "taking over a node-bound upstream from a node that stopped or is stopping: state inside the old one is lost");
+                    tracing::warn!(session = %logged_session(sid), upstream, from_node = from, "taking over a node-bound upstream from a node that stopped or is stopping: state inside the old one is lost");
                 }
                 Ok(Owner::Here)
             }
@@ -160,6 +161,7 @@ impl Placement for NodePlacement {
                 progress_token: ctx.progress_token.clone(),
                 no_requests: ctx.peer.refuses_requests(),
             },
+            trace: switchboard_telemetry::trace::current(),
         }));
         let deadline = tokio::time::Instant::now() + wait;
         let awaited = await_outcome(app, node, &call, msg, done, &ctx.cancel, Some(deadline)).await;

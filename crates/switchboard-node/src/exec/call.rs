@@ -39,6 +39,7 @@ use crate::exec::traced::Finished;
 use crate::session::{self, NodeSession, NotAdmitted};
 use crate::state::App;
 use crate::streams::hub::ConnHandle;
+use switchboard_telemetry::trace::logged_session;
 
 /// One request to execute.
 pub struct Job {
@@ -101,7 +102,7 @@ pub fn spawn(mut job: Job) {
                 let (app, sid) = (&job.app, &job.session.id);
                 let end = async move {
                     if let Err(e) = crate::session::end_now(app, sid, reason).await {
-                        tracing::warn!(session = %sid, error = %e, "could not end the session an upstream asked to end");
+                        tracing::warn!(session = %logged_session(sid), error = %e, "could not end the session an upstream asked to end");
                     }
                 };
                 job.response.finish_ending(response, end).await;
@@ -146,7 +147,7 @@ async fn execute(
             // are told too, so they can skip producing what would be dropped.
             let ctx = context(job, &params, cancel, ending);
             if let Err(e) = job.app.upstream.request(&job.method, params, ctx).await {
-                tracing::debug!(session = %sid, error = %e, "upstream did not take logging/setLevel");
+                tracing::debug!(session = %logged_session(sid), error = %e, "upstream did not take logging/setLevel");
             }
             Ok(json!({}))
         }

@@ -28,6 +28,7 @@ use tokio::sync::oneshot;
 use crate::state::App;
 use crate::streams::hub::StreamEvent;
 use crate::telemetry;
+use switchboard_telemetry::trace::logged_session;
 
 /// How the HTTP side answers, decided by the first thing the request produces.
 #[derive(Debug)]
@@ -207,7 +208,7 @@ impl ResponseStream {
             Ok(true) => Registration::Registered,
             Ok(false) => Registration::SessionGone,
             Err(e) => {
-                tracing::warn!(error = %e, session = %self.sid, "could not register a request in flight");
+                tracing::warn!(error = %e, session = %logged_session(&self.sid), "could not register a request in flight");
                 Registration::Failed
             }
         };
@@ -308,7 +309,7 @@ impl ResponseStream {
                     .finish(&self.sid, key, registration.map(|s| s.as_str()))
                     .await
                 {
-                    tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
+                    tracing::warn!(error = %e, session = %logged_session(&self.sid), "could not record the end of a request");
                 }
             }
         }
@@ -326,7 +327,7 @@ impl ResponseStream {
         let key = &self.inflight.request_key;
         let stream = Some(self.inflight.stream.as_str());
         if let Err(e) = self.app.store.finish(&self.sid, key, stream).await {
-            tracing::warn!(error = %e, session = %self.sid, "could not record the end of a request");
+            tracing::warn!(error = %e, session = %logged_session(&self.sid), "could not record the end of a request");
         }
     }
 
@@ -385,7 +386,7 @@ impl ResponseStream {
         let position = match logged {
             Ok(appended) => appended.position,
             Err(e) => {
-                tracing::warn!(error = %e, session = %sid, "could not log the final response of a session that ends");
+                tracing::warn!(error = %e, session = %logged_session(sid), "could not log the final response of a session that ends");
                 // Past any position the connection has written: ends its stream all the same.
                 crate::streams::hub::PAST_THE_LOG.to_owned()
             }
@@ -423,19 +424,19 @@ impl ResponseStream {
                 Registration::Registered => self.append(data.clone(), true).await,
                 Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
                 Registration::SessionGone => {
-                    tracing::warn!(session = %self.sid, "the session ended before a final response could be logged; closing its stream");
+                    tracing::warn!(session = %logged_session(&self.sid), "the session ended before a final response could be logged; closing its stream");
                     break;
                 }
             };
             match appended {
                 Ok(()) => return,
                 Err(e) if attempt < 6 => {
-                    tracing::warn!(error = %e, session = %self.sid, attempt, "could not log a final response; retrying");
+                    tracing::warn!(error = %e, session = %logged_session(&self.sid), attempt, "could not log a final response; retrying");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                 }
                 Err(e) => {
-                    tracing::error!(error = %e, session = %self.sid, "could not log a final response; closing its stream")
+                    tracing::error!(error = %e, session = %logged_session(&self.sid), "could not log a final response; closing its stream")
                 }
             }
         }

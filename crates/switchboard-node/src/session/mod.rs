@@ -24,6 +24,7 @@ use crate::edge::error::HttpError;
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::state::App;
 use crate::telemetry;
+use switchboard_telemetry::trace::logged_session;
 
 pub mod initialize;
 
@@ -210,7 +211,7 @@ pub async fn end_lost_requests(
 /// [`end_lost_requests`] from a stream's periodic work: failures are logged, not returned.
 pub async fn end_lost_requests_logged(app: &App, sid: &str) {
     if let Err(e) = end_lost_requests(app, sid, None).await {
-        tracing::warn!(error = %e, session = %sid, "could not look for requests lost with a dead node");
+        tracing::warn!(error = %e, session = %logged_session(sid), "could not look for requests lost with a dead node");
     }
 }
 
@@ -331,7 +332,7 @@ pub async fn end_now(app: &App, sid: &str, reason: &str) -> Result<(), String> {
         Ok(existed) => {
             if existed {
                 tracing::warn!(
-                    session = sid,
+                    session = %logged_session(sid),
                     reason,
                     "ended the session on an upstream's request"
                 );

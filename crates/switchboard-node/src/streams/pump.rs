@@ -21,6 +21,7 @@ use crate::state::App;
 use crate::streams::hub::{ConnHandle, Outbound, StreamEvent};
 use crate::streams::sse;
 use crate::telemetry;
+use switchboard_telemetry::trace::logged_session;
 
 /// Events read from a log per store round trip (a resumed or lagging connection pages through
 /// the log instead of loading it whole).
@@ -50,6 +51,9 @@ pub struct OpenStream {
     pub watch: Option<RunningRequest>,
     /// Nothing more will come after the replay (the request is over): close after it.
     pub close_after_replay: bool,
+    /// When the client's `Last-Event-ID` resumption began: the replay's size and duration are
+    /// counted (`switchboard_resume_replay_events`, `…_duration_seconds`) once it is written.
+    pub resumed_at: Option<std::time::Instant>,
 }
 
 /// How a connection writes its events.
@@ -89,6 +93,7 @@ pub fn open_framed(
         out: tx,
         s,
         framing,
+        written: 0,
     };
     tokio::spawn(pump.stream());
     sse::response(rx, extra)
@@ -100,6 +105,8 @@ struct Pump {
     last: String,
     out: mpsc::Sender<Bytes>,
     framing: Framing,
+    /// Logged events written so far.
+    written: usize,
 }
 
 enum Step {
@@ -133,6 +140,11 @@ impl Pump {
             if let Step::Stop = self.catch_up().await {
                 return self.cleanup().await;
             }
+        }
+        if let Some(at) = self.s.resumed_at.take() {
+            let m = switchboard_telemetry::metrics::get();
+            m.replay_events.observe(self.written as f64);
+            m.replay_duration.observe(at.elapsed().as_secs_f64());
         }
         if !self.s.close_after_replay {
             self.live().await;
@@ -202,7 +214,7 @@ impl Pump {
             return Step::Stop;
         }
         if self.last != before {
-            tracing::debug!(session = %self.s.sid, stream = %self.s.stream, from = %before, to = %self.last, "events of a held stream not delivered by the bus (yet); written from its log");
+            tracing::debug!(session = %logged_session(&self.s.sid), stream = %self.s.stream, from = %before, to = %self.last, "events of a held stream not delivered by the bus (yet); written from its log");
         }
         if more {
             return self.catch_up().await;
@@ -243,6 +255,7 @@ impl Pump {
     }
 
     async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
+        self.written += events.len();
         for e in events {
             if let Step::Stop = self.write(e.into()).await {
                 return Step::Stop;
@@ -282,7 +295,7 @@ impl Pump {
                     return Step::Continue;
                 }
                 Ok(other) => {
-                    tracing::warn!(session = %self.s.sid, stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
+                    tracing::warn!(session = %logged_session(&self.s.sid), stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
                     return Step::Stop;
                 }
                 Err(e) if tokio::time::Instant::now() + pause < deadline => {

@@ -117,6 +117,7 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
         after: EventId::START.to_owned(),
         watch: None,
         close_after_replay: false,
+        resumed_at: None,
     };
     Ok(pump::open_framed(
         &app,

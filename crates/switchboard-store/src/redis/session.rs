@@ -69,7 +69,7 @@ impl SessionStore for RedisStore {
             // The client never learns this session's id: it must not hold a place under
             // `session.max_sessions` until it idles out.
             if let Err(e) = self.delete_session(&record.id).await {
-                tracing::warn!(error = %e, session = %record.id, "could not remove a session whose creation was not confirmed by replicas");
+                tracing::warn!(error = %e, session = %switchboard_telemetry::trace::logged_session(&record.id), "could not remove a session whose creation was not confirmed by replicas");
             }
             return Err(StoreError::NotReplicated { acked, wanted });
         }

@@ -10,6 +10,7 @@ use switchboard_protocol::Revision;
 use super::schema::{self, count_arg, str_arg};
 use super::{catalog, client, or_cancel, send, Failure, Route};
 use crate::upstream::{RequestContext, RpcError};
+use switchboard_telemetry::trace::logged_session;
 
 /// The logger name of the `notifications/message` the `notify` tool sends.
 const LOGGER: &str = "demo";
@@ -133,7 +134,7 @@ pub(super) async fn call(
         Some(Value::Object(args)) => args.clone(),
         Some(_) => return Err(RpcError::invalid_params("`arguments` must be an object")),
     };
-    tracing::debug!(tool = name, session = %ctx.session_id, "demo tools/call");
+    tracing::debug!(tool = name, session = %logged_session(&ctx.session_id), "demo tools/call");
     let outcome = match schema::validate(&tool["inputSchema"], &args) {
         Ok(args) => run(name, &args, ctx).await,
         Err(reason) => Err(Failure::Tool(format!(

@@ -21,6 +21,7 @@ use std::collections::HashSet;
 use std::sync::Mutex;
 
 use cookie::{Cookie, Expiration};
+use switchboard_telemetry::trace::logged_session;
 
 /// The default of `max_cookie_bytes`.
 pub const DEFAULT_MAX_COOKIE_BYTES: usize = 4096;
@@ -55,10 +56,10 @@ impl Warned {
     pub(crate) fn not_kept(&self, upstream: &str, session: &str, dropped: &[String], max: usize) {
         let cookies = dropped.join(", ");
         if self.first(session) {
-            tracing::warn!(upstream = %upstream, upstream_session = session, cookies, max_cookie_bytes = max,
+            tracing::warn!(upstream = %upstream, upstream_session = %logged_session(session), cookies, max_cookie_bytes = max,
                 "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes (warned once per upstream session)");
         } else {
-            tracing::debug!(upstream = %upstream, upstream_session = session, cookies, max_cookie_bytes = max,
+            tracing::debug!(upstream = %upstream, upstream_session = %logged_session(session), cookies, max_cookie_bytes = max,
                 "not keeping cookies the upstream set: the session's cookies would pass max_cookie_bytes");
         }
     }

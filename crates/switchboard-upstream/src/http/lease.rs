@@ -25,6 +25,7 @@ use super::session::{lease_name, UpstreamSession};
 use super::HttpUpstream;
 use crate::placement::Owner;
 use crate::upstream::SessionHandle;
+use switchboard_telemetry::trace::logged_session;
 
 /// How often at most a client session's lease is checked by this process.
 pub(crate) const CHECK_EVERY: Duration = Duration::from_secs(5);
@@ -187,7 +188,7 @@ impl HttpUpstream {
                 Ok(Owner::Here) => true,
                 Ok(Owner::Node(_)) => false,
                 Err(e) => {
-                    tracing::info!(upstream = %self.name, session = sid, error = %e.message, "could not check who listens on the upstream's GET stream");
+                    tracing::info!(upstream = %self.name, session = %logged_session(sid), error = %e.message, "could not check who listens on the upstream's GET stream");
                     return;
                 }
             },
@@ -195,7 +196,7 @@ impl HttpUpstream {
         if !here {
             // Another live node holds the lease (ours lapsed meanwhile, or never was).
             if listeners.is_running(sid) {
-                tracing::info!(upstream = %self.name, session = sid, "another node holds the upstream's GET stream now; stopping ours");
+                tracing::info!(upstream = %self.name, session = %logged_session(sid), "another node holds the upstream's GET stream now; stopping ours");
                 listeners.stop(sid).await;
             }
             return;
@@ -237,12 +238,12 @@ impl HttpUpstream {
             match placement.take(&**session, &lease).await {
                 Ok(Owner::Here) => {}
                 Ok(Owner::Node(n)) => {
-                    tracing::info!(upstream = %self.name, session = sid, node = n, "another node took the upstream's GET stream of the new session");
+                    tracing::info!(upstream = %self.name, session = %logged_session(sid), node = n, "another node took the upstream's GET stream of the new session");
                     listeners.stop(sid).await;
                     return;
                 }
                 Err(e) => {
-                    tracing::info!(upstream = %self.name, session = sid, error = %e.message, "could not take the upstream's GET stream of the new session");
+                    tracing::info!(upstream = %self.name, session = %logged_session(sid), error = %e.message, "could not take the upstream's GET stream of the new session");
                     return;
                 }
             }
@@ -254,7 +255,7 @@ impl HttpUpstream {
         let wait = OPEN_WAIT.min(self.timeout / 2);
         let opened = tokio::time::timeout(wait, answered.wait_for(|done| *done)).await;
         if opened.is_err() {
-            tracing::info!(upstream = %self.name, session = sid, wait_ms = wait.as_millis() as u64,
+            tracing::info!(upstream = %self.name, session = %logged_session(sid), wait_ms = wait.as_millis() as u64,
                 "the upstream has not answered the new session's GET yet; answering the request anyway");
         }
     }
@@ -294,7 +295,7 @@ impl HttpUpstream {
             no_get: self.listeners.no_get.clone(),
             answered: answered_tx,
         };
-        tracing::info!(upstream = %self.name, session = sid, resume_after = ?listener.last_event_id, "listening on the upstream's GET stream for this session");
+        tracing::info!(upstream = %self.name, session = %logged_session(&sid), resume_after = ?listener.last_event_id, "listening on the upstream's GET stream for this session");
         let listeners = Arc::downgrade(&self.listeners);
         let key = sid.clone();
         let task = tokio::spawn(async move {

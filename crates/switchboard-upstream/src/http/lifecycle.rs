@@ -19,6 +19,7 @@ use super::session::{binding_name, UpstreamSession};
 use super::wire::WireError;
 use super::HttpUpstream;
 use crate::upstream::{RequestContext, RpcError, SessionHandle};
+use switchboard_telemetry::trace::logged_session;
 
 /// A new upstream session as one request got it.
 pub(super) struct Initialized {
@@ -75,7 +76,7 @@ impl HttpUpstream {
         let raw = session.upstream_session(&self.name)?;
         let decoded = UpstreamSession::decode(&raw);
         if decoded.is_none() {
-            tracing::warn!(upstream = %self.name, session = session.session_id(), stored = raw,
+            tracing::warn!(upstream = %self.name, session = %logged_session(session.session_id()), stored = raw,
                 "unreadable upstream session in the session record; initializing a new one");
         }
         let binding = session.upstream_session(&binding_name(&self.name));
@@ -140,7 +141,7 @@ impl HttpUpstream {
             }
         }
         self.known.put(sid, session.clone());
-        tracing::info!(upstream = %self.name, session = sid, upstream_session = session.id.as_deref().unwrap_or("(none)"),
+        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = session.id.as_deref().unwrap_or("(none)"),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(Initialized { session, won: true })
     }
@@ -158,7 +159,7 @@ impl HttpUpstream {
                 ),
             ));
         };
-        tracing::info!(upstream = %self.name, session = sid, upstream_session = theirs.id.as_deref().unwrap_or("(none)"),
+        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = theirs.id.as_deref().unwrap_or("(none)"),
             "another node initialized the upstream session first; using its (ours was deleted)");
         self.known.put(sid, theirs.clone());
         Ok(theirs)

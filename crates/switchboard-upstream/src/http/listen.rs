@@ -32,6 +32,7 @@ use super::events::EventReader;
 use super::session::{lease_name, UpstreamSession};
 use super::wire::{Opened, Wire, WireError};
 use crate::upstream::{ClientPeer, SessionHandle};
+use switchboard_telemetry::trace::logged_session;
 
 /// How often at most the last event id is written to the session record.
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -134,7 +135,7 @@ impl Listener {
                 Err(WireError::Unreachable {
                     pinned: Some(addr), ..
                 }) if self.wire.endpoint_gone(addr).await => {
-                    tracing::info!(upstream = %self.name, session = sid, endpoint = %addr,
+                    tracing::info!(upstream = %self.name, session = %logged_session(&sid), endpoint = %addr,
                         "the upstream session's endpoint refuses connections and no longer resolves; not listening on it");
                     break End::Gone;
                 }
@@ -145,17 +146,17 @@ impl Listener {
                     let error =
                         super::exchange::credentials_refused(&self.name, *refusal, Some(&at));
                     if failures == 1 {
-                        tracing::warn!(upstream = %self.name, session = sid, error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
+                        tracing::warn!(upstream = %self.name, session = %logged_session(&sid), error = %error.message, data = ?error.data, "could not open the upstream's GET stream");
                     } else {
-                        tracing::debug!(upstream = %self.name, session = sid, error = %error.message, "could not open the upstream's GET stream");
+                        tracing::debug!(upstream = %self.name, session = %logged_session(&sid), error = %error.message, "could not open the upstream's GET stream");
                     }
                 }
                 Err(e) => {
                     failures += 1;
-                    tracing::info!(upstream = %self.name, session = sid, error = ?e, "could not open the upstream's GET stream");
+                    tracing::info!(upstream = %self.name, session = %logged_session(&sid), error = ?e, "could not open the upstream's GET stream");
                 }
                 Ok(Opened::Stream(reader)) => {
-                    tracing::debug!(upstream = %self.name, session = sid, last_event_id = ?position.last, "listening on the upstream's GET stream");
+                    tracing::debug!(upstream = %self.name, session = %logged_session(&sid), last_event_id = ?position.last, "listening on the upstream's GET stream");
                     let got = tokio::select! {
                         () = self.cancel.cancelled() => break End::Cancelled,
                         got = self.read(reader, &mut tasks, &mut retry, &mut position) => got,
@@ -173,7 +174,7 @@ impl Listener {
         if end != End::Gone {
             self.save(&mut position, true).await;
         }
-        tracing::debug!(upstream = %self.name, session = sid, end = ?end, "stopped listening on the upstream's GET stream");
+        tracing::debug!(upstream = %self.name, session = %logged_session(&sid), end = ?end, "stopped listening on the upstream's GET stream");
         end
     }
 

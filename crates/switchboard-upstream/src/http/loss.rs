@@ -39,6 +39,7 @@ use super::wire::WireError;
 use super::HttpUpstream;
 use crate::config::OnUpstreamLoss;
 use crate::upstream::{RequestContext, RpcError, SessionHandle};
+use switchboard_telemetry::trace::logged_session;
 
 /// The `data.reason` of the error a lost upstream session gives.
 pub(crate) const REASON: &str = "upstream_session_lost";
@@ -118,7 +119,7 @@ impl HttpUpstream {
         lost: Lost,
     ) -> RpcError {
         let sid = ctx.session.session_id();
-        tracing::warn!(upstream = %self.name, session = sid, cause = %lost.cause,
+        tracing::warn!(upstream = %self.name, session = %logged_session(sid), cause = %lost.cause,
             policy = self.replication.on_loss.as_str(), "the upstream lost this session's state");
         let what = format!(
             "upstream `{}` lost this session's state: {}; the request was not run",
@@ -192,7 +193,7 @@ impl HttpUpstream {
             .swap_upstream_sessions(&self.name, Some(&expected), entries)
             .await
         {
-            tracing::warn!(upstream = %self.name, session = session.session_id(), error = e,
+            tracing::warn!(upstream = %self.name, session = %logged_session(session.session_id()), error = e,
                 "could not forget the lost upstream session");
         }
         self.known.remove(session.session_id());

@@ -26,6 +26,7 @@ use crate::http::common::{
 };
 use crate::http::wire::{exchange_error, Wire, WireError};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
+use switchboard_telemetry::trace::logged_session;
 
 /// A connection unused for this long is closed (its client session has most likely ended on
 /// another node, which cannot tell this one).
@@ -174,7 +175,7 @@ impl SseUpstream {
             return Ok(conn);
         }
         if ctx.session.upstream_session(&self.name).is_some() {
-            tracing::warn!(upstream = %self.name, session = sid,
+            tracing::warn!(upstream = %self.name, session = %logged_session(sid),
                 "the legacy SSE connection of this session is gone (node restart or dropped connection); \
                  opening a new one with the stored initialize: state inside the old upstream session is lost");
         }

@@ -22,6 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::upstream::ClientPeer;
+use switchboard_telemetry::trace::logged_session;
 
 /// Default most sessions attached to one shared child.
 pub const DEFAULT_MAX_ATTACHED_SESSIONS: usize = 10_000;
@@ -91,7 +92,7 @@ impl Attached {
         }
         let uris = match sessions.parked.remove(sid) {
             Some(parked) => {
-                tracing::debug!(upstream, session = sid, subscriptions = parked.uris.len(), "a detached session attached again: its subscriptions through the shared child are back");
+                tracing::debug!(upstream, session = %logged_session(sid), subscriptions = parked.uris.len(), "a detached session attached again: its subscriptions through the shared child are back");
                 parked.uris
             }
             None => HashSet::new(),
@@ -112,7 +113,7 @@ impl Attached {
             return;
         };
         self.evicted.fetch_add(1, Ordering::Relaxed);
-        tracing::warn!(upstream, session = %oldest, max = self.max, "max_attached_sessions reached: the least recently active session no longer receives the shared child's notifications until its next request here");
+        tracing::warn!(upstream, session = %logged_session(&oldest), max = self.max, "max_attached_sessions reached: the least recently active session no longer receives the shared child's notifications until its next request here");
         if entry.uris.is_empty() {
             return;
         }
@@ -124,7 +125,7 @@ impl Attached {
                 .map(|(s, _)| s.clone());
             if let Some(longest) = longest {
                 sessions.parked.remove(&longest);
-                tracing::info!(upstream, session = %longest, max = self.max, "forgot the subscriptions of the session detached longest from the shared child");
+                tracing::info!(upstream, session = %logged_session(&longest), max = self.max, "forgot the subscriptions of the session detached longest from the shared child");
             }
         }
         let parked = Parked {

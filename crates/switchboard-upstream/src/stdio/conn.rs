@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::attached::Attached;
 use super::stderr::Tail;
 use crate::upstream::{ClientPeer, RpcError};
+use switchboard_telemetry::trace::logged_session;
 
 /// How many messages may wait for the child to read its stdin.
 const OUTBOX: usize = 64;
@@ -202,7 +203,7 @@ impl Conn {
             peer.notify(message).await
         };
         if let Err(e) = sent {
-            tracing::debug!(upstream = %self.upstream, session = %self.label, error = %e, "notification not delivered");
+            tracing::debug!(upstream = %self.upstream, session = %logged_session(&self.label), error = %e, "notification not delivered");
         }
     }
 

@@ -29,6 +29,7 @@ use super::conn::{error_object, response, unavailable, Conn};
 use super::framing::{decode, truncate, Decoded, FrameError, LineReader};
 use crate::http::common::too_large;
 use crate::upstream::{ClientPeer, PeerError, RpcError};
+use switchboard_telemetry::trace::logged_session;
 
 /// How much of a skipped line is logged.
 const LOGGED_NOISE: usize = 200;
@@ -43,7 +44,7 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
             Ok(Some(line)) => handle_line(&conn, line).await,
             Ok(None) => break,
             Err(FrameError::TooLong(max)) => {
-                tracing::warn!(upstream = %conn.upstream, session = %conn.label, max, "child wrote a stdout line longer than the limit; stopping it");
+                tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), max, "child wrote a stdout line longer than the limit; stopping it");
                 conn.overflowed.store(true, Ordering::Release);
                 conn.fail_calls(too_large(
                     &conn.upstream,
@@ -56,7 +57,7 @@ pub(crate) async fn run(conn: Arc<Conn>, stdout: impl AsyncRead + Unpin, max_lin
                 break;
             }
             Err(FrameError::Io(e)) => {
-                tracing::warn!(upstream = %conn.upstream, session = %conn.label, error = %e, "reading the child's stdout failed");
+                tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), error = %e, "reading the child's stdout failed");
                 break;
             }
         }
@@ -69,14 +70,14 @@ async fn handle_line(conn: &Arc<Conn>, line: Vec<u8>) {
         Decoded::Json(value) => match Message::classify(value) {
             Ok(message) => dispatch(conn, message).await,
             Err(reason) => {
-                tracing::warn!(upstream = %conn.upstream, session = %conn.label, reason, "skipped a stdout line that is not a JSON-RPC message")
+                tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), reason, "skipped a stdout line that is not a JSON-RPC message")
             }
         },
         Decoded::Noise(text) => {
-            tracing::warn!(upstream = %conn.upstream, session = %conn.label, line = %truncate(&text, LOGGED_NOISE), "skipped a stdout line that is not JSON-RPC")
+            tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), line = %truncate(&text, LOGGED_NOISE), "skipped a stdout line that is not JSON-RPC")
         }
         Decoded::BadUtf8(value) => {
-            tracing::warn!(upstream = %conn.upstream, session = %conn.label, "skipped a stdout line that is not valid UTF-8");
+            tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), "skipped a stdout line that is not valid UTF-8");
             let id = value
                 .as_ref()
                 .filter(|v| v.get("method").is_none())
@@ -105,7 +106,7 @@ async fn dispatch(conn: &Arc<Conn>, message: Message) {
 
 fn on_response(conn: &Conn, id: Option<RequestId>, raw: Value) {
     let Some(our_id) = id.as_ref().and_then(|i| i.0.as_u64()) else {
-        tracing::warn!(upstream = %conn.upstream, session = %conn.label, message = %truncate(&raw.to_string(), LOGGED_NOISE), "child sent a response to no request of ours");
+        tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), message = %truncate(&raw.to_string(), LOGGED_NOISE), "child sent a response to no request of ours");
         return;
     };
     let outcome = match raw.get("error") {
@@ -124,7 +125,7 @@ fn on_response(conn: &Conn, id: Option<RequestId>, raw: Value) {
         None => Ok(raw.get("result").cloned().unwrap_or(Value::Null)),
     };
     if !conn.answer(our_id, outcome) {
-        tracing::debug!(upstream = %conn.upstream, session = %conn.label, id = our_id, "late answer from the child (the call was cancelled or timed out)");
+        tracing::debug!(upstream = %conn.upstream, session = %logged_session(&conn.label), id = our_id, "late answer from the child (the call was cancelled or timed out)");
     }
 }
 
@@ -133,7 +134,7 @@ async fn on_notification(conn: &Arc<Conn>, method: &str, mut raw: Value) {
         "notifications/progress" => {
             let token = raw.pointer("/params/progressToken").cloned();
             let Some(call) = token.and_then(|t| conn.call_with_token(&t)) else {
-                tracing::debug!(upstream = %conn.upstream, session = %conn.label, "progress for no call in flight dropped");
+                tracing::debug!(upstream = %conn.upstream, session = %logged_session(&conn.label), "progress for no call in flight dropped");
                 return;
             };
             if let (Some(slot), Some(client)) = (
@@ -169,7 +170,7 @@ async fn standalone(conn: &Conn, raw: Value) {
     match conn.session_peer() {
         Some(peer) => conn.deliver(&peer, raw, true).await,
         None => {
-            tracing::debug!(upstream = %conn.upstream, session = %conn.label, "notification before any client request; dropped")
+            tracing::debug!(upstream = %conn.upstream, session = %logged_session(&conn.label), "notification before any client request; dropped")
         }
     }
 }
@@ -190,7 +191,7 @@ fn on_request(conn: &Arc<Conn>, id: RequestId, method: &str, raw: Value) {
     let peer = match carrier(conn) {
         Ok(peer) => peer,
         Err(reason) => {
-            tracing::info!(upstream = %conn.upstream, session = %conn.label, method, reason, "child request refused");
+            tracing::info!(upstream = %conn.upstream, session = %logged_session(&conn.label), method, reason, "child request refused");
             let error = error_object(codes::INTERNAL_ERROR, format!("{method}: {reason}"));
             conn.send_later(response(id.0, Err(error)));
             return;

@@ -401,7 +401,8 @@ impl Upstream for StdioUpstream {
             .iter()
             .filter(|c| c.alive())
             .map(|c| ChildStatus {
-                session: c.label.clone(),
+                // The session id is a credential: `/upstreamz` shows its hash, as logs do.
+                session: switchboard_telemetry::trace::logged_session(&c.label),
                 pid: c.pid,
                 started_at_ms: unix_ms(c.started_at),
             })

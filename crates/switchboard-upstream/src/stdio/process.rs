@@ -30,6 +30,7 @@ use super::conn::{unavailable, Conn};
 use super::framing::encode;
 use super::{inbound, stderr};
 use crate::upstream::RpcError;
+use switchboard_telemetry::trace::logged_session;
 
 /// How long the reader may take to deliver the last messages of a child that exited.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(500);
@@ -97,7 +98,7 @@ pub(crate) fn spawn(
         shared,
         attached,
     );
-    tracing::info!(upstream = %upstream, session = %label, pid = ?child.id(), command = %spec.command, "started a stdio child");
+    tracing::info!(upstream = %upstream, session = %logged_session(&label), pid = ?child.id(), command = %spec.command, "started a stdio child");
     tokio::spawn(write(stdin, outbox, conn.close_stdin.clone()));
     tokio::spawn(inbound::run(conn.clone(), stdout, limits.max_line));
     tokio::spawn(stderr::drain(
@@ -209,10 +210,10 @@ async fn supervise(mut child: Child, conn: Arc<Conn>, grace: Duration) {
     conn.stopped_by_us
         .store(for_us, std::sync::atomic::Ordering::Release);
     if asked {
-        tracing::info!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, status, "stopped a stdio child");
+        tracing::info!(upstream = %conn.upstream, session = %logged_session(&conn.label), pid = ?pid, status, "stopped a stdio child");
     } else {
         let stderr_tail = conn.stderr_tail.lines();
-        tracing::warn!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, status, ?stderr_tail, "stdio child exited");
+        tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), pid = ?pid, status, ?stderr_tail, "stdio child exited");
     }
     conn.close_stdin.cancel();
     conn.fail_all(error);
@@ -233,7 +234,7 @@ async fn stop(
     if let Ok(status) = tokio::time::timeout(grace, child.wait()).await {
         return status;
     }
-    tracing::warn!(upstream = %conn.upstream, session = %conn.label, pid = ?pid, "stdio child ignored stdin EOF and SIGTERM; killing it");
+    tracing::warn!(upstream = %conn.upstream, session = %logged_session(&conn.label), pid = ?pid, "stdio child ignored stdin EOF and SIGTERM; killing it");
     signal_group(pid, Signal::SIGKILL);
     child.kill().await?;
     child.wait().await

@@ -23,6 +23,7 @@ use serde_json::Value;
 
 use super::conn::Conn;
 use crate::upstream::ClientPeer;
+use switchboard_telemetry::trace::logged_session;
 
 /// How many sessions' standalone streams one broadcast writes to at once.
 pub(crate) const BROADCAST_CONCURRENCY: usize = 64;
@@ -84,7 +85,7 @@ async fn broadcast(
             let raw = raw.clone();
             async move {
                 if let Err(e) = peer.notify_standalone(raw).await {
-                    tracing::debug!(upstream = %conn.upstream, session = %sid, error = %e, "notification of the shared child not delivered");
+                    tracing::debug!(upstream = %conn.upstream, session = %logged_session(&sid), error = %e, "notification of the shared child not delivered");
                 }
             }
         })

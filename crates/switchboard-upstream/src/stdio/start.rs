@@ -13,6 +13,7 @@ use super::conn::{unavailable, Conn};
 use super::restarts::Restarts;
 use super::{process, StdioUpstream};
 use crate::upstream::{RequestContext, RpcError};
+use switchboard_telemetry::trace::logged_session;
 
 /// Where a session's child (or the shared child) is kept.
 #[derive(Default)]
@@ -133,7 +134,7 @@ impl StdioUpstream {
         }
         let _admission = self.restarts.admit(&ctx.cancel, deadline).await?;
         if let Some(old) = slot.current() {
-            tracing::warn!(upstream = %self.name, session = %old.label, "the stdio child of this session is gone; starting a new one and replaying the client's initialize (state inside the old child is lost)");
+            tracing::warn!(upstream = %self.name, session = %logged_session(&old.label), "the stdio child of this session is gone; starting a new one and replaying the client's initialize (state inside the old child is lost)");
         }
         let restart = slot.attempted.swap(true, Ordering::Relaxed);
         self.restarts.starting(restart);
@@ -247,7 +248,7 @@ impl StdioUpstream {
             )));
         }
         if result.get("protocolVersion") != requested.as_ref() {
-            tracing::info!(upstream = %self.name, session = %conn.label, requested = ?requested, answered = ?result.get("protocolVersion"), "stdio child chose another protocol revision");
+            tracing::info!(upstream = %self.name, session = %logged_session(&conn.label), requested = ?requested, answered = ?result.get("protocolVersion"), "stdio child chose another protocol revision");
         }
         conn.finish_handshake().await?;
         Ok(result)

@@ -11,6 +11,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
+use switchboard_telemetry::trace::logged_session;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
 
@@ -142,7 +143,7 @@ pub(crate) async fn drain(
         }
         let text = String::from_utf8_lossy(bytes).into_owned();
         if budget.take(&upstream, &session) {
-            tracing::info!(target: "switchboard::stdio::stderr", upstream = %upstream, session = %session, "{text}");
+            tracing::info!(target: "switchboard::stdio::stderr", upstream = %upstream, session = %logged_session(&session), "{text}");
         }
         tail.push(text);
     };

@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::session::NodeSession;
 use crate::state::App;
+use switchboard_telemetry::trace::logged_session;
+use tracing::Instrument;
 
 /// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).
 pub fn find_member(up: &Arc<dyn Upstream>, name: &str) -> Option<Arc<dyn Upstream>> {
@@ -69,10 +71,27 @@ pub async fn notify(app: App, notification: ForwardNotification) {
 /// owner now (this node stalled past `cluster.node_ttl` and was taken over while the request waited
 /// in its inbox): "moved" too, so it never starts a second child or connection for the session.
 pub async fn execute(app: App, inc: ForwardRequest) {
+    // The owner's run of the call, a server span continuing the origin's trace.
+    let span = tracing::info_span!(
+        target: switchboard_telemetry::trace::TARGET,
+        "forwarded",
+        otel.name = format!("{} forwarded", inc.method),
+        otel.kind = "server",
+        mcp.method.name = inc.method.as_str(),
+        switchboard.upstream = inc.upstream.as_str(),
+        switchboard.origin = inc.origin.as_str(),
+    );
+    let parent = switchboard_telemetry::trace::parent_from(inc.trace.as_deref());
+    switchboard_telemetry::trace::set_parent(&span, parent);
+    run_here(app, inc).instrument(span).await;
+}
+
+/// [`execute`] inside its span.
+async fn run_here(app: App, inc: ForwardRequest) {
     let key = format!("fwd:{}:{}", inc.origin, inc.call);
     let cancel = app.calls.start(&inc.sid, &key);
     let outcome = if app.shutdown.is_cancelled() {
-        tracing::debug!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
+        tracing::debug!(session = %logged_session(&inc.sid), upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
         encode_moved(app.node_id())
     } else {
         app.forwards.track(&inc.origin, &inc.call, cancel.clone());
@@ -81,7 +100,7 @@ pub async fn execute(app: App, inc: ForwardRequest) {
         match outcome {
             Some(outcome) => encode_outcome(&outcome),
             None => {
-                tracing::info!(session = %inc.sid, upstream = %inc.upstream, origin = %inc.origin, "another node owns this session's node-bound upstream now: a forwarded request moves to its origin");
+                tracing::info!(session = %logged_session(&inc.sid), upstream = %inc.upstream, origin = %inc.origin, "another node owns this session's node-bound upstream now: a forwarded request moves to its origin");
                 encode_moved(app.node_id())
             }
         }

@@ -13,6 +13,7 @@ use http::HeaderMap;
 use switchboard_protocol::ids::position_order;
 use switchboard_protocol::{headers, EventId, StreamId};
 use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
+use tracing::Instrument;
 
 use crate::edge::error::HttpError;
 use crate::session::{self, LoadedSession};
@@ -45,7 +46,23 @@ async fn get(app: App, record: SessionRecord, headers: HeaderMap) -> Result<Resp
     };
     match last {
         None => standalone(&app, &record).await,
-        Some(id) => resume(&app, &record, id).await,
+        Some(id) => {
+            // The resumption's span (its store calls, the replay's read, under it), continuing
+            // the client's `traceparent`.
+            let span = tracing::info_span!(
+                target: switchboard_telemetry::trace::TARGET,
+                "resume",
+                otel.name = "GET resume",
+                otel.kind = "server",
+                mcp.session.id = switchboard_telemetry::trace::session_hash(record.id.as_str()),
+            );
+            let parent = switchboard_telemetry::trace::client_parent(
+                Some(&headers),
+                &serde_json::Value::Null,
+            );
+            switchboard_telemetry::trace::set_parent(&span, parent);
+            resume(&app, &record, id).instrument(span).await
+        }
     }
 }
 
@@ -76,11 +93,13 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
         after,
         watch: None,
         close_after_replay: false,
+        resumed_at: None,
     };
     Ok(pump::open(app, open, &[]))
 }
 
 async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
+    let started = std::time::Instant::now();
     let sid = record.id.as_str();
     let stream = id.stream.to_string();
     if let Err(e) = resume::check_resumable(app, sid, &stream, &id.position).await {
@@ -114,6 +133,7 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         after: id.position,
         watch,
         close_after_replay,
+        resumed_at: Some(started),
     };
     Ok(pump::open(app, open, &[]))
 }

@@ -34,6 +34,7 @@ use crate::session::NodeSession;
 use crate::state::App;
 use crate::streams::pump::{self, OpenStream};
 use crate::telemetry;
+use switchboard_telemetry::trace::logged_session;
 
 /// The POST handler.
 pub async fn on_post(
@@ -199,6 +200,7 @@ async fn request(
                 after: "0-0".into(),
                 watch: None,
                 close_after_replay: false,
+                resumed_at: None,
             };
             Ok(pump::open(&app, open, &[]))
         }
@@ -341,7 +343,7 @@ pub(crate) async fn deliver(
             }
         }
         Message::Response { id: None, raw } => {
-            tracing::info!(session = sid, response = %raw, "client sent an error response without an id");
+            tracing::info!(session = %logged_session(sid), response = %raw, "client sent an error response without an id");
         }
         Message::Request { .. } => {}
     }
