@@ -33,6 +33,9 @@
 //! - [`stdio`]: [`stdio::StdioUpstream`], an MCP server run as a child process (one per
 //!   session, or one shared), speaking newline-delimited JSON-RPC on stdin/stdout.
 
+/// How log lines name a session: its hash, never the id (a credential).
+pub(crate) use switchboard_telemetry::trace::logged_session;
+
 pub mod aggregate;
 pub mod build;
 pub mod config;

@@ -58,7 +58,6 @@ use self::wire::{exchange_error, Wire, WireError};
 use crate::config::OnUpstreamLoss;
 use crate::status::{EndpointStatus, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
-use switchboard_telemetry::trace::logged_session;
 
 /// How a Streamable HTTP upstream's sessions relate to its replicas: the settings
 /// `stateless`, `on_upstream_loss`, `resolve_interval_ms`, `nameservers`, `max_endpoints` and
@@ -334,7 +333,7 @@ impl HttpUpstream {
         if !self.replication.stateless {
             return Err(self.on_loss(ctx, &session, lost).await);
         }
-        tracing::info!(upstream = %self.name, session = %logged_session(ctx.session.session_id()), cause = %lost.cause,
+        tracing::info!(upstream = %self.name, session = %crate::logged_session(ctx.session.session_id()), cause = %lost.cause,
             "the upstream lost its session (stateless upstream); initializing it again with the \
              client's stored initialize and retrying the request once");
         let fresh = self.reinitialize(ctx, &session).await?;
@@ -417,10 +416,10 @@ impl HttpUpstream {
         match stored {
             Ok(true) => self.known.put(sid, updated),
             Ok(false) => {
-                tracing::debug!(upstream = %self.name, session = %logged_session(sid), "not keeping the cookies of a superseded upstream session (it was initialized again meanwhile)")
+                tracing::debug!(upstream = %self.name, session = %crate::logged_session(sid), "not keeping the cookies of a superseded upstream session (it was initialized again meanwhile)")
             }
             Err(e) => {
-                tracing::warn!(upstream = %self.name, session = %logged_session(sid), error = e, "could not record the cookies the upstream set")
+                tracing::warn!(upstream = %self.name, session = %crate::logged_session(sid), error = e, "could not record the cookies the upstream set")
             }
         }
     }
@@ -581,12 +580,12 @@ impl Upstream for HttpUpstream {
         }
         let why = match tokio::time::timeout(self.timeout, self.wire.delete(&upstream)).await {
             Ok(Ok(())) => {
-                return tracing::debug!(upstream = %self.name, session = %logged_session(session_id), "deleted the upstream session");
+                return tracing::debug!(upstream = %self.name, session = %crate::logged_session(session_id), "deleted the upstream session");
             }
             Ok(Err(e)) => e.to_string(),
             Err(_) => "timed out".to_owned(),
         };
-        tracing::info!(upstream = %self.name, session = %logged_session(session_id), error = %why, "could not delete the upstream session");
+        tracing::info!(upstream = %self.name, session = %crate::logged_session(session_id), error = %why, "could not delete the upstream session");
     }
 
     /// Stops every listener on the upstream's GET streams ([`Upstream::fenced`]).
