@@ -127,6 +127,9 @@ async fn every_dashboard_query_names_an_exported_metric() {
         .await;
     text.push_str(&scrape(&urls[0]).await);
     let names = exported(&text);
+    // initialize counts as a request like any other.
+    let init = "switchboard_request_duration_seconds_count{method=\"initialize\",upstream=\"\"} 1";
+    assert!(text.contains(init), "{init} missing:\n{text}");
     let mut queries = 0;
     let panels = dashboard["panels"].as_array().expect("panels");
     for panel in panels {

@@ -15,7 +15,7 @@ use http::HeaderMap;
 use serde_json::Value;
 use switchboard_telemetry::metrics::{self, labels, RequestLabels, ToolLabels};
 use switchboard_telemetry::trace;
-use tracing::Span;
+use tracing::{Instrument, Span};
 
 /// A message's span, with the client's context as its parent.
 pub(crate) fn message_span(
@@ -61,6 +61,24 @@ pub(crate) fn message_span(
     );
     trace::set_parent(&span, trace::client_parent(headers, message));
     span
+}
+
+/// Runs `work`, the handling of one message of `method`, in `span`, and counts its duration in
+/// `switchboard_request_duration_seconds` (for the requests that do not run as a session-era
+/// call, whose task reports through [`Finished`]: `initialize`, 2026-07-28 requests).
+pub(crate) async fn observed<F: std::future::Future>(
+    method: &str,
+    span: Span,
+    work: F,
+) -> F::Output {
+    let started = Instant::now();
+    let (out, upstream) = labels::reaching_upstream(work.instrument(span)).await;
+    let method = labels::method(method);
+    metrics::get()
+        .requests
+        .get_or_create(&RequestLabels { method, upstream })
+        .observe(started.elapsed().as_secs_f64());
+    out
 }
 
 /// What a request reports when it ends: its duration by method and the upstream it reached,

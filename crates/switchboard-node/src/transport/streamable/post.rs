@@ -11,8 +11,6 @@
 //! trip, paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
 
-use std::time::Instant;
-
 use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -21,14 +19,13 @@ use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
 use switchboard_store::{SessionRecord, SessionUpdate};
-use switchboard_telemetry::metrics::{labels, RequestLabels};
 use tracing::{Instrument, Span};
 
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::exec::response::{First, Registration, ResponseStream};
-use crate::exec::traced::message_span;
+use crate::exec::traced::{message_span, observed};
 use crate::session;
 use crate::session::NodeSession;
 use crate::state::App;
@@ -72,23 +69,12 @@ async fn post(
     let parsed = read_body(&app, body).await?;
     if crate::edge::header_checks::is_modern(&headers, &parsed) {
         if let Body::Single(message) = parsed {
-            let started = Instant::now();
             let method = message.method().unwrap_or("").to_owned();
-            let span = message_span(
-                Some(&headers),
-                message.raw(),
-                &method,
-                None,
-                Some("2026-07-28"),
-            );
+            let revision = Some("2026-07-28");
+            let span = message_span(Some(&headers), message.raw(), &method, None, revision);
             let served =
                 crate::transport::stateless::serve_request(&app, &headers, message, answers);
-            let (response, upstream) = labels::reaching_upstream(served.instrument(span)).await;
-            let m = switchboard_telemetry::metrics::get();
-            let method = labels::method(&method);
-            m.requests
-                .get_or_create(&RequestLabels { method, upstream })
-                .observe(started.elapsed().as_secs_f64());
+            let response = observed(&method, span, served).await;
             return Ok(response);
         }
     }
@@ -105,7 +91,7 @@ async fn post(
         if method == "initialize" {
             let span = message_span(Some(&headers), raw, method, None, None);
             let start = crate::session::initialize::start_session(&app, id, raw, answers);
-            return start.instrument(span).await;
+            return observed(method, span, start).await;
         }
     }
     if parsed
