@@ -5,11 +5,16 @@
 //! `otel.service_name`), `service.instance.id` (the configured `cluster.node_id`) and
 //! `OTEL_RESOURCE_ATTRIBUTES` (the SDK's environment detectors).
 
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{SpanExporter, WithExportConfig};
+use opentelemetry_otlp::{SpanExporter as OtlpExporter, WithExportConfig};
+use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProcessor;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use opentelemetry_sdk::Resource;
 
 use crate::config::OtelConfig;
@@ -23,8 +28,60 @@ impl Pipeline {
     /// Exports what is still buffered (bounded by the SDK's export timeout) and stops.
     pub fn shutdown(&self) {
         if let Err(e) = self.provider.shutdown() {
-            eprintln!("switchboard: flushing traces failed: {e}");
+            tracing::warn!(error = %e, "the last spans could not be exported");
         }
+    }
+}
+
+/// How often at most a failing exporter is logged.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// An exporter whose failures are logged (a warning at most every [`WARN_EVERY`], with the
+/// number of spans lost since the last one): the SDK drops a batch it cannot export silently.
+#[derive(Debug)]
+struct Reported<E> {
+    inner: E,
+    endpoint: String,
+    /// When the last warning was written, and the spans lost since.
+    warned: Mutex<(Option<Instant>, usize)>,
+}
+
+impl<E> Reported<E> {
+    fn new(inner: E, endpoint: String) -> Reported<E> {
+        Reported {
+            inner,
+            endpoint,
+            warned: Mutex::new((None, 0)),
+        }
+    }
+}
+
+impl<E: SpanExporter> SpanExporter for Reported<E> {
+    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
+        let spans = batch.len();
+        let out = self.inner.export(batch).await;
+        if let Err(e) = &out {
+            let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+            warned.1 += spans;
+            if warned.0.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
+                tracing::warn!(endpoint = %self.endpoint, error = %e, spans_lost = warned.1,
+                    "could not export spans to the OTLP collector; serving goes on (next warning in a minute at the earliest)");
+                *warned = (Some(Instant::now()), 0);
+            }
+        }
+        out
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.inner.shutdown_with_timeout(timeout)
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.inner.force_flush()
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        self.inner.set_resource(resource);
     }
 }
 
@@ -38,7 +95,7 @@ pub fn pipeline(
         return Ok(None);
     };
     let exporter = if config.grpc() {
-        SpanExporter::builder()
+        OtlpExporter::builder()
             .with_tonic()
             .with_endpoint(endpoint.clone())
             .build()
@@ -49,7 +106,7 @@ pub fn pipeline(
         } else {
             format!("{base}/v1/traces")
         };
-        SpanExporter::builder()
+        OtlpExporter::builder()
             .with_http()
             .with_endpoint(url)
             .build()
@@ -67,6 +124,7 @@ pub fn pipeline(
     let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(config.sample_ratio)));
     // The batch processor on the node's Tokio runtime: both exporters' clients (reqwest, tonic)
     // need it (the SDK's default processor runs on a thread of its own, without one).
+    let exporter = Reported::new(exporter, endpoint.clone());
     let processor =
         BatchSpanProcessor::builder(exporter, opentelemetry_sdk::runtime::Tokio).build();
     let provider = SdkTracerProvider::builder()
