@@ -294,3 +294,57 @@ async fn spans_go_out_over_grpc_too() {
     assert_eq!(call.parent_span_id, CLIENT_SPAN);
     assert_eq!(call.instance, cluster.node(0).id());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_collector_that_never_answers_costs_only_the_spans() {
+    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
+    // Accepts connections and holds them, never answering: exports wait for their timeout.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", silent.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let held = tokio::spawn(async move {
+        let mut sockets = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            sockets.push(socket);
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    let mut cluster = Cluster::start(1, ClusterOptions::new().set("otel.endpoint", &endpoint));
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    for id in 0..30 {
+        let started = std::time::Instant::now();
+        let reply = client
+            .call_tool(&url, id, "echo", json!({"text": "x"}))
+            .await;
+        reply.answer(json!(id), T).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "call {id} took {:?}",
+            started.elapsed()
+        );
+    }
+    // An export is under way (and hanging) before the node is told to stop.
+    switchboard_tests::eventually::eventually("an export to connect", T, || {
+        let n = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        async move { (n > 0).then_some(()) }
+    })
+    .await;
+    let stopping = std::time::Instant::now();
+    cluster.node(0).terminate();
+    let code = cluster.node_mut(0).wait_exit(Duration::from_secs(20));
+    let took = stopping.elapsed();
+    assert_eq!(code, Some(0), "the node exits cleanly");
+    assert!(
+        took < Duration::from_secs(12),
+        "SIGTERM to exit took {took:?} (drain + at most 3 s for the spans)"
+    );
+    let log = cluster.node(0).log_tail(40);
+    assert!(
+        log.contains("exiting without them") || log.contains("could not be exported"),
+        "{log}"
+    );
+    held.abort();
+}

@@ -53,6 +53,10 @@ struct HeadersMut<'a>(&'a mut http::HeaderMap);
 
 impl Injector for HeadersMut<'_> {
     fn set(&mut self, key: &str, value: String) {
+        // An empty `tracestate` says nothing (W3C Trace Context §3.3: it may be left out).
+        if value.is_empty() {
+            return;
+        }
         if let (Ok(name), Ok(value)) = (
             http::HeaderName::from_bytes(key.as_bytes()),
             http::HeaderValue::from_str(&value),

@@ -17,7 +17,9 @@ use std::time::Instant;
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_protocol::codes;
-use switchboard_telemetry::metrics::{self, labels, UpstreamCallLabels, UpstreamErrorLabels};
+use switchboard_telemetry::metrics::{
+    self, labels, ToolLabels, UpstreamCallLabels, UpstreamErrorLabels,
+};
 use switchboard_telemetry::trace;
 use tracing::Instrument;
 
@@ -71,6 +73,26 @@ impl Tracked {
             last.error = Some(LastError::now(e.message.clone()));
         }
     }
+}
+
+/// Counts a `tools/call` in `switchboard_tool_calls_total`: `ok`, `tool_error` (a result with
+/// `isError: true`) or `error` (a JSON-RPC error); the tool gets a label of its own only once it
+/// answered a result ([`labels::tool`]).
+fn count_tool(upstream: &'static str, tool: &str, outcome: &Result<Value, RpcError>) {
+    let (outcome, exists) = match outcome {
+        Ok(r) if r.get("isError") == Some(&Value::Bool(true)) => ("tool_error", true),
+        Ok(_) => ("ok", true),
+        Err(_) => ("error", false),
+    };
+    let tool = labels::tool(tool, exists);
+    metrics::get()
+        .tool_calls
+        .get_or_create(&ToolLabels {
+            upstream,
+            tool,
+            outcome,
+        })
+        .inc();
 }
 
 /// -32006 (unavailable) or -32005 (timed out): the errors `last_error` keeps.
@@ -185,6 +207,14 @@ impl Upstream for Tracked {
             rpc.response.status_code = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
+        let tool = (method == "tools/call")
+            .then(|| {
+                params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .flatten();
         let started = Instant::now();
         let outcome = self
             .inner
@@ -201,11 +231,14 @@ impl Upstream for Tracked {
             span.record("rpc.response.status_code", e.code.to_string());
             if e.code != codes::REQUEST_ABORTED {
                 span.record("error.type", e.code.to_string());
-                let code = e.code;
+                let code = labels::code(e.code);
                 m.upstream_call_errors
                     .get_or_create(&UpstreamErrorLabels { upstream, code })
                     .inc();
             }
+        }
+        if let Some(tool) = tool {
+            count_tool(upstream, &tool, &outcome);
         }
         outcome
     }

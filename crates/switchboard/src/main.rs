@@ -14,6 +14,10 @@ use switchboard::startup::{init_tracing, run, shutdown_signal};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// How long the exit waits for the last spans to be exported (a collector that accepts
+/// connections and never answers would hold it for the SDK's export timeout per batch).
+const TRACE_FLUSH_LIMIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -54,8 +58,7 @@ async fn main() -> ExitCode {
         }
     };
     if let Some(traces) = traces {
-        // The SDK's shutdown blocks while it flushes: off the runtime's worker.
-        let _ = tokio::task::spawn_blocking(move || traces.shutdown()).await;
+        traces.shutdown_within(TRACE_FLUSH_LIMIT).await;
     }
     code
 }

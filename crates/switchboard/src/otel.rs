@@ -25,12 +25,46 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    /// Exports what is still buffered (bounded by the SDK's export timeout) and stops.
-    pub fn shutdown(&self) {
-        if let Err(e) = self.provider.shutdown() {
-            tracing::warn!(error = %e, "the last spans could not be exported");
+    /// Exports what is still buffered, waiting at most `limit`, and stops: the SDK's shutdown
+    /// blocks while it flushes, so it runs on a thread of its own, which is left behind (and ends
+    /// with the process) when the collector does not answer in time.
+    pub async fn shutdown_within(self, limit: Duration) {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        let provider = self.provider;
+        std::thread::spawn(move || {
+            let _ = done.send(provider.shutdown());
+        });
+        match tokio::time::timeout(limit, finished).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "the last spans could not be exported"),
+            _ => tracing::warn!(
+                ?limit,
+                "the collector did not take the last spans in time; exiting without them"
+            ),
         }
     }
+}
+
+/// What the SDK would panic on or silently read otherwise: an endpoint that is not http(s), an
+/// `OTEL_EXPORTER_OTLP_PROTOCOL` it does not speak, a batch queue or batch of size 0.
+fn check_environment(endpoint: &str) -> Result<(), String> {
+    if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
+        return Err(format!(
+            "the OTLP endpoint `{endpoint}` is not an http:// or https:// URL"
+        ));
+    }
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL").unwrap_or_default();
+    if !matches!(protocol.as_str(), "" | "grpc" | "http/protobuf") {
+        return Err(format!(
+            "OTEL_EXPORTER_OTLP_PROTOCOL `{protocol}` is not `http/protobuf` or `grpc`"
+        ));
+    }
+    for name in ["OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"] {
+        if std::env::var(name).is_ok_and(|v| v.trim() == "0") {
+            return Err(format!("{name} must be at least 1"));
+        }
+    }
+    Ok(())
 }
 
 /// How often at most a failing exporter is logged.
@@ -94,6 +128,7 @@ pub fn pipeline(
     let Some(endpoint) = config.effective_endpoint() else {
         return Ok(None);
     };
+    check_environment(&endpoint)?;
     let exporter = if config.grpc() {
         OtlpExporter::builder()
             .with_tonic()

@@ -70,10 +70,6 @@ pub fn spawn(mut job: Job) {
     let cancel = job.cancel.clone();
     let span = job.span.clone();
     let task = async move {
-        let tool = (job.method == "tools/call")
-            .then(|| job.raw.pointer("/params/name").and_then(Value::as_str))
-            .flatten()
-            .map(str::to_owned);
         // The params move out of the request (it is not read again) instead of being copied.
         let params = match job.raw.get_mut("params") {
             Some(p) => p.take(),
@@ -89,7 +85,6 @@ pub fn spawn(mut job: Job) {
         };
         let finished = Finished {
             method: &job.method,
-            tool: tool.as_deref(),
             started: job.started,
             upstream,
         };

@@ -162,7 +162,20 @@ impl ClientPeer for NodePeer {
 impl NodePeer {
     /// Sends the server request `method` to the client and waits for its answer (at most
     /// `session.client_request_timeout`).
-    async fn ask(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+    async fn ask(&self, method: &str, mut params: Value) -> Result<Value, PeerError> {
+        // The context of this wait goes to the client in `params._meta` (OpenTelemetry's MCP
+        // conventions), for a client that traces its answer.
+        if let (Some(tp), Some(obj)) = (
+            switchboard_telemetry::trace::current(),
+            params.as_object_mut(),
+        ) {
+            let meta = obj
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(meta) = meta.as_object_mut() {
+                meta.entry("traceparent").or_insert(Value::String(tp));
+            }
+        }
         let id = new_server_request_id();
         let key = id.key();
         let waiter = self.app.calls.add_waiter(&self.sid, &key);

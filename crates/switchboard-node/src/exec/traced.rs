@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use http::HeaderMap;
 use serde_json::Value;
-use switchboard_telemetry::metrics::{self, labels, RequestLabels, ToolLabels};
+use switchboard_telemetry::metrics::{self, labels, RequestLabels};
 use switchboard_telemetry::trace;
 use tracing::{Instrument, Span};
 
@@ -29,7 +29,9 @@ pub(crate) fn message_span(
     let name = params
         .and_then(|p| p.get("name"))
         .and_then(Value::as_str)
-        .filter(|_| matches!(method, "tools/call" | "prompts/get"));
+        .filter(|_| matches!(method, "tools/call" | "prompts/get"))
+        // Span names stay short whatever a client sends (MCP names are at most 128 characters).
+        .map(|n| short(n, 128));
     let request_id = message.get("id").map(|id| match id {
         Value::String(s) => s.clone(),
         other => other.to_string(),
@@ -81,13 +83,20 @@ pub(crate) async fn observed<F: std::future::Future>(
     out
 }
 
-/// What a request reports when it ends: its duration by method and the upstream it reached,
-/// `tools/call` by tool and outcome, and the JSON-RPC error code on its span.
+/// `text` cut to at most `max` bytes, at a character boundary.
+fn short(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// What a request reports when it ends: its duration by method and the upstream it reached, and
+/// the JSON-RPC error code on its span (`tools/call` by tool is the upstream layer's count).
 pub(crate) struct Finished<'a> {
     /// The method.
     pub method: &'a str,
-    /// The tool name, for `tools/call`.
-    pub tool: Option<&'a str>,
     /// When its message was parsed.
     pub started: Instant,
     /// The upstream label ([`labels::reaching_upstream`]).
@@ -103,23 +112,14 @@ impl Finished<'_> {
         m.requests
             .get_or_create(&RequestLabels { method, upstream })
             .observe(self.started.elapsed().as_secs_f64());
-        let code = response.pointer("/error/code").and_then(Value::as_i64);
-        if let Some(code) = code {
-            span.record("rpc.response.status_code", code.to_string());
-            span.record("error.type", code.to_string());
-        }
-        if let Some(tool) = self.tool {
-            let outcome = match code {
-                Some(_) => "error",
-                None if response.pointer("/result/isError") == Some(&Value::Bool(true)) => {
-                    "tool_error"
-                }
-                None => "ok",
-            };
-            let tool = labels::tool(tool);
-            m.tool_calls
-                .get_or_create(&ToolLabels { tool, outcome })
-                .inc();
-        }
+        record_code(span, response);
+    }
+}
+
+/// Records the JSON-RPC error code of `response` (if it is an error) on `span`.
+pub(crate) fn record_code(span: &Span, response: &Value) {
+    if let Some(code) = response.pointer("/error/code").and_then(Value::as_i64) {
+        span.record("rpc.response.status_code", code.to_string());
+        span.record("error.type", code.to_string());
     }
 }

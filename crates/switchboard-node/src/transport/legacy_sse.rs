@@ -159,7 +159,9 @@ async fn accept_message(
         Message::Request { id, method, raw } if method == "initialize" => {
             initialize(&app, &sid, &id, &raw).await
         }
-        Message::Request { id, method, raw } => request(app, sid, id, method, raw).await,
+        Message::Request { id, method, raw } => {
+            request(app, sid, Request::new(id, method, raw), &headers).await
+        }
         other => {
             let record = session::load(&app, &sid, None)
                 .await?
@@ -234,14 +236,12 @@ async fn initialize(
 async fn request(
     app: App,
     sid: SessionId,
-    id: RequestId,
-    method: String,
-    raw: Value,
+    request: Request,
+    headers: &HeaderMap,
 ) -> Result<(), HttpError> {
-    let request = Request::new(id, method, raw);
     let id = request.id.clone();
     let span = message_span(
-        None,
+        Some(headers),
         &request.raw,
         &request.method,
         Some(sid.as_str()),
@@ -256,6 +256,7 @@ async fn request(
         Ok(record) => record,
         Err((_, why)) => return to_stream(&app, &sid, refusal(&id, why)).await,
     };
+    span.record("mcp.protocol.version", record.revision.as_str());
     match start_call(&app, &record, request, AnswerTo::Standalone, span).await? {
         Started::Refused(answer) => to_stream(&app, &sid, answer).await,
         Started::Running(_) => Ok(()),

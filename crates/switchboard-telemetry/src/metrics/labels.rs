@@ -115,15 +115,38 @@ pub fn set_max_tool_labels(max: usize) {
     MAX_TOOL_LABELS.store(max, Ordering::Relaxed);
 }
 
+/// The longest tool name labelled (MCP 2025-11-25, server/tools: names are 1 to 128 characters).
+const MAX_TOOL_NAME: usize = 128;
+
 /// An upstream's configured name as a label.
 pub fn upstream(name: &str) -> &'static str {
     upstreams().get(name, MAX_UPSTREAM_LABELS)
 }
 
-/// A tool name (as the client called it) as a label: itself for the first
-/// [`set_max_tool_labels`] distinct names this process sees, then [`OTHER`].
-pub fn tool(name: &str) -> &'static str {
-    tools().get(name, MAX_TOOL_LABELS.load(Ordering::Relaxed))
+/// A tool name as a label: itself for the first [`set_max_tool_labels`] distinct names of tools
+/// that exist (`exists`: the call reached the tool, it answered a result), then [`OTHER`]. A name
+/// no tool answered to (a client's made-up name) gets a label only when an earlier call of it
+/// did; one over 128 bytes never does. So clients can neither grow the series nor use up the
+/// cap before the real tools.
+pub fn tool(name: &str, exists: bool) -> &'static str {
+    if name.len() > MAX_TOOL_NAME {
+        return OTHER;
+    }
+    if exists {
+        return tools().get(name, MAX_TOOL_LABELS.load(Ordering::Relaxed));
+    }
+    tools().get(name, 0)
+}
+
+/// A JSON-RPC error code as a label: the code for one in the range JSON-RPC reserves
+/// (-32768 to -32000: the protocol's and MCP's codes), else [`OTHER`] (an upstream's own codes are
+/// unbounded).
+pub fn code(code: i64) -> String {
+    if (-32768..=-32000).contains(&code) {
+        code.to_string()
+    } else {
+        OTHER.to_owned()
+    }
 }
 
 tokio::task_local! {
@@ -163,6 +186,16 @@ mod tests {
     fn unknown_methods_share_one_label() {
         assert_eq!(method("tools/call"), "tools/call");
         assert_eq!(method("made/up"), OTHER);
+    }
+
+    #[test]
+    fn made_up_and_long_tool_names_share_other() {
+        assert_eq!(tool(&"x".repeat(129), true), OTHER);
+        assert_eq!(tool("never-answered-name", false), OTHER);
+        assert_eq!(tool("answered-name", true), "answered-name");
+        assert_eq!(tool("answered-name", false), "answered-name");
+        assert_eq!(code(-32602), "-32602");
+        assert_eq!(code(1000), OTHER);
     }
 
     #[test]

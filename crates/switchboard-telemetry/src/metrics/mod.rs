@@ -106,14 +106,17 @@ pub struct UpstreamCallLabels {
 pub struct UpstreamErrorLabels {
     /// The upstream's configured name.
     pub upstream: &'static str,
-    /// The JSON-RPC error code of the answer.
-    pub code: i64,
+    /// The JSON-RPC error code of the answer ([`labels::code`]: `other` outside the reserved
+    /// range).
+    pub code: String,
 }
 
 /// Labels of [`Metrics::tool_calls`].
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ToolLabels {
-    /// The tool name as called ([`labels::tool`]: capped, then `other`).
+    /// The upstream's configured name ([`labels::upstream`]).
+    pub upstream: &'static str,
+    /// The tool name ([`labels::tool`]: tools that exist, capped, then `other`).
     pub tool: &'static str,
     /// `ok`, `tool_error` (a result with `isError: true`) or `error` (a JSON-RPC error).
     pub outcome: &'static str,
@@ -158,7 +161,8 @@ pub struct Metrics {
     /// `switchboard_upstream_call_errors_total{upstream, code}`: those answered with a JSON-RPC
     /// error (cancellations, -32004, not counted).
     pub upstream_call_errors: Family<UpstreamErrorLabels, Counter>,
-    /// `switchboard_tool_calls_total{tool, outcome}`.
+    /// `switchboard_tool_calls_total{upstream, tool, outcome}`: counted by the upstream layer (every
+    /// transport and revision), with the upstream's own tool name.
     pub tool_calls: Family<ToolLabels, Counter>,
     /// `switchboard_store_operation_duration_seconds{operation}`: one store operation (with
     /// Redis, its round trips: a script, a pipeline).

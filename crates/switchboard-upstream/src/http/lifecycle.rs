@@ -141,7 +141,7 @@ impl HttpUpstream {
             }
         }
         self.known.put(sid, session.clone());
-        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = session.id.as_deref().unwrap_or("(none)"),
+        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = %session.id.as_deref().map_or("(none)".to_owned(), logged_session),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(Initialized { session, won: true })
     }
@@ -159,7 +159,7 @@ impl HttpUpstream {
                 ),
             ));
         };
-        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = theirs.id.as_deref().unwrap_or("(none)"),
+        tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = %theirs.id.as_deref().map_or("(none)".to_owned(), logged_session),
             "another node initialized the upstream session first; using its (ours was deleted)");
         self.known.put(sid, theirs.clone());
         Ok(theirs)

@@ -56,7 +56,7 @@ impl Config {
         let mrtr = self.stateless.mrtr.problems().into_iter();
         let mrtr = mrtr.map(|p| ("stateless.mrtr.state_keys", Some(p)));
         let telemetry = self.otel.problems().into_iter();
-        let telemetry = telemetry.chain(self.metrics.problems());
+        let telemetry = telemetry.chain(self.metrics.problems(self.http.listen));
         let telemetry = telemetry.map(|(k, p)| (k, Some(p)));
         let rest = single
             .into_iter()

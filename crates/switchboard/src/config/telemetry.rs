@@ -105,8 +105,17 @@ impl MetricsConfig {
         self.listen.trim().parse().ok()
     }
 
-    pub(super) fn problems(&self) -> Vec<(&'static str, String)> {
+    pub(super) fn problems(
+        &self,
+        http_listen: std::net::SocketAddr,
+    ) -> Vec<(&'static str, String)> {
         let listen = self.listen.trim();
+        if self.listen_addr() == Some(http_listen) {
+            return vec![(
+                "metrics.listen",
+                format!("metrics.listen `{listen}` is http.listen's address: give /metrics another port, or leave metrics.listen empty to serve it beside the MCP endpoint"),
+            )];
+        }
         if listen.is_empty() || self.listen_addr().is_some() {
             return Vec::new();
         }

@@ -218,6 +218,7 @@ pub fn discover(app: &App) -> Value {
 /// An answer ready now, in a form `answers` allows; an error the spec ties to a status gets it
 /// (404 for -32601, 400 for -32021) and stays JSON.
 pub(crate) fn answer(answers: Answers, v: Value) -> Response {
+    crate::exec::traced::record_code(&tracing::Span::current(), &v);
     let status = match v.pointer("/error/code").and_then(Value::as_i64) {
         Some(codes::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
         Some(codes::MISSING_CLIENT_CAPABILITY) => StatusCode::BAD_REQUEST,

@@ -106,10 +106,8 @@ async fn post(
     let sid = session::named(&headers)?;
     match parsed {
         Body::Single(Message::Request { id, method, raw }) => {
-            let version = headers
-                .get(switchboard_protocol::headers::MCP_PROTOCOL_VERSION)
-                .and_then(|v| v.to_str().ok());
-            let span = message_span(Some(&headers), &raw, &method, Some(sid.as_str()), version);
+            // The revision is the session's, recorded once it is loaded (`request`).
+            let span = message_span(Some(&headers), &raw, &method, Some(sid.as_str()), None);
             let request = request(
                 app,
                 sid,
@@ -142,6 +140,7 @@ async fn request(
         Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),
     };
     let revision = session::revision(&record);
+    span.record("mcp.protocol.version", record.revision.as_str());
     let key = request.id.key();
     let running = match start_call(&app, &record, request, AnswerTo::Post(answers), span).await? {
         Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
