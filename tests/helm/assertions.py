@@ -106,7 +106,7 @@ def monitoring_hpa(objects, tree):
     deployment = one(objects, "Deployment")
     need("replicas" not in deployment["spec"], "the HPA owns the replica count")
     env = env_of(deployment["spec"]["template"]["spec"]["containers"][0])
-    need(env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://otel-collector.observability:4317", "OTLP endpoint")
+    need(env["OTEL_EXPORTER_OTLP_ENDPOINT"]["value"] == "http://otel-collector.observability:4318", "OTLP endpoint")
     need(env["OTEL_SERVICE_NAME"]["value"] == "switchboard", "OTEL_SERVICE_NAME")
     need(env["OTEL_RESOURCE_ATTRIBUTES"]["value"]
          == "k8s.namespace.name=$(POD_NAMESPACE),k8s.pod.name=$(POD_NAME),deployment.environment=production",

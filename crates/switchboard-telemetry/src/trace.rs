@@ -154,10 +154,10 @@ pub fn session_hash(sid: &str) -> String {
 
 /// A session id as log lines show it: its [`session_hash`], so that lines of one session can be
 /// found together without the id itself (a credential) in the logs. The labels stdio children
-/// carry instead of a session (`shared`) are shown as they are.
+/// carry instead of a session (`shared`, `probe`) are shown as they are.
 pub fn logged_session(sid: &str) -> String {
     match sid {
-        "" | "shared" => sid.to_owned(),
+        "" | "shared" | "probe" => sid.to_owned(),
         _ => session_hash(sid),
     }
 }
@@ -172,6 +172,14 @@ mod tests {
         assert_eq!(h.len(), 16);
         assert_eq!(h, session_hash("0123456789abcdef0123456789abcdef"));
         assert!(!h.contains("0123456789abcdef"));
+    }
+
+    #[test]
+    fn labels_that_are_no_session_stay_readable() {
+        for label in ["shared", "probe", ""] {
+            assert_eq!(logged_session(label), label);
+        }
+        assert_eq!(logged_session("abc"), session_hash("abc"));
     }
 
     #[test]
