@@ -152,18 +152,5 @@ pub fn drive_web_ui(page_url: &str, chromium: &str, screenshot: &Path, echo_text
         .arg(screenshot)
         .arg(echo_text);
     let out = run_bounded(&mut cmd, BROWSER_LIMIT, "node web_ui.mjs");
-    out.stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "web_ui.mjs printed no summary ({})\nstdout:\n{}\nstderr:\n{}",
-                out.status, out.stdout, out.stderr
-            )
-        })
+    out.json_summary("web_ui.mjs")
 }

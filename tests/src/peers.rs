@@ -87,6 +87,27 @@ pub struct RunOutput {
     pub stderr: String,
 }
 
+impl RunOutput {
+    /// The last line of stdout that is a JSON object: the summary a scenario script prints
+    /// (panics, with everything the command printed, when there is none).
+    pub fn json_summary(&self, what: &str) -> serde_json::Value {
+        self.stdout
+            .lines()
+            .rev()
+            .find_map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .ok()
+                    .filter(serde_json::Value::is_object)
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "{what} printed no JSON summary ({})\nstdout:\n{}\nstderr:\n{}",
+                    self.status, self.stdout, self.stderr
+                )
+            })
+    }
+}
+
 /// Runs `cmd` to completion within `limit`, killing it by PID otherwise (then panics with its
 /// output so far). Output goes through files, so a chatty child never blocks on a full pipe.
 pub fn run_bounded(cmd: &mut Command, limit: Duration, what: &str) -> RunOutput {

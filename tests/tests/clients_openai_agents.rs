@@ -85,21 +85,7 @@ fn openai_agents_mcp_clients_connect_list_and_call_through_three_nodes_behind_ha
         .arg(lb.url())
         .arg(format!("{}/sse", lb.base_url()));
     let out = peers::run_bounded(&mut cmd, SCENARIO_LIMIT, "python agents_scenario.py");
-    let summary = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON summary ({})\n{}\n{}",
-                out.status, out.stdout, out.stderr
-            )
-        });
+    let summary = out.json_summary("agents_scenario.py");
     let show = format!("{} {summary:#}\nstderr:\n{}", out.status, out.stderr);
     assert!(out.status.success() && summary["ok"] == true, "{show}");
 

@@ -53,21 +53,7 @@ fn run_client(python: &str, url: &str, args: &[&str]) -> Value {
         .args(["client_scenario.py", url])
         .args(args);
     let out = peers::run_bounded(&mut cmd, SCENARIO_LIMIT, "python client_scenario.py");
-    let summary = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .unwrap_or_else(|| {
-            panic!(
-                "no JSON summary ({})\n{}\n{}",
-                out.status, out.stdout, out.stderr
-            )
-        });
+    let summary = out.json_summary("client_scenario.py");
     assert!(
         out.status.success() && summary["ok"] == true,
         "the Python client scenario failed ({}): {summary:#}\nstderr:\n{}",

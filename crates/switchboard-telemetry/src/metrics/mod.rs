@@ -173,8 +173,8 @@ pub struct Metrics {
     pub replay_events: Histogram,
     /// `switchboard_resume_replay_duration_seconds`: reading and writing that replay.
     pub replay_duration: Histogram,
-    /// `switchboard_bus_delivery_seconds{message}`: from publishing a bus message (its sender's
-    /// clock) to its arrival in this node's inbox.
+    /// `switchboard_bus_delivery_seconds{message}`: events (`message="event"`) from their append
+    /// (the Redis server's clock, in the log position) to their arrival in this node's inbox.
     pub bus_delivery: Seconds<BusLabels>,
     /// `switchboard_streams_open{kind}`: SSE/WebSocket streams this node holds open.
     pub streams_open: Family<StreamLabels, Gauge>,
@@ -217,7 +217,7 @@ impl Metrics {
             m.upstream_calls.clone(),
         );
         r.register("switchboard_upstream_call_errors", "Calls to the upstream through this node answered with a JSON-RPC error, by upstream and error code (cancellations not counted)", m.upstream_call_errors.clone());
-        r.register("switchboard_tool_calls", "tools/call requests by tool name (capped at metrics.max_tool_labels, then other) and outcome (ok, tool_error, error)", m.tool_calls.clone());
+        r.register("switchboard_tool_calls", "tools/call requests that reached an upstream, by upstream, tool (tools that answered a result, at most metrics.max_tool_labels names, then other) and outcome (ok, tool_error, error)", m.tool_calls.clone());
         r.register(
             "switchboard_store_operation_duration_seconds",
             "Store operations (with Redis: their round trips) by operation",
@@ -238,7 +238,11 @@ impl Metrics {
             "Time to read and write one Last-Event-ID replay",
             m.replay_duration.clone(),
         );
-        r.register("switchboard_bus_delivery_seconds", "Bus messages from publishing (the sender's clock) to this node's inbox, by message kind", m.bus_delivery.clone());
+        r.register(
+            "switchboard_bus_delivery_seconds",
+            "Events on the bus, from their append (the Redis server's clock) to this node's inbox",
+            m.bus_delivery.clone(),
+        );
         r.register(
             "switchboard_streams_open",
             "SSE and WebSocket streams this node holds open, by kind",
