@@ -30,6 +30,8 @@ use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 pub struct Tracked {
     inner: Arc<dyn Upstream>,
     name: String,
+    /// `name` as a metrics label, interned once here instead of on every call.
+    label: &'static str,
     kind: &'static str,
     calls: AtomicU64,
     call_errors: AtomicU64,
@@ -52,6 +54,7 @@ impl Tracked {
         Tracked {
             inner,
             name: name.to_owned(),
+            label: labels::upstream(name),
             kind,
             calls: AtomicU64::new(0),
             call_errors: AtomicU64::new(0),
@@ -194,7 +197,7 @@ impl Upstream for Tracked {
         params: Value,
         ctx: RequestContext,
     ) -> Result<Value, RpcError> {
-        let upstream = labels::upstream(&self.name);
+        let upstream = self.label;
         labels::note_upstream(upstream);
         let span = tracing::info_span!(
             target: trace::TARGET,
