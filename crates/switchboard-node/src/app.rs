@@ -246,7 +246,9 @@ async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Respo
         return next.run(req).await;
     }
     match auth.authenticate(req.headers()) {
-        Ok(principal) => crate::session::with_principal(principal, next.run(req)).await,
+        Ok(principal) => {
+            crate::session::with_principal(std::sync::Arc::new(principal), next.run(req)).await
+        }
         Err(e) => e.into_response(),
     }
 }

@@ -17,6 +17,7 @@
 //!   calls and call errors in one place.
 //! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
 //!   [`placement::Placement`] service that runs their requests on the owning node.
+//! - [`principal`]: [`Principal`], who a request runs as (id, name, scopes).
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
 //!   namespaced by prefix, resources routed by URI, merged lists with cursors).
@@ -43,6 +44,7 @@ pub mod demo;
 pub mod http;
 pub mod local_session;
 pub mod placement;
+pub mod principal;
 pub mod sse;
 pub mod status;
 pub mod stdio;
@@ -51,6 +53,7 @@ pub mod upstream;
 
 pub use http::HttpUpstream;
 pub use local_session::LocalSession;
+pub use principal::Principal;
 pub use sse::SseUpstream;
 pub use stdio::StdioUpstream;
 pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};

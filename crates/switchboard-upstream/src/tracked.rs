@@ -333,6 +333,7 @@ mod tests {
             cancel: CancellationToken::new(),
             peer: Arc::new(Silent),
             session: Arc::new(LocalSession::new("s", json!({}))),
+            principal: crate::Principal::anonymous(),
         }
     }
 

@@ -201,6 +201,9 @@ pub struct RequestContext {
     pub peer: Arc<dyn ClientPeer>,
     /// The client session's shared state.
     pub session: Arc<dyn SessionHandle>,
+    /// Who the request runs as ([`crate::Principal::anonymous`] when authorization is off, and
+    /// on the owner node of a forwarded request, whose origin applied the per-principal rules).
+    pub principal: Arc<crate::Principal>,
 }
 
 /// One MCP server behind the cluster.

@@ -62,6 +62,8 @@ pub struct Job {
     pub span: Span,
     /// When the message was parsed.
     pub started: Instant,
+    /// Who sent it (the request's credential, read while the request's task-local is set).
+    pub principal: Arc<switchboard_upstream::Principal>,
 }
 
 /// Starts the request in its own task.
@@ -227,6 +229,7 @@ fn context(
         cancel,
         peer: Arc::new(peer),
         session: NodeSession::for_request(&job.session, &job.app, ending.clone()),
+        principal: job.principal.clone(),
     }
 }
 
@@ -358,6 +361,7 @@ pub(crate) async fn start_call(
         cancel,
         span,
         started: request_started,
+        principal: session::current(),
     });
     Ok(Started::Running(Box::new(Running {
         record,

@@ -17,7 +17,7 @@ use switchboard_store::{
     BeginOutcome, InflightEntry, InflightRequest, SessionRecord, SessionUpdate, UpstreamSwap,
 };
 use switchboard_upstream::placement::Placement;
-use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
+use switchboard_upstream::{ClientPeer, LocalSession, Principal, SessionHandle};
 
 use crate::cluster::ownership::NodePlacement;
 use crate::edge::error::HttpError;
@@ -45,29 +45,40 @@ pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
 // principal that created it (MCP 2025-11-25 security best practices, Session Hijacking).
 
 /// The principal of every session when authorization is off.
-pub const ANONYMOUS: &str = "anonymous";
+pub use switchboard_upstream::principal::ANONYMOUS;
 
 tokio::task_local! {
-    static PRINCIPAL: String;
+    static PRINCIPAL: Arc<Principal>;
 }
 
 /// The principal of the request being handled: the one the auth layer set, else
-/// [`ANONYMOUS`] (authorization off).
-pub fn current_principal() -> String {
+/// [`Principal::anonymous`] (authorization off).
+pub fn current() -> Arc<Principal> {
     PRINCIPAL
         .try_with(Clone::clone)
+        .unwrap_or_else(|_| Principal::anonymous())
+}
+
+/// The text the request's principal binds sessions to ([`Principal::id`]; [`ANONYMOUS`] when
+/// authorization is off).
+pub fn current_principal() -> String {
+    PRINCIPAL
+        .try_with(|p| p.id.clone())
         .unwrap_or_else(|_| ANONYMOUS.to_owned())
 }
 
 /// Whether the request being handled may use a session bound to `principal`.
 pub fn may_use(principal: &str) -> bool {
     PRINCIPAL
-        .try_with(|p| p == principal)
+        .try_with(|p| p.id == principal)
         .unwrap_or(principal == ANONYMOUS)
 }
 
 /// Runs `fut` (the rest of the request) as `principal`.
-pub async fn with_principal<F: std::future::Future>(principal: String, fut: F) -> F::Output {
+pub async fn with_principal<F: std::future::Future>(
+    principal: Arc<Principal>,
+    fut: F,
+) -> F::Output {
     PRINCIPAL.scope(principal, fut).await
 }
 
@@ -451,7 +462,13 @@ mod principal_tests {
         assert_eq!(current_principal(), ANONYMOUS);
         assert!(may_use(ANONYMOUS));
         assert!(!may_use(r#"["i","alice"]"#));
-        with_principal(r#"["i","alice"]"#.to_owned(), async {
+        let alice = Arc::new(Principal {
+            id: r#"["i","alice"]"#.to_owned(),
+            name: "alice".to_owned(),
+            scopes: vec!["mcp:tools".to_owned()],
+        });
+        with_principal(alice, async {
+            assert_eq!(current().scopes, ["mcp:tools"]);
             assert_eq!(current_principal(), r#"["i","alice"]"#);
             assert!(may_use(r#"["i","alice"]"#));
             assert!(!may_use(r#"["i","bob"]"#));

@@ -102,6 +102,7 @@ fn ctx(
         cancel,
         peer,
         session: NodeSession::new(record, app),
+        principal: switchboard_upstream::Principal::anonymous(),
     }
 }
 

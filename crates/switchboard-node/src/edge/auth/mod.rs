@@ -261,7 +261,10 @@ impl Auth {
     }
 
     /// Checks the request's bearer token and scopes; the principal on success.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<String, HttpError> {
+    pub fn authenticate(
+        &self,
+        headers: &HeaderMap,
+    ) -> Result<switchboard_upstream::Principal, HttpError> {
         let token = match bearer_token(headers) {
             Bearer::Missing => {
                 return Err(HttpError::MissingToken {
@@ -288,7 +291,11 @@ impl Auth {
                 lacking: lacking.join(" "),
             });
         }
-        Ok(verified.principal())
+        Ok(switchboard_upstream::Principal {
+            id: verified.principal(),
+            name: verified.subject,
+            scopes: verified.scopes,
+        })
     }
 
     fn invalid(&self, why: &str) -> HttpError {

@@ -42,7 +42,9 @@ fn authenticate_maps_each_case_to_its_refusal() {
             token("alice", "mcp:tools")
         )))
         .unwrap();
-    assert_eq!(principal, r#"["https://as.example.test","alice"]"#);
+    assert_eq!(principal.id, r#"["https://as.example.test","alice"]"#);
+    assert_eq!(principal.name, "alice");
+    assert_eq!(principal.scopes, ["mcp:tools"]);
     // The scheme is case-insensitive (RFC 9110 §11.1).
     let lower = format!("bearer {}", token("alice", "mcp:tools"));
     assert!(auth.authenticate(&with_auth(&lower)).is_ok());

@@ -82,6 +82,7 @@ pub fn spawn(
         cancel: cancel.clone(),
         peer: peer.clone(),
         session: Arc::new(LocalSession::new(sid.clone(), init)),
+        principal: crate::session::current(),
     };
     let run = Run {
         app: app.clone(),

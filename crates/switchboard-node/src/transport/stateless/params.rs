@@ -100,6 +100,7 @@ async fn fetch(app: &App) {
             cancel: CancellationToken::new(),
             peer: Arc::new(Silent),
             session: session.clone(),
+            principal: switchboard_upstream::Principal::anonymous(),
         };
         let params = cursor
             .take()

@@ -115,7 +115,7 @@ async fn upgrade(
             Some(attach(&app, record, last).await?)
         }
     };
-    let principal = crate::session::current_principal();
+    let principal = crate::session::current();
     let max = app.cfg.max_body_bytes;
     let release = attached
         .as_ref()

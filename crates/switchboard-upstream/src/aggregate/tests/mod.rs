@@ -46,6 +46,7 @@ pub(crate) fn ctx() -> RequestContext {
         cancel: CancellationToken::new(),
         peer: Arc::new(NullPeer),
         session: Arc::new(crate::LocalSession::new("s1", json!({}))),
+        principal: crate::Principal::anonymous(),
     }
 }
 

@@ -139,6 +139,7 @@ pub(super) fn ctx(peer: &Arc<FakePeer>, token: Option<Value>) -> RequestContext 
         cancel: CancellationToken::new(),
         peer: peer.clone(),
         session: Arc::new(crate::LocalSession::new("test-session", json!({}))),
+        principal: crate::Principal::anonymous(),
     }
 }
 

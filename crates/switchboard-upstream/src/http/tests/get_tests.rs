@@ -118,6 +118,7 @@ fn ctx(session: &Arc<dyn SessionHandle>) -> RequestContext {
         cancel: CancellationToken::new(),
         peer: FakePeer::quiet(),
         session: session.clone(),
+        principal: crate::Principal::anonymous(),
     }
 }
 

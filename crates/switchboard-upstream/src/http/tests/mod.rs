@@ -102,6 +102,7 @@ pub(crate) fn ctx(session: &Arc<LocalSession>, peer: &Arc<FakePeer>) -> RequestC
         cancel: CancellationToken::new(),
         peer: peer.clone(),
         session: session.clone(),
+        principal: crate::Principal::anonymous(),
     }
 }
 

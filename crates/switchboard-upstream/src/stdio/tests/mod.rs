@@ -159,6 +159,7 @@ fn ctx(sid: &str, peer: &Arc<Peer>) -> RequestContext {
         cancel: CancellationToken::new(),
         peer: peer.clone(),
         session: Arc::new(LocalSession::new(sid, client_init())),
+        principal: crate::Principal::anonymous(),
     }
 }
 
