@@ -171,21 +171,67 @@ async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_sess
         assert_eq!(at_pin["resolved"], true);
         assert_eq!(at_pin["sessions"], 1, "node {node}: {doc}");
     }
+    // The client ends its session on another node: the upstream session's DELETE goes to the
+    // pinned replica too.
+    assert_eq!(client.delete(&urls[1]).await.status, 204);
+    let pinned_state = replicas
+        .iter()
+        .find(|r| r.label() == pinned)
+        .unwrap()
+        .state();
+    let upstream_session = pinned_state
+        .seen()
+        .into_iter()
+        .find(|s| s.method == "tools/call")
+        .and_then(|s| s.session)
+        .expect("the calls carried the upstream session");
+    eventually("the DELETE to reach the pinned replica", T, || {
+        let seen = pinned_state.seen();
+        let deleted = seen
+            .iter()
+            .any(|s| s.http == "DELETE" && s.session.as_ref() == Some(&upstream_session));
+        async move { deleted.then_some(()) }
+    })
+    .await;
     for replica in &replicas {
-        let sessions: Vec<String> = replica
-            .state()
-            .seen()
-            .into_iter()
+        let seen = replica.state().seen();
+        // Every node's start-up probe makes a short upstream session of its own at some replica:
+        // whatever a replica saw, none of it was for a session another replica made. (Each node
+        // that learns the client session ended sends its own DELETE, so the pinned replica
+        // answers the second and third DELETE of its session with 404.)
+        assert!(
+            seen.iter().all(|s| s.status != 404 || s.http == "DELETE"),
+            "{} got a request of a session it did not make: {seen:?}",
+            replica.label()
+        );
+        let calls: Vec<&Option<String>> = seen
+            .iter()
             .filter(|s| s.method == "tools/call")
-            .filter_map(|s| s.session)
+            .map(|s| &s.session)
             .collect();
-        if replica.label() == pinned {
-            assert_eq!(sessions.len(), 31, "every call reached {pinned}");
-        } else {
+        if replica.label() != pinned {
+            assert!(calls.is_empty(), "{} saw calls: {seen:?}", replica.label());
             assert!(
-                sessions.is_empty(),
-                "{} saw calls: {sessions:?}",
+                seen.iter().all(|s| s.http != "GET"),
+                "{} saw a GET stream: {seen:?}",
                 replica.label()
+            );
+            continue;
+        }
+        assert_eq!(calls.len(), 31, "every call reached {pinned}");
+        let session = calls[0].clone().expect("calls carry the upstream session");
+        assert!(calls.iter().all(|s| s.as_deref() == Some(session.as_str())));
+        // The client's upstream session from its handshake to its DELETE, all at this replica.
+        for (http, method) in [
+            ("POST", "notifications/initialized"),
+            ("GET", ""),
+            ("DELETE", ""),
+        ] {
+            assert!(
+                seen.iter().any(|s| s.http == http
+                    && s.method == method
+                    && s.session.as_deref() == Some(session.as_str())),
+                "{pinned} saw no {http} {method} of {session}: {seen:?}"
             );
         }
     }
