@@ -3,7 +3,8 @@
 //! one node, the owner) and the built-in demo server (`demo`).
 //!
 //! - Rolling SIGTERM restarts of every node, each time of the node that owns the session's child,
-//!   under a `tools/list` every 50 ms: every answer lists every tool of both upstreams, and no
+//!   under a list every 50 ms (`tools/list`, `resources/list` and `prompts/list` in turn): every
+//!   answer lists every entry of both upstreams, and no
 //!   request fails (the child moves to a live node within the request that finds its owner
 //!   stopping). The same with a legacy HTTP+SSE upstream in place of the stdio one (its
 //!   connection moves the same way).
@@ -39,15 +40,35 @@ fn fixture_and_demo() -> Vec<Upstream> {
     ]
 }
 
-/// What one `tools/list` got: the tool names, or the JSON-RPC error (or HTTP status).
+/// What one list got: the entries' names (URIs for resources), or the JSON-RPC error (or HTTP
+/// status).
 #[derive(Debug)]
 struct Listed {
     node: usize,
+    method: &'static str,
     outcome: Result<Vec<String>, Value>,
 }
 
+/// The merged lists the rolling restarts ask in turn (the stdio fixture serves tools and
+/// resources, the demo server all three).
+const LISTS: [&str; 3] = ["tools/list", "resources/list", "prompts/list"];
+
 async fn list(client: &McpClient, url: &str, id: u64) -> Result<Vec<String>, Value> {
-    let reply = client.post(url, &msg::bare(id, "tools/list")).await;
+    list_of(client, url, id, "tools/list").await
+}
+
+async fn list_of(
+    client: &McpClient,
+    url: &str,
+    id: u64,
+    method: &str,
+) -> Result<Vec<String>, Value> {
+    let (field, key) = match method {
+        "resources/list" => ("resources", "uri"),
+        "prompts/list" => ("prompts", "name"),
+        _ => ("tools", "name"),
+    };
+    let reply = client.post(url, &msg::bare(id, method)).await;
     if reply.status != 200 {
         return Err(json!({"http_status": reply.status.as_u16()}));
     }
@@ -55,12 +76,12 @@ async fn list(client: &McpClient, url: &str, id: u64) -> Result<Vec<String>, Val
     if let Some(error) = response.get("error") {
         return Err(error.clone());
     }
-    let tools = response["result"]["tools"]
+    let entries = response["result"][field]
         .as_array()
-        .unwrap_or_else(|| panic!("no tools in {response}"));
-    let mut names: Vec<String> = tools
+        .unwrap_or_else(|| panic!("no {field} in {response}"));
+    let mut names: Vec<String> = entries
         .iter()
-        .map(|t| t["name"].as_str().unwrap_or_default().to_owned())
+        .map(|t| t[key].as_str().unwrap_or_default().to_owned())
         .collect();
     names.sort();
     Ok(names)
@@ -93,8 +114,8 @@ fn resource_of(response: &Value) -> String {
         .unwrap_or_else(|| panic!("no pid or connection in {response}"))
 }
 
-/// A `tools/list` every 50 ms, round robin over the nodes in the rotation (a balancer with
-/// readiness checks), every outcome recorded.
+/// A list every 50 ms ([`LISTS`] in turn), round robin over the nodes in the rotation (a
+/// balancer with readiness checks), every outcome recorded.
 struct Lister {
     rotation: Arc<Mutex<Vec<bool>>>,
     stop: Arc<AtomicBool>,
@@ -144,8 +165,13 @@ impl Lister {
             };
             next = node + 1;
             id += 1;
-            let outcome = list(&client, &urls[node], id).await;
-            seen.lock().unwrap().push(Listed { node, outcome });
+            let method = LISTS[id as usize % LISTS.len()];
+            let outcome = list_of(&client, &urls[node], id, method).await;
+            seen.lock().unwrap().push(Listed {
+                node,
+                method,
+                outcome,
+            });
         }
     }
 
@@ -248,6 +274,18 @@ async fn rolling_restarts_under_lists(upstreams: &[Upstream]) -> Rolled {
         fx > 0 && demo > 0 && fx + demo == expected.len(),
         "{expected:?}"
     );
+    let mut wanted = std::collections::HashMap::new();
+    for (k, method) in LISTS.into_iter().enumerate() {
+        let entries = list_of(&client, &urls[1], 3 + k as u64, method).await;
+        wanted.insert(method, entries.expect("a first list"));
+    }
+    // The stdio fixture lists fx://one beside demo://greeting (the legacy SSE fixture lists
+    // none, but is asked every time all the same).
+    let resources = &wanted["resources/list"];
+    assert!(
+        resources.iter().any(|u| u == "demo://greeting"),
+        "{resources:?}"
+    );
     let mut owners = vec![owner(&started.cluster, &sid).expect("an owner")];
     assert!(owners[0].starts_with("a."), "first used on a: {owners:?}");
 
@@ -273,14 +311,20 @@ async fn rolling_restarts_under_lists(upstreams: &[Upstream]) -> Rolled {
 
     let bad: Vec<&Listed> = seen
         .iter()
-        .filter(|l| l.outcome.as_ref() != Ok(&expected))
+        .filter(|l| l.outcome.as_ref() != Ok(&wanted[l.method]))
         .collect();
     let (total, tools) = (seen.len(), expected.len());
     assert!(
         bad.is_empty(),
-        "{} of {total} lists were not the {tools} tools: {bad:?}",
+        "{} of {total} lists were not complete ({wanted:?}): {bad:?}",
         bad.len()
     );
+    for method in LISTS {
+        assert!(
+            seen.iter().filter(|l| l.method == method).count() >= 10,
+            "{method} was asked"
+        );
+    }
     assert!(
         owners.len() >= 3,
         "the resource moved with two restarts or more: {owners:?}"

@@ -57,7 +57,8 @@ async fn next(stream: &mut SseStream) -> Value {
 const CHANGED: &str = "notifications/tools/list_changed";
 
 /// C23: two sessions use one shared child through node A while their GET streams are held by
-/// nodes A and B: the child's `tools/list_changed` reaches both streams, `resources/updated`
+/// nodes A and B: the child's `tools/list_changed` (and the prompts and resources list changes)
+/// reaches both streams, `resources/updated`
 /// only the session that subscribed, a log message outside any call every session at or above
 /// its level; per-session children have one PID per session.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,6 +100,13 @@ async fn notifications_of_a_shared_child_reach_the_attached_sessions_on_any_node
         CHANGED,
         "on node B's stream too"
     );
+    // The other list changes too, to both streams (ids 11 and 12: the ids below keep their order).
+    for (id, kind) in [(11, "prompts"), (12, "resources")] {
+        let method = format!("notifications/{kind}/list_changed");
+        call(&s1, &a, id, "hub__notify", json!({"method": method})).await;
+        assert_eq!(next(&mut get1).await["method"], method.as_str());
+        assert_eq!(next(&mut get2).await["method"], method.as_str(), "node B");
+    }
 
     // Only the subscriber hears of the update; the list change sent after it is S2's next.
     let updated =
