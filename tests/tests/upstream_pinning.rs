@@ -197,8 +197,8 @@ async fn thirty_calls_through_three_nodes_stay_on_the_replica_that_made_the_sess
         let seen = replica.state().seen();
         // Every node's start-up probe makes a short upstream session of its own at some replica:
         // whatever a replica saw, none of it was for a session another replica made. (Each node
-        // that learns the client session ended sends its own DELETE, so the pinned replica
-        // answers the second and third DELETE of its session with 404.)
+        // that served the client session sends its own DELETE when it ends, so the pinned
+        // replica answers the second and third DELETE of its session with 404: done already.)
         assert!(
             seen.iter().all(|s| s.status != 404 || s.http == "DELETE"),
             "{} got a request of a session it did not make: {seen:?}",

@@ -455,14 +455,20 @@ impl Wire {
     }
 
     /// DELETEs an upstream session (MCP 2025-11-25, basic/transports, Session Management
-    /// item 5). A 405 (the server does not let clients end sessions) counts as done.
+    /// item 5). A 405 (the server does not let clients end sessions) and a 404 (already gone)
+    /// count as done.
     pub async fn delete(&self, session: &UpstreamSession) -> Result<(), String> {
         let Sent { response, at, .. } = self
             .send(Method::DELETE, "DELETE", Some(session), |r| r)
             .await
             .map_err(|e| e.describe())?;
         let status = response.status();
-        if status.is_success() || status == StatusCode::METHOD_NOT_ALLOWED {
+        // 405: the server does not let clients end sessions; 404: the session is gone already
+        // (every node that served the client session sends its own DELETE when it ends).
+        if status.is_success()
+            || status == StatusCode::METHOD_NOT_ALLOWED
+            || status == StatusCode::NOT_FOUND
+        {
             Ok(())
         } else {
             Err(format!("{at} answered HTTP {status}"))
