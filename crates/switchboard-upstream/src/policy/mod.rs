@@ -117,7 +117,11 @@ impl View<'_> {
         if self.deny_all {
             return false;
         }
-        if self.rules.iter().any(|r| any_matches(lists(r, kind).1, name)) {
+        if self
+            .rules
+            .iter()
+            .any(|r| any_matches(lists(r, kind).1, name))
+        {
             return false;
         }
         let mut allow_lists = self

@@ -72,9 +72,18 @@ fn deny_wins_and_allow_lists_mean_only_these() {
 
     let bob = p.view(&who("bob", &["read"]));
     assert!(bob.allows(Kind::Tool, "echo"));
-    assert!(!bob.allows(Kind::Tool, "add"), "deny wins over an allow list");
-    assert!(!bob.allows(Kind::Tool, "countdown"), "not in the allow list");
-    assert!(!bob.allows_in("web", Kind::Tool, "web__fetch"), "upstream denied");
+    assert!(
+        !bob.allows(Kind::Tool, "add"),
+        "deny wins over an allow list"
+    );
+    assert!(
+        !bob.allows(Kind::Tool, "countdown"),
+        "not in the allow list"
+    );
+    assert!(
+        !bob.allows_in("web", Kind::Tool, "web__fetch"),
+        "upstream denied"
+    );
     assert!(bob.allows(Kind::Prompt, "greet"), "no prompt list: allowed");
 
     let carol = p.view(&who("carol", &["read", "write"]));
