@@ -316,6 +316,11 @@ impl Upstream for Aggregate {
         self.members.iter().map(|m| m.upstream.clone()).collect()
     }
 
+    /// The policy's view of `principal`.
+    fn visible(&self, principal: &crate::Principal, kind: Kind, name: &str) -> bool {
+        self.policy.view(principal).allows(kind, name)
+    }
+
     /// Prepares every member concurrently.
     async fn prepare(&self) {
         futures::future::join_all(self.members.iter().map(|m| m.upstream.prepare())).await;
