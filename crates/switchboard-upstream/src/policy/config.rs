@@ -14,7 +14,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::aggregate::names::{is_tool_name_char, MAX_TOOL_NAME_LEN};
+/// Longest tool or prompt name pattern: MCP's longest tool name (2025-11-25, server/tools, Tool
+/// Names; the aggregate's `names::MAX_TOOL_NAME_LEN`, not imported so that this leaf module does
+/// not depend on the aggregate that uses it).
+const MAX_TOOL_NAME_LEN: usize = 128;
 
 /// What a principal that no rule matches may see.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,5 +135,7 @@ impl PolicyConfig {
 /// Whether `text` is a tool or prompt name pattern: tool-name characters and `*`.
 fn is_name_pattern(text: &str) -> bool {
     (1..=MAX_TOOL_NAME_LEN).contains(&text.len())
-        && text.chars().all(|c| c == '*' || is_tool_name_char(c))
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '*'))
 }

@@ -1,5 +1,5 @@
 //! Per-principal policy: which upstreams, tools, resources and prompts a request's
-//! [`Principal`] may see and use. Applied by the [`crate::aggregate::Aggregate`], where names are
+//! [`Principal`] may see and use. Applied by the aggregate (`Aggregate`), where names are
 //! known: merged lists are filtered, and a call of a denied item gets the same error as a call of
 //! an item that does not exist ([`unknown_tool`], [`unknown_prompt`], [`resource_not_found`]).
 //!
