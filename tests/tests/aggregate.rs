@@ -119,7 +119,7 @@ async fn two_demo_upstreams_behind_one_endpoint_on_any_node() {
         error["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("`c__echo`"),
+            .contains("unknown tool: c__echo"),
         "{error}"
     );
 }

@@ -3,18 +3,20 @@
 //!
 //! [`upstreams`] gives the node's upstream: the built-in demo server alone when no table is
 //! configured, else an [`Aggregate`] of every configured upstream (even a single one, so names
-//! always get their prefix). [`upstream`] builds one table, wrapped in [`Tracked`], which counts
+//! always get their prefix). The aggregate applies the `[policy]` section; with a policy and no
+//! table, the demo server is an aggregate's only member, `demo`. [`upstream`] builds one table, wrapped in [`Tracked`], which counts
 //! its calls. A legacy SSE upstream and a per-session stdio upstream are also wrapped in
 //! [`NodeBound`], since their per-session state lives in one process (see [`crate::placement`]).
 
 use std::sync::Arc;
 
 use crate::aggregate::{Aggregate, Member};
-use crate::config::{UpstreamConfig, UpstreamKind, UpstreamsConfig};
+use crate::config::{checks, UpstreamConfig, UpstreamKind, UpstreamsConfig};
 use crate::demo::DemoUpstream;
 use crate::http::modern::ModernHttpUpstream;
 use crate::http::HttpUpstream;
 use crate::placement::NodeBound;
+use crate::policy::Policy;
 use crate::sse::SseUpstream;
 use crate::stdio::StdioUpstream;
 use crate::tracked::Tracked;
@@ -25,13 +27,20 @@ use crate::upstream::Upstream;
 /// environment here. Errors (naming the upstream) on any problem of [`UpstreamsConfig::problems`],
 /// an unset variable, or a table its kind's constructor refuses.
 pub fn upstreams(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> {
+    let policy = Arc::new(Policy::new(config.policy.clone(), &config.member_names())?);
+    if config.upstreams.is_empty() && !policy.is_off() {
+        // The policy is applied by the aggregate: the demo server becomes its only member.
+        let members = vec![Member {
+            name: checks::DEMO.to_owned(),
+            prefix: None,
+            upstream: demo(),
+        }];
+        return Ok(Arc::new(
+            Aggregate::new(members, &config.separator)?.with_policy(policy),
+        ));
+    }
     if config.upstreams.is_empty() {
-        let demo = Arc::new(DemoUpstream::new());
-        return Ok(Arc::new(Tracked::new(
-            "demo",
-            UpstreamKind::Demo.as_str(),
-            demo,
-        )));
+        return Ok(demo());
     }
     let problems = config.problems();
     if !problems.is_empty() {
@@ -48,7 +57,18 @@ pub fn upstreams(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> 
             })
         })
         .collect::<Result<Vec<Member>, String>>()?;
-    Ok(Arc::new(Aggregate::new(members, &config.separator)?))
+    Ok(Arc::new(
+        Aggregate::new(members, &config.separator)?.with_policy(policy),
+    ))
+}
+
+/// The built-in demo server, tracked as upstream `demo`.
+fn demo() -> Arc<dyn Upstream> {
+    Arc::new(Tracked::new(
+        checks::DEMO,
+        UpstreamKind::Demo.as_str(),
+        Arc::new(DemoUpstream::new()),
+    ))
 }
 
 /// One upstream, its header values expanded from the process environment, inside the

@@ -26,7 +26,7 @@
 //!
 //! Submodule `checks`: what serde cannot check ([`UpstreamsConfig::problems`]).
 
-mod checks;
+pub mod checks;
 
 use std::collections::BTreeMap;
 
@@ -231,6 +231,9 @@ pub struct UpstreamsConfig {
     /// The upstreams, in the order their entries appear in merged lists.
     #[serde(default)]
     pub upstreams: Vec<UpstreamConfig>,
+    /// `[policy]`: who may see which upstream, tool, resource and prompt ([`crate::policy`]).
+    #[serde(default)]
+    pub policy: crate::policy::PolicyConfig,
 }
 
 fn default_separator() -> String {
@@ -242,6 +245,7 @@ impl Default for UpstreamsConfig {
         UpstreamsConfig {
             separator: default_separator(),
             upstreams: Vec::new(),
+            policy: crate::policy::PolicyConfig::default(),
         }
     }
 }

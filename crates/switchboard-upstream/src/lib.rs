@@ -18,6 +18,8 @@
 //! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
 //!   [`placement::Placement`] service that runs their requests on the owning node.
 //! - [`principal`]: [`Principal`], who a request runs as (id, name, scopes).
+//! - [`policy`]: the `[policy]` section: per-principal allow and deny lists of upstreams, tools,
+//!   resources and prompts, applied by the aggregate.
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
 //!   namespaced by prefix, resources routed by URI, merged lists with cursors).
@@ -44,6 +46,7 @@ pub mod demo;
 pub mod http;
 pub mod local_session;
 pub mod placement;
+pub mod policy;
 pub mod principal;
 pub mod sse;
 pub mod status;

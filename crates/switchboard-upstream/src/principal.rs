@@ -13,6 +13,10 @@ use std::sync::{Arc, LazyLock};
 /// The text of the principal every request runs as when authorization is off.
 pub const ANONYMOUS: &str = "anonymous";
 
+/// The id of [`Principal::internal`]: not a JSON array, so no credential's id (a JWT's
+/// `["<iss>","<sub>"]`, an API key's array) and not [`ANONYMOUS`] can equal it.
+pub const INTERNAL: &str = "(internal)";
+
 /// The caller of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
@@ -36,7 +40,28 @@ static ANONYMOUS_PRINCIPAL: LazyLock<Arc<Principal>> = LazyLock::new(|| {
     })
 });
 
+static INTERNAL_PRINCIPAL: LazyLock<Arc<Principal>> = LazyLock::new(|| {
+    Arc::new(Principal {
+        id: INTERNAL.to_owned(),
+        name: INTERNAL.to_owned(),
+        scopes: Vec::new(),
+    })
+});
+
 impl Principal {
+    /// The principal of the node's own requests, which the per-principal policy never restricts
+    /// ([`crate::policy`]): the `tools/list` a node reads for its 2026-07-28 `Mcp-Param-*` checks,
+    /// and a forwarded request on its owner node (the origin applied the rules). Only node code
+    /// creates it; the auth layer never yields it, and nothing it fetches reaches a client as is.
+    pub fn internal() -> Arc<Principal> {
+        INTERNAL_PRINCIPAL.clone()
+    }
+
+    /// Whether this is [`Principal::internal`].
+    pub fn is_internal(&self) -> bool {
+        self.id == INTERNAL
+    }
+
     /// The principal of every request when authorization is off (one shared value).
     pub fn anonymous() -> Arc<Principal> {
         ANONYMOUS_PRINCIPAL.clone()

@@ -201,8 +201,9 @@ pub struct RequestContext {
     pub peer: Arc<dyn ClientPeer>,
     /// The client session's shared state.
     pub session: Arc<dyn SessionHandle>,
-    /// Who the request runs as ([`crate::Principal::anonymous`] when authorization is off, and
-    /// on the owner node of a forwarded request, whose origin applied the per-principal rules).
+    /// Who the request runs as ([`crate::Principal::anonymous`] when authorization is off;
+    /// [`crate::Principal::internal`] for the node's own requests and on the owner node of a
+    /// forwarded request, whose origin applied the per-principal rules).
     pub principal: Arc<crate::Principal>,
 }
 
@@ -260,6 +261,18 @@ pub trait Upstream: Send + Sync {
 
     /// The session ended (DELETE or expiry): release whatever is held for it.
     async fn session_ended(&self, _session_id: &str) {}
+
+    /// Whether `principal` may see item `name` of `kind` (the `[policy]`, [`crate::policy`]): the
+    /// node asks it for what it filters itself (the URIs of a 2026-07-28 `subscriptions/listen`).
+    /// `true` (the default) for an upstream without a policy.
+    fn visible(
+        &self,
+        _principal: &crate::Principal,
+        _kind: crate::policy::Kind,
+        _name: &str,
+    ) -> bool {
+        true
+    }
 
     /// Client sessions for which this upstream holds something in this process (a stdio child, a
     /// legacy SSE connection, a GET-stream listener). The node checks them now and then and ends

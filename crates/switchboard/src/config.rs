@@ -19,6 +19,7 @@ use switchboard_node::units;
 use switchboard_node::NodeConfig;
 use switchboard_store::StoreConfig;
 use switchboard_upstream::config::{UpstreamConfig, UpstreamsConfig};
+use switchboard_upstream::policy::PolicyConfig;
 
 pub use cluster::ClusterConfig;
 pub use http::HttpConfig;
@@ -79,6 +80,10 @@ pub struct Config {
     /// [`switchboard_upstream::config::UpstreamConfig`].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub upstreams: Vec<UpstreamConfig>,
+    /// `[policy]`: per-principal allow and deny lists (`policy.default`, and `[[policy.rules]]`
+    /// tables, file only). Off by default: everyone sees everything. Fields and how rules
+    /// combine: [`switchboard_upstream::policy`].
+    pub policy: PolicyConfig,
 }
 
 impl Default for Config {
@@ -96,6 +101,7 @@ impl Default for Config {
             otel: OtelConfig::default(),
             metrics: MetricsConfig::default(),
             upstreams: Vec::new(),
+            policy: PolicyConfig::default(),
         }
     }
 }
@@ -122,6 +128,7 @@ impl Config {
         UpstreamsConfig {
             separator: self.tool_separator.clone(),
             upstreams: self.upstreams.clone(),
+            policy: self.policy.clone(),
         }
     }
 
@@ -199,7 +206,7 @@ impl Config {
 
     /// Keys that hold TOML tables and are set only in the config file, never by environment
     /// variables or flags. [`Config::keys`] leaves them out.
-    pub const TABLES: [&'static str; 1] = ["upstreams"];
+    pub const TABLES: [&'static str; 2] = ["upstreams", "policy.rules"];
 
     /// Every key's dotted path (`session.max_sessions`, sorted) with its default as a TOML value
     /// (`"30m"`, `100000`, `[]`): the keys environment variables and flags set.

@@ -318,13 +318,14 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
     error
         .into_iter()
         .filter(|e| {
-            // Unknown keys inside `[[upstreams]]` (`upstreams.0.prefx`) are not reported above.
-            let upstream = e.path.first().is_some_and(|p| p == "upstreams");
+            // Unknown keys inside `[[upstreams]]` (`upstreams.0.prefx`) and `[[policy.rules]]`
+            // are not reported above.
+            let upstream = in_tables(&e.path);
             !(skip_unknown && !upstream && matches!(e.kind, Kind::UnknownField(..)))
         })
         .map(|e| {
             let from = e.metadata.as_ref().map(describe);
-            let nested = e.path.first().is_some_and(|p| p == "upstreams") && e.path.len() > 1;
+            let nested = in_tables(&e.path);
             match (&e.kind, e.path.join("."), from) {
                 (Kind::UnknownField(key, _), path, Some(from)) if nested => {
                     format!("{path} ({from}): unknown key `{key}`")
@@ -337,6 +338,15 @@ fn render(error: figment::Error, skip_unknown: bool) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Whether an error's path is inside a table of [`Config::TABLES`] (`upstreams.0`,
+/// `policy.rules.1`).
+fn in_tables(path: &[String]) -> bool {
+    let joined = path.join(".");
+    Config::TABLES
+        .iter()
+        .any(|t| joined.starts_with(&format!("{t}.")))
 }
 
 /// What a figment error says about the value: figment's own text, except for a value that is

@@ -13,12 +13,17 @@
 //! -32601, "method not found", which means it has no such list) the answer is an error naming it
 //! ([`incomplete`]), not the other members' entries. Members are asked when they declare the
 //! list's capability, or when their capabilities are not known yet.
+//!
+//! A policy ([`crate::policy`]) filters per entry, after prefixing, and leaves out members the
+//! principal may not use; cursors still name member positions, so paging stays consistent (a
+//! page may come out empty with a `nextCursor`).
 
 use serde_json::{json, Map, Value};
 use switchboard_protocol::codes;
 
 use super::cursor::{self, Position};
 use super::Aggregate;
+use crate::policy::{Kind, View};
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most pages read from one member when collecting all its entries (for routing lookups).
@@ -78,6 +83,21 @@ impl ListKind {
         }
     }
 
+    /// Whether `view` shows `entry` (an entry as the client sees it): tools and prompts by
+    /// `name`, resources by `uri`, templates by `uriTemplate` (a missing one reads as `""`).
+    pub(super) fn visible(self, view: &View<'_>, entry: &Value) -> bool {
+        if view.is_unrestricted() {
+            return true;
+        }
+        let (kind, field) = match self {
+            ListKind::Tools => (Kind::Tool, "name"),
+            ListKind::Prompts => (Kind::Prompt, "name"),
+            ListKind::Resources => (Kind::Resource, "uri"),
+            ListKind::Templates => (Kind::Resource, "uriTemplate"),
+        };
+        view.allows(kind, entry.get(field).and_then(Value::as_str).unwrap_or(""))
+    }
+
     /// Whether entry names are namespaced by member prefix.
     fn namespaced(self) -> bool {
         matches!(self, ListKind::Tools | ListKind::Prompts)
@@ -97,14 +117,18 @@ pub(super) async fn merged(
         Some(Value::String(text)) => Some(cursor::decode(text, &agg.member_names(), kind.key())?),
         Some(_) => return Err(RpcError::invalid_params("cursor must be a string")),
     };
+    let view = agg.view(&ctx);
     let mut entries = Vec::new();
     let rest_from = match resume {
+        // A cursor into a member the principal may not use (made before a policy change, or
+        // by hand): that member is done.
+        Some(at) if !agg.member_allowed(&view, at.member) => at.member + 1,
         Some(at) => {
             let page = page(agg, kind, &params, &at, ctx.clone()).await;
             match usable(agg, kind, at.member, page) {
                 Err(e) => return Err(incomplete(agg, kind, vec![(at.member, e)])),
                 Ok(Some(page)) => {
-                    if let Some(next) = take(agg, kind, at.member, &page, &mut entries) {
+                    if let Some(next) = take(agg, kind, (at.member, &view), &page, &mut entries) {
                         return Ok(answer(kind, entries, Some(next)));
                     }
                 }
@@ -115,7 +139,7 @@ pub(super) async fn merged(
         None => 0,
     };
     let rest: Vec<usize> = (rest_from..agg.members.len())
-        .filter(|&i| agg.declares(i, kind.capability()))
+        .filter(|&i| agg.declares(i, kind.capability()) && agg.member_allowed(&view, i))
         .collect();
     let pages = rest.iter().map(|&member| {
         let first = Position {
@@ -148,7 +172,7 @@ pub(super) async fn merged(
         return Err(incomplete(agg, kind, failed));
     }
     for (member, page) in answered {
-        if let Some(next) = take(agg, kind, member, &page, &mut entries) {
+        if let Some(next) = take(agg, kind, (member, &view), &page, &mut entries) {
             return Ok(answer(kind, entries, Some(next)));
         }
     }
@@ -282,12 +306,14 @@ async fn page(
         .await
 }
 
-/// Adds the entries of member `member`'s page (as [`usable`] let it through) to `entries`
-/// (names prefixed where `kind` is namespaced). Returns the merged cursor when the member has more pages.
+/// Adds the entries of member `member`'s page (as [`usable`] let it through) that `view` shows
+/// to `entries` (names prefixed where `kind` is namespaced). Returns the merged cursor when the
+/// member has more pages (also when the policy left none of this page's entries: an empty page
+/// with a cursor is a valid page).
 fn take(
     agg: &Aggregate,
     kind: ListKind,
-    member: usize,
+    (member, view): (usize, &View<'_>),
     page: &Value,
     entries: &mut Vec<Value>,
 ) -> Option<String> {
@@ -297,6 +323,7 @@ fn take(
         .into_iter()
         .flatten()
         .map(|e| qualify(agg, kind, member, e))
+        .filter(|e| kind.visible(view, e))
     {
         // Two unprefixed members may list the same name; calls go to the first, so the later
         // one is not published (it could never be called).

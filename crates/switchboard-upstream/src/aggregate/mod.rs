@@ -23,6 +23,14 @@
 //! its own `timeout_ms`). Notifications and
 //! server-to-client requests of members reach the client through `ctx.peer` unchanged.
 //!
+//! With a `[policy]` ([`Aggregate::with_policy`], [`crate::policy`]), every request is seen
+//! through its principal's view: merged lists leave out what it may not see (per entry and per
+//! member, so cursors stay member positions and stay valid), and a by-name or by-URI request for
+//! a hidden item, or one of a hidden member, gets exactly the error of an unknown one (the one
+//! member's other methods, -32601 when it is hidden). While a policy is on, a member's own
+//! "unknown" error (-32602 for a name its list lacks, "not found" for a URI) is answered in that
+//! same shape, so a denied item and a missing one cannot be told apart.
+//!
 //! Submodules: `names` (prefix rules), `cursor` (pagination cursors), `lists` (merged lists),
 //! `routing` (tools and prompts by name), `resources` (by URI), `template` (RFC 6570 matching),
 //! `complete` (completion references).
@@ -44,6 +52,7 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use switchboard_protocol::codes;
 
+use crate::policy::{Kind, Policy, View};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 use lists::ListKind;
@@ -68,6 +77,7 @@ pub struct Member {
 /// Several upstreams behind one endpoint (see the module doc for what clients see).
 pub struct Aggregate {
     members: Vec<Member>,
+    policy: Arc<Policy>,
     names: Namespaces,
     tools: NameCache,
     prompts: NameCache,
@@ -96,11 +106,29 @@ impl Aggregate {
         let names = Namespaces::new(&spec, separator)?;
         Ok(Aggregate {
             members,
+            policy: Arc::new(Policy::default()),
             names,
             tools: NameCache::default(),
             prompts: NameCache::default(),
             uris: UriCache::default(),
         })
+    }
+
+    /// This aggregate with `policy` applied to every request, by the request's principal
+    /// ([`crate::policy`]; see the module doc for where).
+    pub fn with_policy(mut self, policy: Arc<Policy>) -> Aggregate {
+        self.policy = policy;
+        self
+    }
+
+    /// What the principal of `ctx` may see.
+    fn view(&self, ctx: &RequestContext) -> View<'_> {
+        self.policy.view(&ctx.principal)
+    }
+
+    /// Whether the principal of `view` may use member `i` at all.
+    fn member_allowed(&self, view: &View<'_>, i: usize) -> bool {
+        view.allows(Kind::Upstream, &self.members[i].name)
     }
 
     /// The members, in order.
@@ -141,8 +169,9 @@ impl Aggregate {
 
     /// `logging/setLevel`: to every member that declares `logging`; failures are logged.
     async fn set_level(&self, params: Value, ctx: RequestContext) -> Result<Value, RpcError> {
+        let view = self.view(&ctx);
         let targets: Vec<usize> = (0..self.members.len())
-            .filter(|&i| self.declares(i, "logging"))
+            .filter(|&i| self.declares(i, "logging") && self.member_allowed(&view, i))
             .collect();
         let calls = targets
             .iter()
@@ -275,13 +304,21 @@ impl Upstream for Aggregate {
             }
             "completion/complete" => complete::forward(self, params, ctx).await,
             "logging/setLevel" => self.set_level(params, ctx).await,
-            _ if self.members.len() == 1 => self.call(0, method, params, ctx).await,
+            // The one member's other methods: only for a principal that may use it.
+            _ if self.members.len() == 1 && self.member_allowed(&self.view(&ctx), 0) => {
+                self.call(0, method, params, ctx).await
+            }
             other => Err(RpcError::method_not_found(other)),
         }
     }
 
     fn members(&self) -> Vec<Arc<dyn Upstream>> {
         self.members.iter().map(|m| m.upstream.clone()).collect()
+    }
+
+    /// The policy's view of `principal`.
+    fn visible(&self, principal: &crate::Principal, kind: Kind, name: &str) -> bool {
+        self.policy.view(principal).allows(kind, name)
     }
 
     /// Prepares every member concurrently.

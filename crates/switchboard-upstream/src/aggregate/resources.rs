@@ -13,6 +13,10 @@
 //! but answers for itself in steps 1–3. When nobody has the URI the answer is the owner's error
 //! if there was an owner, the error of a member that is down if any, the only member's error if
 //! only one was asked, else -32002 `Resource not found` with `data.uri`.
+//!
+//! With a policy, a URI the principal may not see is -32002 `Resource not found` with `data.uri`
+//! ([`crate::policy::resource_not_found`]; `resources/unsubscribe` answers `{}`), members it may
+//! not use are never asked, and a "not found" of any kind is answered in that one shape.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -23,6 +27,7 @@ use switchboard_protocol::codes;
 use super::lists::{self, ListKind};
 use super::template;
 use super::Aggregate;
+use crate::policy::{self, Kind, View};
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most URIs kept in one node's [`UriCache`]; when full, it starts over.
@@ -187,8 +192,38 @@ pub(super) async fn forward(
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params("missing or non-string parameter `uri`"))?
         .to_owned();
+    let view = agg.view(&ctx);
+    if !view.allows(Kind::Resource, &uri) {
+        return hidden(method, &uri);
+    }
+    let out = by_owner(agg, (method, &uri), params, ctx, &view).await;
+    match out {
+        Err(e) if not_here(&e) && !agg.policy.is_off() => Err(policy::resource_not_found(&uri)),
+        out => out,
+    }
+}
+
+/// The answer for a URI the principal may not see: `resources/unsubscribe` succeeds (a no-op, as
+/// members answer for a URI nobody subscribed to); the others are -32002 as for a missing one.
+fn hidden(method: &str, uri: &str) -> Result<Value, RpcError> {
+    if method == "resources/unsubscribe" {
+        return Ok(json!({}));
+    }
+    Err(policy::resource_not_found(uri))
+}
+
+/// Tries the URI's owners, then the other members the principal may use (module doc).
+async fn by_owner(
+    agg: &Aggregate,
+    (method, uri): (&str, &str),
+    params: Value,
+    ctx: RequestContext,
+    view: &View<'_>,
+) -> Result<Value, RpcError> {
+    let uri = uri.to_owned();
     let mut refused: Vec<(usize, bool, RpcError)> = Vec::new();
-    if let Some(member) = agg.uris.get(&uri) {
+    let cached = agg.uris.get(&uri).filter(|&m| agg.member_allowed(view, m));
+    if let Some(member) = cached {
         match agg.call(member, method, params.clone(), ctx.clone()).await {
             Err(e) if not_here(&e) => {
                 agg.uris.forget(&uri);
@@ -199,9 +234,11 @@ pub(super) async fn forward(
     }
     let catalog = Catalog::load(agg, &ctx).await;
     agg.uris.fill(catalog.listed());
-    let owners = catalog.owners(&uri);
-    let others =
-        (0..agg.members.len()).filter(|i| !owners.contains(i) && agg.declares(*i, "resources"));
+    let mut owners = catalog.owners(&uri);
+    owners.retain(|&i| agg.member_allowed(view, i));
+    let others = (0..agg.members.len()).filter(|&i| {
+        !owners.contains(&i) && agg.declares(i, "resources") && agg.member_allowed(view, i)
+    });
     let candidates: Vec<(usize, bool)> = owners
         .iter()
         .map(|&i| (i, true))

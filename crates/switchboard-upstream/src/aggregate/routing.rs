@@ -4,7 +4,8 @@
 //! `<rest>`. Any other name belongs to the unprefixed members: with one, it goes there; with
 //! several, to the first whose list contains it, found through a per-node cache of name → member
 //! that is rebuilt from the members' lists whenever a name is not in it. A name nobody owns is
-//! -32602 naming it.
+//! -32602 `unknown tool: <name>` with `data.name` ([`crate::policy::unknown_tool`]); a name the
+//! principal may not see gets the same ([`visible_route`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +15,7 @@ use switchboard_protocol::codes;
 
 use super::lists::{self, ListKind};
 use super::Aggregate;
+use crate::policy::{self, Kind};
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most names kept in one [`NameCache`]; names past it are looked up by listing again.
@@ -36,10 +38,19 @@ impl Named {
         }
     }
 
-    fn noun(self) -> &'static str {
+    /// What the policy calls these names.
+    pub(super) fn kind(self) -> Kind {
         match self {
-            Named::Tool => "tool",
-            Named::Prompt => "prompt",
+            Named::Tool => Kind::Tool,
+            Named::Prompt => Kind::Prompt,
+        }
+    }
+
+    /// The error for a name nobody owns, or the caller may not see (one shape for both).
+    pub(super) fn unknown(self, name: &str) -> RpcError {
+        match self {
+            Named::Tool => policy::unknown_tool(name),
+            Named::Prompt => policy::unknown_prompt(name),
         }
     }
 }
@@ -80,8 +91,8 @@ pub(super) struct Route {
 }
 
 /// Forwards `tools/call` or `prompts/get` to the member that owns `params.name`, with the name
-/// as the member knows it; every other param passes unchanged. -32602 when `name` is missing or
-/// nobody owns it.
+/// as the member knows it; every other param passes unchanged. -32602 when `name` is missing,
+/// nobody owns it, or the principal may not see it ([`Named::unknown`], the same error).
 pub(super) async fn forward(
     agg: &Aggregate,
     named: Named,
@@ -94,14 +105,49 @@ pub(super) async fn forward(
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params("missing or non-string parameter `name`"))?
         .to_owned();
-    let route = route(agg, named, &name, &ctx).await?;
-    params["name"] = Value::String(route.local);
-    let out = agg.call(route.member, method, params, ctx).await;
-    if route.cached && matches!(&out, Err(e) if e.code == codes::INVALID_PARAMS) {
+    let route = visible_route(agg, named, &name, &ctx).await?;
+    params["name"] = Value::String(route.local.clone());
+    let out = agg.call(route.member, method, params, ctx.clone()).await;
+    let unknown = matches!(&out, Err(e) if e.code == codes::INVALID_PARAMS);
+    if route.cached && unknown {
         // Perhaps the name moved to another member: look it up afresh next time.
         cache(agg, named).forget(&name);
     }
+    if unknown && !agg.policy.is_off() && !listed(agg, named, &route, &ctx).await {
+        // The member's own "unknown" error could tell a missing name from a denied one.
+        return Err(named.unknown(&name));
+    }
     out
+}
+
+/// [`route`] for the principal of `ctx`: a name it may not see, or of a member it may not use,
+/// is unknown.
+pub(super) async fn visible_route(
+    agg: &Aggregate,
+    named: Named,
+    name: &str,
+    ctx: &RequestContext,
+) -> Result<Route, RpcError> {
+    let view = agg.view(ctx);
+    if !view.allows(named.kind(), name) {
+        return Err(named.unknown(name));
+    }
+    let route = route(agg, named, name, ctx).await?;
+    if !agg.member_allowed(&view, route.member) {
+        return Err(named.unknown(name));
+    }
+    Ok(route)
+}
+
+/// Whether the route's member lists its local name (a member whose list cannot be read counts
+/// as listing it, so its error passes unchanged).
+async fn listed(agg: &Aggregate, named: Named, route: &Route, ctx: &RequestContext) -> bool {
+    match lists::all_entries(agg, named.list(), route.member, ctx).await {
+        Ok(entries) => entries
+            .iter()
+            .any(|e| e.get("name").and_then(Value::as_str) == Some(route.local.as_str())),
+        Err(_) => true,
+    }
 }
 
 /// The member that owns `name` (see the module doc).
@@ -118,7 +164,7 @@ pub(super) async fn route(
             cached: false,
         });
     }
-    let unknown = || RpcError::invalid_params(format!("unknown {}: `{name}`", named.noun()));
+    let unknown = || named.unknown(name);
     let unprefixed = agg.names.unprefixed();
     match unprefixed.as_slice() {
         [] => Err(unknown()),

@@ -5,6 +5,9 @@
 
 use switchboard_protocol::Revision;
 
+/// The name of the built-in demo server when no `[[upstreams]]` table is configured.
+pub const DEMO: &str = "demo";
+
 use super::{expand, UpstreamConfig, UpstreamKind, UpstreamsConfig};
 use crate::aggregate::names::{check_member_name, check_prefix, check_separator, Namespaces};
 
@@ -14,7 +17,17 @@ impl UpstreamsConfig {
     pub fn problems(&self) -> Vec<String> {
         let mut out: Vec<String> = check_separator(&self.separator).err().into_iter().collect();
         out.extend(self.upstream_problems());
+        out.extend(self.policy.problems(&self.member_names()));
         out
+    }
+
+    /// The names `[policy]` rules may give upstreams: every table's, or `demo` (the built-in
+    /// server) when there is none.
+    pub fn member_names(&self) -> Vec<&str> {
+        if self.upstreams.is_empty() {
+            return vec![DEMO];
+        }
+        self.upstreams.iter().map(|u| u.name.as_str()).collect()
     }
 
     /// The problems of the `[[upstreams]]` tables: each table's ([`UpstreamConfig::problems`]),

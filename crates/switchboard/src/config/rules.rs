@@ -52,6 +52,9 @@ impl Config {
         let separator = [("tool_separator", separator.err())];
         let upstreams = self.upstreams_config().upstream_problems();
         let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
+        let upstreams_config = self.upstreams_config();
+        let policy = self.policy.problems(&upstreams_config.member_names());
+        let upstreams = upstreams.chain(policy.into_iter().map(|p| ("policy.rules", Some(p))));
         let auth = super::auth::problems(&self.auth, endpoint);
         let mrtr = self.stateless.mrtr.problems().into_iter();
         let mrtr = mrtr.map(|p| ("stateless.mrtr.state_keys", Some(p)));

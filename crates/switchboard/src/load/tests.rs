@@ -450,3 +450,45 @@ fn redis_topology_keys_come_from_env_and_flags() {
         "{text}"
     );
 }
+
+/// `[policy]`: rules come from the file only; a bad rule, an unknown key inside a rule and an
+/// upstream nobody configured each name their key.
+#[test]
+fn policy_rules_are_checked_with_their_keys() {
+    let file = TempToml::new(
+        "[policy]\ndefault = \"deny\"\n\n[[policy.rules]]\nprincipals = [\"bob\"]\n\
+         deny_upstreams = [\"wether\"]\n\n[[policy.rules]]\nscopes = [\"ro\"]\ndeny_tool = [\"x\"]\n",
+    );
+    let sources = Sources {
+        file: Some(file.path().to_owned()),
+        ..Sources::default()
+    };
+    let text = error_text(&sources);
+    assert!(text.contains("policy.rules.1"), "{text}");
+    assert!(text.contains("unknown key `deny_tool`"), "{text}");
+    let file =
+        TempToml::new("[[policy.rules]]\nprincipals = [\"bob\"]\ndeny_upstreams = [\"wether\"]\n");
+    let sources = Sources {
+        file: Some(file.path().to_owned()),
+        ..Sources::default()
+    };
+    let text = error_text(&sources);
+    assert!(
+        text.contains("policy.rules[0].deny_upstreams names `wether`, which is not a configured upstream (known: demo)"),
+        "{text}"
+    );
+    let good =
+        TempToml::new("[policy]\ndefault = \"deny\"\n\n[[policy.rules]]\nprincipals = [\"*\"]\n");
+    let config = load(&Sources {
+        file: Some(good.path().to_owned()),
+        ..Sources::default()
+    })
+    .expect("loads");
+    assert_eq!(config.policy.rules.len(), 1);
+    let config = load(&Sources {
+        env: env(&[("SWITCHBOARD_POLICY__DEFAULT", "deny")]),
+        ..Sources::default()
+    })
+    .expect("loads");
+    assert!(!config.policy.is_off());
+}

@@ -180,8 +180,8 @@ async fn run_member(
         cancel: cancel.clone(),
         peer: Arc::new(peer),
         session: NodeSession::new(record, app),
-        principal: // The origin applied the per-principal rules before forwarding.
-        switchboard_upstream::Principal::anonymous(),
+        // The origin's aggregate applied the caller's policy before forwarding to this member.
+        principal: switchboard_upstream::Principal::internal(),
     };
     let work = member.request(&inc.method, inc.params.clone(), ctx);
     crate::exec::running::until_cancelled(work, &cancel).await

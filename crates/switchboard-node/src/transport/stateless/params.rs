@@ -100,7 +100,9 @@ async fn fetch(app: &App) {
             cancel: CancellationToken::new(),
             peer: Arc::new(Silent),
             session: session.clone(),
-            principal: switchboard_upstream::Principal::anonymous(),
+            // The node's own list: never filtered by a client's policy, never shown to one
+            // (each call is still checked against its caller's policy by the aggregate).
+            principal: switchboard_upstream::Principal::internal(),
         };
         let params = cursor
             .take()

@@ -2,6 +2,7 @@
 //! [`Upstream::request`].
 
 mod lists;
+mod policy;
 mod resources;
 mod routing;
 mod setup;

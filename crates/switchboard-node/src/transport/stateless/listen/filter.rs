@@ -48,6 +48,10 @@ pub struct Filter {
     pub resources: bool,
     /// `resourceSubscriptions`; `None` when absent (or not agreed).
     pub uris: Option<BTreeSet<String>>,
+    /// Subscribed URIs the listener's principal may not see (`[policy]`): acknowledged as asked
+    /// (so the acknowledgement does not tell them apart from URIs nobody has) and never
+    /// delivered.
+    pub hidden: BTreeSet<String>,
 }
 
 /// The bounds a requested filter must keep (`session.max_subscriptions`, `session.max_uri`).
@@ -79,6 +83,7 @@ impl Filter {
             prompts: flag("promptsListChanged")?,
             resources: flag("resourcesListChanged")?,
             uris,
+            hidden: BTreeSet::new(),
         })
     }
 
@@ -90,6 +95,7 @@ impl Filter {
             prompts: self.prompts && on("/prompts/listChanged"),
             resources: self.resources && on("/resources/listChanged"),
             uris: self.uris.clone().filter(|_| on("/resources/subscribe")),
+            hidden: self.hidden.clone(),
         }
     }
 
@@ -121,7 +127,7 @@ impl Filter {
             Some(RESOURCE_UPDATED) => {
                 let uri = message.pointer("/params/uri").and_then(Value::as_str);
                 match (&self.uris, uri) {
-                    (Some(uris), Some(uri)) => uris.contains(uri),
+                    (Some(uris), Some(uri)) => uris.contains(uri) && !self.hidden.contains(uri),
                     _ => false,
                 }
             }
@@ -203,6 +209,7 @@ mod tests {
             prompts: true,
             resources: true,
             uris: Some(BTreeSet::from(["demo://greeting".to_owned()])),
+            hidden: BTreeSet::new(),
         };
         let demo = json!({"tools": {"listChanged": false},
             "resources": {"subscribe": true, "listChanged": false}, "prompts": {}});
@@ -230,6 +237,12 @@ mod tests {
         let updated = note(RESOURCE_UPDATED, Some("demo://greeting"));
         assert!(resources.matches(&updated));
         assert!(!tools.matches(&updated));
+        let hidden = Filter {
+            hidden: BTreeSet::from(["demo://greeting".to_owned()]),
+            ..resources.clone()
+        };
+        assert!(!hidden.matches(&updated));
+        assert_eq!(hidden.to_json(), resources.to_json());
         assert!(!resources.matches(&note(RESOURCE_UPDATED, Some("demo://other"))));
         assert!(!resources.matches(&note(RESOURCE_UPDATED, None)));
         assert!(tools.matches(&note(TOOLS_LIST_CHANGED, None)));

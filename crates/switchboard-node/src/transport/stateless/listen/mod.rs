@@ -27,6 +27,9 @@
 //! cancellation page's rule conflicts with the subscriptions page's graceful closure and the
 //! schema; we follow the schema).
 //!
+//! A subscribed URI the listener's principal may not see (`[policy]`) is acknowledged as asked
+//! and never delivered ([`Filter::hidden`]).
+//!
 //! Delivery is at most once: Redis pub/sub keeps nothing for a node whose inbox connection is
 //! down (the inbox logs its reconnection), and 2026-07-28 listen streams are not resumable.
 
@@ -49,6 +52,7 @@ use crate::streams::sse;
 use crate::telemetry;
 use filter::{Bounds, Filter};
 use registry::Registration;
+use switchboard_upstream::policy::Kind;
 
 /// Frames buffered between a listener's task and its HTTP body.
 const FRAMES: usize = 8;
@@ -63,7 +67,12 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
         Ok(f) => f,
         Err(why) => return Refusal::InvalidParams(why).respond(Some(&id)),
     };
-    let agreed = asked.agree(&app.upstream.capabilities());
+    let mut agreed = asked.agree(&app.upstream.capabilities());
+    let principal = crate::session::current();
+    agreed.hidden = (agreed.uris.iter().flatten())
+        .filter(|uri| !app.upstream.visible(&principal, Kind::Resource, uri))
+        .cloned()
+        .collect();
     let Some((reg, notes)) = app.listeners.register(id.clone(), agreed.clone()) else {
         telemetry::listen_refused(app.cfg.max_listeners);
         return Refusal::Overloaded(format!(

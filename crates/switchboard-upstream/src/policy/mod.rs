@@ -1,0 +1,208 @@
+//! Per-principal policy: which upstreams, tools, resources and prompts a request's
+//! [`Principal`] may see and use. Applied by the aggregate (`Aggregate`), where names are
+//! known: merged lists are filtered, and a call of a denied item gets the same error as a call of
+//! an item that does not exist ([`unknown_tool`], [`unknown_prompt`], [`resource_not_found`]).
+//!
+//! How rules combine, for one principal and one item (an upstream, a tool, a resource, a prompt):
+//! 1. The rules that *match* the principal are those whose `principals` (if given) contain its
+//!    name (`*` globs) and whose `scopes` (if given) share at least one scope with its credential.
+//!    Rule order does not matter.
+//! 2. No rule matches: `policy.default` decides (`allow`, or `deny`: nothing is visible).
+//! 3. Any matching rule's deny list of the item's kind matches the item: denied (deny wins).
+//! 4. Some matching rules have a non-empty allow list of that kind: allowed only when one of those
+//!    lists matches the item ("only these"; the lists of several rules add up).
+//! 5. Otherwise allowed.
+//!
+//! A tool, prompt or resource is visible only when its upstream is too. Tools and prompts are
+//! named as the client sees them (the upstream's prefix included: `weather__forecast`);
+//! resources by URI, templates by their `uriTemplate` text; `*` matches any run of characters
+//! (`/` included), nothing else is special.
+//!
+//! [`Principal::internal`] (the node's own requests) is never restricted, so no rule can hide
+//! from the node what it needs for its own checks; a client request never runs as it.
+//!
+//! Source of the refusal's shape: MCP 2025-11-25 server/tools, Error Handling (unknown tools are
+//! -32602); server/resources, Error Handling (-32002 resource not found, `data.uri`).
+
+mod config;
+
+#[cfg(test)]
+mod tests;
+
+use serde_json::json;
+use switchboard_protocol::codes;
+
+pub use config::{PolicyConfig, PolicyDefault, PolicyRule};
+
+use crate::upstream::RpcError;
+use crate::Principal;
+
+/// What a rule's lists are about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `allow_upstreams` / `deny_upstreams`: configured upstream names.
+    Upstream,
+    /// `allow_tools` / `deny_tools`: tool names as the client sees them.
+    Tool,
+    /// `allow_resources` / `deny_resources`: URIs and URI templates.
+    Resource,
+    /// `allow_prompts` / `deny_prompts`: prompt names as the client sees them.
+    Prompt,
+}
+
+/// The checked `[policy]` section (see the module doc for how its rules combine).
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    config: PolicyConfig,
+}
+
+impl Policy {
+    /// The policy of a `[policy]` section; errors with every problem of
+    /// [`PolicyConfig::problems`] (joined by `; `), `upstreams` being the configured names.
+    pub fn new(config: PolicyConfig, upstreams: &[&str]) -> Result<Policy, String> {
+        let problems = config.problems(upstreams);
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
+        }
+        Ok(Policy { config })
+    }
+
+    /// Whether the policy restricts nobody (no rules, default allow).
+    pub fn is_off(&self) -> bool {
+        self.config.is_off()
+    }
+
+    /// What `principal` may see.
+    pub fn view(&self, principal: &Principal) -> View<'_> {
+        if self.is_off() || principal.is_internal() {
+            return View {
+                unrestricted: true,
+                deny_all: false,
+                rules: Vec::new(),
+            };
+        }
+        let rules: Vec<&PolicyRule> = self
+            .config
+            .rules
+            .iter()
+            .filter(|r| matches_principal(r, principal))
+            .collect();
+        View {
+            unrestricted: false,
+            deny_all: rules.is_empty() && self.config.default == PolicyDefault::Deny,
+            rules,
+        }
+    }
+}
+
+/// What one principal may see (from [`Policy::view`]).
+pub struct View<'a> {
+    unrestricted: bool,
+    deny_all: bool,
+    rules: Vec<&'a PolicyRule>,
+}
+
+impl View<'_> {
+    /// Whether nothing is hidden from this principal.
+    pub fn is_unrestricted(&self) -> bool {
+        self.unrestricted
+    }
+
+    /// Whether item `name` of `kind` is visible (the upstream it belongs to aside: see
+    /// [`View::allows_in`]).
+    pub fn allows(&self, kind: Kind, name: &str) -> bool {
+        if self.unrestricted {
+            return true;
+        }
+        if self.deny_all {
+            return false;
+        }
+        if self
+            .rules
+            .iter()
+            .any(|r| any_matches(lists(r, kind).1, name))
+        {
+            return false;
+        }
+        let mut allow_lists = self
+            .rules
+            .iter()
+            .map(|r| lists(r, kind).0)
+            .filter(|l| !l.is_empty())
+            .peekable();
+        allow_lists.peek().is_none() || allow_lists.any(|l| any_matches(l, name))
+    }
+
+    /// Whether item `name` of `kind` of upstream `upstream` is visible: both the upstream and the
+    /// item are.
+    pub fn allows_in(&self, upstream: &str, kind: Kind, name: &str) -> bool {
+        self.allows(Kind::Upstream, upstream) && self.allows(kind, name)
+    }
+}
+
+/// A rule's allow and deny lists of `kind`.
+fn lists(rule: &PolicyRule, kind: Kind) -> (&[String], &[String]) {
+    match kind {
+        Kind::Upstream => (&rule.allow_upstreams, &rule.deny_upstreams),
+        Kind::Tool => (&rule.allow_tools, &rule.deny_tools),
+        Kind::Resource => (&rule.allow_resources, &rule.deny_resources),
+        Kind::Prompt => (&rule.allow_prompts, &rule.deny_prompts),
+    }
+}
+
+fn matches_principal(rule: &PolicyRule, principal: &Principal) -> bool {
+    let by_name = rule.principals.is_empty() || any_matches(&rule.principals, &principal.name);
+    let by_scope = rule.scopes.is_empty() || rule.scopes.iter().any(|s| principal.has_scope(s));
+    by_name && by_scope
+}
+
+fn any_matches(patterns: &[String], text: &str) -> bool {
+    patterns.iter().any(|p| glob(p, text))
+}
+
+/// Whether `text` matches `pattern`, where `*` matches any run of characters (none included)
+/// and every other character only itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let mut parts = pattern.split('*');
+    let first = parts.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let parts: Vec<&str> = parts.collect();
+    let Some((last, middle)) = parts.split_last() else {
+        return rest.is_empty();
+    };
+    for part in middle {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The answer to `tools/call` of a tool the caller may not see or that does not exist: -32602
+/// `unknown tool: <name>` with `data.name` (the demo server's and the aggregate's own answer).
+pub fn unknown_tool(name: &str) -> RpcError {
+    RpcError {
+        data: Some(json!({"name": name})),
+        ..RpcError::invalid_params(format!("unknown tool: {name}"))
+    }
+}
+
+/// As [`unknown_tool`], for `prompts/get` and `ref/prompt` completions: `unknown prompt: <name>`.
+pub fn unknown_prompt(name: &str) -> RpcError {
+    RpcError {
+        data: Some(json!({"name": name})),
+        ..RpcError::invalid_params(format!("unknown prompt: {name}"))
+    }
+}
+
+/// The answer to a by-URI request for a resource the caller may not see or that nobody has:
+/// -32002 `Resource not found` with `data.uri`.
+pub fn resource_not_found(uri: &str) -> RpcError {
+    RpcError {
+        data: Some(json!({"uri": uri})),
+        ..RpcError::new(codes::RESOURCE_NOT_FOUND, "Resource not found")
+    }
+}
