@@ -25,6 +25,7 @@ pub use cluster::ClusterConfig;
 pub use http::HttpConfig;
 pub use log::{LogConfig, LogFormat};
 pub use moved::{moved_to, MOVED};
+pub(crate) use rate_limits::open_path;
 pub use redis::{redact_url, RedisConfig};
 pub use rules::Problem;
 pub use session::SessionConfig;

@@ -48,3 +48,36 @@ pub(super) fn problems(config: &Config) -> Vec<String> {
     }
     problems
 }
+
+/// Paths under `[rate_limits]` named by the operator (a tool, an upstream), which the default
+/// config cannot list: `Some(true)` for a section (`rate_limits.principal`, `rate_limits.tools`,
+/// `rate_limits.tools.<tool>`, …), `Some(false)` for a limit's `rate` or `burst`, `None` for
+/// anything else (an unknown key).
+pub(crate) fn open_path(path: &str) -> Option<bool> {
+    let rest = path.strip_prefix("rate_limits.")?;
+    let parts: Vec<&str> = rest.splitn(3, '.').collect();
+    let leaf = |p: &str| (p == "rate" || p == "burst").then_some(false);
+    match parts.as_slice() {
+        ["principal"] | ["tools" | "upstreams"] | ["tools" | "upstreams", _] => Some(true),
+        ["principal", key] => leaf(key),
+        ["tools" | "upstreams", _, key] => leaf(key),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_path;
+
+    #[test]
+    fn operator_named_paths_are_open() {
+        assert_eq!(open_path("rate_limits.principal"), Some(true));
+        assert_eq!(open_path("rate_limits.principal.rate"), Some(false));
+        assert_eq!(open_path("rate_limits.principal.brust"), None);
+        assert_eq!(open_path("rate_limits.tools.echo"), Some(true));
+        assert_eq!(open_path("rate_limits.tools.echo.burst"), Some(false));
+        assert_eq!(open_path("rate_limits.upstreams.w.x"), None);
+        assert_eq!(open_path("rate_limits.other"), None);
+        assert_eq!(open_path("session.principal"), None);
+    }
+}
