@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::metrics::counter;
 use switchboard_tests::msg;
 
 /// Nodes on one standalone Redis with `limits` set (`--set` pairs), every answer as plain JSON.
@@ -153,4 +154,14 @@ async fn a_call_past_its_tool_limit_gets_a_jsonrpc_error() {
         .post(&cluster.url(1), &msg::request(4, "tools/list", json!({})))
         .await;
     assert!(other.json().await.get("result").is_some());
+    // Each node counts its own decisions.
+    let decisions = |node: usize, decision: &str| {
+        let base = cluster.node(node).base_url();
+        let name = format!(
+            "switchboard_rate_limit_decisions_total{{decision=\"{decision}\",limit=\"tool:echo\"}}"
+        );
+        async move { counter(&base, &name).await }
+    };
+    assert_eq!(decisions(0, "allowed").await, 1);
+    assert_eq!(decisions(1, "limited").await, 1);
 }

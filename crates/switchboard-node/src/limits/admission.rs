@@ -56,13 +56,12 @@ pub(crate) async fn check(
     })
 }
 
-/// `initialize` counts toward its principal's limit (per-tool and per-upstream limits do not
+/// `initialize` counts toward its `principal`'s limit (per-tool and per-upstream limits do not
 /// apply): refused with [`HttpError::RateLimited`] (429) at the limit. One store round trip,
 /// only when `rate_limits.principal` is set.
-pub(crate) async fn before_initialize(app: &App) -> Result<(), HttpError> {
+pub(crate) async fn before_initialize(app: &App, principal: &str) -> Result<(), HttpError> {
     let limits = &app.cfg.rate_limits;
-    let principal = crate::session::current_principal();
-    let rates = limits.rates_for(&principal, "initialize", &serde_json::Value::Null);
+    let rates = limits.rates_for(principal, "initialize", &serde_json::Value::Null);
     if rates.is_empty() {
         return Ok(());
     }

@@ -53,7 +53,8 @@ pub async fn create(
         );
         return Ok((body, None));
     }
-    crate::limits::admission::before_initialize(app).await?;
+    let principal = crate::session::current_principal();
+    crate::limits::admission::before_initialize(app, &principal).await?;
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
     let record = crate::session::new_record(&sid, revision.as_str(), params.into());
