@@ -165,3 +165,37 @@ async fn a_call_past_its_tool_limit_gets_a_jsonrpc_error() {
     assert_eq!(decisions(0, "allowed").await, 1);
     assert_eq!(decisions(1, "limited").await, 1);
 }
+
+/// A per-upstream limit counts `tools/call` of that upstream's tools (known by their prefix at
+/// admission), from every session together; another upstream's tools are not counted.
+#[tokio::test]
+async fn an_upstream_limit_counts_every_session_of_its_tools() {
+    let toml = "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\n\n\
+                [[upstreams]]\nname = \"b\"\nkind = \"demo\"\n\n\
+                [rate_limits.upstreams]\na = { rate = 0.1, burst = 2 }\n";
+    let dir = switchboard_tests::temp::TempDir::new("sb-rate-upstream");
+    let path = dir.path().join("switchboard.toml");
+    std::fs::write(&path, toml).expect("write switchboard.toml");
+    let options = ClusterOptions::new()
+        .set("http.sse_after", "30s")
+        .config_file(&path);
+    let cluster = Cluster::start(2, options);
+    let (mut one, mut two) = (McpClient::new(), McpClient::new());
+    one.initialize(&cluster.url(0), "2025-11-25").await;
+    two.initialize(&cluster.url(1), "2025-11-25").await;
+    let call = |client: &McpClient, node: usize, id: u64, tool: &str| {
+        let (client, url, tool) = (client.clone(), cluster.url(node), tool.to_owned());
+        async move {
+            let reply = client
+                .call_tool(&url, id, &tool, json!({"text": "x"}))
+                .await;
+            reply.json().await
+        }
+    };
+    assert!(call(&one, 0, 2, "a__echo").await.get("result").is_some());
+    assert!(call(&two, 1, 2, "a__echo").await.get("result").is_some());
+    let refused = call(&one, 1, 3, "a__echo").await;
+    assert_eq!(refused["error"]["code"], -32029, "{refused}");
+    assert_eq!(refused["error"]["data"]["limit"], "upstream:a");
+    assert!(call(&two, 0, 3, "b__echo").await.get("result").is_some());
+}
