@@ -39,7 +39,7 @@ pub(crate) async fn check(
         app.store.take_rates(rates)
     );
     let outcome = outcome?;
-    let decision = decided(app, rates, decision)?;
+    let decision = decided(app.cfg.rate_limits.on_store_error, rates, decision)?;
     Ok(match (outcome, decision) {
         (
             BeginOutcome::Ready(record),
@@ -66,7 +66,7 @@ pub(crate) async fn before_initialize(app: &App, principal: &str) -> Result<(), 
         return Ok(());
     }
     let decision = app.store.take_rates(&rates).await;
-    match decided(app, &rates, decision)? {
+    match decided(limits.on_store_error, &rates, decision)? {
         RateDecision::Allowed => Ok(()),
         RateDecision::Limited {
             limit,
@@ -84,10 +84,10 @@ pub(crate) async fn before_initialize(app: &App, principal: &str) -> Result<(), 
     }
 }
 
-/// Counts a decision of `take_rates`; a store error is let through or refused as
-/// `rate_limits.on_store_error` says.
+/// Counts a decision of `take_rates`; a store error is let through or refused as `policy`
+/// (`rate_limits.on_store_error`) says.
 fn decided(
-    app: &App,
+    policy: OnStoreError,
     rates: &[Rate],
     decision: Result<RateDecision, StoreError>,
 ) -> Result<RateDecision, HttpError> {
@@ -108,7 +108,7 @@ fn decided(
         }
         Err(e) => {
             telemetry::rate_store_error(rates);
-            match app.cfg.rate_limits.on_store_error {
+            match policy {
                 OnStoreError::Open => {
                     tracing::warn!(error = %e, "rate limits not checked (store error); let through (rate_limits.on_store_error = \"open\")");
                     Ok(RateDecision::Allowed)
@@ -116,5 +116,38 @@ fn decided(
                 OnStoreError::Closed => Err(e.into()),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_errors(limit: &str) -> u64 {
+        let labels = switchboard_telemetry::metrics::RateDecisionLabels {
+            decision: "store_error",
+            limit: limit.to_owned(),
+        };
+        switchboard_telemetry::metrics::get()
+            .rate_limit_decisions
+            .get_or_create(&labels)
+            .get()
+    }
+
+    #[test]
+    fn a_store_error_is_let_through_or_refused_as_configured_and_counted() {
+        let rates = [Rate::new("tool:decided-test", "p", "t", 1.0, 1)];
+        let failed = || Err(StoreError::Corrupt("down".into()));
+        let open = decided(OnStoreError::Open, &rates, failed());
+        assert_eq!(open, Ok(RateDecision::Allowed));
+        let closed = decided(OnStoreError::Closed, &rates, failed());
+        assert!(matches!(closed, Err(HttpError::Store(_))), "{closed:?}");
+        assert_eq!(store_errors("tool:decided-test"), 2);
+        let limited = RateDecision::Limited {
+            limit: "tool:decided-test".into(),
+            retry_after_ms: 5,
+        };
+        let passed = decided(OnStoreError::Closed, &rates, Ok(limited.clone()));
+        assert_eq!(passed, Ok(limited));
     }
 }
