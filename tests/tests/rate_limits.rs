@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
-use switchboard_tests::cluster::{Cluster, ClusterOptions};
+use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::metrics::counter;
 use switchboard_tests::msg;
 
@@ -51,7 +51,21 @@ fn outcome(body: &Value) -> Outcome {
 /// slot of tolerance absorbs that jitter and adds one call at the start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_principal_limit_holds_across_three_nodes() {
-    let cluster = cluster(3, &[("rate_limits.principal", "{ rate = 20, burst = 2 }")]);
+    accuracy(RedisKind::Standalone).await;
+}
+
+/// The same on Redis Cluster, where the limit is a script of its own beside each admission.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_principal_limit_holds_across_three_nodes_on_redis_cluster() {
+    accuracy(RedisKind::Cluster).await;
+}
+
+async fn accuracy(kind: RedisKind) {
+    let options = ClusterOptions::new()
+        .redis(kind)
+        .set("http.sse_after", "30s")
+        .set("rate_limits.principal", "{ rate = 20, burst = 2 }");
+    let cluster = Cluster::start(3, options);
     let urls = cluster.urls();
     let mut client = McpClient::new();
     client.initialize(&urls[0], "2025-11-25").await;
@@ -80,7 +94,7 @@ async fn a_principal_limit_holds_across_three_nodes() {
             passed += 1;
         }
     }
-    eprintln!("admitted {passed} of 600 offered over {offered_for:?}");
+    eprintln!("{kind:?}: admitted {passed} of 600 offered over {offered_for:?}");
     assert!(
         (180..=220).contains(&passed),
         "admitted {passed} of 600 calls offered at 60/s for {offered_for:?} against 20/s"
