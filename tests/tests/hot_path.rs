@@ -64,7 +64,11 @@ fn quiet_cluster(kind: RedisKind) -> Cluster {
 /// Background work slowed to minutes (the touch of busy sessions to `touch_ms`, which must stay
 /// under `session.idle_ttl`).
 fn quiet_cluster_with(kind: RedisKind, idle_ttl_ms: u64, touch_ms: u64) -> Cluster {
-    let options = ClusterOptions::new()
+    Cluster::start(1, quiet_options(kind, idle_ttl_ms, touch_ms))
+}
+
+fn quiet_options(kind: RedisKind, idle_ttl_ms: u64, touch_ms: u64) -> ClusterOptions {
+    ClusterOptions::new()
         .redis(kind)
         .set("cluster.heartbeat_interval", "300s")
         .set("cluster.node_ttl", "600s")
@@ -72,8 +76,7 @@ fn quiet_cluster_with(kind: RedisKind, idle_ttl_ms: u64, touch_ms: u64) -> Clust
         .set("session.idle_ttl", format!("{idle_ttl_ms}ms"))
         .set("session.touch_interval", format!("{touch_ms}ms"))
         // Every answer as plain JSON, even on a loaded machine.
-        .set("http.sse_after", "30s");
-    Cluster::start(1, options)
+        .set("http.sse_after", "30s")
 }
 
 /// A client with a session on node 0 that has made one `echo` call, and Redis's statistics reset
@@ -201,4 +204,70 @@ async fn notifications(kind: RedisKind) {
         direct.is_empty(),
         "commands sent outside scripts: {direct:?}"
     );
+}
+
+/// A node with a per-principal and a per-tool limit on `echo`, both far above the calls made.
+fn rate_limited_cluster(kind: RedisKind) -> Cluster {
+    let options = quiet_options(kind, 1_800_000, 300_000)
+        .set("rate_limits.principal", "{ rate = 10000, burst = 10000 }")
+        .set("rate_limits.tools.echo", "{ rate = 10000, burst = 10000 }");
+    Cluster::start(1, options)
+}
+
+async fn echo_calls(cluster: &Cluster, n: u64) {
+    let (client, url) = warmed_up(cluster).await;
+    for i in 0..n {
+        let reply = client
+            .call_tool(&url, i + 100, "echo", json!({"text": "x"}))
+            .await;
+        let body = reply.json().await;
+        assert_eq!(body["result"]["content"][0]["text"], "x", "{body}");
+    }
+}
+
+/// With rate limits configured a call still costs one round trip on standalone Redis: its two
+/// limits ride in the admission (the `BEGIN` script gets their keys and arguments), so the
+/// admission is one `EVALSHA` instead of the cached-record transaction, and nothing else.
+#[tokio::test]
+async fn a_rate_limited_call_costs_one_round_trip() {
+    let cluster = rate_limited_cluster(RedisKind::Standalone);
+    let n = 30u64;
+    echo_calls(&cluster, n).await;
+    let (trips, direct) = settled(&cluster).await;
+    assert_eq!(trips, n, "round trips for {n} rate-limited echo calls");
+    assert_eq!(calls_of(&cluster, "evalsha"), n, "admission scripts");
+    assert_eq!(calls_of(&cluster, "exec"), 0, "admission transactions");
+    inside_rate_scripts(&cluster, n, direct);
+}
+
+/// The GCRA scripts read (`GET`) and write (`SET … PX`) each limit's state once per call, inside
+/// the script (`INFO commandstats` counts those too); nothing else is sent outside scripts.
+fn inside_rate_scripts(cluster: &Cluster, n: u64, direct: Vec<String>) {
+    assert_eq!(calls_of(cluster, "get"), 2 * n, "limit states read");
+    assert_eq!(calls_of(cluster, "set"), 2 * n, "limit states written");
+    let direct: Vec<String> = direct
+        .into_iter()
+        .filter(|c| !c.starts_with("get=") && !c.starts_with("set="))
+        .collect();
+    assert!(
+        direct.is_empty(),
+        "commands sent outside scripts: {direct:?}"
+    );
+}
+
+/// On Redis Cluster the rate keys live in other slots than the session's, so the limits cannot
+/// ride in its admission: the node sends the admission (the cached-record transaction) and one
+/// `RATES` script for the principal's limits (its own and its per-tool ones share the
+/// principal's hash tag) at the same time. Counted: 2 commands per call (`exec` + `evalsha`),
+/// one sequential round trip (they are not awaited one after the other; `limits::admission`).
+#[tokio::test]
+async fn a_rate_limited_call_on_redis_cluster_sends_two_commands_at_once() {
+    let cluster = rate_limited_cluster(RedisKind::Cluster);
+    let n = 30u64;
+    echo_calls(&cluster, n).await;
+    let (trips, direct) = settled(&cluster).await;
+    assert_eq!(trips, 2 * n, "commands for {n} rate-limited echo calls");
+    assert_eq!(calls_of(&cluster, "exec"), n, "admission transactions");
+    assert_eq!(calls_of(&cluster, "evalsha"), n, "rate scripts");
+    inside_rate_scripts(&cluster, n, direct);
 }

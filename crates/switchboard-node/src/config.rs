@@ -122,6 +122,8 @@ pub struct NodeConfig {
     /// A listener of its own for `/metrics` (then not served on the public listener); `None`:
     /// beside the MCP endpoint.
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Rate limits ([`crate::limits`]); none by default.
+    pub rate_limits: crate::limits::RateLimitSettings,
 }
 
 impl Default for NodeConfig {
@@ -160,6 +162,7 @@ impl Default for NodeConfig {
             legacy_messages_path: "/messages".into(),
             mrtr: Default::default(),
             metrics_listen: None,
+            rate_limits: Default::default(),
         }
     }
 }

@@ -20,11 +20,13 @@
 //! - `streams`: SSE connections, the task behind each, SSE framing.
 //! - `cluster`: the bus inbox, ownership of node-bound upstreams, forwarding to the owner,
 //!   what upstreams hold here, background work.
+//! - [`limits`]: rate limits (the `[rate_limits]` settings and where they are taken).
 //! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
 //!   logged and counted in one place), [`units`] (durations and sizes as config values).
 //!
 //! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings, also the
-//! `[auth]` config section), [`mrtr`] (the MRTR settings, also `[stateless.mrtr]`) and [`units`];
+//! `[auth]` config section), [`mrtr`] (the MRTR settings, also `[stateless.mrtr]`), [`limits`] (the rate-limit settings,
+//! also `[rate_limits]`) and [`units`];
 //! everything else is internal to the crate.
 
 #![warn(clippy::too_many_lines)]
@@ -34,6 +36,7 @@ pub(crate) mod cluster;
 pub(crate) mod config;
 pub(crate) mod edge;
 pub(crate) mod exec;
+pub mod limits;
 pub(crate) mod probes;
 pub(crate) mod session;
 pub(crate) mod state;

@@ -165,3 +165,23 @@ pub fn reply_unmatched(sid: &str, id: &str) {
         "client response matched no pending server request"
     );
 }
+
+/// A request passed every one of its rate limits.
+pub fn rates_allowed(rates: &[switchboard_store::Rate]) {
+    for rate in rates {
+        metrics::get().rate_decision("allowed", &rate.name);
+    }
+}
+
+/// A request was refused by the rate limit `limit`.
+pub fn rate_limited(limit: &str) {
+    metrics::get().rate_decision("limited", limit);
+    tracing::debug!(limit, "request refused by a rate limit");
+}
+
+/// A request's rate limits could not be checked: the store failed.
+pub fn rate_store_error(rates: &[switchboard_store::Rate]) {
+    for rate in rates {
+        metrics::get().rate_decision("store_error", &rate.name);
+    }
+}

@@ -19,6 +19,10 @@ pub const SESSION_NOT_FOUND: i64 = -32001;
 pub const OVERLOADED: i64 = -32003;
 /// Implementation-defined server error: the request was cancelled or its node went away.
 pub const REQUEST_ABORTED: i64 = -32004;
+/// Implementation-defined server error: a rate limit (`rate_limits`) refused the request;
+/// `data.retryAfterMs` (integer ms) says when it would pass and `data.limit` names the limit.
+/// In a session the POST still answers 200 with this error, like the other in-session refusals.
+pub const RATE_LIMITED: i64 = -32029;
 /// Implementation-defined server error: the upstream did not answer in time.
 pub const UPSTREAM_TIMEOUT: i64 = -32005;
 /// Implementation-defined server error: the upstream failed or is unreachable.

@@ -17,6 +17,7 @@
 //! - [`traits`]: the store traits.
 //! - [`memory`]: the in-process backend.
 //! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
+//! - [`rate`]: rate limits (GCRA), checked in a request's admission.
 //! - [`task`]: task records of the tasks extension ([`TaskStore`]).
 //! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
 //! - [`error`]: the one error type, [`StoreError`].
@@ -25,6 +26,7 @@ pub mod error;
 pub mod memory;
 pub mod model;
 pub mod observed;
+pub mod rate;
 pub mod redis;
 pub mod rules;
 pub mod task;
@@ -34,6 +36,7 @@ pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use model::*;
 pub use observed::Observed;
+pub use rate::{Rate, RateDecision};
 pub use redis::RedisStore;
 pub use rules::INBOX_CAPACITY;
 pub use task::*;

@@ -214,6 +214,16 @@ pub enum BeginOutcome {
         /// The node running the other request.
         node: String,
     },
+    /// The session exists and the request passed the other checks, but one of its rate limits
+    /// refused it ([`crate::rate`]); nothing was registered and no rate moved.
+    Limited {
+        /// The session record.
+        record: SessionRecord,
+        /// The refusing limit's name.
+        limit: String,
+        /// Milliseconds until the request would pass (at least 1).
+        retry_after_ms: u64,
+    },
 }
 
 /// One event of a stream's log.

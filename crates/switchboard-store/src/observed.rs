@@ -72,8 +72,20 @@ impl SessionStore for Observed {
     ) -> StoreResult<BeginOutcome> {
         self.op("begin", self.inner.begin(sid, inflight)).await
     }
-    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome> {
-        self.op("admit", self.inner.check(sid, request_key)).await
+    async fn check(
+        &self,
+        sid: &str,
+        request_key: &str,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        self.op("admit", self.inner.check(sid, request_key, rates))
+            .await
+    }
+    fn folds_rates(&self) -> bool {
+        self.inner.folds_rates()
+    }
+    async fn take_rates(&self, rates: &[crate::Rate]) -> StoreResult<crate::RateDecision> {
+        self.op("take_rates", self.inner.take_rates(rates)).await
     }
     async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
         self.op("register", self.inner.register(sid, inflight))

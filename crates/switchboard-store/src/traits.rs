@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::error::StoreError;
 use crate::model::*;
+use crate::rate::{Rate, RateDecision};
 use crate::task::{Settled, TaskChange, TaskRecord};
 
 /// Result alias of the store.
@@ -44,7 +45,29 @@ pub trait SessionStore: Send + Sync {
     /// registering it. A request answered at once never costs a second round trip; one that runs
     /// longer (its answer goes out as a stream) registers with [`SessionStore::register`] before
     /// its first event, and then counts as in flight on every node.
-    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome>;
+    ///
+    /// `rates`: the request's rate limits ([`crate::rate`]), checked in the same round trip
+    /// after the other checks passed (a request refused for its id or the cap uses no rate)
+    /// when [`SessionStore::folds_rates`]; a refusal is [`BeginOutcome::Limited`]. A backend
+    /// that cannot fold them (Redis Cluster: the rate keys live in other slots) ignores them:
+    /// the caller checks them with [`SessionStore::take_rates`] at the same time.
+    async fn check(
+        &self,
+        sid: &str,
+        request_key: &str,
+        rates: &[Rate],
+    ) -> StoreResult<BeginOutcome>;
+
+    /// Whether [`SessionStore::check`] checks the rates it is given (memory, Redis standalone and
+    /// Sentinel). Redis Cluster: `false`.
+    fn folds_rates(&self) -> bool {
+        true
+    }
+
+    /// Checks and takes `rates` on their own, for a request without a session (`initialize`) or
+    /// beside [`SessionStore::check`] where that cannot fold them. One round trip (Redis Cluster:
+    /// one script per [`Rate::tag`], sent at the same time). No rates: `Allowed`, no round trip.
+    async fn take_rates(&self, rates: &[Rate]) -> StoreResult<RateDecision>;
 
     /// Registers a request admitted by [`SessionStore::check`] as in flight: request id → node,
     /// stream → running request and holder (what `begin` with a request does after its checks),

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use switchboard_node::auth::AuthSettings;
+use switchboard_node::limits::RateLimitSettings;
 use switchboard_node::units;
 use switchboard_node::NodeConfig;
 use switchboard_store::StoreConfig;
@@ -25,6 +26,7 @@ pub use cluster::ClusterConfig;
 pub use http::HttpConfig;
 pub use log::{LogConfig, LogFormat};
 pub use moved::{moved_to, MOVED};
+pub(crate) use rate_limits::open_path;
 pub use redis::{redact_url, RedisConfig};
 pub use rules::Problem;
 pub use session::SessionConfig;
@@ -39,6 +41,7 @@ mod http;
 mod log;
 mod moved;
 mod owners;
+mod rate_limits;
 mod redis;
 mod rules;
 mod session;
@@ -69,6 +72,9 @@ pub struct Config {
     /// `[auth]`: the OAuth 2.1 resource-server layer, off while `auth.resource_url` is empty: the
     /// node's own settings struct ([`AuthSettings`]).
     pub auth: AuthSettings,
+    /// `[rate_limits]`: rate limits per principal, per principal and tool, and per upstream,
+    /// cluster-wide; none by default: the node's own settings struct ([`RateLimitSettings`]).
+    pub rate_limits: RateLimitSettings,
     /// `[log]`.
     pub log: LogConfig,
     /// `[otel]`: OpenTelemetry traces over OTLP, off unless an endpoint is set.
@@ -97,6 +103,7 @@ impl Default for Config {
             session: SessionConfig::default(),
             stateless: StatelessConfig::default(),
             auth: AuthSettings::default(),
+            rate_limits: RateLimitSettings::default(),
             log: LogConfig::default(),
             otel: OtelConfig::default(),
             metrics: MetricsConfig::default(),
@@ -170,6 +177,7 @@ impl Config {
             websocket_path: self.transports.websocket.path.clone(),
             mrtr: stateless.mrtr.clone(),
             metrics_listen: self.metrics.listen_addr(),
+            rate_limits: rate_limits::for_node(self),
         }
     }
 

@@ -299,6 +299,14 @@ fn stray_paths(prefix: &str, dict: &Dict, known: &[String], out: &mut Vec<String
         if Config::TABLES.contains(&path.as_str()) || known.contains(&path) {
             continue;
         }
+        match (crate::config::open_path(&path), value) {
+            (Some(true), Value::Dict(_, inner)) => {
+                stray_paths(&path, inner, known, out);
+                continue;
+            }
+            (Some(_), _) => continue,
+            (None, _) => {}
+        }
         let section = format!("{path}.");
         match value {
             Value::Dict(_, inner) if known.iter().any(|k| k.starts_with(&section)) => {

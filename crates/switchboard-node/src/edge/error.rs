@@ -50,6 +50,22 @@ pub enum HttpError {
         /// Seconds for `Retry-After`.
         retry_after_secs: u64,
     },
+    /// A rate limit refused the request before a session exists (`initialize`): 429 with
+    /// `Retry-After` (whole seconds, rounded up; RFC 9110 §10.2.3) and the IETF `RateLimit-Policy`
+    /// and `RateLimit` fields (draft-ietf-httpapi-ratelimit-headers-10, September 2025: each a
+    /// Structured Fields List of one Item, the policy's name as an sf-String with parameters
+    /// `q` quota and `w` window in seconds, resp. `r` remaining and `t` seconds until reset),
+    /// and JSON-RPC -32029 with `data.retryAfterMs` and `data.limit`.
+    #[error("Too Many Requests: rate limit {limit} reached; retry after {retry_after_ms} ms")]
+    RateLimited {
+        /// The refusing limit's name.
+        limit: String,
+        /// Milliseconds until the request would pass.
+        retry_after_ms: u64,
+        /// The limit as a quota policy: (`q`, `w`) = (burst, seconds for a burst at the rate);
+        /// `None` leaves out `RateLimit-Policy`.
+        policy: Option<(u64, u64)>,
+    },
     /// `Last-Event-ID` is not an event id of ours.
     #[error("Bad Request: malformed Last-Event-ID")]
     BadLastEventId,
@@ -112,6 +128,7 @@ impl HttpError {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AtCapacity { .. } | Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             EventsTrimmed(_) => StatusCode::GONE,
+            RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
@@ -122,6 +139,7 @@ impl HttpError {
             Parse(_) => codes::PARSE_ERROR,
             UnknownSession => codes::SESSION_NOT_FOUND,
             AtCapacity { .. } => codes::OVERLOADED,
+            RateLimited { .. } => codes::RATE_LIMITED,
             Store(_) => codes::INTERNAL_ERROR,
             _ => codes::INVALID_REQUEST,
         }
@@ -140,7 +158,15 @@ pub const ALLOW: &str = "GET, POST, DELETE";
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
-        let body = jsonrpc::error_response(None, self.code(), self.to_string(), None);
+        let data = match &self {
+            HttpError::RateLimited {
+                limit,
+                retry_after_ms,
+                ..
+            } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
+            _ => None,
+        };
+        let body = jsonrpc::error_response(None, self.code(), self.to_string(), data);
         let mut resp = (self.status(), axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         match self {
@@ -158,6 +184,11 @@ impl IntoResponse for HttpError {
             HttpError::AtCapacity { retry_after_secs } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             }
+            HttpError::RateLimited {
+                limit,
+                retry_after_ms,
+                policy,
+            } => crate::limits::answer::headers(headers, &limit, retry_after_ms, policy),
             _ => {}
         }
         resp
@@ -188,6 +219,11 @@ mod tests {
             BadLastEventId,
             UnknownStream,
             EventsTrimmed("1-0".into()),
+            RateLimited {
+                limit: "principal".into(),
+                retry_after_ms: 1200,
+                policy: Some((20, 1)),
+            },
             Store("x".into()),
             MissingToken {
                 challenge: "Bearer resource_metadata=\"x\"".into(),

@@ -505,6 +505,10 @@ pub(crate) fn refusal(id: &RequestId, why: NotAdmitted) -> Value {
             codes::OVERLOADED,
             "too many requests in flight in this session; retry when one has finished".to_owned(),
         ),
+        NotAdmitted::Limited {
+            limit,
+            retry_after_ms,
+        } => return crate::limits::answer::refusal(id, &limit, retry_after_ms),
     };
     jsonrpc::error_response(Some(id), code, msg, None)
 }

@@ -36,7 +36,8 @@ pub async fn start_session(
 
 /// Creates the session an `initialize` request asks for, whatever the transport: the JSON-RPC
 /// answer, and the new session's id (`None` when the request was refused with a JSON-RPC error,
-/// so no session exists). At the session cap: [`HttpError::AtCapacity`].
+/// so no session exists). At the session cap: [`HttpError::AtCapacity`]; at the principal's
+/// rate limit: [`HttpError::RateLimited`] (429).
 pub async fn create(
     app: &App,
     id: &RequestId,
@@ -52,6 +53,8 @@ pub async fn create(
         );
         return Ok((body, None));
     }
+    let principal = crate::session::current_principal();
+    crate::limits::admission::before_initialize(app, &principal).await?;
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
     let record = crate::session::new_record(&sid, revision.as_str(), params.into());

@@ -109,12 +109,19 @@ impl FromRequestParts<App> for LoadedSession {
 }
 
 /// Why a request was not registered although its session exists.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum NotAdmitted {
     /// A request with the same id is already in flight in the session (case C22).
     DuplicateId,
     /// The session already has `session.max_inflight` requests in flight.
     Busy,
+    /// A rate limit (`rate_limits`) refused it ([`crate::limits`]).
+    Limited {
+        /// The limit's name.
+        limit: String,
+        /// Milliseconds until it would pass.
+        retry_after_ms: u64,
+    },
 }
 
 /// What loading a session for a request found: the record, or the record and why the request is
@@ -136,12 +143,25 @@ pub async fn load(
 }
 
 /// The hot path: loads and touches the session and checks the request (duplicate id, in-flight
-/// cap) without registering it, in one store round trip. The request registers later, only if
-/// its answer is not ready at once (see `ResponseStream::register`).
-pub async fn admit(app: &App, sid: &SessionId, request_key: &str) -> Result<Loaded, HttpError> {
-    let outcome = app.store.check(sid.as_str(), request_key).await?;
+/// cap, then its rate limits, [`crate::limits`]) without registering it, in one store round trip
+/// (Redis Cluster: the limits' scripts at the same time). The request registers later, only if
+/// its answer is not ready at once (see `ResponseStream::register`). `method` and `raw` choose
+/// the limits.
+pub async fn admit(
+    app: &App,
+    sid: &SessionId,
+    request_key: &str,
+    method: &str,
+    raw: &Value,
+) -> Result<Loaded, HttpError> {
+    let rates = app
+        .cfg
+        .rate_limits
+        .rates_for(&current_principal(), method, raw);
+    let check = crate::limits::admission::check;
+    let outcome = check(app, sid.as_str(), request_key, &rates).await?;
     if ended_lost_requests(app, sid, &outcome).await? {
-        return loaded(app.store.check(sid.as_str(), request_key).await?);
+        return loaded(check(app, sid.as_str(), request_key, &rates).await?);
     }
     loaded(outcome)
 }
@@ -250,6 +270,17 @@ fn loaded(outcome: BeginOutcome) -> Result<Loaded, HttpError> {
         BeginOutcome::Ready(r) => Ok(r),
         BeginOutcome::DuplicateId { record, .. } => Err((record, NotAdmitted::DuplicateId)),
         BeginOutcome::Busy(record) => Err((record, NotAdmitted::Busy)),
+        BeginOutcome::Limited {
+            record,
+            limit,
+            retry_after_ms,
+        } => Err((
+            record,
+            NotAdmitted::Limited {
+                limit,
+                retry_after_ms,
+            },
+        )),
     };
     // A session bound to another principal is "not found", never revealed (C34; MCP 2025-11-25
     // security best practices, Session Hijacking), checked on the record loaded anyway.

@@ -249,7 +249,7 @@ async fn request(
     );
     // The session and its principal first, with nothing registered: a stranger's request must
     // leave no trace in the session (not even an in-flight entry).
-    let admitted = session::admit(&app, &sid, &id.key())
+    let admitted = session::admit(&app, &sid, &id.key(), &request.method, &request.raw)
         .instrument(span.clone())
         .await?;
     let record = match admitted {

@@ -6,6 +6,7 @@
 //! Expiry works by timestamps (`tokio::time::Instant`): an expired session is gone for every
 //! operation at once, and [`SessionStore::reap`] removes what is left of it.
 
+mod rates;
 mod state;
 mod tasks;
 
@@ -100,10 +101,34 @@ impl SessionStore for MemoryStore {
             .begin(&self.config, sid, inflight, Instant::now()))
     }
 
-    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome> {
-        Ok(self
-            .lock()
-            .check(&self.config, sid, request_key, Instant::now()))
+    /// The rates are checked under the same lock, after the other checks passed.
+    async fn check(
+        &self,
+        sid: &str,
+        request_key: &str,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let outcome = shared.check(&self.config, sid, request_key, now);
+        let BeginOutcome::Ready(record) = outcome else {
+            return Ok(outcome);
+        };
+        Ok(match shared.rates.take(rates, now) {
+            crate::RateDecision::Allowed => BeginOutcome::Ready(record),
+            crate::RateDecision::Limited {
+                limit,
+                retry_after_ms,
+            } => BeginOutcome::Limited {
+                record,
+                limit,
+                retry_after_ms,
+            },
+        })
+    }
+
+    async fn take_rates(&self, rates: &[crate::Rate]) -> StoreResult<crate::RateDecision> {
+        Ok(self.lock().rates.take(rates, Instant::now()))
     }
 
     async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {

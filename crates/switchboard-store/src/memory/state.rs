@@ -27,6 +27,8 @@ pub(super) struct Shared {
     pub secrets: HashMap<String, Vec<u8>>,
     /// Task records by id, with when each expires (including expired ones not purged yet).
     pub tasks: HashMap<String, (TaskRecord, Instant)>,
+    /// Rate-limit states ([`crate::rate`]).
+    pub rates: super::rates::RateStates,
     /// The last log position handed out, `(ms, seq)`.
     last_position: (u64, u64),
 }

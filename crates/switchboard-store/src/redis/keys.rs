@@ -12,6 +12,7 @@
 //!   only once the log hit its cap; expires with the log);
 //! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock,
 //!   `p:secret:<name>` agreed secrets;
+//! - `p:rl:{<tag>}:<key>` STRING, a rate limit's TAT in ms (see [`Keys::rate`]);
 //! - `p:task:{<task id>}` HASH, a task of the tasks extension (fields `prn` principal, `node`,
 //!   `st` status, `msg` status message, `ct`/`up` created/updated ISO 8601, `ttl`, `poll` in ms,
 //!   `out` result or error JSON); expires `ttl` ms after creation;
@@ -74,6 +75,13 @@ impl Keys {
         SessionKeys {
             base: [self.prefix.as_str(), ":{", sid, "}:"].concat(),
         }
+    }
+
+    /// The state of one rate limit ([`crate::rate::Rate`]): `p:rl:{<tag>}:<key>`, a STRING holding
+    /// its TAT in ms on the Redis server's clock, expiring at that TAT. The limits of one tag (a
+    /// principal's own and its per-tool ones) share a Redis Cluster slot.
+    pub fn rate(&self, rate: &crate::rate::Rate) -> String {
+        [self.prefix.as_str(), ":rl:{", &rate.tag, "}:", &rate.key].concat()
     }
 
     /// The session index (ZSET).

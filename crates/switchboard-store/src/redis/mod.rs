@@ -18,12 +18,14 @@
 //! - `records`: this node's version-checked cache of session records.
 //! - `session`, `events`, `bus`, `tasks`: the trait implementations.
 
+mod admission;
 mod bus;
 mod codec;
 mod connection;
 mod events;
 mod keys;
 mod pubsub;
+mod rates;
 mod records;
 mod scripts;
 mod sentinel;

@@ -145,6 +145,7 @@ end
 /// cached version is current.
 pub(crate) static BEGIN: LazyLock<Script> = LazyLock::new(|| {
     let body = r#"
+pcall(redis.replicate_commands)
 local ver = redis.call('HGET', KEYS[1], 'ver')
 if not ver then
   if not alive() then return {0} end
@@ -163,12 +164,56 @@ if key then
     touch_due()
     return {3, '', rec, ver}
   end
+  local limited = take_rates(6, 9)
+  if limited then
+    touch_due()
+    return {4, limited[1] .. ' ' .. limited[2], rec, ver}
+  end
   if stream ~= '' then register_request(key, stream, node, holder) end
 end
 touch_due()
 return {1, '', rec, ver}
 "#;
-    session_script(false, &format!("{}{body}", register_request()))
+    session_script(false, &format!("{}{GCRA}{body}", register_request()))
+});
+
+/// `take_rates(first, at)`: the rate limits of [`crate::rate`] (GCRA) on the Redis server's clock
+/// (`TIME`, in ms with µs precision). The rate keys are `KEYS[first..]`, one per limit, each a
+/// STRING holding the limit's TAT in ms that expires when it stops mattering (at the TAT);
+/// `ARGV[at]` is the number of limits `n` (absent: 0), then per limit its emission interval and
+/// tolerance in ms. All pass (every TAT moves) or none moves: returns `nil`, or
+/// `{index, wait in whole ms}` of the refusing limit with the longest wait.
+const GCRA: &str = r#"
+local function take_rates(first, at)
+  local n = tonumber(ARGV[at] or '0')
+  if n == 0 then return nil end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + tonumber(t[2]) / 1000
+  local tats, worst, wait = {}, 0, 0
+  for i = 1, n do
+    local interval, tau = tonumber(ARGV[at + 2 * i - 1]), tonumber(ARGV[at + 2 * i])
+    local tat = tonumber(redis.call('GET', KEYS[first + i - 1]) or '0')
+    if tat < now then tat = now end
+    if tat - now > tau then
+      if tat - now - tau > wait then worst, wait = i, tat - now - tau end
+    end
+    tats[i] = tat + interval
+  end
+  if worst > 0 then return {worst, math.max(1, math.ceil(wait))} end
+  for i = 1, n do
+    local ttl = math.max(1, math.ceil(tats[i] - now))
+    redis.call('SET', KEYS[first + i - 1], string.format('%.3f', tats[i]), 'PX', ttl)
+  end
+  return nil
+end
+"#;
+
+/// `take_rates` on its own: `KEYS` are the rate keys, `ARGV` as `take_rates(1, 1)` reads it.
+/// Returns `{0}` when every limit passed, else `{index, wait ms}`.
+pub(crate) static RATES: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(&format!(
+        "pcall(redis.replicate_commands)\n{GCRA}\nreturn take_rates(1, 1) or {{0}}\n"
+    ))
 });
 
 /// `register`: a request admitted by `check` outlived the quick-answer window. ARGV: request_key,
@@ -473,9 +518,10 @@ pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 16] {
+pub(crate) fn all() -> [&'static Script; 17] {
     [
         &BEGIN,
+        &RATES,
         &REGISTER,
         &FINISH,
         &TOUCH,

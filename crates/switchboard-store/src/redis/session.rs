@@ -81,88 +81,34 @@ impl SessionStore for RedisStore {
         sid: &str,
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome> {
-        let sk = self.session_keys(sid);
-        let registers = inflight.is_some_and(|req| !req.stream.is_empty());
-        // A session id nobody has must not leave a subscription behind (`fresh`).
-        let fresh = registers && self.interest(sid).await?;
-        let now = Instant::now();
-        // Without a touch due, a cached record is admitted by `admit_cached` (no script); with
-        // one due (by this node's last look at the record's expiry, e.g. for a session used less
-        // often than once per 1/64 of the idle TTL) the script does it in the same round trip.
-        let cached = match self.records.get(sid) {
-            Some(cached) if !registers && now < cached.touch_due_at => {
-                let request_key = inflight.map(|req| req.request_key.as_str());
-                match self
-                    .admit_cached(sid, &sk, &cached.version, request_key)
-                    .await?
-                {
-                    Some(admission) => return Ok(admission.with(cached.record)),
-                    None => Some(cached),
-                }
-            }
-            other => other,
-        };
-        let mut inv = self.session_call(&BEGIN, &sk, None);
-        inv.arg(cached.as_ref().map_or("", |c| c.version.as_str()));
-        if let Some(req) = inflight {
-            inv.arg(&req.request_key)
-                .arg(&req.stream)
-                .arg(&req.node)
-                .arg(&req.holder)
-                .arg(self.config.max_inflight_per_session);
-        }
-        let reply: Value = self.invoke(&inv).await?;
-        let (status, running, record) = match codec::array(&reply)? {
-            [status] if codec::int(status)? == 0 => {
-                self.records.forget(sid);
-                if fresh {
-                    self.lose_interest(sid);
-                }
-                return Ok(BeginOutcome::Missing);
-            }
-            [status, running, record, version] => {
-                // The script touched the session if it was due, so the next touch falls due
-                // within 1/64 of the idle TTL.
-                let touch_due_at = now + rules::touch_window(self.idle_ms());
-                let record = match (codec::array(record)?.is_empty(), cached) {
-                    (true, Some(cached)) => {
-                        self.records.expect_touch(sid, touch_due_at);
-                        cached.record
-                    }
-                    _ => {
-                        let record = codec::record_from_hash(sid, record)?;
-                        let version = codec::string(version)?;
-                        self.records.put(sid, &version, &record, touch_due_at);
-                        record
-                    }
-                };
-                (codec::int(status)?, running, record)
-            }
-            other => {
-                return Err(StoreError::Corrupt(format!(
-                    "begin reply of {} items",
-                    other.len()
-                )))
-            }
-        };
-        match status {
-            1 => Ok(BeginOutcome::Ready(record)),
-            3 => Ok(BeginOutcome::Busy(record)),
-            _ => Ok(BeginOutcome::DuplicateId {
-                record,
-                node: running_node(&codec::string(running)?),
-            }),
-        }
+        self.begin_rated(sid, inflight, &[]).await
     }
 
-    async fn check(&self, sid: &str, request_key: &str) -> StoreResult<BeginOutcome> {
+    /// Standalone and Sentinel: the rates go into the `BEGIN` script (their keys in `KEYS`), so
+    /// a rated request is one script, never the cached transaction. Redis Cluster: ignored (see
+    /// [`SessionStore::folds_rates`]).
+    async fn check(
+        &self,
+        sid: &str,
+        request_key: &str,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
         let probe = InflightRequest {
             request_key: request_key.to_owned(),
             stream: String::new(),
             node: String::new(),
             holder: String::new(),
         };
-        self.begin(sid, Some(&probe)).await
+        let rates = if self.folds_rates() { rates } else { &[] };
+        self.begin_rated(sid, Some(&probe), rates).await
+    }
+
+    fn folds_rates(&self) -> bool {
+        !self.keys.sharded()
+    }
+
+    async fn take_rates(&self, rates: &[crate::Rate]) -> StoreResult<crate::RateDecision> {
+        self.take_rates_now(rates).await
     }
 
     async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
@@ -486,92 +432,93 @@ impl RedisStore {
 }
 
 /// The node of an in-flight entry (`<node>\n<stream>`).
-fn running_node(entry: &str) -> String {
+pub(super) fn running_node(entry: &str) -> String {
     entry.split_once('\n').map_or(entry, |(n, _)| n).to_owned()
 }
 
-/// What [`RedisStore::admit_cached`] decided, before the cached record is attached.
-enum Admission {
-    Ready,
-    Busy,
-    DuplicateId(String),
-}
-
-impl Admission {
-    fn with(self, record: SessionRecord) -> BeginOutcome {
-        match self {
-            Admission::Ready => BeginOutcome::Ready(record),
-            Admission::Busy => BeginOutcome::Busy(record),
-            Admission::DuplicateId(node) => BeginOutcome::DuplicateId { record, node },
-        }
-    }
-}
-
 impl RedisStore {
-    /// `begin` for a session whose record this node has cached at `version`, when nothing is to
-    /// be registered (a notification, or a request checked by `check`): one `MULTI`/`EXEC` of
-    /// plain reads (the record's `ver` and `PTTL`, and for a request `HGET` of its key in the
-    /// in-flight hash and that hash's `HLEN`) in place of the `BEGIN` script, whose Lua cost Redis
-    /// ~10 µs per call for the same reads (BENCHMARKS.md §4). The same atomic snapshot and the
-    /// same one round trip. `begin` only comes here while this node expects no touch to be due;
-    /// when one is due all the same (another node's look, clock drift), the touch is a second
-    /// round trip, and either way the record's remaining time sets the next expected touch.
-    ///
-    /// Returns `None` when the cached version is not current or the record is gone: the caller
-    /// then runs the script, which reads the record whole or reports the session missing (a
-    /// second round trip, once per change another node makes to the record; this node forgets
-    /// its cached record when it changes the record itself, so its next `begin` is the script).
-    async fn admit_cached(
+    /// `begin` (and `check`, with a request and `rates`) in one round trip: the cached
+    /// transaction when nothing is registered, no rate is checked and no touch is due, else the
+    /// `BEGIN` script.
+    async fn begin_rated(
         &self,
         sid: &str,
-        sk: &super::keys::SessionKeys,
-        version: &str,
-        request_key: Option<&str>,
-    ) -> StoreResult<Option<Admission>> {
-        let record_key = sk.record();
-        let mut p = pipe();
-        p.atomic()
-            .cmd("HGET")
-            .arg(&record_key)
-            .arg("ver")
-            .cmd("PTTL")
-            .arg(&record_key);
-        if let Some(key) = request_key {
-            let inf = sk.inf();
-            p.cmd("HGET").arg(&inf).arg(key).cmd("HLEN").arg(&inf);
+        inflight: Option<&InflightRequest>,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        let sk = self.session_keys(sid);
+        let registers = inflight.is_some_and(|req| !req.stream.is_empty());
+        // A session id nobody has must not leave a subscription behind (`fresh`).
+        let fresh = registers && self.interest(sid).await?;
+        let now = Instant::now();
+        // Without a touch due, a cached record is admitted by `admit_cached` (no script); with
+        // one due (by this node's last look at the record's expiry, e.g. for a session used less
+        // often than once per 1/64 of the idle TTL) the script does it in the same round trip.
+        let cached = match self.records.get(sid) {
+            Some(cached) if !registers && rates.is_empty() && now < cached.touch_due_at => {
+                let request_key = inflight.map(|req| req.request_key.as_str());
+                match self
+                    .admit_cached(sid, &sk, &cached.version, request_key)
+                    .await?
+                {
+                    Some(admission) => return Ok(admission.with(cached.record)),
+                    None => Some(cached),
+                }
+            }
+            other => other,
+        };
+        let mut inv = self.session_call(&BEGIN, &sk, None);
+        inv.arg(cached.as_ref().map_or("", |c| c.version.as_str()));
+        if let Some(req) = inflight {
+            inv.arg(&req.request_key)
+                .arg(&req.stream)
+                .arg(&req.node)
+                .arg(&req.holder)
+                .arg(self.config.max_inflight_per_session);
+            self.rate_args(&mut inv, rates);
         }
-        let reply: Vec<Value> = self.query(&p).await?;
-        let (current, pttl, running, in_flight) = match reply.as_slice() {
-            [current, pttl] => (current, pttl, &Value::Nil, 0),
-            [current, pttl, running, len] => (current, pttl, running, codec::int(len)?),
+        let reply: Value = self.invoke(&inv).await?;
+        let (status, running, record) = match codec::array(&reply)? {
+            [status] if codec::int(status)? == 0 => {
+                self.records.forget(sid);
+                if fresh {
+                    self.lose_interest(sid);
+                }
+                return Ok(BeginOutcome::Missing);
+            }
+            [status, running, record, version] => {
+                // The script touched the session if it was due, so the next touch falls due
+                // within 1/64 of the idle TTL.
+                let touch_due_at = now + rules::touch_window(self.idle_ms());
+                let record = match (codec::array(record)?.is_empty(), cached) {
+                    (true, Some(cached)) => {
+                        self.records.expect_touch(sid, touch_due_at);
+                        cached.record
+                    }
+                    _ => {
+                        let record = codec::record_from_hash(sid, record)?;
+                        let version = codec::string(version)?;
+                        self.records.put(sid, &version, &record, touch_due_at);
+                        record
+                    }
+                };
+                (codec::int(status)?, running, record)
+            }
             other => {
                 return Err(StoreError::Corrupt(format!(
-                    "admission reply of {} items",
+                    "begin reply of {} items",
                     other.len()
                 )))
             }
         };
-        if matches!(current, Value::Nil) || codec::string(current)? != version {
-            return Ok(None);
+        match status {
+            1 => Ok(BeginOutcome::Ready(record)),
+            3 => Ok(BeginOutcome::Busy(record)),
+            4 => super::rates::limited(record, running, rates),
+            _ => Ok(BeginOutcome::DuplicateId {
+                record,
+                node: running_node(&codec::string(running)?),
+            }),
         }
-        let (pttl, ttl) = (codec::int(pttl)?, self.idle_ms());
-        if rules::touch_due(pttl, ttl) {
-            let inv = self.session_call(&TOUCH, sk, None);
-            if self.invoke::<i64>(&inv).await? == 0 {
-                return Ok(None);
-            }
-            self.records
-                .expect_touch(sid, Instant::now() + rules::touch_window(ttl));
-        } else {
-            let due_in = rules::until_touch_due(pttl, ttl);
-            self.records.expect_touch(sid, Instant::now() + due_in);
-        }
-        Ok(Some(match running {
-            Value::Nil if in_flight as u64 >= self.config.max_inflight_per_session => {
-                Admission::Busy
-            }
-            Value::Nil => Admission::Ready,
-            running => Admission::DuplicateId(running_node(&codec::string(running)?)),
-        }))
     }
 }

@@ -86,7 +86,7 @@ pub async fn checked_requests_keep_a_session_alive(kind: Kind) {
     let deadline = tokio::time::Instant::now() + Duration::from_millis(1200);
     let mut n = 0;
     while tokio::time::Instant::now() < deadline {
-        match a.check(&id, &n.to_string()).await.unwrap() {
+        match a.check(&id, &n.to_string(), &[]).await.unwrap() {
             BeginOutcome::Ready(r) => assert_eq!(r.id, id),
             other => panic!("request {n}: expected Ready, got {other:?}"),
         }
@@ -98,7 +98,10 @@ pub async fn checked_requests_keep_a_session_alive(kind: Kind) {
         "alive after {n} checked requests"
     );
     wait_missing(&a, &id).await;
-    assert_eq!(a.check(&id, "last").await.unwrap(), BeginOutcome::Missing);
+    assert_eq!(
+        a.check(&id, "last", &[]).await.unwrap(),
+        BeginOutcome::Missing
+    );
 }
 
 pub async fn finish_restarts_the_idle_clock(kind: Kind) {

@@ -81,7 +81,7 @@ async fn a_silent_link_fails_each_operation_within_the_command_timeout() {
     });
     let limit = RESPONSE_TIMEOUT + Duration::from_millis(500);
     let started = Instant::now();
-    let checked = store.check(&id, "1").await;
+    let checked = store.check(&id, "1", &[]).await;
     let check_took = started.elapsed();
     let started = Instant::now();
     let exists = store.exists(&id).await;

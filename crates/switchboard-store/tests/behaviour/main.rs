@@ -11,6 +11,7 @@ mod expiry;
 mod failover;
 mod frozen_link;
 mod harness;
+mod rates;
 mod redis_only;
 mod sessions;
 mod streams;
@@ -60,6 +61,12 @@ macro_rules! both_backends {
 }
 
 both_backends! {
+    rates: [
+        a_burst_passes_then_the_limit_refuses_on_every_node,
+        rates_are_taken_without_a_session,
+        a_refused_request_moves_no_limit,
+        other_refusals_come_first,
+    ],
     sessions: [
         create_then_begin_returns_the_record,
         begin_on_an_unknown_session_is_missing,

@@ -414,7 +414,7 @@ pub async fn check_admits_without_registering_until_register(kind: Kind) {
     let keys = env.keys_of(&id).await;
     let s = stream();
     for store in [&a, &b] {
-        match store.check(&id, "1").await.unwrap() {
+        match store.check(&id, "1", &[]).await.unwrap() {
             BeginOutcome::Ready(r) => assert_eq!(r, record(&id)),
             other => panic!("expected Ready, got {other:?}"),
         }
@@ -426,7 +426,7 @@ pub async fn check_admits_without_registering_until_register(kind: Kind) {
         .register(&id, &inflight("1", &s, "a", "a/1"))
         .await
         .unwrap());
-    match b.check(&id, "1").await.unwrap() {
+    match b.check(&id, "1", &[]).await.unwrap() {
         BeginOutcome::DuplicateId { node, .. } => assert_eq!(node, "a"),
         other => panic!("expected DuplicateId, got {other:?}"),
     }
@@ -438,7 +438,7 @@ pub async fn check_admits_without_registering_until_register(kind: Kind) {
     let appended = b.append(&id, &s, "result", true).await.unwrap();
     assert_eq!(appended.holder.as_deref(), Some("a/1"));
     assert!(matches!(
-        b.check(&id, "1").await.unwrap(),
+        b.check(&id, "1", &[]).await.unwrap(),
         BeginOutcome::Ready(_)
     ));
 }
@@ -452,7 +452,7 @@ pub async fn register_on_a_missing_session_writes_nothing(kind: Kind) {
         .register(&id, &inflight("1", &stream(), "a", "a/1"))
         .await
         .unwrap());
-    assert_eq!(a.check(&id, "1").await.unwrap(), BeginOutcome::Missing);
+    assert_eq!(a.check(&id, "1", &[]).await.unwrap(), BeginOutcome::Missing);
     assert_eq!(env.keys_of(&id).await, 0);
 }
 
@@ -471,7 +471,7 @@ pub async fn check_counts_registered_requests_and_late_duplicates_keep_the_first
         .register(&id, &inflight("1", &s2, "b", "b/1"))
         .await
         .unwrap());
-    match b.check(&id, "1").await.unwrap() {
+    match b.check(&id, "1", &[]).await.unwrap() {
         BeginOutcome::DuplicateId { node, .. } => assert_eq!(node, "a"),
         other => panic!("expected DuplicateId, got {other:?}"),
     }
@@ -483,7 +483,7 @@ pub async fn check_counts_registered_requests_and_late_duplicates_keep_the_first
         .register(&id, &inflight("2", &s3, "a", "a/2"))
         .await
         .unwrap());
-    match b.check(&id, "3").await.unwrap() {
+    match b.check(&id, "3", &[]).await.unwrap() {
         BeginOutcome::Busy(r) => assert_eq!(r.id, id),
         other => panic!("expected Busy, got {other:?}"),
     }
@@ -504,7 +504,7 @@ pub async fn a_reloaded_record_reflects_changes_made_elsewhere(kind: Kind) {
     let after_level = begin_ok(&a, &id, None).await;
     assert_eq!(after_level.log_level.as_deref(), Some("debug"));
     b.claim_owner(&id, "tool", None).await.unwrap();
-    match a.check(&id, "7").await.unwrap() {
+    match a.check(&id, "7", &[]).await.unwrap() {
         BeginOutcome::Ready(r) => assert_eq!(r.owners.get("tool").map(String::as_str), Some("b")),
         other => panic!("expected Ready, got {other:?}"),
     }

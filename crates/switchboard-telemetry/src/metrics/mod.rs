@@ -131,6 +131,16 @@ pub struct OperationLabels {
     pub operation: &'static str,
 }
 
+/// Labels of [`Metrics::rate_limit_decisions`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RateDecisionLabels {
+    /// `allowed`, `limited` or `store_error`.
+    pub decision: &'static str,
+    /// The limit's name: `principal`, `tool:<name>` or `upstream:<name>`, one per configured
+    /// limit (so the label set is bounded by the config).
+    pub limit: String,
+}
+
 /// Labels of [`Metrics::bus_delivery`].
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BusLabels {
@@ -169,6 +179,10 @@ pub struct Metrics {
     pub store_operations: Seconds<OperationLabels>,
     /// `switchboard_store_operation_errors_total{operation}`.
     pub store_errors: Family<OperationLabels, Counter>,
+    /// `switchboard_rate_limit_decisions_total{decision, limit}`: each limit a request was
+    /// checked against and passed (`allowed`), the limit that refused one (`limited`), and each
+    /// limit left unchecked because the store failed (`store_error`).
+    pub rate_limit_decisions: Family<RateDecisionLabels, Counter>,
     /// `switchboard_resume_replay_events`: events replayed per `Last-Event-ID` resumption.
     pub replay_events: Histogram,
     /// `switchboard_resume_replay_duration_seconds`: reading and writing that replay.
@@ -199,6 +213,7 @@ impl Metrics {
             tool_calls: Family::default(),
             store_operations: Family::new_with_constructor(seconds),
             store_errors: Family::default(),
+            rate_limit_decisions: Family::default(),
             replay_events: counts(),
             replay_duration: seconds(),
             bus_delivery: Family::new_with_constructor(seconds),
@@ -227,6 +242,11 @@ impl Metrics {
             "switchboard_store_operation_errors",
             "Store operations that failed, by operation",
             m.store_errors.clone(),
+        );
+        r.register(
+            "switchboard_rate_limit_decisions",
+            "Rate-limit decisions by decision (allowed: a limit passed, limited: the limit that refused a request, store_error: a limit left unchecked because the store failed) and limit",
+            m.rate_limit_decisions.clone(),
         );
         r.register(
             "switchboard_resume_replay_events",
@@ -276,6 +296,15 @@ impl Metrics {
         if failed {
             self.store_errors.get_or_create(&labels).inc();
         }
+    }
+
+    /// Counts one rate-limit decision of `limit` (see [`Metrics::rate_limit_decisions`]).
+    pub fn rate_decision(&self, decision: &'static str, limit: &str) {
+        let labels = RateDecisionLabels {
+            decision,
+            limit: limit.to_owned(),
+        };
+        self.rate_limit_decisions.get_or_create(&labels).inc();
     }
 
     /// The gauge of open streams of `kind` (see [`StreamLabels::kind`]).

@@ -61,6 +61,8 @@ impl Config {
         let telemetry = self.otel.problems().into_iter();
         let telemetry = telemetry.chain(self.metrics.problems(self.http.listen));
         let telemetry = telemetry.map(|(k, p)| (k, Some(p)));
+        let limits = super::rate_limits::problems(self).into_iter();
+        let limits = limits.map(|p| ("rate_limits", Some(p)));
         let rest = single
             .into_iter()
             .chain(transports.into_iter().map(|(k, p)| (k, Some(p))))
@@ -72,6 +74,7 @@ impl Config {
             .chain(upstreams)
             .chain(auth.into_iter().map(|(k, p)| (k, Some(p))))
             .chain(mrtr)
+            .chain(limits)
             .chain(telemetry);
         for (key, problem) in rest {
             if let Some(message) = problem {

@@ -125,7 +125,8 @@ async fn run_forwarded(
     let record = match app.store.begin(&inc.sid, None).await {
         Ok(BeginOutcome::Ready(r))
         | Ok(BeginOutcome::DuplicateId { record: r, .. })
-        | Ok(BeginOutcome::Busy(r)) => r,
+        | Ok(BeginOutcome::Busy(r))
+        | Ok(BeginOutcome::Limited { record: r, .. }) => r,
         Ok(BeginOutcome::Missing) => {
             let ended = RpcError::new(codes::INVALID_REQUEST, "the session has ended");
             return Some(Err(ended));

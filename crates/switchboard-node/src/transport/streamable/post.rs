@@ -135,13 +135,14 @@ async fn request(
     answers: Answers,
     span: Span,
 ) -> Result<Response, HttpError> {
-    let record = match session::admit(&app, &sid, &request.id.key()).await? {
+    let key = request.id.key();
+    let admitted = session::admit(&app, &sid, &key, &request.method, &request.raw);
+    let record = match admitted.await? {
         Ok(r) => r,
         Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),
     };
     let revision = session::revision(&record);
     span.record("mcp.protocol.version", record.revision.as_str());
-    let key = request.id.key();
     let running = match start_call(&app, &record, request, AnswerTo::Post(answers), span).await? {
         Started::Refused(answer) => return Ok(answers.ready(StatusCode::OK, answer)),
         Started::Running(running) => running,

@@ -1,0 +1,183 @@
+//! `[rate_limits]`: rate limits per principal, per principal and tool, and per upstream,
+//! enforced cluster-wide through the store ([`switchboard_store::rate`], GCRA) in the request's
+//! admission round trip ([`admission`]).
+//!
+//! Which requests count:
+//! - `principal`: every JSON-RPC request a session-era client sends on a session (POST and the
+//!   legacy transport's messages), and its `initialize`, for each principal on its own (without
+//!   authorization every client is `anonymous`, so the limit is then the whole anonymous
+//!   traffic's);
+//! - `tools.<name>`: `tools/call` of the tool named `<name>` (as the client names it, prefix and
+//!   all), per principal;
+//! - `upstreams.<name>`: `tools/call` of a tool of that upstream (a name that starts with the
+//!   upstream's prefix and the separator), all principals together.
+//!
+//! Not counted: notifications and responses, members of a 2025-03-26 batch, WebSocket
+//! messages, and 2026-07-28 (stateless) requests, which have no session admission to fold into.
+//!
+//! The config section is [`RateLimitSettings`]; the defaults below are the only place they are
+//! written (no limit at all).
+
+pub(crate) mod admission;
+pub(crate) mod answer;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchboard_store::Rate;
+
+/// `[rate_limits]`: every limit is off unless configured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitSettings {
+    /// What a request gets when its limits cannot be checked because the store failed while the
+    /// session itself was found (Redis Cluster, where the limits are a script of their own, and
+    /// `initialize`): `open` (default) lets it through, `closed` refuses it with 503. Where the
+    /// limits ride in the session's admission script (memory, Redis standalone and Sentinel) a
+    /// store failure fails the admission itself, 503 either way.
+    pub on_store_error: OnStoreError,
+    /// Each principal's limit over all its requests; none by default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<RateSpec>,
+    /// Per principal and tool, by the tool's name as clients call it; none by default.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, RateSpec>,
+    /// Per upstream (by its configured name) over every principal's `tools/call` of its tools;
+    /// none by default. The upstream must have a prefix.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstreams: BTreeMap<String, RateSpec>,
+    /// Set at start-up from `[[upstreams]]`: upstream name → the start of its tools' names
+    /// (`<prefix><separator>`). Not a config key.
+    #[serde(skip)]
+    pub tool_prefixes: BTreeMap<String, String>,
+}
+
+/// What to do when the store cannot check a request's limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnStoreError {
+    /// Let the request through (it is counted as `decision="store_error"`).
+    #[default]
+    Open,
+    /// Refuse it with 503 (JSON-RPC -32603).
+    Closed,
+}
+
+/// One limit: `rate` requests per second on average, `burst` of them at once.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateSpec {
+    /// Requests per second (a number above 0, e.g. `0.5` for one every 2 s).
+    pub rate: f64,
+    /// Requests that may pass at once after a quiet spell (at least 1); default: one second's
+    /// worth, `rate` rounded up (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub burst: Option<u32>,
+}
+
+impl RateSpec {
+    /// The burst in effect.
+    pub fn burst(&self) -> u32 {
+        self.burst
+            .unwrap_or_else(|| (self.rate.ceil() as u32).max(1))
+    }
+
+    /// The window of the equivalent quota policy in whole seconds, for `RateLimit-Policy`: the
+    /// time `burst` requests take at `rate` (rounded up, at least 1).
+    pub fn window_secs(&self) -> u64 {
+        ((f64::from(self.burst()) / self.rate).ceil() as u64).max(1)
+    }
+
+    fn problem(&self, path: &str) -> Option<String> {
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Some(format!(
+                "{path}.rate must be a number of requests per second above 0, got {}",
+                self.rate
+            ));
+        }
+        (self.burst == Some(0)).then(|| format!("{path}.burst must be at least 1"))
+    }
+}
+
+impl RateLimitSettings {
+    /// What is wrong with the settings, each naming its dotted key (upstream names are checked
+    /// against `[[upstreams]]` by the config crate).
+    pub fn problems(&self) -> Vec<String> {
+        let principal = self
+            .principal
+            .iter()
+            .map(|s| ("rate_limits.principal".to_owned(), s));
+        let tools = self
+            .tools
+            .iter()
+            .map(|(n, s)| (format!("rate_limits.tools.{n}"), s));
+        let upstreams = self
+            .upstreams
+            .iter()
+            .map(|(n, s)| (format!("rate_limits.upstreams.{n}"), s));
+        let mut problems: Vec<String> = principal
+            .chain(tools)
+            .chain(upstreams)
+            .filter_map(|(path, spec)| spec.problem(&path))
+            .collect();
+        if self.tools.contains_key("") {
+            problems.push("rate_limits.tools: a tool name must not be empty".into());
+        }
+        problems
+    }
+
+    /// Whether any limit is configured.
+    pub fn any(&self) -> bool {
+        self.principal.is_some() || !self.tools.is_empty() || !self.upstreams.is_empty()
+    }
+
+    /// The limits of a request with `method` and body `raw` run as `principal` (see the module
+    /// doc), in the order principal, tool, upstream.
+    pub fn rates_for(&self, principal: &str, method: &str, raw: &Value) -> Vec<Rate> {
+        let mut rates = Vec::new();
+        if let Some(spec) = &self.principal {
+            rates.push(rate("principal".into(), principal, "p", spec));
+        }
+        if method != "tools/call" || (self.tools.is_empty() && self.upstreams.is_empty()) {
+            return rates;
+        }
+        let Some(tool) = raw.pointer("/params/name").and_then(Value::as_str) else {
+            return rates;
+        };
+        if let Some(spec) = self.tools.get(tool) {
+            rates.push(rate(
+                format!("tool:{tool}"),
+                principal,
+                &format!("t:{tool}"),
+                spec,
+            ));
+        }
+        for (upstream, spec) in &self.upstreams {
+            let head = self.tool_prefixes.get(upstream);
+            if head.is_some_and(|h| tool.starts_with(h.as_str())) {
+                let tag = format!("u:{upstream}");
+                rates.push(rate(format!("upstream:{upstream}"), &tag, "u", spec));
+            }
+        }
+        rates
+    }
+
+    /// The configured limit named `name` (as in [`Rate::name`]).
+    pub fn spec_of(&self, name: &str) -> Option<&RateSpec> {
+        if name == "principal" {
+            return self.principal.as_ref();
+        }
+        if let Some(tool) = name.strip_prefix("tool:") {
+            return self.tools.get(tool);
+        }
+        self.upstreams.get(name.strip_prefix("upstream:")?)
+    }
+}
+
+fn rate(name: String, tag: &str, key: &str, spec: &RateSpec) -> Rate {
+    Rate::new(&name, tag, key, spec.rate, spec.burst())
+}
+
+#[cfg(test)]
+mod tests;
