@@ -95,6 +95,16 @@ pub struct StoreConfig {
     pub max_sessions: u64,
     /// Each stream's event log keeps at most this many events (oldest trimmed first).
     pub max_events_per_stream: u64,
+    /// Each stream's event log keeps at most this many bytes of event data (default 16 MiB;
+    /// oldest trimmed first, exactly as the count cap). At least `max_event_bytes`.
+    pub max_stream_log_bytes: u64,
+    /// All of a session's event logs together keep at most this many bytes (default 64 MiB);
+    /// past it the session's oldest events, whichever stream holds them, are trimmed. At least
+    /// `max_stream_log_bytes`.
+    pub max_session_log_bytes: u64,
+    /// The largest event stored as it is (default 4 MiB); a larger one is delivered live and the
+    /// log keeps a stand-in ([`crate::caps`]).
+    pub max_event_bytes: u64,
     /// Requests one session may have in flight at once (default 64); `begin` answers
     /// [`BeginOutcome::Busy`] past it. Bounds the live streams and logs of a session.
     pub max_inflight_per_session: u64,
@@ -124,6 +134,9 @@ impl StoreConfig {
             idle_ttl: Duration::from_secs(30 * 60),
             max_sessions: 100_000,
             max_events_per_stream: 1_000,
+            max_stream_log_bytes: 16 << 20,
+            max_session_log_bytes: 64 << 20,
+            max_event_bytes: 4 << 20,
             max_inflight_per_session: 64,
             record_cache_entries: 4_096,
             min_replicas_acked: 0,

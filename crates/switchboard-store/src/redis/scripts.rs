@@ -25,6 +25,7 @@ local function touch_core()
   -- The standalone stream's log lives as long as the session.
   redis.call('PEXPIRE', base .. 'log:get', ttl)
   redis.call('PEXPIRE', base .. 'trim:get', ttl)
+  redis.call('PEXPIRE', base .. 'bytes', ttl)
 end
 -- The hot path's touch: skipped while the record's expiry is still within 1/64 of the idle TTL
 -- from now (so idle expiry is exact to that much), which spares seven PEXPIREs per request.
@@ -56,7 +57,7 @@ local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
     redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
   end
-  redis.call('DEL', base .. 'log:get', base .. 'trim:get')
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'bytes')
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 "#;
@@ -79,16 +80,80 @@ local function end_request(stream)
     redis.call('HDEL', KEYS[3], stream)
   end
 end
-local function append_event(stream, data, fin, maxlen, me, sid, inbox)
-  local log, trim = KEYS[6], KEYS[7]
-  local n = redis.call('XLEN', log)
-  if n >= maxlen then
-    local old = redis.call('XRANGE', log, '-', '+', 'COUNT', n - maxlen + 1)
-    redis.call('SET', trim, old[#old][1], 'PX', ttl)
-  else
-    redis.call('PEXPIRE', trim, ttl)
+-- Byte accounting (`max_stream_log_bytes`, `max_session_log_bytes`): the hash `bytes` holds each
+-- logged stream's retained bytes and, under `#`, their sum. A stream whose log expired still
+-- counts until `reconcile` drops it (run when the session's sum matters).
+local bk = base .. 'bytes'
+local function count_bytes(stream, n)
+  redis.call('HINCRBY', bk, stream, n)
+  redis.call('HINCRBY', bk, '#', n)
+end
+local function forget_bytes(stream)
+  local n = tonumber(redis.call('HGET', bk, stream) or '0')
+  if n ~= 0 then count_bytes(stream, -n) end
+  redis.call('HDEL', bk, stream)
+end
+local function reconcile()
+  for _, f in ipairs(redis.call('HKEYS', bk)) do
+    if f ~= '#' and redis.call('EXISTS', base .. 'log:' .. f) == 0 then forget_bytes(f) end
   end
-  local pos = redis.call('XADD', log, 'MAXLEN', maxlen, '*', 'd', data, 'e', fin and '1' or '0')
+  return tonumber(redis.call('HGET', bk, '#') or '0')
+end
+-- Trims the oldest event of `stream`'s log, recording its position (the trim marker lives as
+-- long as its log); returns its bytes, or nil when the log is empty.
+local function pop_oldest(stream)
+  local log = base .. 'log:' .. stream
+  local old = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)[1]
+  if not old then return nil end
+  redis.call('XDEL', log, old[1])
+  local ms = redis.call('PTTL', log)
+  redis.call('SET', base .. 'trim:' .. stream, old[1], 'PX', ms > 0 and ms or ttl)
+  local n = #old[2][2]
+  count_bytes(stream, -n)
+  return n
+end
+-- Makes room for `size` more bytes in the session: trims its oldest events, whichever stream
+-- holds them (stream positions are times, so the smallest first position is the oldest).
+local function trim_session(size, cap)
+  local total = tonumber(redis.call('HGET', bk, '#') or '0')
+  if total + size <= cap then return end
+  total = reconcile()
+  while total + size > cap do
+    local best, best_ms, best_seq
+    for _, f in ipairs(redis.call('HKEYS', bk)) do
+      if f ~= '#' then
+        local first = redis.call('XRANGE', base .. 'log:' .. f, '-', '+', 'COUNT', 1)[1]
+        if first then
+          local ms, seq = string.match(first[1], '^(%d+)-(%d+)$')
+          ms, seq = tonumber(ms), tonumber(seq)
+          if not best or ms < best_ms or (ms == best_ms and seq < best_seq) then
+            best, best_ms, best_seq = f, ms, seq
+          end
+        end
+      end
+    end
+    if not best then return end
+    total = total - pop_oldest(best)
+  end
+end
+-- `stored` is what the log keeps ('': `data` itself; else the stand-in for an event over
+-- `max_event_bytes`, see `caps`); `data` is what is delivered live.
+local function append_event(stream, data, fin, maxlen, me, sid, inbox, stored, smax, tmax)
+  local log, trim = KEYS[6], KEYS[7]
+  if stored == '' then stored = data end
+  local size = #stored
+  if redis.call('EXISTS', log) == 0 then forget_bytes(stream) end
+  local n = redis.call('XLEN', log)
+  local kept = tonumber(redis.call('HGET', bk, stream) or '0')
+  while n > 0 and (n >= maxlen or kept + size > smax) do
+    kept = kept - pop_oldest(stream)
+    n = n - 1
+  end
+  trim_session(size, tmax)
+  redis.call('PEXPIRE', trim, ttl)
+  count_bytes(stream, size)
+  redis.call('PEXPIRE', bk, ttl)
+  local pos = redis.call('XADD', log, '*', 'd', stored, 'e', fin and '1' or '0')
   redis.call('PEXPIRE', log, ttl)
   redis.call('HSETNX', KEYS[2], stream, '')
   redis.call('PEXPIRE', KEYS[2], ttl)
@@ -332,7 +397,8 @@ pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
         true,
         r#"
 if not alive() then return false end
-return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
@@ -346,7 +412,8 @@ pub(crate) static ABORT: LazyLock<Script> = LazyLock::new(|| {
 if not alive() then return false end
 local run = redis.call('HGET', KEYS[3], ARGV[3])
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
-return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
@@ -365,7 +432,8 @@ local run = redis.call('HGET', KEYS[3], stream)
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 end_request(stream)
 redis.call('HDEL', KEYS[2], stream)
-return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
