@@ -1,7 +1,7 @@
 //! A Streamable HTTP MCP upstream, run inside the test process, whose `big` tool answers with a
 //! result of any size (issue 16, "Memory"): the body is written in 64 KiB chunks as the node reads
 //! it, never built in memory, as one JSON body (`{"bytes": n}`) or as one SSE event
-//! (`{"bytes": n, "sse": true}`). It counts the bytes it handed to the socket, so a test can tell
+//! (`{"bytes": n, "sse": true}`), after `delay_ms` (default 0). It counts the bytes it handed to the socket, so a test can tell
 //! the node stopped reading. Bound to a free port on 127.0.0.1; stopped when dropped.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -87,11 +87,14 @@ async fn answer(State(written): State<Arc<AtomicU64>>, method: Method, body: Byt
         "tools/list" => json!({"tools": [{
             "name": "big",
             "inputSchema": {"type": "object", "properties": {
-                "bytes": {"type": "integer"}, "sse": {"type": "boolean"}}},
+                "bytes": {"type": "integer"}, "sse": {"type": "boolean"},
+                "delay_ms": {"type": "integer"}}},
         }]}),
         "tools/call" => {
             let bytes = params["arguments"]["bytes"].as_u64().unwrap_or(0);
             let sse = params["arguments"]["sse"].as_bool().unwrap_or(false);
+            let delay = params["arguments"]["delay_ms"].as_u64().unwrap_or(0);
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
             return big(id, bytes, sse, written);
         }
         other => {
