@@ -78,6 +78,9 @@ pub struct NodeConfig {
     /// then the connection is closed without an answer (a slowloris client). Also bounds how
     /// long an idle keep-alive connection waits for its next request.
     pub header_read_timeout: Duration,
+    /// Sessions one principal may hold at once (default 0: no cap; the store enforces it, see
+    /// `StoreConfig::max_sessions_per_principal`); named in the 429 past it.
+    pub max_sessions_per_principal: u64,
     /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
     pub retry_after_secs: u64,
     /// Events queued per open stream connection (default 256). When full, the connection catches
@@ -150,6 +153,7 @@ impl Default for NodeConfig {
             max_body_bytes: 4 * 1024 * 1024,
             max_request_head_bytes: 16 * 1024,
             header_read_timeout: Duration::from_secs(30),
+            max_sessions_per_principal: 0,
             retry_after_secs: 5,
             connection_queue: 256,
             max_subscriptions: 64,

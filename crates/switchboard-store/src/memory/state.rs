@@ -191,6 +191,15 @@ impl Shared {
         if !known && self.sessions.len() as u64 >= cfg.max_sessions {
             return CreateOutcome::AtCapacity;
         }
+        let cap = cfg.max_sessions_per_principal;
+        let principal = &record.principal;
+        if !known && cap > 0 {
+            let theirs = self.sessions.values();
+            let theirs = theirs.filter(|s| &s.record.principal == principal);
+            if theirs.count() as u64 >= cap {
+                return CreateOutcome::PrincipalAtCapacity;
+            }
+        }
         let session = Session::new(record.clone(), now + cfg.idle_ttl);
         self.sessions.insert(record.id.clone(), session);
         CreateOutcome::Created

@@ -81,8 +81,9 @@ local function end_request(stream)
   end
 end
 -- Byte accounting (`max_stream_log_bytes`, `max_session_log_bytes`): the hash `bytes` holds each
--- logged stream's retained bytes and, under `#`, their sum. A stream whose log expired still
--- counts until `reconcile` drops it (run when the session's sum matters).
+-- logged stream's retained bytes, under `#` their sum and under `@` the session's last log
+-- position. A stream whose log expired still counts until `reconcile` drops it (run when the
+-- session's sum matters).
 local bk = base .. 'bytes'
 local function count_bytes(stream, n)
   redis.call('HINCRBY', bk, stream, n)
@@ -95,7 +96,9 @@ local function forget_bytes(stream)
 end
 local function reconcile()
   for _, f in ipairs(redis.call('HKEYS', bk)) do
-    if f ~= '#' and redis.call('EXISTS', base .. 'log:' .. f) == 0 then forget_bytes(f) end
+    if f ~= '#' and f ~= '@' and redis.call('EXISTS', base .. 'log:' .. f) == 0 then
+      forget_bytes(f)
+    end
   end
   return tonumber(redis.call('HGET', bk, '#') or '0')
 end
@@ -121,7 +124,7 @@ local function trim_session(size, cap)
   while total + size > cap do
     local best, best_ms, best_seq
     for _, f in ipairs(redis.call('HKEYS', bk)) do
-      if f ~= '#' then
+      if f ~= '#' and f ~= '@' then
         local first = redis.call('XRANGE', base .. 'log:' .. f, '-', '+', 'COUNT', 1)[1]
         if first then
           local ms, seq = string.match(first[1], '^(%d+)-(%d+)$')
@@ -135,6 +138,22 @@ local function trim_session(size, cap)
     if not best then return end
     total = total - pop_oldest(best)
   end
+end
+-- The next log position of the session: the server's time in ms, or the last position's ms with
+-- the next sequence number when that is not earlier. Positions are ordered across the session's
+-- streams (as the memory store's), which `trim_session` needs: XADD's own `*` ids are ordered per
+-- stream only (two streams get the same `<ms>-0`).
+local function next_position()
+  local t = redis.call('TIME')
+  local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local pos = string.format('%d-0', ms)
+  local last = redis.call('HGET', bk, '@')
+  if last then
+    local lms, lseq = string.match(last, '^(%d+)-(%d+)$')
+    if ms <= tonumber(lms) then pos = string.format('%d-%d', tonumber(lms), tonumber(lseq) + 1) end
+  end
+  redis.call('HSET', bk, '@', pos)
+  return pos
 end
 -- `stored` is what the log keeps ('': `data` itself; else the stand-in for an event over
 -- `max_event_bytes`, see `caps`); `data` is what is delivered live.
@@ -153,7 +172,7 @@ local function append_event(stream, data, fin, maxlen, me, sid, inbox, stored, s
   redis.call('PEXPIRE', trim, ttl)
   count_bytes(stream, size)
   redis.call('PEXPIRE', bk, ttl)
-  local pos = redis.call('XADD', log, '*', 'd', stored, 'e', fin and '1' or '0')
+  local pos = redis.call('XADD', log, next_position(), 'd', stored, 'e', fin and '1' or '0')
   redis.call('PEXPIRE', log, ttl)
   redis.call('HSETNX', KEYS[2], stream, '')
   redis.call('PEXPIRE', KEYS[2], ttl)
@@ -517,17 +536,30 @@ return 1
     )
 });
 
-/// Session-cap reservation on the index. KEYS: index. ARGV: max, sid, score, index TTL (ms).
-/// Returns 1 when the session may be stored (it is then in the index), 0 at capacity.
+/// Session-cap reservation on the index. KEYS: index, and the principal's sessions when
+/// `max_sessions_per_principal` is on. ARGV: max, sid, score, index TTL (ms), the principal cap
+/// (0: none). Returns 1 when the session may be stored (it is then in the index and its
+/// principal's set), 0 at the global cap, 2 at the principal's. The principal's set is pruned of
+/// sessions gone from the index (deleted or reaped) only when it looks full.
 pub(crate) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if not redis.call('ZSCORE', KEYS[1], ARGV[2])
-    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-  return 0
+local cap = tonumber(ARGV[5] or '0')
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+  if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+      if not redis.call('ZSCORE', KEYS[1], m) then redis.call('ZREM', KEYS[2], m) end
+    end
+    if redis.call('ZCARD', KEYS[2]) >= cap then return 2 end
+  end
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if cap > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
 return 1
 "#,
     )

@@ -133,3 +133,35 @@ pub async fn an_event_over_max_event_bytes_is_delivered_whole_and_kept_as_a_stan
     assert_eq!(error["error"]["data"]["bytes"], answer.len() as u64);
     assert!(kept[2].end, "the stand-in still ends the request");
 }
+
+/// `max_sessions_per_principal = 2`: a principal's third session is refused (nothing stored)
+/// while another principal's is created; once one of the first two is deleted the principal may
+/// create one again.
+pub async fn sessions_per_principal_are_capped(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_sessions_per_principal = 2);
+    let a = env.node("a").await;
+    let of = |principal: &str| SessionRecord {
+        principal: principal.into(),
+        ..record(&sid())
+    };
+    let first = of("alice");
+    for r in [&first, &of("alice")] {
+        assert_eq!(a.create_session(r).await.unwrap(), CreateOutcome::Created);
+    }
+    let third = of("alice");
+    assert_eq!(
+        a.create_session(&third).await.unwrap(),
+        CreateOutcome::PrincipalAtCapacity
+    );
+    assert_eq!(env.keys_of(&third.id).await, 0);
+    assert_eq!(
+        a.create_session(&of("bob")).await.unwrap(),
+        CreateOutcome::Created
+    );
+    assert_eq!(a.count_sessions().await.unwrap(), 3);
+    assert!(a.delete_session(&first.id).await.unwrap());
+    assert_eq!(
+        a.create_session(&third).await.unwrap(),
+        CreateOutcome::Created
+    );
+}

@@ -20,6 +20,10 @@ pub struct SessionConfig {
     pub touch_interval: NonZeroDuration,
     /// Cluster-wide cap on live sessions; past it `initialize` gets 503 with `Retry-After`.
     pub max_sessions: NonZeroU64,
+    /// Live sessions one principal may hold (0: no cap); past it `initialize` gets 429 with
+    /// `Retry-After` and JSON-RPC -32003. With authorization off every session's principal is
+    /// `anonymous`, so the cap then acts on all sessions together.
+    pub max_sessions_per_principal: u64,
     /// Events kept per stream log; older ones are trimmed and a resume from before the oldest
     /// kept event cannot be replayed.
     pub max_events_per_stream: NonZeroU64,
@@ -60,6 +64,7 @@ impl Default for SessionConfig {
             idle_ttl: positive(store.idle_ttl),
             touch_interval: positive(node.session_touch_interval),
             max_sessions: count64(store.max_sessions),
+            max_sessions_per_principal: store.max_sessions_per_principal,
             max_events_per_stream: count64(store.max_events_per_stream),
             max_stream_log_bytes: Size::bytes(store.max_stream_log_bytes),
             max_session_log_bytes: Size::bytes(store.max_session_log_bytes),
