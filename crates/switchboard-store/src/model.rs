@@ -107,7 +107,7 @@ pub struct StoreConfig {
     /// `max_stream_log_bytes`.
     pub max_session_log_bytes: u64,
     /// The largest event stored as it is (default 4 MiB); a larger one is delivered live and the
-    /// log keeps a stand-in ([`crate::caps`]).
+    /// log keeps a stand-in (the `caps` module).
     pub max_event_bytes: u64,
     /// Requests one session may have in flight at once (default 64); `begin` answers
     /// [`BeginOutcome::Busy`] past it. Bounds the live streams and logs of a session.
