@@ -1,5 +1,5 @@
 //! Case C32 on the upstream side: what an upstream sends is bounded by a per-upstream setting
-//! (`max_line_bytes` for stdio, `max_message_bytes` for http and sse). Under it a message
+//! (`max_line_bytes` for stdio, `max_message_bytes` for http, JSON or SSE answers, and sse). Under it a message
 //! arrives intact; over it the client gets a clear JSON-RPC error naming the upstream and the
 //! limit, never a truncated message, and the next call works.
 
@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use switchboard_tests::auth_upstream::{AuthUpstream, Policy};
+use switchboard_tests::big_upstream::BigUpstream;
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::metrics::upstream_status;
 use switchboard_tests::msg;
+use switchboard_tests::sse_upstream::SseUpstream;
 use switchboard_tests::upstreams::{start_cluster, stdio_fixture, Upstream};
 
 const T: Duration = Duration::from_secs(20);
@@ -150,4 +152,86 @@ async fn c32_http_answer_over_max_message_bytes_is_a_clear_error() {
     assert_eq!(over["error"], expected, "{over}");
     let again = call(&client, &url, 3, "web__echo", json!({"text": "ok"})).await;
     assert_eq!(msg::result_text(&again), "ok", "{again}");
+}
+
+/// C32 for a Streamable HTTP upstream answering as SSE, with `max_message_bytes = 4096`: an event
+/// under it arrives intact; one over it fails the call with -32006 naming the upstream and the
+/// limit; another session's call, and this session's next, work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c32_http_sse_event_over_max_message_bytes_is_a_clear_error() {
+    let fixture = BigUpstream::start().await;
+    let upstream = Upstream::http("big", &fixture.url()).set("max_message_bytes", 4096);
+    let configured = start_cluster(1, &[upstream], ClusterOptions::new());
+    let url = configured.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let under = call(
+        &client,
+        &url,
+        1,
+        "big__big",
+        json!({"bytes": 3000, "sse": true}),
+    )
+    .await;
+    assert_eq!(msg::result_text(&under), "x".repeat(3000), "{under}");
+    let over = call(
+        &client,
+        &url,
+        2,
+        "big__big",
+        json!({"bytes": 10_000, "sse": true}),
+    )
+    .await;
+    assert_eq!(over["error"]["code"], -32006, "{over}");
+    assert_eq!(over["error"]["data"]["upstream"], "big", "{over}");
+    assert_eq!(over["error"]["data"]["max_message_bytes"], 4096, "{over}");
+    let message = over["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with(
+            "upstream `big` sent a message larger than max_message_bytes (4096 bytes)"
+        ),
+        "{over}"
+    );
+    let mut other = McpClient::new();
+    other.initialize(&url, "2025-11-25").await;
+    let theirs = call(
+        &other,
+        &url,
+        1,
+        "big__big",
+        json!({"bytes": 5, "sse": true}),
+    )
+    .await;
+    assert_eq!(msg::result_text(&theirs), "xxxxx", "{theirs}");
+    let again = call(&client, &url, 3, "big__big", json!({"bytes": 7})).await;
+    assert_eq!(msg::result_text(&again), "x".repeat(7), "{again}");
+}
+
+/// C32 for a legacy HTTP+SSE upstream (`kind = "sse"`) with `max_message_bytes = 2048`: an
+/// answer event over it fails that call with -32006 naming the upstream and the limit (the
+/// upstream connection, whose stream cannot be trusted past the cut, is dropped); a session on
+/// another connection and the next call of this one work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c32_legacy_sse_event_over_max_message_bytes_is_a_clear_error() {
+    let fixture = SseUpstream::start().await;
+    let upstream = Upstream::sse("old", &fixture.url()).set("max_message_bytes", 2048);
+    let configured = start_cluster(1, &[upstream], ClusterOptions::new());
+    let url = configured.cluster.url(0);
+    let (mut a, mut b) = (McpClient::new(), McpClient::new());
+    a.initialize(&url, "2025-11-25").await;
+    b.initialize(&url, "2025-11-25").await;
+    let under = call(&a, &url, 1, "old__echo", json!({"s": "u".repeat(1000)})).await;
+    assert_eq!(msg::result_text(&under), "u".repeat(1000), "{under}");
+    let over = call(&a, &url, 2, "old__echo", json!({"s": "o".repeat(5000)})).await;
+    let expected = json!({
+        "code": -32006,
+        "message": "upstream `old` sent a message larger than max_message_bytes (2048 bytes); \
+                    the request failed",
+        "data": {"upstream": "old", "max_message_bytes": 2048},
+    });
+    assert_eq!(over["error"], expected, "{over}");
+    let theirs = call(&b, &url, 1, "old__echo", json!({"s": "b"})).await;
+    assert_eq!(msg::result_text(&theirs), "b", "{theirs}");
+    let again = call(&a, &url, 3, "old__echo", json!({"s": "again"})).await;
+    assert_eq!(msg::result_text(&again), "again", "{again}");
 }

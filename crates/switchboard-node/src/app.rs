@@ -311,17 +311,22 @@ type BoxedResponse = Pin<Box<dyn Future<Output = Result<Response, Infallible>> +
 ///
 /// `max_head` caps each connection's read buffer, hence the request head (a larger one gets
 /// 431, as hyper answers it); hyper's default cap (~400 KiB) would let a buffer grown by a fast
-/// body stay that large for the connection's life.
+/// body stay that large for the connection's life. `header_read_timeout` bounds how long a
+/// request head may take to arrive (`http.header_read_timeout`): a slowloris client that sends
+/// it a byte at a time has its connection closed then, without an answer (hyper's timer; it also
+/// runs while a keep-alive connection waits for its next request).
 pub(crate) async fn serve<L>(
     mut listener: L,
     router: axum::Router,
-    max_head: usize,
+    (max_head, header_read_timeout): (usize, std::time::Duration),
     shutdown: impl Future<Output = ()> + Send,
 ) where
     L: Listener,
 {
     let mut http = hyper::server::conn::http1::Builder::new();
-    http.max_buf_size(max_head.max(MIN_BUF_SIZE));
+    http.max_buf_size(max_head.max(MIN_BUF_SIZE))
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
     let draining = CancellationToken::new();
     let connections = TaskTracker::new();
     let mut shutdown = pin!(shutdown);
@@ -491,9 +496,14 @@ mod server_tests {
         let addr = listener.local_addr().unwrap();
         let router = axum::Router::new().route("/", get(|| async { "ok" }));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(super::serve(listener, router, 16 * 1024, async {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(super::serve(
+            listener,
+            router,
+            (16 * 1024, Duration::from_secs(30)),
+            async {
+                let _ = stopped.await;
+            },
+        ));
 
         let mut conn = TcpStream::connect(addr).await.unwrap();
         assert_eq!(status(&mut conn, 10).await, "HTTP/1.1 200 OK");

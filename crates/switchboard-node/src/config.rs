@@ -74,6 +74,13 @@ pub struct NodeConfig {
     /// KiB). A larger head gets 431. The buffer starts at 8 KiB and grows only when a read fills
     /// it (a large body arriving fast); the cap bounds what a connection keeps afterwards.
     pub max_request_head_bytes: usize,
+    /// How long a request head (request line and headers) may take to arrive (default 30 s);
+    /// then the connection is closed without an answer (a slowloris client). Also bounds how
+    /// long an idle keep-alive connection waits for its next request.
+    pub header_read_timeout: Duration,
+    /// Sessions one principal may hold at once (default 0: no cap; the store enforces it, see
+    /// `StoreConfig::max_sessions_per_principal`); named in the 429 past it.
+    pub max_sessions_per_principal: u64,
     /// `Retry-After` seconds sent with 503 when the session cap is reached (default 5).
     pub retry_after_secs: u64,
     /// Events queued per open stream connection (default 256). When full, the connection catches
@@ -147,6 +154,8 @@ impl Default for NodeConfig {
             liveness_check_interval: Duration::from_secs(1),
             max_body_bytes: 4 * 1024 * 1024,
             max_request_head_bytes: 16 * 1024,
+            header_read_timeout: Duration::from_secs(30),
+            max_sessions_per_principal: 0,
             retry_after_secs: 5,
             connection_queue: 256,
             max_subscriptions: 64,

@@ -135,7 +135,7 @@ pub async fn serve(
     let server = app::serve(
         listener,
         router,
-        app.cfg.max_request_head_bytes,
+        (app.cfg.max_request_head_bytes, app.cfg.header_read_timeout),
         async move {
             shutdown.await;
             tracing::info!(

@@ -19,9 +19,11 @@
 //! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
 //! - [`rate`]: rate limits (GCRA), checked in a request's admission.
 //! - [`task`]: task records of the tasks extension ([`TaskStore`]).
+//! - [`caps`]: the byte caps on the event log and the stand-in for an event over them.
 //! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
 //! - [`error`]: the one error type, [`StoreError`].
 
+pub mod caps;
 pub mod error;
 pub mod memory;
 pub mod model;

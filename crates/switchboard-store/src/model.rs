@@ -93,8 +93,22 @@ pub struct StoreConfig {
     pub idle_ttl: Duration,
     /// Global cap on live sessions; `create_session` answers [`CreateOutcome::AtCapacity`] past it.
     pub max_sessions: u64,
+    /// Cap on the live sessions of one principal ([`SessionRecord::principal`]; default 0: no
+    /// cap); `create_session` answers [`CreateOutcome::PrincipalAtCapacity`] past it. Counted like
+    /// `max_sessions` (a session counts until it is deleted or reaped).
+    pub max_sessions_per_principal: u64,
     /// Each stream's event log keeps at most this many events (oldest trimmed first).
     pub max_events_per_stream: u64,
+    /// Each stream's event log keeps at most this many bytes of event data (default 16 MiB;
+    /// oldest trimmed first, exactly as the count cap). At least `max_event_bytes`.
+    pub max_stream_log_bytes: u64,
+    /// All of a session's event logs together keep at most this many bytes (default 64 MiB);
+    /// past it the session's oldest events, whichever stream holds them, are trimmed. At least
+    /// `max_stream_log_bytes`.
+    pub max_session_log_bytes: u64,
+    /// The largest event stored as it is (default 4 MiB); a larger one is delivered live and the
+    /// log keeps a stand-in (the `caps` module).
+    pub max_event_bytes: u64,
     /// Requests one session may have in flight at once (default 64); `begin` answers
     /// [`BeginOutcome::Busy`] past it. Bounds the live streams and logs of a session.
     pub max_inflight_per_session: u64,
@@ -123,7 +137,11 @@ impl StoreConfig {
             node_ttl: Duration::from_secs(5),
             idle_ttl: Duration::from_secs(30 * 60),
             max_sessions: 100_000,
+            max_sessions_per_principal: 0,
             max_events_per_stream: 1_000,
+            max_stream_log_bytes: 16 << 20,
+            max_session_log_bytes: 64 << 20,
+            max_event_bytes: 4 << 20,
             max_inflight_per_session: 64,
             record_cache_entries: 4_096,
             min_replicas_acked: 0,
@@ -169,6 +187,8 @@ pub enum CreateOutcome {
     Created,
     /// The global cap is reached; nothing was stored.
     AtCapacity,
+    /// The record's principal has `max_sessions_per_principal` sessions; nothing was stored.
+    PrincipalAtCapacity,
 }
 
 /// Registration of a request that is starting on a node, written in the same round trip as the

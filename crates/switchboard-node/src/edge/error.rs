@@ -66,6 +66,16 @@ pub enum HttpError {
         /// `None` leaves out `RateLimit-Policy`.
         policy: Option<(u64, u64)>,
     },
+    /// The request's principal has `session.max_sessions_per_principal` sessions (429: the
+    /// client's own usage, not the cluster's capacity; it may end one with DELETE or wait for
+    /// one to idle out).
+    #[error("Too Many Requests: this principal has reached session.max_sessions_per_principal ({limit} sessions); end one (DELETE) or retry later")]
+    TooManySessions {
+        /// The cap.
+        limit: u64,
+        /// Seconds for `Retry-After`.
+        retry_after_secs: u64,
+    },
     /// `Last-Event-ID` is not an event id of ours.
     #[error("Bad Request: malformed Last-Event-ID")]
     BadLastEventId,
@@ -127,6 +137,7 @@ impl HttpError {
             ForbiddenHost(_) => StatusCode::MISDIRECTED_REQUEST,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AtCapacity { .. } | Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            TooManySessions { .. } => StatusCode::TOO_MANY_REQUESTS,
             EventsTrimmed(_) => StatusCode::GONE,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
@@ -138,7 +149,7 @@ impl HttpError {
         match self {
             Parse(_) => codes::PARSE_ERROR,
             UnknownSession => codes::SESSION_NOT_FOUND,
-            AtCapacity { .. } => codes::OVERLOADED,
+            AtCapacity { .. } | TooManySessions { .. } => codes::OVERLOADED,
             RateLimited { .. } => codes::RATE_LIMITED,
             Store(_) => codes::INTERNAL_ERROR,
             _ => codes::INVALID_REQUEST,
@@ -181,7 +192,10 @@ impl IntoResponse for HttpError {
             HttpError::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             }
-            HttpError::AtCapacity { retry_after_secs } => {
+            HttpError::AtCapacity { retry_after_secs }
+            | HttpError::TooManySessions {
+                retry_after_secs, ..
+            } => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
             }
             HttpError::RateLimited {
@@ -214,6 +228,10 @@ mod tests {
             ForbiddenHost("x".into()),
             MethodNotAllowed,
             AtCapacity {
+                retry_after_secs: 5,
+            },
+            TooManySessions {
+                limit: 2,
                 retry_after_secs: 5,
             },
             BadLastEventId,

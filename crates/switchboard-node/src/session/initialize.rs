@@ -58,17 +58,29 @@ pub async fn create(
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
     let record = crate::session::new_record(&sid, revision.as_str(), params.into());
-    if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
-        telemetry::session_refused();
-        return Err(HttpError::AtCapacity {
-            retry_after_secs: app.cfg.retry_after_secs,
-        });
-    }
+    created(app, app.store.create_session(&record).await?)?;
     telemetry::session_created(sid.as_str(), revision.as_str());
     Ok((
         jsonrpc::result_response(id, result(app, revision)),
         Some(sid),
     ))
+}
+
+/// The refusal for a session the store did not create: 503 at `session.max_sessions`
+/// ([`HttpError::AtCapacity`]), 429 at `session.max_sessions_per_principal`
+/// ([`HttpError::TooManySessions`]). Shared by every transport that creates sessions.
+pub(crate) fn created(app: &App, outcome: CreateOutcome) -> Result<(), HttpError> {
+    let retry_after_secs = app.cfg.retry_after_secs;
+    let refusal = match outcome {
+        CreateOutcome::Created => return Ok(()),
+        CreateOutcome::AtCapacity => HttpError::AtCapacity { retry_after_secs },
+        CreateOutcome::PrincipalAtCapacity => HttpError::TooManySessions {
+            limit: app.cfg.max_sessions_per_principal,
+            retry_after_secs,
+        },
+    };
+    telemetry::session_refused();
+    Err(refusal)
 }
 
 /// What the server offers, shared by `initialize` (MCP 2025-11-25, basic/lifecycle) and

@@ -49,7 +49,7 @@ use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, Body, EventId, Message, RequestId, Revision};
 use switchboard_protocol::{SessionId, StreamId};
-use switchboard_store::{CreateOutcome, SessionUpdate};
+use switchboard_store::SessionUpdate;
 
 use crate::edge::error::HttpError;
 use crate::exec::call::{refusal, start_call, AnswerTo, Request, Started};
@@ -90,12 +90,7 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
     let sid = SessionId::generate();
     let record = session::new_record(&sid, LEGACY_REVISION.as_str(), Value::Null.into());
-    if app.store.create_session(&record).await? == CreateOutcome::AtCapacity {
-        telemetry::session_refused();
-        return Err(HttpError::AtCapacity {
-            retry_after_secs: app.cfg.retry_after_secs,
-        });
-    }
+    session::initialize::created(&app, app.store.create_session(&record).await?)?;
     telemetry::session_created(sid.as_str(), LEGACY_REVISION.as_str());
     // Step 5: this connection holds the session's standalone stream; the store sends it every
     // event appended to that stream's log, from any node.

@@ -49,6 +49,8 @@ pub(super) struct Session {
     pub pending: HashMap<String, String>,
     /// Stream id → its event log.
     pub logs: HashMap<String, Log>,
+    /// Whether an event was ever appended (the Redis backend then keeps a `bytes` hash).
+    pub logged: bool,
 }
 
 /// One stream's event log.
@@ -57,6 +59,8 @@ pub(super) struct Log {
     pub events: VecDeque<LoggedEvent>,
     /// Position of the newest event trimmed away, if any.
     pub trimmed: Option<String>,
+    /// Bytes of event data retained (`max_stream_log_bytes`, `max_session_log_bytes`).
+    pub bytes: u64,
     /// When the log expires (`idle_ttl` after its last append).
     pub expires: Instant,
 }
@@ -71,6 +75,7 @@ impl Session {
             inflight: HashMap::new(),
             pending: HashMap::new(),
             logs: HashMap::new(),
+            logged: false,
         }
     }
 
@@ -110,6 +115,7 @@ impl Session {
             + usize::from(!self.running.is_empty())
             + usize::from(!self.inflight.is_empty())
             + usize::from(!self.pending.is_empty())
+            + usize::from(self.logged && self.expires > now)
             + logs
     }
 
@@ -127,6 +133,24 @@ impl Session {
         for s in dead {
             self.streams.remove(&s);
             self.logs.remove(&s);
+        }
+    }
+
+    /// Trims the session's oldest events, whichever live log holds them, until its live logs
+    /// hold at most `cap` bytes (`max_session_log_bytes`; the Redis append script's
+    /// `trim_session`).
+    fn trim_session(&mut self, cap: u64, now: Instant) {
+        let live = |l: &&mut Log| l.expires > now;
+        let mut total: u64 = self.logs.values_mut().filter(live).map(|l| l.bytes).sum();
+        while total > cap {
+            let oldest = self
+                .logs
+                .values_mut()
+                .filter(live)
+                .filter(|l| !l.events.is_empty())
+                .min_by_key(|l| l.events.front().map(|e| order(&e.position)));
+            let Some(log) = oldest else { return };
+            total -= log.pop_oldest();
         }
     }
 }
@@ -168,6 +192,15 @@ impl Shared {
         let known = self.sessions.contains_key(&record.id);
         if !known && self.sessions.len() as u64 >= cfg.max_sessions {
             return CreateOutcome::AtCapacity;
+        }
+        let cap = cfg.max_sessions_per_principal;
+        let principal = &record.principal;
+        if !known && cap > 0 {
+            let theirs = self.sessions.values();
+            let theirs = theirs.filter(|s| &s.record.principal == principal);
+            if theirs.count() as u64 >= cap {
+                return CreateOutcome::PrincipalAtCapacity;
+            }
         }
         let session = Session::new(record.clone(), now + cfg.idle_ttl);
         self.sessions.insert(record.id.clone(), session);
@@ -303,15 +336,19 @@ impl Shared {
         if log.expires <= now {
             *log = Log::empty(expires);
         }
+        let kept = crate::caps::stored_form(data, cfg).unwrap_or_else(|| data.to_owned());
         log.push(
             LoggedEvent {
                 position: position.clone(),
-                data: data.to_owned(),
+                data: kept,
                 end,
             },
             rules::max_events(cfg),
+            cfg.max_stream_log_bytes,
         );
         log.expires = expires;
+        s.logged = true;
+        s.trim_session(cfg.max_session_log_bytes, now);
         let holder = s.streams.entry(stream.to_owned()).or_default().clone();
         if end {
             if let Some(run) = s.running.remove(stream) {
@@ -365,12 +402,12 @@ impl Shared {
             };
         };
         let from = order(after);
-        if let (Some(cut), Some(first)) = (&log.trimmed, log.events.front()) {
-            if order(cut) > from {
-                return Replay::Truncated {
-                    oldest: first.position.clone(),
-                };
-            }
+        if let Some(cut) = log.trimmed.as_ref().filter(|cut| order(cut) > from) {
+            // A log emptied by `max_session_log_bytes` names its trim position.
+            let first = log.events.front().map(|e| &e.position);
+            return Replay::Truncated {
+                oldest: first.unwrap_or(cut).clone(),
+            };
         }
         Replay::Events(
             log.events
@@ -422,16 +459,30 @@ impl Log {
         Log {
             events: VecDeque::new(),
             trimmed: None,
+            bytes: 0,
             expires,
         }
     }
 
-    fn push(&mut self, event: LoggedEvent, cap: u64) {
+    /// Appends `event`, then trims the oldest events until at most `cap` events and
+    /// `byte_cap` bytes are left (never the event just appended: `byte_cap` is at least
+    /// `max_event_bytes`).
+    fn push(&mut self, event: LoggedEvent, cap: u64, byte_cap: u64) {
+        self.bytes += event.data.len() as u64;
         self.events.push_back(event);
-        while self.events.len() as u64 > cap {
-            if let Some(old) = self.events.pop_front() {
-                self.trimmed = Some(old.position);
-            }
+        while self.events.len() > 1 && (self.events.len() as u64 > cap || self.bytes > byte_cap) {
+            self.pop_oldest();
         }
+    }
+
+    /// Trims the oldest event, recording its position; returns its bytes (0 when empty).
+    fn pop_oldest(&mut self) -> u64 {
+        let Some(old) = self.events.pop_front() else {
+            return 0;
+        };
+        let bytes = old.data.len() as u64;
+        self.bytes -= bytes;
+        self.trimmed = Some(old.position);
+        bytes
     }
 }

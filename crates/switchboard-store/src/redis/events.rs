@@ -29,6 +29,7 @@ impl EventLog for RedisStore {
             .arg(&self.config.node_id)
             .arg(sid)
             .arg(self.event_route());
+        self.cap_args(&mut inv, data);
         let reply: Value = self.invoke_durably(&inv).await?;
         let appended = codec::appended(&reply)?.unwrap_or_else(Appended::not_stored);
         self.deliver_confirmed(sid, stream, data, end, &appended)
@@ -94,12 +95,12 @@ impl EventLog for RedisStore {
                 Replay::UnknownStream
             });
         }
-        if let (Some(cut), Some(first)) = (cut, codec::entries(&first)?.into_iter().next()) {
-            if order(&cut) > (ms, seq) {
-                return Ok(Replay::Truncated {
-                    oldest: first.position,
-                });
-            }
+        if let Some(cut) = cut.filter(|cut| order(cut) > (ms, seq)) {
+            // A log emptied by `max_session_log_bytes` names its trim position.
+            let first = codec::entries(&first)?.into_iter().next();
+            return Ok(Replay::Truncated {
+                oldest: first.map_or(cut, |e| e.position),
+            });
         }
         Ok(Replay::Events(codec::entries(&rest)?))
     }
@@ -174,6 +175,7 @@ impl EventLog for RedisStore {
             .arg(&self.config.node_id)
             .arg(sid)
             .arg(self.event_route());
+        self.cap_args(&mut inv, data);
         let reply: Value = self.invoke_durably(&inv).await?;
         let appended = codec::appended(&reply)?;
         if let Some(appended) = &appended {
@@ -205,6 +207,15 @@ impl RedisStore {
     /// With `min_replicas_acked`: publishes the event the script stored (and the replicas
     /// confirmed) to its holder's node, as the script does otherwise (same rule,
     /// [`rules::delivers_event`]; Cluster: on the session's channel). One more command, only then.
+    /// The append scripts' last arguments: what the log keeps (`''`: `data` itself; else its
+    /// stand-in, [`crate::caps::stored_form`]), `max_stream_log_bytes`, `max_session_log_bytes`.
+    fn cap_args(&self, inv: &mut ::redis::ScriptInvocation<'_>, data: &str) {
+        let stored = crate::caps::stored_form(data, &self.config).unwrap_or_default();
+        inv.arg(stored)
+            .arg(self.config.max_stream_log_bytes.max(1))
+            .arg(self.config.max_session_log_bytes.max(1));
+    }
+
     async fn deliver_confirmed(
         &self,
         sid: &str,

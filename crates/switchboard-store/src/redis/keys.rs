@@ -89,6 +89,13 @@ impl Keys {
         format!("{}:sessions", self.prefix)
     }
 
+    /// The sessions of one principal (ZSET, scored as the session index), for
+    /// `max_sessions_per_principal`: hash-tagged with the session index's name, so it lives in
+    /// the index's slot and one script reads both.
+    pub fn principal_sessions(&self, principal: &str) -> String {
+        format!("{{{}:sessions}}:principal:{principal}", self.prefix)
+    }
+
     /// A node's liveness key.
     pub fn node(&self, node: &str) -> String {
         format!("{}:node:{node}", self.prefix)

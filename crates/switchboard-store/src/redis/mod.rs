@@ -13,12 +13,14 @@
 //! - `topology`: the deployment settings; `connection`, `sentinel`: the command connection.
 //! - `keys`: key and channel names (the data model, and which slot each key lives in).
 //! - `scripts`: the Lua scripts.
+//! - `append_script`: their append path (event-log caps, positions, delivery).
 //! - `codec`: record ↔ hash fields, reply parsing.
 //! - `pubsub`: the inbox reader (standalone, Sentinel); `sharded`: the same in Redis Cluster.
 //! - `records`: this node's version-checked cache of session records.
 //! - `session`, `events`, `bus`, `tasks`: the trait implementations.
 
 mod admission;
+mod append_script;
 mod bus;
 mod codec;
 mod connection;

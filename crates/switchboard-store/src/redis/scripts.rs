@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use super::append_script::APPEND_EVENT;
 use crate::rules::{PRUNE_AT, PRUNE_EVERY};
 
 /// Helpers shared by every session script.
@@ -25,6 +26,7 @@ local function touch_core()
   -- The standalone stream's log lives as long as the session.
   redis.call('PEXPIRE', base .. 'log:get', ttl)
   redis.call('PEXPIRE', base .. 'trim:get', ttl)
+  redis.call('PEXPIRE', base .. 'bytes', ttl)
 end
 -- The hot path's touch: skipped while the record's expiry is still within 1/64 of the idle TTL
 -- from now (so idle expiry is exact to that much), which spares seven PEXPIREs per request.
@@ -56,50 +58,8 @@ local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
     redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
   end
-  redis.call('DEL', base .. 'log:get', base .. 'trim:get')
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'bytes')
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
-end
-"#;
-
-/// `end_request(stream)` clears a stream's running entry and its request's in-flight entry (when
-/// that is still this stream's). `append_event` appends an event to the log in `KEYS[6]` (trim
-/// marker `KEYS[7]`): trims to `maxlen` recording the newest trimmed position, registers the
-/// stream, ends the request on the final event, and publishes the event to the holder's node when
-/// that is not `me` or the stream is the standalone one (see `rules::delivers_event`).
-const APPEND_EVENT: &str = r#"
-pcall(redis.replicate_commands)
-local function end_request(stream)
-  local run = redis.call('HGET', KEYS[3], stream)
-  if run then
-    local key = cjson.decode(run).request_key
-    local inf = redis.call('HGET', KEYS[4], key)
-    if inf and string.sub(inf, -(#stream + 1)) == '\n' .. stream then
-      redis.call('HDEL', KEYS[4], key)
-    end
-    redis.call('HDEL', KEYS[3], stream)
-  end
-end
-local function append_event(stream, data, fin, maxlen, me, sid, inbox)
-  local log, trim = KEYS[6], KEYS[7]
-  local n = redis.call('XLEN', log)
-  if n >= maxlen then
-    local old = redis.call('XRANGE', log, '-', '+', 'COUNT', n - maxlen + 1)
-    redis.call('SET', trim, old[#old][1], 'PX', ttl)
-  else
-    redis.call('PEXPIRE', trim, ttl)
-  end
-  local pos = redis.call('XADD', log, 'MAXLEN', maxlen, '*', 'd', data, 'e', fin and '1' or '0')
-  redis.call('PEXPIRE', log, ttl)
-  redis.call('HSETNX', KEYS[2], stream, '')
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if fin then end_request(stream) end
-  local holder = redis.call('HGET', KEYS[2], stream) or ''
-  if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
-    local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}
-    msg['end'] = fin
-    deliver(inbox, node_of(holder), cjson.encode(msg))
-  end
-  return {pos, holder}
 end
 "#;
 
@@ -377,7 +337,8 @@ pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
         true,
         r#"
 if not alive() then return false end
-return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
@@ -391,7 +352,8 @@ pub(crate) static ABORT: LazyLock<Script> = LazyLock::new(|| {
 if not alive() then return false end
 local run = redis.call('HGET', KEYS[3], ARGV[3])
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
-return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
@@ -410,7 +372,8 @@ local run = redis.call('HGET', KEYS[3], stream)
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 end_request(stream)
 redis.call('HDEL', KEYS[2], stream)
-return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9])
+return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
 "#,
     )
 });
@@ -494,17 +457,30 @@ return 1
     )
 });
 
-/// Session-cap reservation on the index. KEYS: index. ARGV: max, sid, score, index TTL (ms).
-/// Returns 1 when the session may be stored (it is then in the index), 0 at capacity.
+/// Session-cap reservation on the index. KEYS: index, and the principal's sessions when
+/// `max_sessions_per_principal` is on. ARGV: max, sid, score, index TTL (ms), the principal cap
+/// (0: none). Returns 1 when the session may be stored (it is then in the index and its
+/// principal's set), 0 at the global cap, 2 at the principal's. The principal's set is pruned of
+/// sessions gone from the index (deleted or reaped) only when it looks full.
 pub(crate) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
-if not redis.call('ZSCORE', KEYS[1], ARGV[2])
-    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then
-  return 0
+local cap = tonumber(ARGV[5] or '0')
+if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
+  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+  if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
+    for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
+      if not redis.call('ZSCORE', KEYS[1], m) then redis.call('ZREM', KEYS[2], m) end
+    end
+    if redis.call('ZCARD', KEYS[2]) >= cap then return 2 end
+  end
 end
 redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if cap > 0 then
+  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[4])
+end
 return 1
 "#,
     )

@@ -23,14 +23,21 @@ impl SessionStore for RedisStore {
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
         let idle = self.idle_ms();
         let mut reserve = RESERVE.prepare_invoke();
+        let per_principal = self.config.max_sessions_per_principal;
+        reserve.key(self.keys.sessions());
+        if per_principal > 0 {
+            reserve.key(self.keys.principal_sessions(&record.principal));
+        }
         reserve
-            .key(self.keys.sessions())
             .arg(self.config.max_sessions)
             .arg(&record.id)
             .arg(rules::now_ms() + idle)
-            .arg(2 * idle);
-        if self.invoke::<i64>(&reserve).await? == 0 {
-            return Ok(CreateOutcome::AtCapacity);
+            .arg(2 * idle)
+            .arg(per_principal);
+        match self.invoke::<i64>(&reserve).await? {
+            0 => return Ok(CreateOutcome::AtCapacity),
+            2 => return Ok(CreateOutcome::PrincipalAtCapacity),
+            _ => {}
         }
         let key = self.session_keys(&record.id).record();
         let mut p = pipe();

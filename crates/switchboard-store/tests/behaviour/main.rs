@@ -7,6 +7,7 @@
 //! [`RedisStore`]: switchboard_store::RedisStore
 
 mod bus;
+mod caps;
 mod expiry;
 mod failover;
 mod frozen_link;
@@ -120,6 +121,12 @@ both_backends! {
         reaping_respects_the_limit,
         logs_expire_after_their_last_event,
         the_stream_registry_is_pruned,
+    ],
+    caps: [
+        a_stream_keeps_at_most_max_stream_log_bytes,
+        a_session_keeps_at_most_max_session_log_bytes,
+        an_event_over_max_event_bytes_is_delivered_whole_and_kept_as_a_stand_in,
+        sessions_per_principal_are_capped,
     ],
     tasks: [
         tasks_are_shared_and_terminal_states_are_final,

@@ -32,6 +32,10 @@ pub struct HttpConfig {
     /// Largest HTTP/1 request head (request line and headers), and the cap on each connection's
     /// read buffer (at least 8KiB); a larger head gets 431.
     pub max_request_head: Size,
+    /// How long a request head (request line and headers) may take to arrive; then the
+    /// connection is closed without an answer (a slowloris client). Also how long an idle
+    /// keep-alive connection is kept waiting for its next request.
+    pub header_read_timeout: NonZeroDuration,
     /// Events queued per open stream connection; when full, the connection catches up from the
     /// event log instead of losing events.
     pub connection_queue: NonZeroUsize,
@@ -62,6 +66,7 @@ impl Default for HttpConfig {
             allowed_hosts: node.allowed_hosts,
             max_body: size(node.max_body_bytes),
             max_request_head: size(node.max_request_head_bytes),
+            header_read_timeout: positive(node.header_read_timeout),
             connection_queue: count(node.connection_queue),
             retry_after: Duration::from_secs(node.retry_after_secs),
             keepalive_interval: positive(node.keepalive_interval),

@@ -109,6 +109,22 @@ impl Config {
                 ),
             ),
             (
+                session.max_event_bytes <= session.max_stream_log_bytes,
+                vec!["session.max_event_bytes", "session.max_stream_log_bytes"],
+                format!(
+                    "session.max_event_bytes ({}) must be at most session.max_stream_log_bytes ({}), or a stored event would not fit its log",
+                    session.max_event_bytes, session.max_stream_log_bytes
+                ),
+            ),
+            (
+                session.max_stream_log_bytes <= session.max_session_log_bytes,
+                vec!["session.max_stream_log_bytes", "session.max_session_log_bytes"],
+                format!(
+                    "session.max_stream_log_bytes ({}) must be at most session.max_session_log_bytes ({}), or one stream's log would not fit its session",
+                    session.max_stream_log_bytes, session.max_session_log_bytes
+                ),
+            ),
+            (
                 head >= MIN_REQUEST_HEAD_BYTES,
                 vec!["http.max_request_head"],
                 format!(

@@ -20,9 +20,25 @@ pub struct SessionConfig {
     pub touch_interval: NonZeroDuration,
     /// Cluster-wide cap on live sessions; past it `initialize` gets 503 with `Retry-After`.
     pub max_sessions: NonZeroU64,
+    /// Live sessions one principal may hold (0: no cap); past it `initialize` gets 429 with
+    /// `Retry-After` and JSON-RPC -32003. With authorization off every session's principal is
+    /// `anonymous`, so the cap then acts on all sessions together.
+    pub max_sessions_per_principal: u64,
     /// Events kept per stream log; older ones are trimmed and a resume from before the oldest
     /// kept event cannot be replayed.
     pub max_events_per_stream: NonZeroU64,
+    /// Bytes of event data kept per stream log (beside the count cap); older events are
+    /// trimmed exactly as by `max_events_per_stream`. At least `max_event_bytes`.
+    pub max_stream_log_bytes: Size,
+    /// Bytes of event data kept in all of one session's stream logs together; past it the
+    /// session's oldest events, whichever stream holds them, are trimmed (a resume from before
+    /// them gets the trimmed-log error). At least `max_stream_log_bytes`.
+    pub max_session_log_bytes: Size,
+    /// The largest event kept in a log as it is. A larger one (an answer within the upstream's
+    /// relay limit) is delivered live only; the log keeps a stand-in, so a resume that needs it
+    /// gets a JSON-RPC error -32012 with the request's id (a notification: a warning message)
+    /// instead of a silent gap.
+    pub max_event_bytes: Size,
     /// Requests one session may have in flight at once; past it a request gets JSON-RPC -32003
     /// (retry when one has finished). Bounds a session's live streams and logs.
     pub max_inflight: NonZeroU64,
@@ -48,7 +64,11 @@ impl Default for SessionConfig {
             idle_ttl: positive(store.idle_ttl),
             touch_interval: positive(node.session_touch_interval),
             max_sessions: count64(store.max_sessions),
+            max_sessions_per_principal: store.max_sessions_per_principal,
             max_events_per_stream: count64(store.max_events_per_stream),
+            max_stream_log_bytes: Size::bytes(store.max_stream_log_bytes),
+            max_session_log_bytes: Size::bytes(store.max_session_log_bytes),
+            max_event_bytes: Size::bytes(store.max_event_bytes),
             max_inflight: count64(store.max_inflight_per_session),
             client_request_timeout: positive(node.client_request_timeout),
             max_subscriptions: count(node.max_subscriptions),

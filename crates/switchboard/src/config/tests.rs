@@ -57,6 +57,8 @@ fn every_rule_names_its_key() {
     let mut config = Config::default();
     config.cluster.heartbeat_interval = NonZeroDuration::secs(5);
     config.session.touch_interval = NonZeroDuration::secs(3600);
+    config.session.max_event_bytes = Size::mib(32);
+    config.session.max_session_log_bytes = Size::mib(8);
     config.http.endpoint_path = "mcp".into();
     config.cluster.node_id = "a/b".into();
     config.redis.key_prefix = "{sb}".into();
@@ -68,6 +70,8 @@ fn every_rule_names_its_key() {
     for key in [
         "cluster.heartbeat_interval",
         "session.touch_interval",
+        "session.max_event_bytes",
+        "session.max_session_log_bytes",
         "http.endpoint_path",
         "cluster.node_id",
         "redis.key_prefix",

@@ -114,8 +114,11 @@ impl Lines {
                 }
             }
         }
+        // Checked before the bytes are kept: the buffer never grows past `max` (a growth past
+        // it would double its capacity for bytes that are refused anyway).
+        self.check(self.event_bytes + self.partial.len() + bytes.len())?;
         self.partial.extend_from_slice(bytes);
-        self.check(self.event_bytes + self.partial.len())
+        Ok(())
     }
 
     /// Fails when the event being read holds more than `max` bytes.
