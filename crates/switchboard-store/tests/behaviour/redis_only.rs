@@ -31,7 +31,7 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
     assert!(b.reap(10).await.unwrap().is_empty());
     let keys = env.redis().all_keys();
     let tag = format!("{{{id}}}");
-    let want = ["s", "st", "run", "inf", "pend"]
+    let want = ["s", "st", "run", "inf", "pend", "bytes"]
         .iter()
         .map(|k| format!("sbt:{tag}:{k}"))
         .chain([
