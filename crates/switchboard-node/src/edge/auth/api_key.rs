@@ -17,8 +17,7 @@ use aws_lc_rs::digest::{digest, SHA256};
 use serde::{Deserialize, Serialize};
 use switchboard_upstream::Principal;
 
-use super::settings::is_scope_token;
-use super::AuthSettings;
+use super::metadata::is_scope_token;
 
 /// One `[[auth.api_keys]]` entry.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -98,10 +97,10 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
 }
 
 /// Problems of `auth.api_keys` and `auth.api_key_header`, each naming its key and entry.
-pub(super) fn problems(settings: &AuthSettings) -> Vec<(&'static str, String)> {
+pub(super) fn problems(keys: &[ApiKeyEntry], header: &str) -> Vec<(&'static str, String)> {
     let mut out = Vec::new();
     let mut seen = Vec::new();
-    for (i, entry) in settings.api_keys.iter().enumerate() {
+    for (i, entry) in keys.iter().enumerate() {
         let n = i + 1;
         match decode_hex32(&entry.sha256) {
             None => out.push(("auth.api_keys", format!("auth.api_keys entry {n}: sha256 must be the SHA-256 of the key as 64 hexadecimal digits (printf %s \"$KEY\" | sha256sum), never the key itself"))),
@@ -115,12 +114,11 @@ pub(super) fn problems(settings: &AuthSettings) -> Vec<(&'static str, String)> {
             out.push(("auth.api_keys", format!("auth.api_keys entry {n}: scope `{bad}` is not a scope token (no spaces, quotes or backslashes)")));
         }
     }
-    let header = &settings.api_key_header;
     if !header.is_empty() {
         match http::HeaderName::from_bytes(header.as_bytes()) {
             Err(_) => out.push(("auth.api_key_header", format!("auth.api_key_header `{header}` is not an HTTP header name"))),
             Ok(name) if name == http::header::AUTHORIZATION || name.as_str().starts_with("mcp-") => out.push(("auth.api_key_header", format!("auth.api_key_header `{header}` is a header the node reads for another purpose: choose another name (e.g. X-API-Key)"))),
-            Ok(_) if settings.api_keys.is_empty() => out.push(("auth.api_key_header", "auth.api_key_header is set but auth.api_keys is empty".to_owned())),
+            Ok(_) if keys.is_empty() => out.push(("auth.api_key_header", "auth.api_key_header is set but auth.api_keys is empty".to_owned())),
             Ok(_) => {}
         }
     }
@@ -177,13 +175,13 @@ mod tests {
 
     #[test]
     fn plain_keys_bad_names_and_headers_are_refused() {
-        let settings = |keys: Vec<ApiKeyEntry>, header: &str| AuthSettings {
-            api_keys: keys,
-            api_key_header: header.into(),
-            ..AuthSettings::default()
+        let settings = |keys: Vec<ApiKeyEntry>, header: &str| (keys, header.to_owned());
+        let messages = |(keys, header): (Vec<ApiKeyEntry>, String)| -> Vec<String> {
+            problems(&keys, &header)
+                .into_iter()
+                .map(|(_, m)| m)
+                .collect()
         };
-        let messages =
-            |s: AuthSettings| -> Vec<String> { problems(&s).into_iter().map(|(_, m)| m).collect() };
         assert!(messages(settings(vec![entry(&hash(KEY), "ci")], "X-API-Key")).is_empty());
         let plain = messages(settings(vec![entry(KEY, "ci")], ""));
         assert!(plain[0].contains("64 hexadecimal digits"), "{plain:?}");

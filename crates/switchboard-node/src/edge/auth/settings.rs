@@ -164,7 +164,7 @@ impl AuthSettings {
         out.extend(self.scope_problems());
         out.extend(self.key_problems());
         out.extend(self.jwks_problems());
-        out.extend(api_key::problems(self));
+        out.extend(api_key::problems(&self.api_keys, &self.api_key_header));
         out
     }
 
@@ -241,7 +241,7 @@ impl AuthSettings {
             ("auth.required_scopes", &self.required_scopes),
         ];
         for (key, list) in lists {
-            if let Some(bad) = list.iter().find(|s| !is_scope_token(s)) {
+            if let Some(bad) = list.iter().find(|s| !metadata::is_scope_token(s)) {
                 out.push((key, format!("{key} entry `{bad}` is not a scope token (no spaces, quotes or backslashes)")));
             }
         }
@@ -259,13 +259,6 @@ impl AuthSettings {
         }
         out
     }
-}
-
-/// Whether `s` is an RFC 6749 §3.3 scope-token: `%x21 / %x23-5B / %x5D-7E`, at least one.
-pub(super) fn is_scope_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
 }
 
 /// An absolute `https://` URL (or `http://` on a loopback host, for local testing) with a host
