@@ -1,6 +1,7 @@
 //! A JWKS provider run inside the test process (the issuer's `jwks_uri`), and signing keys
 //! made at test time: it serves `{"keys": [...]}` at `/jwks` with `Cache-Control: max-age`,
-//! counts every request, can change its keys (rotation), answer 503, or stop listening
+//! (and an OpenID configuration naming it at `/.well-known/openid-configuration`), counts every
+//! key-set request, can change its keys (rotation), answer 503, or stop listening
 //! (unreachable). Bound to a free port on 127.0.0.1; stopped when dropped.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -85,6 +86,8 @@ impl TestKey {
 struct Shared {
     keys: Mutex<Vec<Value>>,
     hits: AtomicUsize,
+    discovery_hits: AtomicUsize,
+    issuer: Mutex<String>,
     failing: AtomicBool,
     max_age: AtomicUsize,
 }
@@ -106,8 +109,13 @@ impl JwksServer {
         let shared = Arc::new(Shared::default());
         *shared.keys.lock().expect("keys") = keys;
         shared.max_age.store(max_age_secs, Ordering::SeqCst);
+        *shared.issuer.lock().expect("issuer") = format!("http://{addr}");
         let app = axum::Router::new()
             .route("/jwks", axum::routing::get(answer))
+            .route(
+                "/.well-known/openid-configuration",
+                axum::routing::get(configuration),
+            )
             .with_state(shared.clone());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -124,9 +132,19 @@ impl JwksServer {
         format!("http://{}/jwks", self.addr)
     }
 
-    /// Requests received so far.
+    /// Its issuer URL (`http://127.0.0.1:<port>`), whose discovery document names [`JwksServer::url`].
+    pub fn issuer(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Key-set requests received so far.
     pub fn hits(&self) -> usize {
         self.shared.hits.load(Ordering::SeqCst)
+    }
+
+    /// Discovery-document requests received so far.
+    pub fn discovery_hits(&self) -> usize {
+        self.shared.discovery_hits.load(Ordering::SeqCst)
     }
 
     /// Publishes `keys` from the next request on.
@@ -171,4 +189,15 @@ async fn answer(State(shared): State<Arc<Shared>>) -> Response {
         HeaderValue::from_str(&max_age).expect("header value"),
     );
     resp
+}
+
+async fn configuration(State(shared): State<Arc<Shared>>) -> Response {
+    shared.discovery_hits.fetch_add(1, Ordering::SeqCst);
+    let issuer = shared
+        .issuer
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    let jwks_uri = format!("{issuer}/jwks");
+    axum::Json(json!({ "issuer": issuer, "jwks_uri": jwks_uri })).into_response()
 }

@@ -193,3 +193,29 @@ async fn a_node_starts_while_the_provider_is_down_and_refuses_until_keys_load() 
     .await;
     assert!(jwks.hits() >= 2, "retried: {} fetches", jwks.hits());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oidc_discovery_finds_the_key_set() {
+    let k1 = TestKey::rs256("k1");
+    let jwks = JwksServer::start(vec![k1.jwk()], 3600).await;
+    let issuer = jwks.issuer();
+    let cluster = Cluster::start(
+        1,
+        ClusterOptions::new()
+            .set("auth.resource_url", GW)
+            .set("auth.authorization_servers", &issuer)
+            .set("auth.issuer", &issuer)
+            .set("auth.oidc_discovery", "true"),
+    );
+    let url = cluster.url(0);
+    let c = McpClient::new();
+    let mut claims = claims("alice");
+    claims["iss"] = json!(issuer);
+    let t1 = k1.sign(&claims, true);
+    eventually("the start-up fetch", Duration::from_secs(10), || async {
+        (jwks.hits() == 1).then_some(())
+    })
+    .await;
+    assert_verifies(&c, &url, &t1, "k1 token found through discovery").await;
+    assert_eq!((jwks.discovery_hits(), jwks.hits()), (1, 1));
+}

@@ -19,6 +19,10 @@
 //!   not `sig`, or whose `alg` names another algorithm, is skipped (so is any other kind).
 //!   Redirects are not followed.
 //!
+//! - **Discovery.** With `auth.oidc_discovery`, the URL is the `jwks_uri` of the issuer's
+//!   OpenID configuration ([`discovery`]), looked up before the first fetch and again after a
+//!   fetch fails.
+//!
 //! Sources: RFC 7517 §4-5 (JWK parameters, JWK Set); RFC 7515 §4.1.4 (`kid`); RFC 9111 §5.2.2.1
 //! (`max-age`); OpenID Connect Core §10.1.1 (rotation of signing keys via `kid`).
 
@@ -31,6 +35,8 @@ use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
 
 use super::AuthSettings;
+
+pub mod discovery;
 
 /// Longest one fetch may take, connection to last byte.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
@@ -79,7 +85,10 @@ impl KeySet {
 
 /// The fetcher and its cache; one per node.
 pub struct Jwks {
-    url: String,
+    /// `auth.jwks_url`, or the last `jwks_uri` discovered (empty until then).
+    url: std::sync::Mutex<String>,
+    /// The issuer whose discovery document names the URL (`auth.oidc_discovery`), if any.
+    discover: Option<String>,
     client: reqwest::Client,
     min_refresh: Duration,
     max_refresh: Duration,
@@ -103,7 +112,8 @@ impl Jwks {
             .build()
             .unwrap_or_default();
         Jwks {
-            url: settings.jwks_url.clone(),
+            url: std::sync::Mutex::new(settings.jwks_url.clone()),
+            discover: settings.oidc_discovery.then(|| settings.issuer.clone()),
             client,
             min_refresh: settings.jwks_min_refresh,
             max_refresh: settings.jwks_max_refresh,
@@ -171,7 +181,7 @@ impl Jwks {
             return;
         }
         if last.is_some_and(|t| t.elapsed() < self.refetch_interval) {
-            tracing::debug!(url = %self.url, "token with an unknown kid; refetch interval not over");
+            tracing::debug!("token with an unknown kid; JWKS refetch interval not over");
             return;
         }
         self.fetch_locked(&mut last).await;
@@ -185,7 +195,7 @@ impl Jwks {
         let fresh_for = match result {
             Ok((keys, max_age)) => {
                 let kids: Vec<&str> = keys.iter().filter_map(|k| k.kid.as_deref()).collect();
-                tracing::info!(url = %self.url, keys = keys.len(), ?kids, "JWKS fetched");
+                tracing::info!(url = %self.url(), keys = keys.len(), ?kids, "JWKS fetched");
                 let set = Arc::new(KeySet { keys, loaded: true });
                 *self
                     .current
@@ -196,7 +206,12 @@ impl Jwks {
             }
             Err(why) => {
                 let held = self.snapshot().keys.len();
-                tracing::warn!(url = %self.url, error = %why, held, "JWKS fetch failed; keeping the keys held");
+                let url = self.url();
+                tracing::warn!(%url, error = %why, held, "JWKS fetch failed; keeping the keys held");
+                if self.discover.is_some() {
+                    // Look the URL up again next time: the provider may have moved it.
+                    self.set_url(String::new());
+                }
                 None
             }
         };
@@ -204,32 +219,66 @@ impl Jwks {
         fresh_for
     }
 
+    fn url(&self) -> String {
+        self.url
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_url(&self, url: String) {
+        *self
+            .url
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+    }
+
+    /// The key-set URL: configured, known from discovery, or discovered now.
+    async fn key_set_url(&self) -> Result<String, String> {
+        let url = self.url();
+        let Some(issuer) = self.discover.as_deref().filter(|_| url.is_empty()) else {
+            return Ok(url);
+        };
+        let (_, body) = self
+            .get(&discovery::document_url(issuer), "application/json")
+            .await?;
+        let url = discovery::jwks_uri(&body, issuer).map_err(|e| format!("discovery: {e}"))?;
+        tracing::info!(%url, "jwks_uri discovered");
+        self.set_url(url.clone());
+        Ok(url)
+    }
+
     async fn fetch(&self) -> Result<(Vec<Key>, Option<Duration>), String> {
+        let url = self.key_set_url().await?;
+        let accept = "application/jwk-set+json, application/json";
+        let (headers, body) = self.get(&url, accept).await?;
+        Ok((parse(&body)?, max_age(&headers)))
+    }
+
+    /// GET `url`: the headers and body of a 2xx answer of at most [`MAX_BYTES`].
+    async fn get(&self, url: &str, accept: &str) -> Result<(http::HeaderMap, Vec<u8>), String> {
         let mut resp = self
             .client
-            .get(&self.url)
-            .header(
-                http::header::ACCEPT,
-                "application/jwk-set+json, application/json",
-            )
+            .get(url)
+            .header(http::header::ACCEPT, accept)
             .send()
             .await
             .map_err(|e| format!("request failed: {e}"))?;
         if !resp.status().is_success() {
             return Err(format!("answered {}", resp.status()));
         }
-        let max_age = max_age(resp.headers());
+        let too_large = || format!("the answer is larger than {MAX_BYTES} bytes");
         if resp.content_length().is_some_and(|n| n > MAX_BYTES as u64) {
-            return Err(format!("the key set is larger than {MAX_BYTES} bytes"));
+            return Err(too_large());
         }
         let mut body = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(|e| format!("reading: {e}"))? {
             if body.len() + chunk.len() > MAX_BYTES {
-                return Err(format!("the key set is larger than {MAX_BYTES} bytes"));
+                return Err(too_large());
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((parse(&body)?, max_age))
+        Ok((resp.headers().clone(), body))
     }
 }
 

@@ -15,7 +15,7 @@
 //! trip): another principal's session is "not found" (404, -32001), never revealed. Without the
 //! layer the principal is `session::ANONYMOUS`.
 //!
-//! Not done: token introspection (RFC 7662), OIDC discovery of the JWKS URL, acting as or proxying the
+//! Not done: token introspection (RFC 7662), acting as or proxying the
 //! authorization server (`/.well-known/oauth-authorization-server/...` is the authorization
 //! server's own and is 404 here), per-method scopes.
 //!
@@ -69,18 +69,17 @@ impl Drop for Auth {
 impl Auth {
     /// Prepares the layer. Keys that do not parse are left out (tokens for them are refused);
     /// start-up refuses such settings before this ([`AuthSettings::problems`]). With
-    /// `jwks_url`, called inside a Tokio runtime, it spawns the key-set refresher
+    /// `jwks_url` (or `oidc_discovery`), called inside a Tokio runtime, it spawns the key-set refresher
     /// ([`jwks::Jwks::run`]), stopped when the layer is dropped.
     pub fn new(settings: AuthSettings) -> Auth {
         let (verifier, _) = token::Verifier::new(&settings);
         let metadata = metadata::document(&settings).to_string().into();
-        let jwks = (!settings.jwks_url.is_empty()).then(|| Arc::new(jwks::Jwks::new(&settings)));
+        let jwks = (!settings.jwks_url.is_empty() || settings.oidc_discovery)
+            .then(|| Arc::new(jwks::Jwks::new(&settings)));
         let refresher = match (&jwks, tokio::runtime::Handle::try_current()) {
             (Some(jwks), Ok(rt)) => Some(rt.spawn(jwks.clone().run()).abort_handle()),
             (Some(_), Err(_)) => {
-                tracing::warn!(
-                    "auth.jwks_url is set but no runtime runs: keys are fetched on demand only"
-                );
+                tracing::warn!("no runtime runs: JWKS keys are fetched on demand only");
                 None
             }
             _ => None,

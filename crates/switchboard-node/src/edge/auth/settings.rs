@@ -54,6 +54,10 @@ pub struct AuthSettings {
     /// per this interval (default 30 s); tokens in between are refused.
     #[serde(with = "crate::units::positive_duration")]
     pub jwks_refetch_interval: Duration,
+    /// Look the JWKS URL up in the issuer's OpenID configuration
+    /// (`{issuer}/.well-known/openid-configuration`, its `jwks_uri`) instead of `jwks_url`
+    /// (default off; needs `issuer`).
+    pub oidc_discovery: bool,
     /// API keys (`[[auth.api_keys]]`), stored as SHA-256 hashes only; see [`super::api_key`].
     pub api_keys: Vec<api_key::ApiKeyEntry>,
     /// A request header that may carry an API key instead of `Authorization: Bearer` (e.g.
@@ -76,6 +80,7 @@ impl Default for AuthSettings {
             jwks_min_refresh: Duration::from_secs(60),
             jwks_max_refresh: Duration::from_secs(3600),
             jwks_refetch_interval: Duration::from_secs(30),
+            oidc_discovery: false,
             api_keys: Vec::new(),
             api_key_header: String::new(),
         }
@@ -100,6 +105,7 @@ impl std::fmt::Debug for AuthSettings {
             .field("jwks_min_refresh", &self.jwks_min_refresh)
             .field("jwks_max_refresh", &self.jwks_max_refresh)
             .field("jwks_refetch_interval", &self.jwks_refetch_interval)
+            .field("oidc_discovery", &self.oidc_discovery)
             .field("api_keys", &self.api_keys)
             .field("api_key_header", &self.api_key_header)
             .finish()
@@ -173,9 +179,10 @@ impl AuthSettings {
         if self.hs256_secrets.is_empty()
             && self.public_keys_pem.is_empty()
             && self.jwks_url.is_empty()
+            && !self.oidc_discovery
             && self.api_keys.is_empty()
         {
-            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets, auth.jwt_public_keys_pem, auth.jwks_url or auth.api_keys".to_owned()));
+            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets, auth.jwt_public_keys_pem, auth.jwks_url, auth.oidc_discovery or auth.api_keys".to_owned()));
         }
         for (i, s) in self.hs256_secrets.iter().enumerate() {
             if s.len() < MIN_HS256_SECRET_BYTES {
@@ -191,6 +198,20 @@ impl AuthSettings {
         if !self.jwks_url.is_empty() {
             if let Some(why) = url_problem(&self.jwks_url, "") {
                 out.push(("auth.jwks_url", format!("auth.jwks_url {why}")));
+            }
+        }
+        if self.oidc_discovery && !self.jwks_url.is_empty() {
+            out.push((
+                "auth.oidc_discovery",
+                "auth.oidc_discovery and auth.jwks_url are both set: set one (discovery finds the JWKS URL itself)".to_owned(),
+            ));
+        }
+        if self.oidc_discovery {
+            if let Some(why) = url_problem(&self.issuer, " issuer") {
+                out.push((
+                    "auth.oidc_discovery",
+                    format!("auth.oidc_discovery needs auth.issuer to be the issuer's URL: auth.issuer {why}"),
+                ));
             }
         }
         if self.jwks_min_refresh > self.jwks_max_refresh {
@@ -220,6 +241,7 @@ impl AuthSettings {
             ("auth.jwt_hs256_secrets", !self.hs256_secrets.is_empty()),
             ("auth.jwt_public_keys_pem", !self.public_keys_pem.is_empty()),
             ("auth.jwks_url", !self.jwks_url.is_empty()),
+            ("auth.oidc_discovery", self.oidc_discovery),
             ("auth.api_keys", !self.api_keys.is_empty()),
             ("auth.api_key_header", !self.api_key_header.is_empty()),
         ];
@@ -264,7 +286,7 @@ impl AuthSettings {
 /// An absolute `https://` URL (or `http://` on a loopback host, for local testing) with a host
 /// and no query or fragment (RFC 9728 §1.2 for the resource; RFC 8414 §2 for issuers). `what`
 /// names the kind in the message (`" issuer"` or empty).
-fn url_problem(url: &str, what: &str) -> Option<String> {
+pub(super) fn url_problem(url: &str, what: &str) -> Option<String> {
     let Some((origin, _)) = metadata::split_url(url) else {
         return Some(format!("`{url}` must be an absolute https://{what} URL"));
     };

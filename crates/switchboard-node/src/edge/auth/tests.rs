@@ -253,4 +253,25 @@ fn jwks_settings_are_checked() {
         ..AuthSettings::default()
     };
     assert_eq!(off.problems()[0].0, "auth.jwks_url");
+    let discovering = AuthSettings {
+        hs256_secrets: Vec::new(),
+        issuer: "https://as.example.test".into(),
+        oidc_discovery: true,
+        ..settings()
+    };
+    assert_eq!(
+        discovering.problems(),
+        Vec::new(),
+        "discovery counts as a key"
+    );
+    let both = AuthSettings {
+        jwks_url: "https://as.example.test/jwks.json".into(),
+        ..discovering.clone()
+    };
+    assert_eq!(both.problems()[0].0, "auth.oidc_discovery");
+    let no_issuer = AuthSettings {
+        issuer: String::new(),
+        ..discovering
+    };
+    assert_eq!(no_issuer.problems()[0].0, "auth.oidc_discovery");
 }
