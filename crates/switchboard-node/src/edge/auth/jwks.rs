@@ -110,6 +110,7 @@ impl Jwks {
             // outlives the provider's own view of it.
             .pool_max_idle_per_host(0)
             .build()
+            // Only a TLS back end that cannot start fails here; `get` still bounds the time.
             .unwrap_or_default();
         Jwks {
             url: std::sync::Mutex::new(settings.jwks_url.clone()),
@@ -133,14 +134,17 @@ impl Jwks {
                 let mut last = self.last_attempt.lock().await;
                 self.fetch_locked(&mut last).await
             };
-            let wait = fresh_for.unwrap_or_else(|| {
-                let wait = retry;
-                retry = (retry * 2).min(self.min_refresh);
-                wait
-            });
-            if fresh_for.is_some() {
-                retry = FIRST_RETRY.min(self.min_refresh);
-            }
+            let wait = match fresh_for {
+                Some(fresh_for) => {
+                    retry = FIRST_RETRY;
+                    fresh_for
+                }
+                None => {
+                    let wait = retry.min(self.min_refresh);
+                    retry = (retry * 2).min(self.min_refresh);
+                    wait
+                }
+            };
             tokio::time::sleep(wait).await;
         }
     }
@@ -255,8 +259,19 @@ impl Jwks {
         Ok((parse(&body)?, max_age(&headers)))
     }
 
-    /// GET `url`: the headers and body of a 2xx answer of at most [`MAX_BYTES`].
+    /// GET `url`: the headers and body of a 2xx answer of at most [`MAX_BYTES`], within
+    /// [`FETCH_TIMEOUT`] (also enforced here, whatever client was built).
     async fn get(&self, url: &str, accept: &str) -> Result<(http::HeaderMap, Vec<u8>), String> {
+        tokio::time::timeout(FETCH_TIMEOUT, self.get_unbounded(url, accept))
+            .await
+            .map_err(|_| format!("no answer within {FETCH_TIMEOUT:?}"))?
+    }
+
+    async fn get_unbounded(
+        &self,
+        url: &str,
+        accept: &str,
+    ) -> Result<(http::HeaderMap, Vec<u8>), String> {
         let mut resp = self
             .client
             .get(url)

@@ -103,3 +103,66 @@ async fn an_unreachable_provider_refuses_with_a_clear_reason() {
     assert!(jwks.key_set_for(Some("k1")).await.is_err());
     assert_eq!(jwks.attempts.load(Ordering::Acquire), 1);
 }
+
+/// A provider on a free loopback port: `/jwks` (one key, `Cache-Control: <cache>`), `/big`
+/// (a body over [`MAX_BYTES`] with a length), `/big-stream` (the same, streamed without one).
+async fn provider(cache: &'static str) -> String {
+    use axum::response::IntoResponse;
+    let keys = json!({ "keys": [ec_jwk("k1", json!({}))] }).to_string();
+    let big = || "x".repeat(MAX_BYTES + 1);
+    let app = axum::Router::new()
+        .route(
+            "/jwks",
+            axum::routing::get(move || async move {
+                ([(http::header::CACHE_CONTROL, cache)], keys).into_response()
+            }),
+        )
+        .route("/big", axum::routing::get(move || async move { big() }))
+        .route(
+            "/big-stream",
+            axum::routing::get(move || async move {
+                let chunks = (0..=MAX_BYTES / 1024)
+                    .map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b'x'; 1024])));
+                axum::body::Body::from_stream(futures::stream::iter(chunks))
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+fn fetcher(url: String) -> Jwks {
+    Jwks::new(&AuthSettings {
+        jwks_url: url,
+        jwks_min_refresh: Duration::from_secs(60),
+        jwks_max_refresh: Duration::from_secs(600),
+        ..AuthSettings::default()
+    })
+}
+
+#[tokio::test]
+async fn max_age_is_bounded_and_oversized_answers_refused() {
+    for (cache, fresh) in [
+        ("max-age=5", 60),
+        ("max-age=300", 300),
+        ("max-age=999999", 600),
+        ("no-store", 60),
+    ] {
+        let jwks = fetcher(format!("{}/jwks", provider(cache).await));
+        let mut last = None;
+        let got = jwks.fetch_locked(&mut last).await;
+        assert_eq!(got, Some(Duration::from_secs(fresh)), "{cache}");
+        assert!(jwks.snapshot().has_kid("k1"));
+    }
+    let base = provider("max-age=300").await;
+    let jwks = fetcher(format!("{base}/jwks"));
+    for path in ["/big", "/big-stream"] {
+        let why = jwks
+            .get(&format!("{base}{path}"), "*/*")
+            .await
+            .err()
+            .unwrap();
+        assert!(why.contains("larger than 524288 bytes"), "{path}: {why}");
+    }
+}
