@@ -176,6 +176,13 @@ async fn api_keys_authenticate_and_bind_sessions_on_every_node() {
         2,
     )
     .await;
+    // No key reached the logs.
+    for i in 0..2 {
+        let log = cluster.node(i).log_tail(100_000);
+        for key in [CI_KEY, OPS_KEY, BOT_KEY, "sb_ci_wrong"] {
+            assert!(!log.contains(key), "node {i} logged {key}");
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -162,6 +162,14 @@ async fn keys_rotate_refetch_once_per_interval_and_survive_an_outage() {
     assert_verifies(&c, &url, &t2, "cached k2 token, provider down").await;
     assert_verifies(&c, &url, &t3, "cached k3 token, provider down").await;
     assert_eq!(jwks.hits(), 4, "nothing reached the stopped provider");
+    let log = cluster.node(0).log_tail(100_000);
+    assert!(
+        log.matches("JWKS fetch failed; keeping the keys held")
+            .count()
+            >= 2,
+        "the 503 and the refused connection are logged:\n{log}"
+    );
+    assert!(!log.contains(&t2), "a token was logged");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
