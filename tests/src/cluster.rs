@@ -159,6 +159,12 @@ impl Cluster {
         *node = fresh;
     }
 
+    /// Sets `key` to `value` for the nodes started from now on ([`Cluster::restart`],
+    /// [`Cluster::add_node`]), like [`ClusterOptions::set`]; running nodes keep theirs.
+    pub fn set_for_new_nodes(&mut self, key: &str, value: impl Display) {
+        self.options = std::mem::take(&mut self.options).set(key, value);
+    }
+
     /// Starts one more node (the next name) at `place` with the cluster's settings, listening on
     /// `port`, reaching Redis at `redis_url` (e.g. through a link of `place.netns`); waits until it
     /// is ready and returns its index. Panics when it never becomes ready. ([`Cluster::restart`]

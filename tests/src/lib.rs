@@ -7,6 +7,8 @@
 //! Modules:
 //! - [`auth_upstream`]: a small HTTP upstream in the test process that refuses (401/403) or
 //!   checks credentials, recording every request's headers.
+//! - [`jwks_server`]: a JWKS provider in the test process (rotating, failing or stopped) and
+//!   signing keys made at test time.
 //! - [`counter`]: a stateful HTTP MCP server (replicas on loopback addresses, stoppable).
 //! - [`dns`]: a private `dnsmasq` answering from a hosts file the test writes.
 //! - [`daemon`]: what [`balancer`] and [`dns`] share: a packaged server on a free port, in its
@@ -54,6 +56,7 @@ pub mod eventually;
 pub mod expect;
 pub mod failover;
 pub mod inspector;
+pub mod jwks_server;
 pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;

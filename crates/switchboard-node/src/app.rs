@@ -245,7 +245,7 @@ async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Respo
     if ![Method::POST, Method::GET, Method::DELETE].contains(req.method()) {
         return next.run(req).await;
     }
-    match auth.authenticate(req.headers()) {
+    match auth.authenticate(req.headers()).await {
         Ok(principal) => {
             crate::session::with_principal(std::sync::Arc::new(principal), next.run(req)).await
         }

@@ -44,6 +44,7 @@ mod owners;
 mod rate_limits;
 mod redis;
 mod rules;
+mod secrets;
 mod session;
 mod stateless;
 mod telemetry;
@@ -203,11 +204,18 @@ impl Config {
         }
     }
 
-    /// This config with every secret shown as `***` (the Redis passwords: [`RedisConfig::redacted`]),
-    /// for `switchboard config`.
+    /// This config with every secret shown as `***` (the Redis passwords:
+    /// [`RedisConfig::redacted`]; the HS256 secrets: [`AuthSettings::redacted`]; upstream
+    /// header and environment values and URL passwords: `secrets`), for `switchboard config`.
     pub fn redacted(&self) -> Config {
         Config {
             redis: self.redis.redacted(),
+            auth: self.auth.redacted(),
+            upstreams: self
+                .upstreams
+                .iter()
+                .map(secrets::redacted_upstream)
+                .collect(),
             ..self.clone()
         }
     }

@@ -117,6 +117,57 @@ fn printed_config_hides_the_redis_passwords() {
 }
 
 #[test]
+fn printed_config_hides_auth_secrets_and_upstream_credentials() {
+    // Issue 16: HS256 secrets, literal upstream credentials and URL passwords were printed.
+    let file = r#"
+[auth]
+resource_url = "https://gw.example.test/mcp"
+authorization_servers = ["https://as.example.test"]
+jwt_hs256_secrets = ["hs256secret-0123456789abcdef0123456789"]
+api_key_header = "X-API-Key"
+
+[[auth.api_keys]]
+sha256 = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+principal = "ci"
+
+[[upstreams]]
+name = "weather"
+kind = "http"
+url = "https://user:urlsecret@weather.example/mcp"
+headers = { Authorization = "Bearer ${WEATHER_TOKEN}", X-Api-Key = "headersecret" }
+
+[[upstreams]]
+name = "files"
+kind = "stdio"
+command = "server"
+env = { API_TOKEN = "envsecret", FROM_ENV = "${FILES_TOKEN}" }
+"#;
+    let path = std::env::temp_dir().join(format!("sb-cli-secrets-{}.toml", std::process::id()));
+    std::fs::write(&path, file).unwrap();
+    let out = switchboard(&["config", "--config", path.to_str().unwrap()], &[]);
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8 TOML");
+    for secret in ["hs256secret", "urlsecret", "headersecret", "envsecret"] {
+        assert!(!printed.contains(secret), "{secret} printed:\n{printed}");
+    }
+    assert!(printed.starts_with("# Secrets are shown as"), "{printed}");
+    for shown in [
+        "jwt_hs256_secrets = [\"***\"]",
+        "sha256 = \"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\"",
+        "url = \"https://user:***@weather.example/mcp\"",
+        "Authorization = \"Bearer ${WEATHER_TOKEN}\"",
+        "FROM_ENV = \"${FILES_TOKEN}\"",
+    ] {
+        assert!(printed.contains(shown), "{shown}:\n{printed}");
+    }
+}
+
+#[test]
 fn printed_config_keeps_an_unset_node_id_empty() {
     // Printing twice must not pin (or vary) a random id: it is picked only at serve time.
     let first = switchboard(&["config"], &[]);

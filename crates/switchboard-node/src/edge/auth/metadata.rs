@@ -128,6 +128,13 @@ fn description_chars(text: &str) -> String {
         .collect()
 }
 
+/// Whether `s` is an RFC 6749 §3.3 scope-token: `%x21 / %x23-5B / %x5D-7E`, at least one.
+pub(super) fn is_scope_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

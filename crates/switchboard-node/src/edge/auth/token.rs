@@ -1,5 +1,6 @@
 //! Access-token validation for the resource server: signed JWTs checked with `jsonwebtoken`
-//! (no crypto written here), against configured keys only (no JWKS fetching, no introspection).
+//! (no crypto written here), against configured keys here and the issuer's JWKS keys
+//! ([`super::jwks`], passed to [`Verifier::check`]); no introspection.
 //!
 //! Accepted: `HS256` with any of the shared secrets (several, so keys can rotate), `RS256` and
 //! `ES256` with any of the configured public keys. Anything else, `alg: none` included, is an
@@ -59,6 +60,38 @@ enum ScopeClaim {
     List(Vec<String>),
 }
 
+/// The parts of a token's header that choose its keys.
+pub struct TokenHeader {
+    /// HS256, RS256 or ES256.
+    pub alg: Algorithm,
+    /// `kid`, if any.
+    pub kid: Option<String>,
+}
+
+/// The token's header, if it is a JWT of an accepted algorithm (else the `invalid_token`
+/// description).
+pub fn read_header(token: &str) -> Result<TokenHeader, String> {
+    let header = decode_header(token)
+        .map_err(|_| "the token is not a JWT signed with HS256, RS256 or ES256".to_owned())?;
+    match header.alg {
+        Algorithm::HS256 | Algorithm::RS256 | Algorithm::ES256 => Ok(TokenHeader {
+            alg: header.alg,
+            kid: header.kid,
+        }),
+        other => Err(format!("tokens signed with {other:?} are not accepted")),
+    }
+}
+
+/// How a token fared against a list of keys.
+pub enum Checked {
+    /// A key verified it and its claims are valid.
+    Verified(Verified),
+    /// A key verified its signature but its claims are not valid (the description).
+    Refused(String),
+    /// No key verified its signature (or there was none).
+    NoKeyVerified,
+}
+
 /// The configured keys and claim rules, built once at start-up.
 pub struct Verifier {
     hs256: Vec<DecodingKey>,
@@ -110,37 +143,53 @@ impl Verifier {
         (verifier, problems)
     }
 
-    /// Checks `token`; the error is the `error_description` of an `invalid_token` challenge.
-    pub fn verify(&self, token: &str) -> Result<Verified, String> {
-        let header = decode_header(token)
-            .map_err(|_| "the token is not a JWT signed with HS256, RS256 or ES256".to_owned())?;
-        let keys = match header.alg {
+    /// The configured keys for `alg` (HS256 secrets, or the RS256 or ES256 PEMs).
+    pub fn configured(&self, alg: Algorithm) -> &[DecodingKey] {
+        match alg {
             Algorithm::HS256 => &self.hs256,
             Algorithm::RS256 => &self.rs256,
             Algorithm::ES256 => &self.es256,
-            other => return Err(format!("tokens signed with {other:?} are not accepted")),
-        };
+            _ => &[],
+        }
+    }
+
+    /// Checks `token` with the configured keys only; the error is the `error_description` of
+    /// an `invalid_token` challenge.
+    pub fn verify(&self, token: &str) -> Result<Verified, String> {
+        let header = read_header(token)?;
+        let keys = self.configured(header.alg);
         if keys.is_empty() {
             return Err(format!("no key for {:?} tokens is configured", header.alg));
         }
-        let validation = self.validation(header.alg);
-        let mut last = ErrorKind::InvalidSignature;
+        match self.check(token, header.alg, keys) {
+            Checked::Verified(v) => Ok(v),
+            Checked::Refused(why) => Err(why),
+            Checked::NoKeyVerified => Err(describe(&ErrorKind::InvalidSignature)),
+        }
+    }
+
+    /// Checks `token` (whose header says `alg`) against each of `keys` until one verifies its
+    /// signature; then its claims decide.
+    pub fn check<'k>(
+        &self,
+        token: &str,
+        alg: Algorithm,
+        keys: impl IntoIterator<Item = &'k DecodingKey>,
+    ) -> Checked {
+        let validation = self.validation(alg);
         for key in keys {
             match decode::<Claims>(token, key, &validation) {
                 // An empty subject names nobody: sessions bound to it would be shared.
                 Ok(data) if data.claims.sub.as_deref().is_none_or(str::is_empty) => {
-                    return Err("the token's sub claim is empty".into())
+                    return Checked::Refused("the token's sub claim is empty".into())
                 }
-                Ok(data) => return Ok(verified(data.claims)),
+                Ok(data) => return Checked::Verified(verified(data.claims)),
                 // Another key may have signed it (rotation): try the next one.
                 Err(e) if *e.kind() == ErrorKind::InvalidSignature => {}
-                Err(e) => {
-                    last = e.into_kind();
-                    break;
-                }
+                Err(e) => return Checked::Refused(describe(e.kind())),
             }
         }
-        Err(describe(&last))
+        Checked::NoKeyVerified
     }
 
     fn validation(&self, alg: Algorithm) -> Validation {

@@ -1,0 +1,303 @@
+//! [`AuthSettings`], the `[auth]` config section, and its start-up checks
+//! ([`AuthSettings::problems`]): every problem names its dotted key.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::{api_key, metadata, token};
+
+/// The authorization settings: the `[auth]` config section itself (TOML keys are the field
+/// names, except `jwt_hs256_secrets` and `jwt_public_keys_pem`). Off while `resource_url` is
+/// empty (the default); [`crate::NodeConfig::auth`] holds them only when on.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AuthSettings {
+    /// Public URL of the MCP endpoint exactly as clients configure it (empty: authorization
+    /// off). Set, with a verification key or an API key, it turns on the resource-server layer:
+    /// every request needs a bearer token; the RFC 9728 metadata names this as `resource` and
+    /// is served at its path-inserted location and the root one (RFC 9728 §3.1).
+    pub resource_url: String,
+    /// Issuer URLs of the authorization servers published in the metadata (RFC 9728
+    /// `authorization_servers`; at least one when `resource_url` is set).
+    pub authorization_servers: Vec<String>,
+    /// `scopes_supported` published in the metadata.
+    pub scopes_supported: Vec<String>,
+    /// Scopes every request's token or API key must carry; a valid credential lacking one gets
+    /// 403 `insufficient_scope`. Named in the `scope` of every challenge.
+    pub required_scopes: Vec<String>,
+    /// Required `iss` of tokens (empty: not checked).
+    pub issuer: String,
+    /// Required `aud` of tokens (empty: `resource_url`).
+    pub audience: String,
+    /// Shared secrets that verify HS256 tokens (key `jwt_hs256_secrets`), each at least 32
+    /// bytes; any one verifies, so keys can rotate.
+    #[serde(rename = "jwt_hs256_secrets")]
+    pub hs256_secrets: Vec<String>,
+    /// RSA (RS256) and EC P-256 (ES256) public keys in PEM that verify tokens (key
+    /// `jwt_public_keys_pem`).
+    #[serde(rename = "jwt_public_keys_pem")]
+    pub public_keys_pem: Vec<String>,
+    /// The issuer's JWKS (RFC 7517 key set) URL: `https://`, or `http://` on loopback (empty:
+    /// none). Its RS256 and ES256 keys verify tokens beside the configured ones; see
+    /// [`super::jwks`] for fetching, caching and refetching.
+    pub jwks_url: String,
+    /// Shortest time a fetched key set is kept before it is fetched again, whatever the
+    /// response's `Cache-Control: max-age` says (default 60 s); also the wait when the response
+    /// has no max-age, and the longest wait between retries while the provider fails.
+    #[serde(with = "crate::units::positive_duration")]
+    pub jwks_min_refresh: Duration,
+    /// Longest time a fetched key set is kept before it is fetched again (default 1 h).
+    #[serde(with = "crate::units::positive_duration")]
+    pub jwks_max_refresh: Duration,
+    /// A token whose `kid` is not in the key set makes the node fetch it again, at most once
+    /// per this interval (default 30 s); tokens in between are refused.
+    #[serde(with = "crate::units::positive_duration")]
+    pub jwks_refetch_interval: Duration,
+    /// Look the JWKS URL up in the issuer's OpenID configuration
+    /// (`{issuer}/.well-known/openid-configuration`, its `jwks_uri`) instead of `jwks_url`
+    /// (default off; needs `issuer`).
+    pub oidc_discovery: bool,
+    /// API keys (`[[auth.api_keys]]`), stored as SHA-256 hashes only; see [`super::api_key`].
+    pub api_keys: Vec<api_key::ApiKeyEntry>,
+    /// A request header that may carry an API key instead of `Authorization: Bearer` (e.g.
+    /// `X-API-Key`; empty, the default: only `Authorization`).
+    pub api_key_header: String,
+}
+
+impl Default for AuthSettings {
+    fn default() -> Self {
+        AuthSettings {
+            resource_url: String::new(),
+            authorization_servers: Vec::new(),
+            scopes_supported: Vec::new(),
+            required_scopes: Vec::new(),
+            issuer: String::new(),
+            audience: String::new(),
+            hs256_secrets: Vec::new(),
+            public_keys_pem: Vec::new(),
+            jwks_url: String::new(),
+            jwks_min_refresh: Duration::from_secs(60),
+            jwks_max_refresh: Duration::from_secs(3600),
+            jwks_refetch_interval: Duration::from_secs(30),
+            oidc_discovery: false,
+            api_keys: Vec::new(),
+            api_key_header: String::new(),
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthSettings")
+            .field("resource_url", &self.resource_url)
+            .field("authorization_servers", &self.authorization_servers)
+            .field("scopes_supported", &self.scopes_supported)
+            .field("required_scopes", &self.required_scopes)
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .field(
+                "hs256_secrets",
+                &format!("<{} redacted>", self.hs256_secrets.len()),
+            )
+            .field("public_keys_pem", &self.public_keys_pem.len())
+            .field("jwks_url", &self.jwks_url)
+            .field("jwks_min_refresh", &self.jwks_min_refresh)
+            .field("jwks_max_refresh", &self.jwks_max_refresh)
+            .field("jwks_refetch_interval", &self.jwks_refetch_interval)
+            .field("oidc_discovery", &self.oidc_discovery)
+            .field("api_keys", &self.api_keys)
+            .field("api_key_header", &self.api_key_header)
+            .finish()
+    }
+}
+
+/// Shortest HS256 secret accepted, in bytes (RFC 7518 §3.2: at least the hash size).
+pub const MIN_HS256_SECRET_BYTES: usize = 32;
+
+/// What `switchboard config` shows instead of a secret.
+pub const REDACTED: &str = "***";
+
+impl AuthSettings {
+    /// The audience tokens must name: `audience`, or the resource URL when that is empty.
+    pub fn effective_audience(&self) -> &str {
+        if self.audience.is_empty() {
+            &self.resource_url
+        } else {
+            &self.audience
+        }
+    }
+
+    /// Whether authorization is on: `resource_url` is set.
+    pub fn is_on(&self) -> bool {
+        !self.resource_url.is_empty()
+    }
+
+    /// These settings with every HS256 secret shown as [`REDACTED`] (API key hashes, public
+    /// keys and URLs are not secrets and stay), for `switchboard config`.
+    pub fn redacted(&self) -> AuthSettings {
+        AuthSettings {
+            hs256_secrets: vec![REDACTED.to_owned(); self.hs256_secrets.len()],
+            ..self.clone()
+        }
+    }
+
+    /// Every problem with these settings, each with the config key it is about. Start-up
+    /// refuses settings with any. Off, every other key must be empty: a key or scope that
+    /// silently does nothing would look like protection that is not there.
+    pub fn problems(&self) -> Vec<(&'static str, String)> {
+        if !self.is_on() {
+            return self.keys_set_while_off();
+        }
+        let mut out = Vec::new();
+        if let Some(why) = url_problem(&self.resource_url, "") {
+            out.push(("auth.resource_url", format!("auth.resource_url {why}")));
+        }
+        if self.authorization_servers.is_empty() {
+            out.push((
+                "auth.authorization_servers",
+                "auth.authorization_servers must list at least one issuer URL when auth.resource_url is set (RFC 9728 §2)".to_owned(),
+            ));
+        }
+        for s in &self.authorization_servers {
+            if let Some(why) = url_problem(s, " issuer") {
+                out.push((
+                    "auth.authorization_servers",
+                    format!("auth.authorization_servers entry {why}"),
+                ));
+            }
+        }
+        out.extend(self.scope_problems());
+        out.extend(self.key_problems());
+        out.extend(self.jwks_problems());
+        out.extend(api_key::problems(&self.api_keys, &self.api_key_header));
+        out
+    }
+
+    fn key_problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if self.hs256_secrets.is_empty()
+            && self.public_keys_pem.is_empty()
+            && self.jwks_url.is_empty()
+            && !self.oidc_discovery
+            && self.api_keys.is_empty()
+        {
+            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets, auth.jwt_public_keys_pem, auth.jwks_url, auth.oidc_discovery or auth.api_keys".to_owned()));
+        }
+        for (i, s) in self.hs256_secrets.iter().enumerate() {
+            if s.len() < MIN_HS256_SECRET_BYTES {
+                out.push(("auth.jwt_hs256_secrets", format!("auth.jwt_hs256_secrets entry {} is shorter than {MIN_HS256_SECRET_BYTES} bytes (RFC 7518 §3.2)", i + 1)));
+            }
+        }
+        out.extend(token::Verifier::new(self).1);
+        out
+    }
+
+    fn jwks_problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        if !self.jwks_url.is_empty() {
+            if let Some(why) = url_problem(&self.jwks_url, "") {
+                out.push(("auth.jwks_url", format!("auth.jwks_url {why}")));
+            }
+        }
+        if self.oidc_discovery && !self.jwks_url.is_empty() {
+            out.push((
+                "auth.oidc_discovery",
+                "auth.oidc_discovery and auth.jwks_url are both set: set one (discovery finds the JWKS URL itself)".to_owned(),
+            ));
+        }
+        if self.oidc_discovery {
+            if let Some(why) = url_problem(&self.issuer, " issuer") {
+                out.push((
+                    "auth.oidc_discovery",
+                    format!("auth.oidc_discovery needs auth.issuer to be the issuer's URL: auth.issuer {why}"),
+                ));
+            }
+        }
+        if self.jwks_min_refresh > self.jwks_max_refresh {
+            out.push((
+                "auth.jwks_min_refresh",
+                format!(
+                    "auth.jwks_min_refresh ({:?}) is longer than auth.jwks_max_refresh ({:?})",
+                    self.jwks_min_refresh, self.jwks_max_refresh
+                ),
+            ));
+        }
+        out
+    }
+
+    /// The keys besides `resource_url` that are set, each with its problem (they do nothing
+    /// while it is empty).
+    fn keys_set_while_off(&self) -> Vec<(&'static str, String)> {
+        let set = [
+            (
+                "auth.authorization_servers",
+                !self.authorization_servers.is_empty(),
+            ),
+            ("auth.scopes_supported", !self.scopes_supported.is_empty()),
+            ("auth.required_scopes", !self.required_scopes.is_empty()),
+            ("auth.issuer", !self.issuer.is_empty()),
+            ("auth.audience", !self.audience.is_empty()),
+            ("auth.jwt_hs256_secrets", !self.hs256_secrets.is_empty()),
+            ("auth.jwt_public_keys_pem", !self.public_keys_pem.is_empty()),
+            ("auth.jwks_url", !self.jwks_url.is_empty()),
+            ("auth.oidc_discovery", self.oidc_discovery),
+            ("auth.api_keys", !self.api_keys.is_empty()),
+            ("auth.api_key_header", !self.api_key_header.is_empty()),
+        ];
+        set.into_iter()
+            .filter(|(_, set)| *set)
+            .map(|(key, _)| {
+                let message = format!(
+                    "{key} is set but auth.resource_url is empty: set auth.resource_url to turn authorization on, or unset {key}"
+                );
+                (key, message)
+            })
+            .collect()
+    }
+
+    fn scope_problems(&self) -> Vec<(&'static str, String)> {
+        let mut out = Vec::new();
+        let lists = [
+            ("auth.scopes_supported", &self.scopes_supported),
+            ("auth.required_scopes", &self.required_scopes),
+        ];
+        for (key, list) in lists {
+            if let Some(bad) = list.iter().find(|s| !metadata::is_scope_token(s)) {
+                out.push((key, format!("{key} entry `{bad}` is not a scope token (no spaces, quotes or backslashes)")));
+            }
+        }
+        if !self.scopes_supported.is_empty() {
+            if let Some(s) = self
+                .required_scopes
+                .iter()
+                .find(|s| !self.scopes_supported.contains(s))
+            {
+                out.push((
+                    "auth.required_scopes",
+                    format!("auth.required_scopes entry `{s}` is not in auth.scopes_supported"),
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// An absolute `https://` URL (or `http://` on a loopback host, for local testing) with a host
+/// and no query or fragment (RFC 9728 §1.2 for the resource; RFC 8414 §2 for issuers). `what`
+/// names the kind in the message (`" issuer"` or empty).
+pub(super) fn url_problem(url: &str, what: &str) -> Option<String> {
+    let Some((origin, _)) = metadata::split_url(url) else {
+        return Some(format!("`{url}` must be an absolute https://{what} URL"));
+    };
+    let (scheme, host) = origin.split_once("://").unwrap_or(("", ""));
+    let host_name = host.rsplit_once(':').map_or(host, |(h, _)| h);
+    let loopback = matches!(host_name, "localhost" | "127.0.0.1" | "[::1]");
+    let ok = !host.is_empty()
+        && !host.contains('@')
+        && (scheme == "https" || scheme == "http" && loopback)
+        && !url.contains(['?', '#', ' ', '"']);
+    (!ok).then(|| {
+        format!("`{url}` must be an absolute https://{what} URL with a host and no query, fragment, spaces or quotes (http:// only on loopback)")
+    })
+}
