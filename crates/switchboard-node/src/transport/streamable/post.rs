@@ -93,6 +93,7 @@ async fn post(
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
+            crate::session::initialize::refuse_live_session(&app, &headers, id).await?;
             let span = message_span(Some(&headers), raw, method, None, None);
             let start = crate::session::initialize::start_session(&app, id, raw, answers);
             return observed(method, span, start).await;
