@@ -115,7 +115,24 @@ impl Lines {
             }
         }
         self.partial.extend_from_slice(bytes);
-        self.check(self.event_bytes + self.partial.len())
+        // The line being read counts as it will once whole: without a byte-order mark the first
+        // line loses, and not at all when it is a comment, which is dropped whole at its end;
+        // of a comment only the colon is kept, however long it grows. So where the reads end
+        // never decides whether an event is over the limit.
+        let start = if self.started {
+            0
+        } else if self.partial.starts_with(BOM) {
+            BOM.len()
+        } else if BOM.starts_with(&self.partial) {
+            self.partial.len()
+        } else {
+            0
+        };
+        if self.partial.get(start) == Some(&b':') {
+            self.partial.truncate(start + 1);
+            return Ok(());
+        }
+        self.check(self.event_bytes + self.partial.len() - start)
     }
 
     /// Fails when the event being read holds more than `max` bytes.
