@@ -54,3 +54,9 @@ pub use local_session::LocalSession;
 pub use sse::SseUpstream;
 pub use stdio::StdioUpstream;
 pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};
+
+/// Entry points for the fuzz targets (`fuzz/`) and their corpus replay test; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::http::events::read_all_events;
+}
