@@ -41,6 +41,7 @@
 //! - [`expect`]: shared assertions (refusals, 404 everywhere, 202, 405).
 //! - [`eventually`]: the bounded waits (until a condition holds, or while it keeps holding).
 //! - [`ports`]: free loopback ports.
+//! - [`raw_http`]: one raw HTTP/1.1 exchange over TCP, for requests reqwest cannot send.
 //! - [`ws`]: a WebSocket client for the WebSocket transport.
 //! - [`temp`]: temporary directories.
 
@@ -66,6 +67,7 @@ pub mod node;
 pub mod otlp;
 pub mod peers;
 pub mod ports;
+pub mod raw_http;
 pub mod redis_backend;
 pub mod redis_cluster;
 pub mod redis_process;

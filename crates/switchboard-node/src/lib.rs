@@ -48,6 +48,26 @@ pub mod units;
 pub use edge::auth;
 pub use transport::stateless::mrtr;
 
+/// Entry points for the fuzz targets (`fuzz/`) and their corpus replay test; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Runs the 2026-07-28 request checks (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`
+    /// against the body, `_meta`) on `headers`, `method` and `params`: `Ok` when they pass, else
+    /// the refusal's HTTP status and JSON-RPC code.
+    ///
+    /// # Errors
+    /// The refusal's (status, code) when a check fails.
+    pub fn stateless_checks(
+        headers: &http::HeaderMap,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<(), (u16, i64)> {
+        crate::transport::stateless::checks::check(headers, method, params)
+            .map(|_| ())
+            .map_err(|r| (r.status().as_u16(), r.code()))
+    }
+}
+
 use std::future::Future;
 use std::sync::Arc;
 

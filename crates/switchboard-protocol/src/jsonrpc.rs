@@ -143,6 +143,9 @@ pub enum BodyError {
     Parse(String),
     /// JSON, but not a JSON-RPC message or batch (-32600).
     Invalid(String),
+    /// One JSON object that is not a valid JSON-RPC message but has a valid `id` (a string or
+    /// an exact number): -32600, answered with that id.
+    InvalidWithId(String, RequestId),
 }
 
 impl BodyError {
@@ -150,15 +153,33 @@ impl BodyError {
     pub fn code(&self) -> i64 {
         match self {
             BodyError::Parse(_) => codes::PARSE_ERROR,
-            BodyError::Invalid(_) => codes::INVALID_REQUEST,
+            BodyError::Invalid(_) | BodyError::InvalidWithId(..) => codes::INVALID_REQUEST,
         }
     }
 
     /// A human-readable reason.
     pub fn message(&self) -> &str {
         match self {
-            BodyError::Parse(m) | BodyError::Invalid(m) => m,
+            BodyError::Parse(m) | BodyError::Invalid(m) | BodyError::InvalidWithId(m, _) => m,
         }
+    }
+
+    /// The id of the invalid message, when it could be read (its error carries it).
+    pub fn id(&self) -> Option<&RequestId> {
+        match self {
+            BodyError::InvalidWithId(_, id) => Some(id),
+            _ => None,
+        }
+    }
+}
+
+/// The `id` of a JSON object when it is a valid request id (a string, or a number kept
+/// exactly), whatever else the object holds.
+fn readable_id(v: &Value) -> Option<RequestId> {
+    match v.get("id")? {
+        Value::Number(n) if !exact(n) => None,
+        id @ (Value::String(_) | Value::Number(_)) => Some(RequestId(id.clone())),
+        _ => None,
     }
 }
 
@@ -190,9 +211,17 @@ impl Body {
                     .map_err(|e| BodyError::Invalid(format!("invalid batch element: {e}")))?;
                 Ok(Body::Batch(msgs))
             }
-            other => Message::classify(other)
-                .map(Body::Single)
-                .map_err(|e| BodyError::Invalid(e.into())),
+            other => {
+                // The id of an invalid message, when it can still be read, goes in the error
+                // (JSON-RPC 2.0 §5: null only "if there was an error in detecting the id").
+                let id = readable_id(&other);
+                Message::classify(other)
+                    .map(Body::Single)
+                    .map_err(|e| match id {
+                        Some(id) => BodyError::InvalidWithId(e.into(), id),
+                        None => BodyError::Invalid(e.into()),
+                    })
+            }
         }
     }
 
@@ -302,5 +331,23 @@ mod tests {
         )
         .unwrap();
         assert_eq!(b.messages().len(), 2);
+    }
+
+    #[test]
+    fn an_invalid_message_keeps_its_readable_id() {
+        let e = Body::parse(br#"{"id":8,"method":"tools/list"}"#).unwrap_err();
+        assert_eq!(e.code(), codes::INVALID_REQUEST);
+        assert_eq!(e.id(), Some(&RequestId(json!(8))));
+        let e = Body::parse(br#"{"jsonrpc":"2.0","id":"a","method":42}"#).unwrap_err();
+        assert_eq!(e.id(), Some(&RequestId(json!("a"))));
+        for unreadable in [
+            &br#"{"jsonrpc":"1.0","id":{"a":1},"method":"x"}"#[..],
+            br#"{"id":1e400}"#,
+            b"[1]",
+        ] {
+            if let Err(e) = Body::parse(unreadable) {
+                assert_eq!(e.id(), None, "{}", String::from_utf8_lossy(unreadable));
+            }
+        }
     }
 }

@@ -60,3 +60,9 @@ pub use principal::Principal;
 pub use sse::SseUpstream;
 pub use stdio::StdioUpstream;
 pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};
+
+/// Entry points for the fuzz targets (`fuzz/`) and their corpus replay test; not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::http::events::read_all_events;
+}

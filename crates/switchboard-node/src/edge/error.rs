@@ -1,7 +1,8 @@
 //! Every way the HTTP edge refuses a request, each with exactly one HTTP status and one JSON-RPC
 //! error code, declared here beside the type. Error bodies are JSON-RPC error responses with
-//! `id: null` (MCP 2025-11-25, basic/transports: the body MAY be a JSON-RPC error without an id)
-//! and never carry `Mcp-Session-Id`.
+//! `id: null` (MCP 2025-11-25, basic/transports: the body MAY be a JSON-RPC error without an id),
+//! except [`HttpError::InvalidMessage`], whose id was read (JSON-RPC 2.0 §5), and never carry
+//! `Mcp-Session-Id`.
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
@@ -32,6 +33,16 @@ pub enum HttpError {
     /// The body is JSON but not a valid JSON-RPC message for this endpoint.
     #[error("Invalid Request: {0}")]
     InvalidRequest(String),
+    /// The body is one JSON-RPC message that is invalid but has a readable id (a string or an
+    /// exact number), or a valid request refused before it runs: 400, -32600, answered with
+    /// that id.
+    #[error("Invalid Request: {reason}")]
+    InvalidMessage {
+        /// Why.
+        reason: String,
+        /// The request's id.
+        id: serde_json::Value,
+    },
     /// The body is larger than `http.max_body`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
@@ -125,6 +136,7 @@ impl HttpError {
             | BadProtocolVersion(_)
             | Parse(_)
             | InvalidRequest(_)
+            | InvalidMessage { .. }
             | BadLastEventId
             | UnknownStream => StatusCode::BAD_REQUEST,
             MissingToken { .. } | InvalidToken { .. } => StatusCode::UNAUTHORIZED,
@@ -169,6 +181,10 @@ pub const ALLOW: &str = "GET, POST, DELETE";
 
 impl IntoResponse for HttpError {
     fn into_response(self) -> Response {
+        let id = match &self {
+            HttpError::InvalidMessage { id, .. } => Some(jsonrpc::RequestId(id.clone())),
+            _ => None,
+        };
         let data = match &self {
             HttpError::RateLimited {
                 limit,
@@ -177,7 +193,7 @@ impl IntoResponse for HttpError {
             } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
             _ => None,
         };
-        let body = jsonrpc::error_response(None, self.code(), self.to_string(), data);
+        let body = jsonrpc::error_response(id.as_ref(), self.code(), self.to_string(), data);
         let mut resp = (self.status(), axum::Json(body)).into_response();
         let headers = resp.headers_mut();
         match self {
@@ -223,6 +239,10 @@ mod tests {
             UnsupportedMediaType,
             Parse("x".into()),
             InvalidRequest("x".into()),
+            InvalidMessage {
+                reason: "x".into(),
+                id: serde_json::json!(7),
+            },
             PayloadTooLarge(1),
             ForbiddenOrigin("x".into()),
             ForbiddenHost("x".into()),

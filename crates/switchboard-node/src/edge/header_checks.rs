@@ -107,10 +107,28 @@ fn is_loopback_name(name: &str) -> bool {
         || name.starts_with("127.") && name.parse::<std::net::Ipv4Addr>().is_ok()
 }
 
-/// A POST body must be `application/json` (parameters such as `charset` allowed), else 415.
+/// The one value of header `name`, if sent: a header sent more than once is refused (400,
+/// -32600). `Mcp-Session-Id`, `MCP-Protocol-Version`, `Content-Type` and `Last-Event-ID` hold
+/// one value each (RFC 9110 §5.3: a sender MUST NOT repeat a field that is not a list), and
+/// two that differ leave the request ambiguous: which session, revision or stream it means.
+pub fn single<'a>(
+    h: &'a HeaderMap,
+    name: &str,
+) -> Result<Option<&'a http::HeaderValue>, HttpError> {
+    let mut values = h.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(HttpError::InvalidRequest(format!(
+            "the {name} header is sent more than once"
+        )));
+    }
+    Ok(first)
+}
+
+/// A POST body must be `application/json` (parameters such as `charset` allowed), else 415;
+/// `Content-Type` sent twice is 400 ([`single`]).
 pub fn check_content_type(h: &HeaderMap) -> Result<(), HttpError> {
-    let ct = h
-        .get(header::CONTENT_TYPE)
+    let ct = single(h, "Content-Type")?
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let media = ct.split(';').next().unwrap_or("").trim();
@@ -128,7 +146,7 @@ pub fn check_content_type(h: &HeaderMap) -> Result<(), HttpError> {
 /// spec requires 400 only for invalid or unsupported values (the conformance suite's
 /// `server-sse-multiple-streams` sends 2025-03-26 on a 2025-11-25 session).
 pub fn protocol_version(h: &HeaderMap) -> Result<Option<Revision>, HttpError> {
-    match h.get(headers::MCP_PROTOCOL_VERSION) {
+    match single(h, headers::MCP_PROTOCOL_VERSION)? {
         None => Ok(None),
         Some(v) => {
             let s = v.to_str().unwrap_or("<non-ascii>");

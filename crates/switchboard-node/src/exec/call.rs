@@ -476,10 +476,14 @@ fn precheck(
         .map(|why| jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, why, None))
 }
 
-/// `params._meta.progressToken`, when present, is a string or a number of at most `max` bytes
-/// as JSON (MCP 2025-11-25, basic/utilities/progress: a string or integer, unique per request);
-/// the error names the limit. Both eras check it before a request runs.
+/// `params._meta`, when present, is an object (MCP 2025-11-25, basic, `_meta`), and its
+/// `progressToken`, when present, is a string or a number of at most `max` bytes as JSON (MCP
+/// 2025-11-25, basic/utilities/progress: a string or integer, unique per request); the error
+/// names the limit. Both eras check it before a request runs.
 pub(crate) fn check_progress_token(params: &Value, max: usize) -> Result<(), String> {
+    if params.get("_meta").is_some_and(|m| !m.is_object()) {
+        return Err("params._meta must be an object".into());
+    }
     match params.pointer("/_meta/progressToken") {
         Some(token)
             if !(token.is_string() || token.is_number()) || token.to_string().len() > max =>

@@ -2,8 +2,12 @@
 //!
 //! The revision is negotiated in the body: a revision we speak is echoed, anything else gets our
 //! latest (Version Negotiation), so `MCP-Protocol-Version` on this request is not checked. A stale
-//! `Mcp-Session-Id` sent along is ignored: `initialize` always starts a fresh session. Nothing is
-//! stored unless the request is valid and under the session cap.
+//! `Mcp-Session-Id` sent along is ignored: `initialize` starts a fresh session; the id of a live
+//! session is refused (400, -32600: that session is initialized already, and a client starts a
+//! new one by sending `initialize` without the header, Session Management item 4). The params
+//! must have the schema's types (`protocolVersion` a string, `capabilities` an object,
+//! `clientInfo` an object with string `name` and `version`), else -32602. Nothing is stored
+//! unless the request is valid and under the session cap.
 
 use axum::response::Response;
 use http::{HeaderValue, StatusCode};
@@ -53,6 +57,10 @@ pub async fn create(
         );
         return Ok((body, None));
     }
+    if let Some(why) = invalid_params(&params) {
+        let body = jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, why, None);
+        return Ok((body, None));
+    }
     let principal = crate::session::current_principal();
     crate::limits::admission::before_initialize(app, &principal).await?;
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
@@ -81,6 +89,60 @@ pub(crate) fn created(app: &App, outcome: CreateOutcome) -> Result<(), HttpError
     };
     telemetry::session_refused();
     Err(refusal)
+}
+
+/// What is wrong with `initialize` params (an object) by the schema (MCP 2025-11-25,
+/// `InitializeRequest`: `protocolVersion`, `capabilities`, `clientInfo` with `name` and
+/// `version`), if anything.
+fn invalid_params(params: &Value) -> Option<&'static str> {
+    let info = params.get("clientInfo");
+    if !params.get("protocolVersion").is_some_and(Value::is_string) {
+        Some("initialize params.protocolVersion must be a string")
+    } else if !params.get("capabilities").is_some_and(Value::is_object) {
+        Some("initialize params.capabilities must be an object")
+    } else if !info.is_some_and(Value::is_object) {
+        Some("initialize params.clientInfo must be an object")
+    } else if !info
+        .and_then(|i| i.get("name"))
+        .is_some_and(Value::is_string)
+    {
+        Some("initialize params.clientInfo.name must be a string")
+    } else if !info
+        .and_then(|i| i.get("version"))
+        .is_some_and(Value::is_string)
+    {
+        Some("initialize params.clientInfo.version must be a string")
+    } else {
+        None
+    }
+}
+
+/// Refuses an `initialize` that names a live session in `Mcp-Session-Id` (400, -32600 with the
+/// request's id); one naming no session (stale, malformed) passes, to start a fresh one.
+///
+/// # Errors
+/// [`HttpError::InvalidMessage`] for a live session; a store failure while looking it up.
+pub async fn refuse_live_session(
+    app: &App,
+    h: &http::HeaderMap,
+    id: &RequestId,
+) -> Result<(), HttpError> {
+    if !h.contains_key(headers::MCP_SESSION_ID) {
+        return Ok(());
+    }
+    let Ok(sid) = crate::session::session_id(h) else {
+        return Ok(());
+    };
+    match crate::session::load(app, &sid, None).await {
+        Err(HttpError::UnknownSession) => Ok(()),
+        Err(other) => Err(other),
+        Ok(_) => Err(HttpError::InvalidMessage {
+            reason: "this session is already initialized; send initialize without \
+                     Mcp-Session-Id to start a new one"
+                .into(),
+            id: id.0.clone(),
+        }),
+    }
 }
 
 /// What the server offers, shared by `initialize` (MCP 2025-11-25, basic/lifecycle) and

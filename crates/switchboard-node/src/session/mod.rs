@@ -28,11 +28,10 @@ use switchboard_telemetry::trace::logged_session;
 
 pub mod initialize;
 
-/// The `Mcp-Session-Id` header: 400 when absent; 404 when it cannot be one of ours (never touches
-/// the store then).
+/// The `Mcp-Session-Id` header: 400 when absent or sent twice; 404 when it cannot be one of ours
+/// (never touches the store then).
 pub fn session_id(h: &HeaderMap) -> Result<SessionId, HttpError> {
-    let raw = h
-        .get(headers::MCP_SESSION_ID)
+    let raw = crate::edge::header_checks::single(h, headers::MCP_SESSION_ID)?
         .ok_or(HttpError::MissingSession)?;
     raw.to_str()
         .ok()

@@ -35,7 +35,7 @@ pub async fn on_get(
 }
 
 async fn get(app: App, record: SessionRecord, headers: HeaderMap) -> Result<Response, HttpError> {
-    let last = match headers.get(headers::LAST_EVENT_ID) {
+    let last = match crate::edge::header_checks::single(&headers, headers::LAST_EVENT_ID)? {
         None => None,
         Some(v) => Some(
             v.to_str()

@@ -54,9 +54,13 @@ pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpErr
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|_| HttpError::PayloadTooLarge(app.cfg.max_body_bytes))?;
-    Body::parse(&bytes).map_err(|e| match e.code() {
-        codes::PARSE_ERROR => HttpError::Parse(e.message().to_owned()),
-        _ => HttpError::InvalidRequest(e.message().to_owned()),
+    Body::parse(&bytes).map_err(|e| match (e.code(), e.id()) {
+        (codes::PARSE_ERROR, _) => HttpError::Parse(e.message().to_owned()),
+        (_, Some(id)) => HttpError::InvalidMessage {
+            reason: e.message().to_owned(),
+            id: id.0.clone(),
+        },
+        (_, None) => HttpError::InvalidRequest(e.message().to_owned()),
     })
 }
 
@@ -89,6 +93,7 @@ async fn post(
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
+            crate::session::initialize::refuse_live_session(&app, &headers, id).await?;
             let span = message_span(Some(&headers), raw, method, None, None);
             let start = crate::session::initialize::start_session(&app, id, raw, answers);
             return observed(method, span, start).await;

@@ -114,9 +114,33 @@ impl Lines {
                 }
             }
         }
+        // The line being read counts as it will once whole: without a byte-order mark the first
+        // line loses, and not at all when it is a comment, which is dropped whole at its end;
+        // of a comment only the colon is kept, however long it grows. So where the reads end
+        // never decides whether an event is over the limit. Its first four bytes decide both.
+        let mut first = [0u8; 4];
+        let n = self.partial.len().min(4);
+        first[..n].copy_from_slice(&self.partial[..n]);
+        let m = bytes.len().min(4 - n);
+        first[n..n + m].copy_from_slice(&bytes[..m]);
+        let first = &first[..n + m];
+        let start = if self.started {
+            0
+        } else if first.starts_with(BOM) {
+            BOM.len()
+        } else if BOM.starts_with(first) {
+            first.len()
+        } else {
+            0
+        };
+        if first.get(start) == Some(&b':') {
+            self.partial.clear();
+            self.partial.extend_from_slice(&first[..=start]);
+            return Ok(());
+        }
         // Checked before the bytes are kept: the buffer never grows past `max` (a growth past
         // it would double its capacity for bytes that are refused anyway).
-        self.check(self.event_bytes + self.partial.len() + bytes.len())?;
+        self.check(self.event_bytes + self.partial.len() + bytes.len() - start)?;
         self.partial.extend_from_slice(bytes);
         Ok(())
     }

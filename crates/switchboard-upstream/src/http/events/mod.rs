@@ -94,6 +94,29 @@ impl EventReader {
     }
 }
 
+/// One event as [`read_all_events`] gives it: type, data, id, retry.
+#[doc(hidden)]
+pub type ReadEvent = (Option<String>, String, Option<String>, Option<u64>);
+
+/// Reads a whole event-stream body given as `chunks` (the network reads) with events of at most
+/// `max` bytes, as an upstream's SSE answer is read: each event as (type, data, id, retry), and
+/// at the end the error that ended the stream, if any. For the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub fn read_all_events(chunks: Vec<Vec<u8>>, max: usize) -> (Vec<ReadEvent>, Option<String>) {
+    let body = futures::stream::iter(chunks.into_iter().map(|c| Ok(bytes::Bytes::from(c))));
+    let mut reader = EventReader::from_body(body.boxed(), max);
+    futures::executor::block_on(async move {
+        let mut events = Vec::new();
+        while let Some(next) = reader.next().await {
+            match next {
+                Ok(e) => events.push((e.event, e.data, e.id, e.retry)),
+                Err(error) => return (events, Some(error)),
+            }
+        }
+        (events, None)
+    })
+}
+
 impl From<sse_stream::Sse> for SseEvent {
     fn from(sse: sse_stream::Sse) -> SseEvent {
         SseEvent {

@@ -245,3 +245,33 @@ async fn a_body_error_is_not_over_the_limit() {
     assert_eq!(reader.next().await.unwrap().unwrap_err(), "reset");
     assert_eq!(reader.over_limit(), None);
 }
+
+/// A comment longer than the limit, or a first line of exactly the limit after a byte-order
+/// mark, passes whether it comes in one read or in many: where the reads end does not decide
+/// (found by fuzzing, fuzz/corpus/sse_parser/crash-long-comment-cut-reads), and an endless
+/// comment keeps only its colon.
+#[tokio::test]
+async fn the_size_limit_does_not_depend_on_where_reads_end() {
+    let long = [&b": "[..], &[b'c'; 100][..], b"\ndata: ok\n\n"].concat();
+    let bom = [&b"\xEF\xBB\xBF"[..], b"data:1234567890a\n\n"].concat();
+    for text in [long, bom] {
+        for step in [1, 3, 8, text.len()] {
+            let chunks: Vec<&[u8]> = text.chunks(step).collect();
+            let mut reader = EventReader::from_body(body(&chunks), 16);
+            let first = reader.next().await.unwrap();
+            assert!(first.is_ok(), "reads of {step}: {first:?}");
+            assert_eq!(reader.over_limit(), None);
+        }
+    }
+    let endless = stream::once(async { Ok(Bytes::from_static(b": ")) })
+        .chain(stream::repeat_with(|| Ok(Bytes::from_static(b"xxxxxxxx"))).take(10_000));
+    let mut lines = Lines::new(endless.boxed(), 16);
+    while let Some(line) = lines.next().await {
+        line.unwrap();
+    }
+    assert!(
+        lines.partial.len() <= 1,
+        "{} bytes kept",
+        lines.partial.len()
+    );
+}
