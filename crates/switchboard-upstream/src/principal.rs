@@ -13,16 +13,17 @@ use std::sync::{Arc, LazyLock};
 /// The text of the principal every request runs as when authorization is off.
 pub const ANONYMOUS: &str = "anonymous";
 
-/// The id of [`Principal::internal`]: not a JSON array, so no credential's id (a JWT's
-/// `["<iss>","<sub>"]`, an API key's array) and not [`ANONYMOUS`] can equal it.
+/// The id of [`Principal::internal`]: not JSON, so no credential's id (a JWT's
+/// `["<iss>","<sub>"]`, an API key's `{"api_key":"<name>"}`) and not [`ANONYMOUS`] can equal it.
 pub const INTERNAL: &str = "(internal)";
 
 /// The caller of a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Principal {
     /// The text a session is bound to (stored in the session record at `initialize` and compared
-    /// on every load): [`ANONYMOUS`], or a JSON array that names the kind of credential and who
-    /// it names (for a JWT `["<iss>","<sub>"]`), so no two credentials share one.
+    /// on every load): [`ANONYMOUS`], or JSON whose shape names the kind of credential and
+    /// whose values name who it is (a JWT: the array `["<iss>","<sub>"]`; an API key: the object
+    /// `{"api_key":"<name>"}`), so no two credentials share one.
     pub id: String,
     /// The name per-principal rules match: a JWT's `sub`, an API key's configured principal,
     /// or [`ANONYMOUS`].
