@@ -135,6 +135,32 @@ const DEMO_TOOLS: [&str; 8] = [
     "list_roots",
 ];
 
+/// The `initialize` result `token`'s principal gets from `url`.
+async fn initialize_result(url: &str, token: &str) -> Value {
+    let c = McpClient::new();
+    let h = bearer(c.post_headers(), token);
+    let init = msg::init("2025-11-25", json!({})).to_string();
+    let reply = c.send(Method::POST, url, &h, Some(init)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    reply.json().await["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_describes_only_the_upstreams_the_principal_may_use() {
+    let (cluster, _dir) = cluster(&[]);
+    let url = cluster.url(0);
+    let alice = initialize_result(&url, &token("alice", "mcp:tools")).await;
+    let text = alice["instructions"].as_str().expect("instructions");
+    assert!(text.contains("## a\n") && text.contains("## b\n"), "{text}");
+    let bob = initialize_result(&url, &token("bob", "mcp:tools")).await;
+    let text = bob["instructions"].as_str().expect("instructions");
+    assert!(text.contains("## a\n") && !text.contains("## b"), "{text}");
+    assert_eq!(
+        bob["capabilities"], alice["capabilities"],
+        "a alone offers the same"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_era_lists_are_filtered_and_denied_calls_look_unknown() {
     let (cluster, _dir) = cluster(&[]);

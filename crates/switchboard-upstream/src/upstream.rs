@@ -224,6 +224,22 @@ pub trait Upstream: Send + Sync {
         None
     }
 
+    /// [`Upstream::capabilities`] as `principal` may see them: an aggregate under a policy
+    /// ([`crate::policy`]) leaves out the members the principal may not use. The default: the
+    /// capabilities as they are.
+    fn capabilities_for(&self, principal: &crate::Principal) -> Value {
+        let _ = principal;
+        self.capabilities()
+    }
+
+    /// [`Upstream::instructions`] as `principal` may see them: an aggregate under a policy
+    /// leaves out the instructions of the members the principal may not use. The default: the
+    /// instructions as they are.
+    fn instructions_for(&self, principal: &crate::Principal) -> Option<String> {
+        let _ = principal;
+        self.instructions()
+    }
+
     /// Whether this upstream keeps no per-session state, so that a request without a session
     /// (MCP 2026-07-28, stateless) may be re-run from the start on any node (MRTR re-run mode).
     /// `false` (the default) for upstreams that keep it (a stdio child per session, an upstream

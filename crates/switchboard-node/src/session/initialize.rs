@@ -154,13 +154,16 @@ pub(crate) struct Offer {
     pub(crate) instructions: Option<String>,
 }
 
-/// The upstream's current [`Offer`].
+/// The upstream's current [`Offer`], as the request's principal may see it: under a policy,
+/// the members it may not use are left out of the capabilities and instructions
+/// ([`switchboard_upstream::Upstream::capabilities_for`]).
 pub(crate) fn offer(app: &App) -> Offer {
     let up = &app.upstream;
+    let principal = crate::session::current();
     Offer {
-        capabilities: up.capabilities(),
+        capabilities: up.capabilities_for(&principal),
         server_info: up.server_info(),
-        instructions: up.instructions(),
+        instructions: up.instructions_for(&principal),
     }
 }
 

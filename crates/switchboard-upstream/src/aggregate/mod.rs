@@ -131,6 +131,44 @@ impl Aggregate {
         view.allows(Kind::Upstream, &self.members[i].name)
     }
 
+    /// Merged capabilities (see [`merge_capabilities`]) of the members `offered` keeps; with one
+    /// member, its capabilities as they are (every method is forwarded to it, so nothing it
+    /// declares is lost), or `{}` when `offered` drops it.
+    fn offered_capabilities(&self, offered: impl Fn(usize) -> bool) -> Value {
+        if let [only] = self.members.as_slice() {
+            return if offered(0) {
+                only.upstream.capabilities()
+            } else {
+                json!({})
+            };
+        }
+        let all: Vec<Value> = (0..self.members.len())
+            .filter(|&i| offered(i))
+            .map(|i| self.members[i].upstream.capabilities())
+            .collect();
+        merge_capabilities(&all)
+    }
+
+    /// The instructions of the members `offered` keeps, each under a `## <name>` heading that
+    /// says how its names are prefixed; `None` when none of them has any.
+    fn offered_instructions(&self, offered: impl Fn(usize) -> bool) -> Option<String> {
+        let parts: Vec<String> = self
+            .members
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| offered(i))
+            .filter_map(|(i, m)| {
+                let text = m.upstream.instructions()?;
+                let naming = match self.names.head(i) {
+                    Some(head) => format!("Its tools and prompts are named `{head}<name>`.\n"),
+                    None => String::new(),
+                };
+                Some(format!("## {}\n{naming}{text}", m.name))
+            })
+            .collect();
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
     /// The members, in order.
     pub fn member_list(&self) -> &[Member] {
         &self.members
@@ -247,15 +285,13 @@ impl Upstream for Aggregate {
     /// Merged capabilities (see [`merge_capabilities`]). With one member, its capabilities as
     /// they are: every method is forwarded to it, so nothing it declares is lost.
     fn capabilities(&self) -> Value {
-        if let [only] = self.members.as_slice() {
-            return only.upstream.capabilities();
-        }
-        let all: Vec<Value> = self
-            .members
-            .iter()
-            .map(|m| m.upstream.capabilities())
-            .collect();
-        merge_capabilities(&all)
+        self.offered_capabilities(|_| true)
+    }
+
+    /// Of the members `principal` may use only (`{}` when none).
+    fn capabilities_for(&self, principal: &crate::Principal) -> Value {
+        let view = self.policy.view(principal);
+        self.offered_capabilities(|i| self.member_allowed(&view, i))
     }
 
     /// `{"name": "switchboard", "version": <crate version>}`.
@@ -271,20 +307,13 @@ impl Upstream for Aggregate {
     /// Each member's instructions under a `## <name>` heading that says how its names are
     /// prefixed; `None` when no member has any.
     fn instructions(&self) -> Option<String> {
-        let parts: Vec<String> = self
-            .members
-            .iter()
-            .enumerate()
-            .filter_map(|(i, m)| {
-                let text = m.upstream.instructions()?;
-                let naming = match self.names.head(i) {
-                    Some(head) => format!("Its tools and prompts are named `{head}<name>`.\n"),
-                    None => String::new(),
-                };
-                Some(format!("## {}\n{naming}{text}", m.name))
-            })
-            .collect();
-        (!parts.is_empty()).then(|| parts.join("\n\n"))
+        self.offered_instructions(|_| true)
+    }
+
+    /// Of the members `principal` may use only.
+    fn instructions_for(&self, principal: &crate::Principal) -> Option<String> {
+        let view = self.policy.view(principal);
+        self.offered_instructions(|i| self.member_allowed(&view, i))
     }
 
     async fn request(

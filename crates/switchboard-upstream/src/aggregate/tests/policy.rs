@@ -219,3 +219,40 @@ async fn the_one_members_other_methods_need_the_member() {
     let alice = ask_as(&agg, &who("alice"), "custom/echo", json!({})).await;
     assert_eq!(alice.expect("forwarded")["from"], "a");
 }
+
+#[test]
+fn initialize_describes_only_the_members_a_principal_may_use() {
+    let a = Fake::new("a")
+        .tools(&["echo"])
+        .caps(json!({"tools": {}}))
+        .instructions("Use echo.");
+    let b = Fake::new("b")
+        .resources(&["web://page"])
+        .caps(json!({"resources": {"subscribe": true}}))
+        .instructions("Fetches the internal wiki.");
+    let (agg, _) = aggregate(vec![("a", None, a), ("b", Some("b"), b)]);
+    let rule = PolicyRule {
+        principals: strings(&["bob"]),
+        deny_upstreams: strings(&["b"]),
+        ..PolicyRule::default()
+    };
+    let config = PolicyConfig {
+        default: PolicyDefault::Allow,
+        rules: vec![rule],
+    };
+    let agg = agg.with_policy(Arc::new(Policy::new(config, &["a", "b"]).expect("valid")));
+    let bob = agg.instructions_for(&who("bob")).expect("a's instructions");
+    assert!(bob.contains("Use echo."), "{bob}");
+    assert!(!bob.contains("wiki") && !bob.contains("## b"), "{bob}");
+    assert_eq!(agg.capabilities_for(&who("bob")), json!({"tools": {}}));
+    let carol = agg.instructions_for(&who("carol")).expect("both");
+    assert!(
+        carol.contains("Use echo.") && carol.contains("wiki"),
+        "{carol}"
+    );
+    assert_eq!(
+        agg.capabilities_for(&who("carol")),
+        json!({"tools": {}, "resources": {"subscribe": true}})
+    );
+    assert_eq!(agg.capabilities_for(&who("carol")), agg.capabilities());
+}
