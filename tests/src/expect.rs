@@ -27,6 +27,18 @@ pub fn rpc_error(body: &Value, code: i64) -> String {
 /// Asserts the status, that no `Mcp-Session-Id` is set, and that the body is a JSON-RPC error
 /// with `code` (when given) and a null id. Returns the body.
 pub async fn refused(reply: Reply, status: StatusCode, code: Option<i64>, what: &str) -> Value {
+    refused_with_id(reply, status, code, &Value::Null, what).await
+}
+
+/// [`refused`] with the error's `id` expected to be `id` (null: absent or null). JSON-RPC 2.0 §5:
+/// an invalid request whose id could be read is answered with that id.
+pub async fn refused_with_id(
+    reply: Reply,
+    status: StatusCode,
+    code: Option<i64>,
+    id: &Value,
+    what: &str,
+) -> Value {
     assert_eq!(reply.status, status, "{what}: status");
     assert_eq!(
         reply.session_id(),
@@ -42,10 +54,14 @@ pub async fn refused(reply: Reply, status: StatusCode, code: Option<i64>, what: 
     if let Some(code) = code {
         rpc_error(&body, code);
     }
-    assert!(
-        body.get("id").is_none_or(Value::is_null),
-        "{what}: id must be null: {body}"
-    );
+    if id.is_null() {
+        assert!(
+            body.get("id").is_none_or(Value::is_null),
+            "{what}: id must be null: {body}"
+        );
+    } else {
+        assert_eq!(&body["id"], id, "{what}: id: {body}");
+    }
     body
 }
 

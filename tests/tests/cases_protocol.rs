@@ -364,25 +364,27 @@ async fn c21_lifecycle_order_and_garbage_bodies() {
         listed.response
     );
 
+    // Unparsable: id null (C21 step 5). Invalid with a readable id: answered with it (JSON-RPC
+    // 2.0 §5: null only when the id could not be detected).
     let cases = [
-        (r#"{"jsonrpc":"2.0","id":5,"method":"#, expect::PARSE_ERROR),
-        ("{", expect::PARSE_ERROR),
-        (r#"{"foo":1}"#, expect::INVALID_REQUEST),
+        (
+            r#"{"jsonrpc":"2.0","id":5,"method":"#,
+            expect::PARSE_ERROR,
+            Value::Null,
+        ),
+        ("{", expect::PARSE_ERROR, Value::Null),
+        (r#"{"foo":1}"#, expect::INVALID_REQUEST, Value::Null),
         (
             r#"{"jsonrpc":"1.0","id":6,"method":"ping"}"#,
             expect::INVALID_REQUEST,
+            json!(6),
         ),
-        ("42", expect::INVALID_REQUEST),
+        ("42", expect::INVALID_REQUEST, Value::Null),
     ];
-    for (i, (body, code)) in cases.into_iter().enumerate() {
+    for (i, (body, code, id)) in cases.into_iter().enumerate() {
         let reply = client.post_raw(&urls[i % 3], body).await;
-        expect::refused(
-            reply,
-            StatusCode::BAD_REQUEST,
-            Some(code),
-            &format!("body {body:?}"),
-        )
-        .await;
+        let what = format!("body {body:?}");
+        expect::refused_with_id(reply, StatusCode::BAD_REQUEST, Some(code), &id, &what).await;
     }
 }
 
