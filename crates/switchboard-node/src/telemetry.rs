@@ -111,10 +111,15 @@ pub fn sessions_reaped(n: usize) {
     }
 }
 
-/// `initialize` refused at the session cap.
-pub fn session_refused() {
+/// `initialize` refused at a session cap: `key` names it (`session.max_sessions`, answered 503,
+/// or `session.max_sessions_per_principal`, 429) and `status` is the HTTP status sent.
+pub fn session_refused(key: &str, status: u16) {
     counters().sessions_refused.inc();
-    tracing::warn!("session cap reached: initialize refused with 503");
+    tracing::warn!(
+        key,
+        status,
+        "session cap reached: initialize refused with {status}"
+    );
 }
 
 /// A stream was resumed from `Last-Event-ID`.

@@ -87,7 +87,11 @@ pub(crate) fn created(app: &App, outcome: CreateOutcome) -> Result<(), HttpError
             retry_after_secs,
         },
     };
-    telemetry::session_refused();
+    let key = match &refusal {
+        HttpError::TooManySessions { .. } => "session.max_sessions_per_principal",
+        _ => "session.max_sessions",
+    };
+    telemetry::session_refused(key, refusal.status().as_u16());
     Err(refusal)
 }
 

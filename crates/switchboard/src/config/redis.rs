@@ -131,6 +131,27 @@ impl RedisConfig {
                 }
             }
         }
+        // A config read back from `switchboard config` holds the placeholder, not the secret: it
+        // would fail only later, at Redis' login.
+        let urls = std::iter::once(("redis.url", &self.url))
+            .chain(self.nodes.iter().map(|n| ("redis.nodes", n)))
+            .filter(|(_, url)| url.contains(":***@"))
+            .map(|(key, _)| (key, "the password in it"));
+        let secrets = [
+            ("redis.password", &self.password),
+            ("redis.sentinel_password", &self.sentinel_password),
+        ]
+        .into_iter()
+        .filter(|(_, value)| value.as_str() == "***")
+        .map(|(key, _)| (key, "it"));
+        for (key, what) in secrets.chain(urls) {
+            problems.push((
+                key,
+                format!(
+                    "{key}: {what} is \"***\", the placeholder `switchboard config` prints for a secret; set the real value"
+                ),
+            ));
+        }
         if let Some(p) = check_redis_url(&self.url) {
             problems.push(("redis.url", p));
         } else if let Some(p) = (!self.url.is_empty())
@@ -318,6 +339,29 @@ mod tests {
             ("app", "main")
         );
         assert_eq!(RedisConfig::default().redacted(), RedisConfig::default());
+    }
+
+    #[test]
+    fn the_redaction_placeholder_is_refused_as_a_secret() {
+        let config = RedisConfig {
+            url: "redis://:***@127.0.0.1:6379".into(),
+            password: "***".into(),
+            ..RedisConfig::default()
+        };
+        let keys: Vec<&str> = config.problems().iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            keys,
+            ["redis.password", "redis.url"],
+            "{:?}",
+            config.problems()
+        );
+        let shown = RedisConfig {
+            password: "real".into(),
+            ..RedisConfig::default()
+        }
+        .redacted();
+        assert!(shown.problems().iter().any(|(k, _)| *k == "redis.password"));
+        assert!(RedisConfig::default().problems().is_empty());
     }
 
     #[test]
