@@ -213,3 +213,33 @@ async fn an_upstream_limit_counts_every_session_of_its_tools() {
     assert_eq!(refused["error"]["data"]["limit"], "upstream:a");
     assert!(call(&two, 0, 3, "b__echo").await.get("result").is_some());
 }
+
+/// A legacy HTTP+SSE connect creates a session as `initialize` does on `/mcp`, so it takes the
+/// principal's limit too: past it the GET gets the same 429, and no session is made. (Break 16:
+/// connects were never counted, so a limited principal made sessions at any rate through
+/// `/sse`.)
+#[tokio::test]
+async fn a_legacy_sse_connect_takes_the_principal_limit() {
+    let cluster = cluster(1, &[("rate_limits.principal", "{ rate = 0.1, burst = 2 }")]);
+    let base = cluster.node(0).base_url();
+    let http = reqwest::Client::new();
+    let connect = || {
+        http.get(format!("{base}/sse"))
+            .header("accept", "text/event-stream")
+            .timeout(Duration::from_secs(10))
+            .send()
+    };
+    // Two connects take both slots (held open: a stream read to its end never ends).
+    let first = connect().await.expect("GET /sse");
+    let second = connect().await.expect("GET /sse");
+    assert_eq!(
+        (first.status().as_u16(), second.status().as_u16()),
+        (200, 200)
+    );
+    let refused = connect().await.expect("GET /sse");
+    assert_eq!(refused.status(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body: Value = refused.json().await.expect("a JSON-RPC body");
+    assert_eq!(body["error"]["code"], -32029, "{body}");
+    assert_eq!(body["error"]["data"]["limit"], "principal", "{body}");
+}

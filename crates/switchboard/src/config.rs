@@ -205,12 +205,18 @@ impl Config {
     }
 
     /// This config with every secret shown as `***` (the Redis passwords:
-    /// [`RedisConfig::redacted`]; the HS256 secrets: [`AuthSettings::redacted`]; upstream
-    /// header and environment values and URL passwords: `secrets`), for `switchboard config`.
+    /// [`RedisConfig::redacted`]; the HS256 secrets: [`AuthSettings::redacted`]; the keys
+    /// sealing MRTR `requestState`; upstream header and environment values and URL passwords:
+    /// `secrets`), for `switchboard config`.
     pub fn redacted(&self) -> Config {
+        let mut stateless = self.stateless.clone();
+        for key in &mut stateless.mrtr.keys {
+            *key = switchboard_node::auth::REDACTED.into();
+        }
         Config {
             redis: self.redis.redacted(),
             auth: self.auth.redacted(),
+            stateless,
             upstreams: self
                 .upstreams
                 .iter()

@@ -168,6 +168,29 @@ env = { API_TOKEN = "envsecret", FROM_ENV = "${FILES_TOKEN}" }
 }
 
 #[test]
+fn printed_config_hides_the_mrtr_state_keys() {
+    // Break 16: the AES-256-GCM keys sealing `requestState` (which carries the principal) were
+    // printed in plain text, so whoever read the output could forge states for any principal.
+    let key = "c2VjcmV0LXNlYWxpbmcta2V5LTAxMjM0NTY3ODlhYmM=";
+    let out = switchboard(
+        &[
+            "config",
+            "--set",
+            &format!("stateless.mrtr.state_keys=[\"{key}\"]"),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("utf-8 TOML");
+    assert!(!printed.contains(key), "state key printed:\n{printed}");
+    assert!(printed.contains("\nstate_keys = [\"***\"]\n"), "{printed}");
+}
+
+#[test]
 fn printed_config_keeps_an_unset_node_id_empty() {
     // Printing twice must not pin (or vary) a random id: it is picked only at serve time.
     let first = switchboard(&["config"], &[]);

@@ -88,6 +88,9 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
     // Step 3: the client must take an event stream.
     header_checks::check_get(&headers)?;
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
+    // Making it takes the principal's limit, as `initialize` does on the MCP endpoint.
+    let principal = session::current_principal();
+    crate::limits::admission::before_initialize(&app, &principal).await?;
     let sid = SessionId::generate();
     let record = session::new_record(&sid, LEGACY_REVISION.as_str(), Value::Null.into());
     session::initialize::created(&app, app.store.create_session(&record).await?)?;
