@@ -6,7 +6,7 @@
 use serde_json::json;
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
-use switchboard_tests::msg;
+use switchboard_tests::{legacy_sse, msg};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_principal_past_max_sessions_per_principal_gets_429() {
@@ -33,4 +33,43 @@ async fn a_principal_past_max_sessions_per_principal_gets_429() {
     );
     assert_eq!(first.delete(&urls[0]).await.status, 204);
     McpClient::new().initialize(&urls[1], "2025-11-25").await;
+}
+
+/// `initialize` params are kept in the session record for the session's life: past
+/// `session.max_initialize_params` they get -32602 naming the key and no session is made, on the
+/// streamable endpoint and on a legacy HTTP+SSE session; params within it still initialize.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_params_past_max_initialize_params_are_refused() {
+    let options = ClusterOptions::new().set("session.max_initialize_params", "1KiB");
+    let cluster = Cluster::start(1, options);
+    let url = cluster.url(0);
+    let padded = || {
+        let mut init = msg::init("2025-11-25", json!({}));
+        init["params"]["clientInfo"]["name"] = json!("x".repeat(2000));
+        init
+    };
+    let refused = McpClient::new().post(&url, &padded()).await;
+    assert_eq!(refused.session_id(), None, "no session id");
+    let body = refused.json().await;
+    assert_eq!(body["id"], 1, "{body}");
+    assert_eq!(body["error"]["code"], -32602, "{body}");
+    let message = body["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("over session.max_initialize_params (1024 bytes)"),
+        "{message}"
+    );
+    McpClient::new().initialize(&url, "2025-11-25").await;
+
+    let http = reqwest::Client::new();
+    let base = cluster.node(0).base_url();
+    let (mut stream, path) = legacy_sse::open(&http, &base).await;
+    let mut init = padded();
+    init["params"]["protocolVersion"] = json!("2024-11-05");
+    let answer = legacy_sse::exchange(&http, &mut stream, &format!("{base}{path}"), init).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("session.max_initialize_params"),
+        "{message}"
+    );
 }

@@ -105,6 +105,9 @@ pub struct NodeConfig {
     /// Longest `_meta.progressToken` accepted, in bytes of its JSON text (default 256): every
     /// progress notification echoes it into the event log; longer gets -32602.
     pub max_progress_token_bytes: usize,
+    /// Largest `initialize` params accepted, in bytes of their JSON text (default 64 KiB): they
+    /// are kept in the session record for the session's life; larger gets -32602.
+    pub max_initialize_params_bytes: usize,
     /// On SIGTERM the node stops accepting connections, closes standalone GET streams (clients
     /// reopen them on other nodes) and lets running requests finish and answer on their streams for
     /// at most this long (default 30 s); whatever still runs then is abandoned and fails on the
@@ -164,6 +167,7 @@ impl Default for NodeConfig {
             max_ephemeral_sessions: 256,
             listen_queue: 64,
             max_progress_token_bytes: 256,
+            max_initialize_params_bytes: 64 * 1024,
             drain_timeout: Duration::from_secs(30),
             session_touch_interval: Duration::from_secs(10),
             auth: None,

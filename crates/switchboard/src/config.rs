@@ -174,6 +174,7 @@ impl Config {
             max_ephemeral_sessions: stateless.max_ephemeral_sessions.get(),
             listen_queue: stateless.listen_queue.get(),
             max_progress_token_bytes: session.max_progress_token.as_usize(),
+            max_initialize_params_bytes: session.max_initialize_params.as_usize(),
             auth: self.auth.is_on().then(|| self.auth.clone()),
             legacy_sse_path: self.transports.legacy_sse.sse_path.clone(),
             legacy_messages_path: self.transports.legacy_sse.messages_path.clone(),

@@ -48,16 +48,7 @@ pub async fn create(
     raw: &Value,
 ) -> Result<(Value, Option<SessionId>), HttpError> {
     let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
-    if !params.is_object() {
-        let body = jsonrpc::error_response(
-            Some(id),
-            codes::INVALID_PARAMS,
-            "initialize params must be an object",
-            None,
-        );
-        return Ok((body, None));
-    }
-    if let Some(why) = invalid_params(&params) {
+    if let Some(why) = refused_params(app, &params) {
         let body = jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, why, None);
         return Ok((body, None));
     }
@@ -93,6 +84,23 @@ pub(crate) fn created(app: &App, outcome: CreateOutcome) -> Result<(), HttpError
     };
     telemetry::session_refused(key, refusal.status().as_u16());
     Err(refusal)
+}
+
+/// Why `initialize` `params` are refused with -32602, if they are: not an object, larger than
+/// `session.max_initialize_params` (they are kept in the session record for its life), or not
+/// of the schema's types ([`invalid_params`]). Shared by every transport.
+pub(crate) fn refused_params(app: &App, params: &Value) -> Option<String> {
+    if !params.is_object() {
+        return Some("initialize params must be an object".into());
+    }
+    let max = app.cfg.max_initialize_params_bytes;
+    let bytes = params.to_string().len();
+    if bytes > max {
+        return Some(format!(
+            "initialize params are {bytes} bytes, over session.max_initialize_params ({max} bytes)"
+        ));
+    }
+    invalid_params(params).map(str::to_owned)
 }
 
 /// What is wrong with `initialize` params (an object) by the schema (MCP 2025-11-25,

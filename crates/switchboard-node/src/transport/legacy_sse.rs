@@ -198,15 +198,14 @@ async fn initialize(
         .await?
         .unwrap_or_else(|(r, _)| r);
     let params = raw.get("params").cloned().unwrap_or_else(|| json!({}));
-    let refused = if !params.is_object() {
-        Some((codes::INVALID_PARAMS, "initialize params must be an object"))
-    } else if !record.initialize_params.is_null() {
+    let refused = if !record.initialize_params.is_null() {
         Some((
             codes::INVALID_REQUEST,
-            "this session is already initialized",
+            "this session is already initialized".to_owned(),
         ))
     } else {
-        None
+        crate::session::initialize::refused_params(app, &params)
+            .map(|why| (codes::INVALID_PARAMS, why))
     };
     if let Some((code, message)) = refused {
         return to_stream(

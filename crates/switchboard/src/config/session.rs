@@ -54,6 +54,9 @@ pub struct SessionConfig {
     /// Longest `_meta.progressToken` accepted, in bytes of its JSON text; longer gets -32602
     /// (every progress notification echoes it into the event log).
     pub max_progress_token: Size,
+    /// Largest `initialize` params accepted, in bytes of their JSON text; larger gets -32602
+    /// (they are kept in the session record for the session's life).
+    pub max_initialize_params: Size,
 }
 
 impl Default for SessionConfig {
@@ -74,6 +77,7 @@ impl Default for SessionConfig {
             max_subscriptions: count(node.max_subscriptions),
             max_uri: size(node.max_uri_bytes),
             max_progress_token: size(node.max_progress_token_bytes),
+            max_initialize_params: size(node.max_initialize_params_bytes),
         }
     }
 }
