@@ -2,10 +2,12 @@
 //! - every file of `fuzz/corpus/<target>/` (the seeds, and every input a fuzz run found worth
 //!   keeping, crashes included once fixed) replayed through the target's function, so the corpus
 //!   is a regression test without cargo-fuzz;
-//! - when `cargo fuzz` is installed, each target fuzzed for a bounded time
-//!   (`SWITCHBOARD_FUZZ_SECONDS`, default 20 s each), on stable through `RUSTC_BOOTSTRAP=1` and
-//!   without a sanitizer (the product forbids `unsafe`, so what is fuzzed for is panics). Without
-//!   cargo-fuzz it prints `SKIPPED`, or fails when `CI` is set (`.ci/run` installs it).
+//! - when `cargo fuzz` is installed, the targets built once in the dev profile (`--dev`: no
+//!   optimization, so the build from scratch stays short; at most `BUILD_LIMIT`), then each
+//!   fuzzed for a bounded time (`SWITCHBOARD_FUZZ_SECONDS`, default 10 s each), on stable through
+//!   `RUSTC_BOOTSTRAP=1` and without a sanitizer (the product forbids `unsafe`, so what is fuzzed
+//!   for is panics). Without cargo-fuzz it prints `SKIPPED`, or fails when `CI` is set
+//!   (`.ci/run` installs it). Longer runs by hand: `cd fuzz && cargo fuzz run <target>`.
 
 #[allow(dead_code, missing_docs)]
 #[path = "../../fuzz/src/lib.rs"]
@@ -62,6 +64,10 @@ fn cargo_fuzz_installed() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// The longest the fuzz targets' build may take (from scratch on a 2-core CI machine: every
+/// dependency of the product, in the dev profile).
+const BUILD_LIMIT: Duration = Duration::from_secs(1200);
+
 #[test]
 fn every_fuzz_target_runs_a_bounded_time_without_a_crash() {
     let test = "every_fuzz_target_runs_a_bounded_time_without_a_crash";
@@ -71,32 +77,43 @@ fn every_fuzz_target_runs_a_bounded_time_without_a_crash() {
     let seconds: u64 = std::env::var("SWITCHBOARD_FUZZ_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+        .unwrap_or(10);
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // Its own target dir: the fuzz build's flags (coverage instrumentation) differ from the
-    // workspace's, and sharing one would rebuild both every time.
     let target_dir = std::env::var_os("SWITCHBOARD_FUZZ_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| fuzz_dir().join("target"));
+    let fuzz = |args: &[&str]| {
+        let mut cmd = Command::new(&cargo);
+        cmd.current_dir(fuzz_dir())
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("CARGO_TARGET_DIR", &target_dir)
+            .arg("fuzz")
+            .args(args)
+            .args(["--dev", "--sanitizer", "none"]);
+        cmd
+    };
+    eprintln!("building the fuzz targets (cargo fuzz build --dev, at most {BUILD_LIMIT:?})");
+    let built = peers::run_bounded(&mut fuzz(&["build"]), BUILD_LIMIT, "cargo fuzz build");
+    assert!(
+        built.status.success(),
+        "cargo fuzz build failed ({}):\n{}",
+        built.status,
+        tail(&built.stderr, 60)
+    );
     for target in targets::TARGETS {
-        // Runs on a scratch copy of the corpus: what libFuzzer adds stays out of the repo.
         let scratch = switchboard_tests::temp::TempDir::new("sb-fuzz-corpus");
         for file in corpus(target) {
             let name = file.file_name().expect("file name");
             std::fs::copy(&file, scratch.path().join(name)).expect("copy seed");
         }
-        let mut cmd = Command::new(&cargo);
-        cmd.current_dir(fuzz_dir())
-            .env("RUSTC_BOOTSTRAP", "1")
-            .env("CARGO_TARGET_DIR", &target_dir)
-            .args(["fuzz", "run", "--sanitizer", "none", target])
-            .arg(scratch.path())
+        let mut cmd = fuzz(&["run", target]);
+        cmd.arg(scratch.path())
             .arg("--")
             .arg(format!("-max_total_time={seconds}"))
             .arg("-rss_limit_mb=2048")
             .arg("-print_final_stats=1");
-        // The first target also builds all of them: allow for the build.
-        let limit = Duration::from_secs(seconds + 900);
+        // Built above: the run only starts the binary (cargo checks it is fresh).
+        let limit = Duration::from_secs(seconds + 120);
         let out = peers::run_bounded(&mut cmd, limit, target);
         let stats: Vec<&str> = out
             .stderr
