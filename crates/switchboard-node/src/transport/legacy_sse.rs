@@ -52,7 +52,7 @@ use switchboard_protocol::{SessionId, StreamId};
 use switchboard_store::SessionUpdate;
 
 use crate::edge::error::HttpError;
-use crate::exec::call::{refusal, start_call, AnswerTo, Request, Started};
+use crate::exec::call::{start_call, AnswerTo, Request, Started};
 use crate::exec::traced::message_span;
 use crate::state::App;
 use crate::streams::pump::{self, Framing, OpenStream};
@@ -213,6 +213,17 @@ async fn initialize(
         )
         .await;
     }
+    // Its principal's limit, as the endpoint's `initialize` takes it; the session exists (the
+    // GET made it), so a refusal is answered on its stream like any other.
+    let principal = session::current_principal();
+    let limits =
+        crate::limits::admission::without_session(app, &principal, "initialize", &Value::Null);
+    if let Err(e) = limits.await {
+        return match e.rate_refusal(id) {
+            Some(refusal) => to_stream(app, sid, refusal).await,
+            None => Err(e),
+        };
+    }
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let update = SessionUpdate::Initialize {
         revision: revision.to_string(),
@@ -225,16 +236,16 @@ async fn initialize(
     to_stream(app, sid, jsonrpc::result_response(id, result)).await
 }
 
-/// A request: registered in flight with the session load (so a duplicate id is refused and
-/// `notifications/cancelled` finds it from any node), then run in its own task; its messages and
-/// its response go to the SSE stream.
+/// A request: the session loaded and its principal checked, then the request admitted and
+/// registered in flight ([`start_call`]: its rate limits are taken there, so a duplicate id or a
+/// request past a limit is refused and `notifications/cancelled` finds it from any node), then
+/// run in its own task; its messages and its response go to the SSE stream.
 async fn request(
     app: App,
     sid: SessionId,
     request: Request,
     headers: &HeaderMap,
 ) -> Result<(), HttpError> {
-    let id = request.id.clone();
     let span = message_span(
         Some(headers),
         &request.raw,
@@ -242,15 +253,12 @@ async fn request(
         Some(sid.as_str()),
         None,
     );
-    // The session and its principal first, with nothing registered: a stranger's request must
-    // leave no trace in the session (not even an in-flight entry).
-    let admitted = session::admit(&app, &sid, &id.key(), &request.method, &request.raw)
+    // The session and its principal first, with nothing registered and no limit taken: a
+    // stranger's request must leave no trace in the session (not even an in-flight entry).
+    let record = session::load(&app, &sid, None)
         .instrument(span.clone())
-        .await?;
-    let record = match admitted {
-        Ok(record) => record,
-        Err((_, why)) => return to_stream(&app, &sid, refusal(&id, why)).await,
-    };
+        .await?
+        .unwrap_or_else(|(r, _)| r);
     span.record("mcp.protocol.version", record.revision.as_str());
     match start_call(&app, &record, request, AnswerTo::Standalone, span).await? {
         Started::Refused(answer) => to_stream(&app, &sid, answer).await,
