@@ -271,3 +271,47 @@ async fn a_rate_limited_call_on_redis_cluster_sends_two_commands_at_once() {
     assert_eq!(calls_of(&cluster, "evalsha"), n, "rate scripts");
     inside_rate_scripts(&cluster, n, direct);
 }
+
+/// `n` 2026-07-28 `tools/call`s of `echo` on node 0 after a warm-up call (which loads the
+/// scripts, if any), counted from a reset of Redis's statistics.
+async fn stateless_echo_calls(cluster: &Cluster, n: u64) -> (u64, Vec<String>) {
+    let url = cluster.url(0);
+    let call = |id: u64| {
+        let params = json!({"name": "echo", "arguments": {"text": "x"}});
+        switchboard_tests::modern::request(id, "tools/call", params, json!({}))
+    };
+    let warm = switchboard_tests::modern::send(&url, &call(1)).await;
+    assert_eq!(warm.status.as_u16(), 200);
+    settled(cluster).await;
+    cluster.backend().reset_stats();
+    for id in 0..n {
+        let reply = switchboard_tests::modern::send(&url, &call(id + 100)).await;
+        let body = reply.json().await;
+        assert_eq!(body["result"]["content"][0]["text"], "x", "{body}");
+    }
+    settled(cluster).await
+}
+
+/// A 2026-07-28 request without any rate limit touches no store (no session, nothing to take).
+#[tokio::test]
+async fn a_stateless_call_without_limits_costs_no_round_trip() {
+    let cluster = quiet_cluster(RedisKind::Standalone);
+    let (trips, direct) = stateless_echo_calls(&cluster, 30).await;
+    assert_eq!(trips, 0, "round trips for 30 stateless echo calls");
+    assert!(direct.is_empty(), "commands sent: {direct:?}");
+}
+
+/// With limits it takes them in one round trip: one `RATES` script per call (its principal's
+/// and its tool's limits share the principal's tag), reading and writing each limit once.
+#[tokio::test]
+async fn a_rate_limited_stateless_call_costs_one_round_trip() {
+    let cluster = rate_limited_cluster(RedisKind::Standalone);
+    let n = 30u64;
+    let (trips, direct) = stateless_echo_calls(&cluster, n).await;
+    assert_eq!(
+        trips, n,
+        "round trips for {n} rate-limited stateless echo calls"
+    );
+    assert_eq!(calls_of(&cluster, "evalsha"), n, "rate scripts");
+    inside_rate_scripts(&cluster, n, direct);
+}

@@ -23,6 +23,12 @@ pub const REQUEST_ABORTED: i64 = -32004;
 /// `data.retryAfterMs` (integer ms) says when it would pass and `data.limit` names the limit.
 /// In a session the POST still answers 200 with this error, like the other in-session refusals.
 pub const RATE_LIMITED: i64 = -32029;
+/// A rate limit refused a 2026-07-28 (stateless) request, answered with HTTP 429: the same
+/// `data` as [`RATE_LIMITED`]. Not -32029: MCP 2026-07-28 (basic, Error Codes) reserves
+/// -32020…-32099 for codes the specification defines (implementations MUST NOT emit others
+/// there) and retires -32000…-32019 (SHOULD NOT be used), so a code of our own lies outside
+/// JSON-RPC's reserved -32768…-32000 (JSON-RPC 2.0 §5.1: application-defined).
+pub const STATELESS_RATE_LIMITED: i64 = -31029;
 /// Implementation-defined server error: the upstream did not answer in time.
 pub const UPSTREAM_TIMEOUT: i64 = -32005;
 /// Implementation-defined server error: the upstream failed or is unreachable.

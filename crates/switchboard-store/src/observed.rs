@@ -81,6 +81,15 @@ impl SessionStore for Observed {
         self.op("admit", self.inner.check(sid, request_key, rates))
             .await
     }
+    async fn begin_rated(
+        &self,
+        sid: &str,
+        inflight: &InflightRequest,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        self.op("begin", self.inner.begin_rated(sid, inflight, rates))
+            .await
+    }
     fn folds_rates(&self) -> bool {
         self.inner.folds_rates()
     }

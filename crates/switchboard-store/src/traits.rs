@@ -58,8 +58,21 @@ pub trait SessionStore: Send + Sync {
         rates: &[Rate],
     ) -> StoreResult<BeginOutcome>;
 
-    /// Whether [`SessionStore::check`] checks the rates it is given (memory, Redis standalone and
-    /// Sentinel). Redis Cluster: `false`.
+    /// [`SessionStore::begin`] registering `inflight`, with its `rates` checked in the same
+    /// round trip after the other checks passed, as [`SessionStore::check`] checks them: the
+    /// request registers only when it passed them all, a refusal is [`BeginOutcome::Limited`]
+    /// and registers nothing. For requests registered with their admission (a 2025-03-26
+    /// batch's members, the legacy HTTP+SSE and WebSocket transports' requests). Where
+    /// [`SessionStore::folds_rates`] is `false` the rates are ignored, as by `check`.
+    async fn begin_rated(
+        &self,
+        sid: &str,
+        inflight: &InflightRequest,
+        rates: &[Rate],
+    ) -> StoreResult<BeginOutcome>;
+
+    /// Whether [`SessionStore::check`] and [`SessionStore::begin_rated`] check the rates they are
+    /// given (memory, Redis standalone and Sentinel). Redis Cluster: `false`.
     fn folds_rates(&self) -> bool {
         true
     }

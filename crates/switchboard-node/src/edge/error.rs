@@ -128,6 +128,20 @@ pub enum HttpError {
 }
 
 impl HttpError {
+    /// The JSON-RPC refusal to request `id` when this is a rate limit's ([`HttpError::RateLimited`]):
+    /// for an `initialize` answered inside a stream or a socket (legacy HTTP+SSE, WebSocket), where
+    /// no HTTP status carries it: -32029 with `data.retryAfterMs`, as in a session.
+    pub(crate) fn rate_refusal(&self, id: &jsonrpc::RequestId) -> Option<serde_json::Value> {
+        match self {
+            HttpError::RateLimited {
+                limit,
+                retry_after_ms,
+                ..
+            } => Some(crate::limits::answer::refusal(id, limit, *retry_after_ms)),
+            _ => None,
+        }
+    }
+
     /// The HTTP status of this refusal.
     pub fn status(&self) -> StatusCode {
         use HttpError::*;

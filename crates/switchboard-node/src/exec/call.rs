@@ -14,9 +14,11 @@
 //! In order: initialized session (only `ping` before `initialize`, MCP 2024-11-05,
 //! basic/lifecycle) → `_meta.progressToken` shape and size (`session.max_progress_token`) → the id
 //! not running here already (C22) → registration in flight → spawn. A POST registers in flight
-//! only once its answer streams (the admission it passed already checked the id and the cap,
-//! see [`crate::session::admit`]); the other forms register with the session load, so a
-//! duplicate id or a full session is refused before the request runs.
+//! only once its answer streams (the admission it passed already checked the id, the cap and
+//! the rate limits, see [`crate::session::admit`]); the other forms register with their
+//! admission (the same function, one store round trip), so a duplicate id, a full session or a
+//! request past a rate limit is refused before the request runs. Each member of a batch is
+//! admitted on its own: a refused member gets its own error in the batch's answer.
 
 use std::sync::{Arc, OnceLock};
 use std::time::Instant;
@@ -338,7 +340,8 @@ pub(crate) async fn start_call(
     let (record, response, answer) = match to {
         AnswerTo::Post(answers) => post_channel(app, record, &id, key, answers),
         AnswerTo::Batch | AnswerTo::Standalone => {
-            match register(app, record, &id, key.clone(), to).await {
+            let request = (&id, method.as_str(), &raw);
+            match register(app, record, request, key.clone(), to).await {
                 Ok(Ok(registered)) => registered,
                 Ok(Err(refused)) => {
                     app.calls.end(sid, &key);
@@ -412,13 +415,14 @@ fn post_channel(
     (record.clone(), Arc::new(response), answer)
 }
 
-/// A batch's or the standalone stream's answer channel, registered in flight with the session
-/// load (one store round trip). `Ok(Err(error))`: the store would not register it (duplicate
-/// id, full session), answered with `error`.
+/// A batch's or the standalone stream's answer channel, registered in flight with the request's
+/// admission ([`session::admit`], one store round trip, its rate limits included) of `request`
+/// (id, method, the whole message). `Ok(Err(error))`: the store would not register it
+/// (duplicate id, full session, a rate limit), answered with `error`.
 async fn register(
     app: &App,
     record: &SessionRecord,
-    id: &RequestId,
+    (id, method, raw): (&RequestId, &str, &Value),
     key: String,
     to: AnswerTo,
 ) -> Result<Result<Channel, Value>, HttpError> {
@@ -436,7 +440,8 @@ async fn register(
         holder: String::new(),
     };
     let parsed = SessionId::parse(sid).ok_or(HttpError::UnknownSession)?;
-    let record = match session::load(app, &parsed, Some(&inflight)).await? {
+    let admit = session::Admit::Register(&inflight);
+    let record = match session::admit(app, &parsed, admit, method, raw).await? {
         Ok(record) => record,
         Err((_, why)) => return Ok(Err(refusal(id, why))),
     };

@@ -1,5 +1,6 @@
-//! How a refusal by a rate limit is answered: the JSON-RPC error's `data` (both answers), and
-//! the HTTP fields of a 429 (only before a session exists: `initialize`). A request refused
+//! How a refusal by a rate limit is answered: the JSON-RPC error's `data` (every answer), and
+//! the HTTP fields of a 429 (only without a session: `initialize` on the endpoint, 2026-07-28
+//! requests). A request refused
 //! inside a session gets the JSON-RPC error -32029 in an ordinary 200 answer, like the session's
 //! other refusals (a busy session's -32003).
 

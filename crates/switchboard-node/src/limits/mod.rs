@@ -2,18 +2,21 @@
 //! enforced cluster-wide through the store ([`switchboard_store::rate`], GCRA) in the request's
 //! admission round trip ([`admission`]).
 //!
-//! Which requests count:
-//! - `principal`: every JSON-RPC request a session-era client sends on a session (POST and the
-//!   legacy transport's messages), and its `initialize`, for each principal on its own (without
-//!   authorization every client is `anonymous`, so the limit is then the whole anonymous
-//!   traffic's);
+//! Which requests count: every JSON-RPC request that runs a method, on every transport, the
+//! same way (see docs/limits.md):
+//! - `principal`: every request a principal sends: on a session (a POST, each member of a
+//!   2025-03-26 batch, a legacy HTTP+SSE message, a WebSocket message: all through
+//!   `session::admit`, which calls [`admission::check`]), every 2026-07-28 (stateless) request
+//!   ([`admission::without_session`]), and its `initialize`, for each principal on its own
+//!   (without authorization every client is `anonymous`, so the limit is then the whole
+//!   anonymous traffic's);
 //! - `tools.<name>`: `tools/call` of the tool named `<name>` (as the client names it, prefix and
 //!   all), per principal;
 //! - `upstreams.<name>`: `tools/call` of a tool of that upstream (a name that starts with the
 //!   upstream's prefix and the separator), all principals together.
 //!
-//! Not counted: notifications and responses, members of a 2025-03-26 batch, WebSocket
-//! messages, and 2026-07-28 (stateless) requests, which have no session admission to fold into.
+//! Not counted: notifications and responses (they run no method of ours), and a request refused
+//! before its admission (a malformed one, a stateless one failing its header checks).
 //!
 //! The config section is [`RateLimitSettings`]; the defaults below are the only place they are
 //! written (no limit at all).
@@ -32,8 +35,8 @@ use switchboard_store::Rate;
 #[serde(default, deny_unknown_fields)]
 pub struct RateLimitSettings {
     /// What a request gets when its limits cannot be checked because the store failed while the
-    /// session itself was found (Redis Cluster, where the limits are a script of their own, and
-    /// `initialize`): `open` (default) lets it through, `closed` refuses it with 503. Where the
+    /// session itself was found (Redis Cluster, where the limits are a script of their own), or
+    /// for a request without a session (`initialize`, 2026-07-28 requests): `open` (default) lets it through, `closed` refuses it with 503. Where the
     /// limits ride in the session's admission script (memory, Redis standalone and Sentinel) a
     /// store failure fails the admission itself, 503 either way.
     pub on_store_error: OnStoreError,

@@ -53,7 +53,9 @@ pub async fn create(
         return Ok((body, None));
     }
     let principal = crate::session::current_principal();
-    crate::limits::admission::before_initialize(app, &principal).await?;
+    // Only the principal's limit applies to `initialize` (it is no `tools/call`).
+    let no_params = &Value::Null;
+    crate::limits::admission::without_session(app, &principal, "initialize", no_params).await?;
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let sid = SessionId::generate();
     let record = crate::session::new_record(&sid, revision.as_str(), params.into());

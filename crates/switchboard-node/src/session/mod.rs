@@ -22,6 +22,7 @@ use switchboard_upstream::{ClientPeer, LocalSession, Principal, SessionHandle};
 use crate::cluster::ownership::NodePlacement;
 use crate::edge::error::HttpError;
 use crate::exec::client_peer::{NodePeer, Route};
+pub(crate) use crate::limits::admission::Admit;
 use crate::state::App;
 use crate::telemetry;
 use switchboard_telemetry::trace::logged_session;
@@ -141,15 +142,17 @@ pub async fn load(
     loaded(outcome)
 }
 
-/// The hot path: loads and touches the session and checks the request (duplicate id, in-flight
-/// cap, then its rate limits, [`crate::limits`]) without registering it, in one store round trip
-/// (Redis Cluster: the limits' scripts at the same time). The request registers later, only if
-/// its answer is not ready at once (see `ResponseStream::register`). `method` and `raw` choose
-/// the limits.
-pub async fn admit(
+/// The admission of every request of a session, whatever its transport: loads and touches the
+/// session and checks the request (duplicate id, in-flight cap, then its rate limits,
+/// [`crate::limits`]) in one store round trip (Redis Cluster: the limits' scripts at the same
+/// time). `admit` says whether it registers in flight too: a POST's request does not (the hot
+/// path: it registers later, only if its answer is not ready at once, see
+/// `ResponseStream::register`); a batch member's, a legacy HTTP+SSE or a WebSocket request does
+/// (`exec::call::start_call`). `method` and `raw` choose the limits.
+pub(crate) async fn admit(
     app: &App,
     sid: &SessionId,
-    request_key: &str,
+    admit: Admit<'_>,
     method: &str,
     raw: &Value,
 ) -> Result<Loaded, HttpError> {
@@ -158,9 +161,9 @@ pub async fn admit(
         .rate_limits
         .rates_for(&current_principal(), method, raw);
     let check = crate::limits::admission::check;
-    let outcome = check(app, sid.as_str(), request_key, &rates).await?;
+    let outcome = check(app, sid.as_str(), admit, &rates).await?;
     if ended_lost_requests(app, sid, &outcome).await? {
-        return loaded(check(app, sid.as_str(), request_key, &rates).await?);
+        return loaded(check(app, sid.as_str(), admit, &rates).await?);
     }
     loaded(outcome)
 }

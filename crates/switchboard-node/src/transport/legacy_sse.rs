@@ -52,7 +52,7 @@ use switchboard_protocol::{SessionId, StreamId};
 use switchboard_store::SessionUpdate;
 
 use crate::edge::error::HttpError;
-use crate::exec::call::{refusal, start_call, AnswerTo, Request, Started};
+use crate::exec::call::{start_call, AnswerTo, Request, Started};
 use crate::exec::traced::message_span;
 use crate::state::App;
 use crate::streams::pump::{self, Framing, OpenStream};
@@ -90,7 +90,7 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
     // Step 4: the session, with no `initialize` params yet (`null` until the client sends them).
     // Making it takes the principal's limit, as `initialize` does on the MCP endpoint.
     let principal = session::current_principal();
-    crate::limits::admission::before_initialize(&app, &principal).await?;
+    crate::limits::admission::without_session(&app, &principal, "initialize", &Value::Null).await?;
     let sid = SessionId::generate();
     let record = session::new_record(&sid, LEGACY_REVISION.as_str(), Value::Null.into());
     session::initialize::created(&app, app.store.create_session(&record).await?)?;
@@ -215,6 +215,8 @@ async fn initialize(
         )
         .await;
     }
+    // Not counted toward the rate limits: the GET that made the session took the principal's
+    // limit, as the endpoint's `initialize` does, once per session.
     let revision = Revision::negotiate(params.get("protocolVersion").and_then(Value::as_str));
     let update = SessionUpdate::Initialize {
         revision: revision.to_string(),
@@ -227,16 +229,16 @@ async fn initialize(
     to_stream(app, sid, jsonrpc::result_response(id, result)).await
 }
 
-/// A request: registered in flight with the session load (so a duplicate id is refused and
-/// `notifications/cancelled` finds it from any node), then run in its own task; its messages and
-/// its response go to the SSE stream.
+/// A request: the session loaded and its principal checked, then the request admitted and
+/// registered in flight ([`start_call`]: its rate limits are taken there, so a duplicate id or a
+/// request past a limit is refused and `notifications/cancelled` finds it from any node), then
+/// run in its own task; its messages and its response go to the SSE stream.
 async fn request(
     app: App,
     sid: SessionId,
     request: Request,
     headers: &HeaderMap,
 ) -> Result<(), HttpError> {
-    let id = request.id.clone();
     let span = message_span(
         Some(headers),
         &request.raw,
@@ -244,15 +246,12 @@ async fn request(
         Some(sid.as_str()),
         None,
     );
-    // The session and its principal first, with nothing registered: a stranger's request must
-    // leave no trace in the session (not even an in-flight entry).
-    let admitted = session::admit(&app, &sid, &id.key(), &request.method, &request.raw)
+    // The session and its principal first, with nothing registered and no limit taken: a
+    // stranger's request must leave no trace in the session (not even an in-flight entry).
+    let record = session::load(&app, &sid, None)
         .instrument(span.clone())
-        .await?;
-    let record = match admitted {
-        Ok(record) => record,
-        Err((_, why)) => return to_stream(&app, &sid, refusal(&id, why)).await,
-    };
+        .await?
+        .unwrap_or_else(|(r, _)| r);
     span.record("mcp.protocol.version", record.revision.as_str());
     match start_call(&app, &record, request, AnswerTo::Standalone, span).await? {
         Started::Refused(answer) => to_stream(&app, &sid, answer).await,

@@ -78,6 +78,38 @@ impl MemoryStore {
             .unwrap_or(0)
     }
 
+    /// `check` and `begin_rated` under one lock: the session's checks, then `rates`, then (only
+    /// when all passed) the registration of `register`.
+    fn admit(
+        &self,
+        sid: &str,
+        request_key: &str,
+        rates: &[crate::Rate],
+        register: Option<&InflightRequest>,
+    ) -> BeginOutcome {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let outcome = shared.check(&self.config, sid, request_key, now);
+        let BeginOutcome::Ready(record) = outcome else {
+            return outcome;
+        };
+        if let crate::RateDecision::Limited {
+            limit,
+            retry_after_ms,
+        } = shared.rates.take(rates, now)
+        {
+            return BeginOutcome::Limited {
+                record,
+                limit,
+                retry_after_ms,
+            };
+        }
+        if let Some(inflight) = register {
+            shared.register(&self.config, sid, inflight, now);
+        }
+        BeginOutcome::Ready(record)
+    }
+
     fn lock(&self) -> MutexGuard<'_, Shared> {
         // A panic while holding the lock leaves the maps consistent (every operation mutates in
         // place step by step), so a poisoned lock is still usable.
@@ -108,23 +140,18 @@ impl SessionStore for MemoryStore {
         request_key: &str,
         rates: &[crate::Rate],
     ) -> StoreResult<BeginOutcome> {
-        let now = Instant::now();
-        let mut shared = self.lock();
-        let outcome = shared.check(&self.config, sid, request_key, now);
-        let BeginOutcome::Ready(record) = outcome else {
-            return Ok(outcome);
-        };
-        Ok(match shared.rates.take(rates, now) {
-            crate::RateDecision::Allowed => BeginOutcome::Ready(record),
-            crate::RateDecision::Limited {
-                limit,
-                retry_after_ms,
-            } => BeginOutcome::Limited {
-                record,
-                limit,
-                retry_after_ms,
-            },
-        })
+        Ok(self.admit(sid, request_key, rates, None))
+    }
+
+    /// The same checks as `check`, under one lock; registers only a request that passed them
+    /// all.
+    async fn begin_rated(
+        &self,
+        sid: &str,
+        inflight: &InflightRequest,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        Ok(self.admit(sid, &inflight.request_key, rates, Some(inflight)))
     }
 
     async fn take_rates(&self, rates: &[crate::Rate]) -> StoreResult<crate::RateDecision> {

@@ -88,7 +88,7 @@ impl SessionStore for RedisStore {
         sid: &str,
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome> {
-        self.begin_rated(sid, inflight, &[]).await
+        self.begin_script(sid, inflight, &[]).await
     }
 
     /// Standalone and Sentinel: the rates go into the `BEGIN` script (their keys in `KEYS`), so
@@ -107,7 +107,18 @@ impl SessionStore for RedisStore {
             holder: String::new(),
         };
         let rates = if self.folds_rates() { rates } else { &[] };
-        self.begin_rated(sid, Some(&probe), rates).await
+        self.begin_script(sid, Some(&probe), rates).await
+    }
+
+    /// One `BEGIN` script: the checks, then the rates, then the registration.
+    async fn begin_rated(
+        &self,
+        sid: &str,
+        inflight: &InflightRequest,
+        rates: &[crate::Rate],
+    ) -> StoreResult<BeginOutcome> {
+        let rates = if self.folds_rates() { rates } else { &[] };
+        self.begin_script(sid, Some(inflight), rates).await
     }
 
     fn folds_rates(&self) -> bool {
@@ -447,7 +458,7 @@ impl RedisStore {
     /// `begin` (and `check`, with a request and `rates`) in one round trip: the cached
     /// transaction when nothing is registered, no rate is checked and no touch is due, else the
     /// `BEGIN` script.
-    async fn begin_rated(
+    async fn begin_script(
         &self,
         sid: &str,
         inflight: Option<&InflightRequest>,

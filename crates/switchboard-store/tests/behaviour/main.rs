@@ -67,6 +67,7 @@ both_backends! {
         rates_are_taken_without_a_session,
         a_refused_request_moves_no_limit,
         other_refusals_come_first,
+        begin_rated_registers_only_what_its_limits_let_through,
     ],
     sessions: [
         create_then_begin_returns_the_record,

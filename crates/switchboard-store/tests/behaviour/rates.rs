@@ -31,6 +31,40 @@ async fn admit(store: &Arc<dyn Store>, sid: &str, key: &str, rates: &[Rate]) -> 
     }
 }
 
+/// What the node does for a request registered with its admission (a batch member, a legacy
+/// HTTP+SSE or WebSocket request): `begin_rated`, or (Redis Cluster) `begin_rated` without the
+/// rates and `take_rates` at the same time, a refused request's registration taken back.
+async fn admit_registering(
+    store: &Arc<dyn Store>,
+    sid: &str,
+    req: &InflightRequest,
+    rates: &[Rate],
+) -> BeginOutcome {
+    if store.folds_rates() {
+        return store.begin_rated(sid, req, rates).await.unwrap();
+    }
+    let admitted = store.begin_rated(sid, req, &[]);
+    let (outcome, decision) = tokio::join!(admitted, store.take_rates(rates));
+    match (outcome.unwrap(), decision.unwrap()) {
+        (
+            BeginOutcome::Ready(record),
+            RateDecision::Limited {
+                limit,
+                retry_after_ms,
+            },
+        ) => {
+            let stream = Some(req.stream.as_str());
+            store.finish(sid, &req.request_key, stream).await.unwrap();
+            BeginOutcome::Limited {
+                record,
+                limit,
+                retry_after_ms,
+            }
+        }
+        (outcome, _) => outcome,
+    }
+}
+
 /// One request per second, burst 3, for a principal named by a fresh tag.
 fn principal(tag: &str) -> Rate {
     Rate::new("principal", tag, "p", 1.0, 3)
@@ -132,5 +166,38 @@ pub async fn other_refusals_come_first(kind: Kind) {
     assert!(
         matches!(outcome, BeginOutcome::DuplicateId { .. }),
         "{outcome:?}"
+    );
+}
+
+/// A request registered with its admission (`begin_rated`) is registered only when its limits
+/// pass: a refused one leaves no in-flight entry, so its id is free at once.
+pub async fn begin_rated_registers_only_what_its_limits_let_through(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let rates = [Rate::new("principal", &sid(), "p", 0.1, 1)];
+    let (s1, s2) = (stream(), stream());
+    let first = inflight("1", &s1, "a", &format!("a/{s1}"));
+    let outcome = admit_registering(&a, &id, &first, &rates).await;
+    assert!(matches!(outcome, BeginOutcome::Ready(_)), "{outcome:?}");
+    let second = inflight("2", &s2, "b", &format!("b/{s2}"));
+    match admit_registering(&b, &id, &second, &rates).await {
+        BeginOutcome::Limited {
+            record: r, limit, ..
+        } => {
+            assert_eq!(r, record(&id));
+            assert_eq!(limit, "principal");
+        }
+        other => panic!("expected Limited, got {other:?}"),
+    }
+    let listed = a.in_flight(&id).await.unwrap();
+    let keys: Vec<&str> = listed.iter().map(|e| e.request_key.as_str()).collect();
+    assert_eq!(keys, ["1"], "only the admitted request is in flight");
+    let again = b.check(&id, "2", &[]).await.unwrap();
+    assert!(matches!(again, BeginOutcome::Ready(_)), "{again:?}");
+    let running = b.check(&id, "1", &[]).await.unwrap();
+    assert!(
+        matches!(running, BeginOutcome::DuplicateId { .. }),
+        "{running:?}"
     );
 }

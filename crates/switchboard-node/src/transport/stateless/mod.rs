@@ -9,7 +9,8 @@
 //! without that header it keeps the session era's 400.
 //!
 //! Path of a modern POST: message kind (a notification → 202, a response → 400) → [`checks`] →
-//! `server/discover` answered here, `subscriptions/listen` opened here ([`listen`]: a long-lived
+//! rate limits ([`crate::limits`]: 429 past one; one store round trip, only when a limit applies)
+//! → `server/discover` answered here, `subscriptions/listen` opened here ([`listen`]: a long-lived
 //! SSE stream fed through the bus), anything else run at the upstream ([`call`]) → JSON, or SSE
 //! whose body cancels the request when dropped.
 //!
@@ -41,7 +42,7 @@ use axum::body::Body as HttpBody;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
-use switchboard_protocol::{codes, jsonrpc, meta, Message, Revision};
+use switchboard_protocol::{codes, jsonrpc, meta, Message, RequestId, Revision};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
@@ -83,6 +84,10 @@ pub async fn serve_request(
             return r.respond(Some(&id));
         }
     }
+    let principal = crate::session::current_principal();
+    if let Some(refused) = rate_limited(app, &id, &principal, &method, &raw).await {
+        return refused;
+    }
     if method == "server/discover" {
         let result = call::complete("server/discover", discover(app));
         return answer(answers, jsonrpc::result_response(&id, result));
@@ -102,7 +107,6 @@ pub async fn serve_request(
     if tasks::wanted(&method, &checked) && params.get("requestState").is_none() {
         return tasks::create::call(app, id, method, raw, checked, answers).await;
     }
-    let principal = crate::session::current_principal();
     // Upstreams with per-session state park a request that asks the client something; the
     // others are re-run on the retry (see `mrtr` and `park`).
     let parking = !app.upstream.serves_stateless();
@@ -141,6 +145,36 @@ pub async fn serve_request(
         }
     };
     answer_run(app, answers, rx, guard).await
+}
+
+/// The request's rate limits ([`crate::limits`]), the same limits a session's request of
+/// `method` takes: one store round trip (`take_rates`) when a limit applies to it, none
+/// otherwise (no `[rate_limits]`: the stateless path is as it was). The refusal past a limit:
+/// [`Refusal::RateLimited`] (429); a store failure with `on_store_error = "closed"`: 503.
+async fn rate_limited(
+    app: &App,
+    id: &RequestId,
+    principal: &str,
+    method: &str,
+    raw: &Value,
+) -> Option<Response> {
+    let taken = crate::limits::admission::without_session(app, principal, method, raw).await;
+    match taken {
+        Ok(()) => None,
+        Err(HttpError::RateLimited {
+            limit,
+            retry_after_ms,
+            policy,
+        }) => {
+            let refusal = Refusal::RateLimited {
+                limit,
+                retry_after_ms,
+                policy,
+            };
+            Some(refusal.respond(Some(id)))
+        }
+        Err(e) => Some(e.into_response()),
+    }
 }
 
 /// The answer of a running request, in a form `answers` allows: SSE-only always a stream,

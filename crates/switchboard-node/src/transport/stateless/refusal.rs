@@ -26,6 +26,18 @@ pub enum Refusal {
     ResponseNotAllowed,
     /// A per-node cap is reached (`stateless.max_listeners`): 503, -32003; retry later or elsewhere.
     Overloaded(String),
+    /// A rate limit (`rate_limits`, [`crate::limits`]) refused the request: 429 with
+    /// `Retry-After`, `RateLimit-Policy` and `RateLimit` (as `initialize`'s), -31029
+    /// ([`codes::STATELESS_RATE_LIMITED`]: 2026-07-28 reserves -32029's range) with
+    /// `data.retryAfterMs` and `data.limit`.
+    RateLimited {
+        /// The refusing limit's name.
+        limit: String,
+        /// Milliseconds until the request would pass.
+        retry_after_ms: u64,
+        /// The limit as a quota policy (`q`, `w`) for `RateLimit-Policy`.
+        policy: Option<(u64, u64)>,
+    },
 }
 
 impl Refusal {
@@ -34,6 +46,7 @@ impl Refusal {
         match self {
             Refusal::UnknownMethod(_) => StatusCode::NOT_FOUND,
             Refusal::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Refusal::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -48,6 +61,7 @@ impl Refusal {
             Refusal::UnknownMethod(_) => codes::METHOD_NOT_FOUND,
             Refusal::ResponseNotAllowed => codes::INVALID_REQUEST,
             Refusal::Overloaded(_) => codes::OVERLOADED,
+            Refusal::RateLimited { .. } => codes::STATELESS_RATE_LIMITED,
         }
     }
 
@@ -64,6 +78,13 @@ impl Refusal {
                 "Invalid Request: clients must not send JSON-RPC responses under 2026-07-28".into()
             }
             Refusal::Overloaded(why) => format!("Overloaded: {why}"),
+            Refusal::RateLimited {
+                limit,
+                retry_after_ms,
+                ..
+            } => format!(
+                "Too Many Requests: rate limit {limit} reached; retry after {retry_after_ms} ms"
+            ),
         }
     }
 
@@ -78,6 +99,11 @@ impl Refusal {
                     caps.iter().map(|c| (c.clone(), json!({}))).collect();
                 Some(json!({ "requiredCapabilities": required }))
             }
+            Refusal::RateLimited {
+                limit,
+                retry_after_ms,
+                ..
+            } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
             _ => None,
         }
     }
@@ -93,12 +119,19 @@ impl Refusal {
     pub fn respond(&self, id: Option<&RequestId>) -> Response {
         let body = self.body(id);
         let mut response = (self.status(), axum::Json(body)).into_response();
-        if matches!(self, Refusal::Overloaded(_)) {
+        let headers = response.headers_mut();
+        match self {
             // A full node frees up as requests end: a short wait, then any node.
-            response.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from_static("1"),
-            );
+            Refusal::Overloaded(_) => {
+                let one = http::HeaderValue::from_static("1");
+                headers.insert(http::header::RETRY_AFTER, one);
+            }
+            Refusal::RateLimited {
+                limit,
+                retry_after_ms,
+                policy,
+            } => crate::limits::answer::headers(headers, limit, *retry_after_ms, *policy),
+            _ => {}
         }
         response
     }
@@ -122,6 +155,15 @@ mod tests {
             (Refusal::UnknownMethod("ping".into()), 404, -32601),
             (Refusal::ResponseNotAllowed, 400, -32600),
             (Refusal::Overloaded("x".into()), 503, -32003),
+            (
+                Refusal::RateLimited {
+                    limit: "principal".into(),
+                    retry_after_ms: 1500,
+                    policy: Some((2, 20)),
+                },
+                429,
+                -31029,
+            ),
         ];
         for (r, status, code) in all {
             assert_eq!((r.status().as_u16(), r.code()), (status, code), "{r:?}");
@@ -135,5 +177,25 @@ mod tests {
             .data()
             .unwrap();
         assert_eq!(data["requiredCapabilities"], json!({"sampling": {}}));
+    }
+
+    #[test]
+    fn a_rate_refusal_carries_the_id_the_wait_and_the_429_fields() {
+        let refusal = Refusal::RateLimited {
+            limit: "tool:echo".into(),
+            retry_after_ms: 1500,
+            policy: Some((2, 20)),
+        };
+        let body = refusal.body(Some(&RequestId(json!(9))));
+        assert_eq!(body["id"], 9);
+        assert_eq!(
+            body["error"]["data"],
+            json!({"retryAfterMs": 1500, "limit": "tool:echo"})
+        );
+        let response = refusal.respond(Some(&RequestId(json!(9))));
+        let h = response.headers();
+        assert_eq!(h[http::header::RETRY_AFTER], "2");
+        assert_eq!(h["ratelimit-policy"], r#""tool:echo";q=2;w=20"#);
+        assert_eq!(h["ratelimit"], r#""tool:echo";r=0;t=2"#);
     }
 }

@@ -141,7 +141,13 @@ async fn request(
     span: Span,
 ) -> Result<Response, HttpError> {
     let key = request.id.key();
-    let admitted = session::admit(&app, &sid, &key, &request.method, &request.raw);
+    let admitted = session::admit(
+        &app,
+        &sid,
+        session::Admit::Check(&key),
+        &request.method,
+        &request.raw,
+    );
     let record = match admitted.await? {
         Ok(r) => r,
         Err((_, why)) => return Ok(answers.ready(StatusCode::OK, refusal(&request.id, why))),

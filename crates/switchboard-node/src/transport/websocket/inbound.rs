@@ -59,7 +59,11 @@ impl Conn {
                     .close(close::TRY_AGAIN_LATER, "session limit reached")
                     .await;
             }
-            Err(e) => return self.direct(Some(&id), e.code(), e.to_string()).await,
+            Err(e) => match e.rate_refusal(&id) {
+                // Past its principal's limit: -32029 with `data.retryAfterMs`, as in a session.
+                Some(refusal) => return self.send_text(refusal.to_string()).await,
+                None => return self.direct(Some(&id), e.code(), e.to_string()).await,
+            },
         };
         let attached = async {
             let record = session::load(&self.app, &sid, None)
@@ -75,9 +79,11 @@ impl Conn {
             .await
     }
 
-    /// A request on an attached session: registered in flight up front (duplicate ids, the
-    /// in-flight cap and cancellation from any node work as for POST), then run; everything it
-    /// sends, its response included, goes to the standalone log.
+    /// A request on an attached session: admitted and registered in flight up front, in one
+    /// store round trip (duplicate ids, the in-flight cap, the rate limits and cancellation from
+    /// any node work as for POST; a refusal, -32029 past a limit, goes to the log like an
+    /// answer), then run; everything it sends, its response included, goes to the standalone
+    /// log.
     async fn request(&mut self, id: RequestId, method: String, raw: Value) -> Step {
         let Some(record) = self.session.as_ref().map(|s| s.record.clone()) else {
             return Step::Continue;
