@@ -59,6 +59,23 @@ pub fn headers(ctx: &Ctx) -> Vec<Row> {
         http("POST", &two_pv, LIST.as_bytes()),
         Want::Rpc(400, INVALID, "MCP-Protocol-Version", Value::Null),
     ));
+    let two_hosts = base(&[("Host", "evil.example".into())]);
+    rows.push(row(
+        "two Host (an allowed one, then a foreign one)",
+        Target::Node(1),
+        http("POST", &two_hosts, LIST.as_bytes()),
+        Want::Rpc(400, INVALID, "Host", Value::Null),
+    ));
+    let two_origins = base(&[
+        ("Origin", "http://localhost".into()),
+        ("Origin", "http://evil.example".into()),
+    ]);
+    rows.push(row(
+        "two Origin (an allowed one, then a foreign one)",
+        Target::Node(0),
+        http("POST", &two_origins, LIST.as_bytes()),
+        Want::Rpc(400, INVALID, "Origin", Value::Null),
+    ));
     let two_cl = base(&[
         ("Content-Length", LIST.len().to_string()),
         ("Content-Length", "5".into()),

@@ -46,16 +46,22 @@ use crate::config::NodeConfig;
 use crate::edge::error::HttpError;
 use crate::streams::sse;
 
-/// Refuses a foreign `Origin` (403) or `Host` (421). Requests without `Origin` (non-browser
-/// clients) pass.
+/// Refuses a foreign `Origin` (403) or `Host` (421), and either sent twice (400). Requests
+/// without `Origin` (non-browser clients) pass.
 pub fn check_origin_and_host(cfg: &NodeConfig, h: &HeaderMap) -> Result<(), HttpError> {
-    if let Some(origin) = h.get(header::ORIGIN) {
+    // One value each (RFC 9110 §5.3; RFC 9112 §3.2: more than one Host is 400); a second one
+    // would be checked by nobody.
+    let (origin, host) = (
+        single(h, header::ORIGIN.as_str())?,
+        single(h, header::HOST.as_str())?,
+    );
+    if let Some(origin) = origin {
         let origin = origin.to_str().unwrap_or("<non-ascii>");
         if !origin_allowed(cfg, origin) {
             return Err(HttpError::ForbiddenOrigin(origin.to_owned()));
         }
     }
-    if let Some(host) = h.get(header::HOST) {
+    if let Some(host) = host {
         let host = host.to_str().unwrap_or("<non-ascii>");
         if !host_allowed(cfg, host) {
             return Err(HttpError::ForbiddenHost(host.to_owned()));
@@ -329,6 +335,20 @@ mod tests {
             h.append(*k, HeaderValue::from_static(v));
         }
         h
+    }
+
+    #[test]
+    fn origin_or_host_sent_twice_is_refused() {
+        let cfg = NodeConfig::default();
+        let two_origins = hm(&[
+            ("origin", "http://localhost"),
+            ("origin", "http://evil.example"),
+        ]);
+        let two_hosts = hm(&[("host", "127.0.0.1"), ("host", "evil.example")]);
+        for h in [two_origins, two_hosts] {
+            let e = check_origin_and_host(&cfg, &h).unwrap_err();
+            assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{h:?}");
+        }
     }
 
     #[test]

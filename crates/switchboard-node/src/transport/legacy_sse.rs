@@ -169,17 +169,23 @@ async fn accept_message(
     }
 }
 
-/// `?sessionId=<id>`: 400 when absent or not shaped like one of our ids (the store is not
-/// touched then). Valid ids are hex, so no percent-decoding is needed.
+/// `?sessionId=<id>`: 400 when absent, given more than once (two ids: which session is meant is
+/// ambiguous), or not shaped like one of our ids (the store is not touched then). Valid ids are
+/// hex, so no percent-decoding is needed.
 fn session_param(uri: &Uri) -> Result<SessionId, HttpError> {
-    let value = uri
+    let mut values = uri
         .query()
         .unwrap_or("")
         .split('&')
-        .find_map(|pair| pair.strip_prefix("sessionId="))
-        .ok_or_else(|| {
-            HttpError::InvalidRequest("the sessionId query parameter is required".into())
-        })?;
+        .filter_map(|pair| pair.strip_prefix("sessionId="));
+    let value = values.next().ok_or_else(|| {
+        HttpError::InvalidRequest("the sessionId query parameter is required".into())
+    })?;
+    if values.next().is_some() {
+        return Err(HttpError::InvalidRequest(
+            "the sessionId query parameter is given more than once".into(),
+        ));
+    }
     SessionId::parse(value).ok_or_else(|| {
         HttpError::InvalidRequest(format!("sessionId {value:?} is not a session id"))
     })
@@ -285,6 +291,8 @@ mod tests {
             "/messages",
             "/messages?session=1",
             "/messages?sessionId=nope",
+            &format!("/messages?sessionId={sid}&sessionId={sid}"),
+            &format!("/messages?sessionId={sid}&sessionId=a"),
         ] {
             let e = session_param(&bad.parse().unwrap()).unwrap_err();
             assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{bad}");
