@@ -352,12 +352,32 @@ async fn with_metrics_listen_upstreamz_leaves_the_public_listener() {
         .set("auth.resource_url", "https://gw.example.test/mcp")
         .set("auth.authorization_servers", issuer)
         .set("auth.issuer", issuer)
-        .set("auth.jwt_hs256_secrets", "upstreamz-test-secret-0123456789abcdef");
+        .set(
+            "auth.jwt_hs256_secrets",
+            "upstreamz-test-secret-0123456789abcdef",
+        );
     let started = start_cluster(1, &[Upstream::demo("a")], options);
     let public = started.cluster.node(0).base_url();
+    let unauthenticated = reqwest::Client::new()
+        .post(started.cluster.node(0).url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        unauthenticated.status().as_u16(),
+        401,
+        "authorization is on"
+    );
     for path in ["/upstreamz", "/metrics"] {
         let answer = reqwest::get(format!("{public}{path}")).await.unwrap();
-        assert_eq!(answer.status().as_u16(), 404, "{path} on the public listener");
+        assert_eq!(
+            answer.status().as_u16(),
+            404,
+            "{path} on the public listener"
+        );
     }
     let own = format!("http://127.0.0.1:{metrics_port}");
     let doc = upstreamz(&own).await;

@@ -146,12 +146,14 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
             too_large_as_json_rpc(r, max_body)
         }))
         .layer(RequestBodyLimitLayer::new(max_body))
-        .layer(MapRequestLayer::new(move |r: http::Request<Limited<Body>>| {
-            let mut r = r.map(Body::new);
-            r.extensions_mut()
-                .insert(BodyDeadline::from_now(body_read_timeout));
-            r
-        }))
+        .layer(MapRequestLayer::new(
+            move |r: http::Request<Limited<Body>>| {
+                let mut r = r.map(Body::new);
+                r.extensions_mut()
+                    .insert(BodyDeadline::from_now(body_read_timeout));
+                r
+            },
+        ))
         // 2. Origin and Host; then a node cut off from the store refuses at once.
         .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
         .layer(middleware::from_fn_with_state(app.clone(), not_fenced))

@@ -52,7 +52,7 @@ pub(crate) async fn metrics(State(app): State<App>) -> Response {
 /// Serves `/metrics` and `/upstreamz` on `listener` (`metrics.listen`) until the node shuts
 /// down; nothing when there is none. Neither asks for a token (`/upstreamz` names every
 /// upstream, its endpoints and its last error), so with a listener of their own they are not
-/// on the public one (`crate::app::router`).
+/// on the public one (the router in `app.rs`).
 pub(crate) async fn serve_metrics(app: App, listener: Option<tokio::net::TcpListener>) {
     let Some(listener) = listener else {
         return;

@@ -43,9 +43,9 @@
 
 use axum::body::Body as HttpBody;
 use axum::extract::State;
-use axum::Extension;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get as get_route, post as post_route, MethodRouter};
+use axum::Extension;
 use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, Body, EventId, Message, RequestId, Revision};
