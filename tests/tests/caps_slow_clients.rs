@@ -1,5 +1,6 @@
 //! Issue 16, "Slow clients": a slowloris client (a request head sent one byte a second) is cut
-//! after `http.header_read_timeout`; a client that never reads its SSE stream cannot grow node
+//! after `http.header_read_timeout`; one that sends its body a byte a second gets 408 and its
+//! connection closed after `http.body_read_timeout`; a client that never reads its SSE stream cannot grow node
 //! memory past what `http.connection_queue` holds.
 
 use std::time::{Duration, Instant};
@@ -73,6 +74,86 @@ async fn a_slowloris_head_is_cut_after_header_read_timeout() {
         .await
         .response;
     assert_eq!(msg::result_text(&echoed), "still served", "{echoed}");
+}
+
+/// With `http.body_read_timeout = 2s`, a raw TCP client that sends a whole POST head with
+/// `Content-Length: 100000` and then its body one byte a second is answered 408 with a JSON-RPC
+/// error (id null, -32600) and `Connection: close` about 2 s after its head, and the connection
+/// is closed; a normal client is served meanwhile. (Before `http.body_read_timeout`, the head's
+/// timeout did not cover the body and such a connection stayed open for as long as it dribbled.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_body_gets_408_after_body_read_timeout() {
+    let cluster = Cluster::start(1, ClusterOptions::new().set("http.body_read_timeout", "2s"));
+    let addr = cluster.node(0).addr();
+    let url = cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let stream = TcpStream::connect(&addr).await.expect("connect");
+    let (mut read, mut write) = stream.into_split();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n"
+    );
+    write.write_all(head.as_bytes()).await.expect("send head");
+    let head_sent = Instant::now();
+    let dribble = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        for _ in 0..100_000 {
+            tick.tick().await;
+            if write.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    // Served meanwhile.
+    let echoed = client
+        .call_tool(&url, 1, "echo", json!({"text": "still served"}))
+        .await
+        .answer(json!(1), T)
+        .await
+        .response;
+    assert_eq!(msg::result_text(&echoed), "still served", "{echoed}");
+    assert!(
+        head_sent.elapsed() < Duration::from_millis(1900),
+        "the normal call took until {:?}",
+        head_sent.elapsed()
+    );
+    // Read to the end: the answer, then the close (a reset after the answer counts as closed).
+    let mut got = Vec::new();
+    let mut answered_after = None;
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answered_after.get_or_insert_with(|| head_sent.elapsed());
+                    got.extend_from_slice(&buf[..n]);
+                }
+            }
+        }
+    })
+    .await;
+    let after = head_sent.elapsed();
+    dribble.abort();
+    let text = String::from_utf8_lossy(&got).into_owned();
+    eprintln!("slow body: answered after {answered_after:?}, closed after {after:?}: {text:?}");
+    assert!(closed.is_ok(), "the connection was not closed within 10 s");
+    let answered = answered_after.expect("an answer before the close");
+    assert!(
+        answered >= Duration::from_millis(1900) && answered <= Duration::from_secs(4),
+        "answered after {answered:?}, expected 2 s + at most 2 s slack"
+    );
+    assert!(after <= Duration::from_secs(5), "closed after {after:?}");
+    assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+    let (head, body) = text.split_once("\r\n\r\n").expect("a whole answer");
+    assert!(
+        head.to_ascii_lowercase().contains("\r\nconnection: close"),
+        "{head}"
+    );
+    let body: serde_json::Value = serde_json::from_str(body).expect("a JSON body");
+    assert!(body["id"].is_null(), "{body}");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
 }
 
 /// Opens the session's standalone SSE stream on a raw socket with a 16 KiB receive buffer, reads

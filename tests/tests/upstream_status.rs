@@ -339,3 +339,55 @@ fn replicas_behind_one_name(n: u8) -> Option<BehindOneName> {
         .set("nameservers", format!("[\"{}\"]", dns.nameserver()));
     Some((replicas, records, dns, upstream))
 }
+
+/// `/upstreamz` needs no token (it names every upstream, its endpoints and its last error), so
+/// with `metrics.listen` set it follows `/metrics` onto that listener: on the public listener
+/// both get 404, even with authorization on, and the metrics listener serves both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_metrics_listen_upstreamz_leaves_the_public_listener() {
+    let metrics_port = free_port();
+    let issuer = "https://as.example.test/tenant";
+    let options = ClusterOptions::new()
+        .set("metrics.listen", format!("127.0.0.1:{metrics_port}"))
+        .set("auth.resource_url", "https://gw.example.test/mcp")
+        .set("auth.authorization_servers", issuer)
+        .set("auth.issuer", issuer)
+        .set(
+            "auth.jwt_hs256_secrets",
+            "upstreamz-test-secret-0123456789abcdef",
+        );
+    let started = start_cluster(1, &[Upstream::demo("a")], options);
+    let public = started.cluster.node(0).base_url();
+    let unauthenticated = reqwest::Client::new()
+        .post(started.cluster.node(0).url())
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        unauthenticated.status().as_u16(),
+        401,
+        "authorization is on"
+    );
+    for path in ["/upstreamz", "/metrics"] {
+        let answer = reqwest::get(format!("{public}{path}")).await.unwrap();
+        assert_eq!(
+            answer.status().as_u16(),
+            404,
+            "{path} on the public listener"
+        );
+    }
+    let own = format!("http://127.0.0.1:{metrics_port}");
+    let doc = upstreamz(&own).await;
+    let names: Vec<&str> = doc["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a"], "{doc}");
+    let metrics = reqwest::get(format!("{own}/metrics")).await.unwrap();
+    assert_eq!(metrics.status().as_u16(), 200);
+}

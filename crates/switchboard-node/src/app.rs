@@ -8,7 +8,9 @@
 //!    `http.max_request_head` gets 431 from hyper before any layer runs.
 //! 1. Body limit (`tower-http`'s `RequestBodyLimitLayer`, [`edge`]): a body that declares more
 //!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one fails
-//!    with 413 when the handler reads it. Around it, every 503 of the layers below gets
+//!    with 413 when the handler reads it. The body's deadline, `http.body_read_timeout` from
+//!    here (the end of the head), is set too; a body not in by then gets 408 and the
+//!    connection is closed (`edge::body`). Around it, every 503 of the layers below gets
 //!    `Retry-After` (`http.retry_after`) when it has none (a store error; the session cap sets
 //!    its own).
 //! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421. Then a node cut
@@ -38,7 +40,8 @@
 //!    walks each path file by file.
 //!
 //! Outside the edge: `/healthz` (process up) and the probes of [`crate::probes`] (`/readyz`,
-//! `/metrics`, `/upstreamz`), and with authorization on the RFC 9728 metadata, no token needed,
+//! `/metrics`, `/upstreamz`; the last two on the `metrics.listen` listener instead when it is
+//! set), and with authorization on the RFC 9728 metadata, no token needed,
 //! at `/.well-known/oauth-protected-resource<resource path>` and at the root
 //! `/.well-known/oauth-protected-resource` (`edge::auth::metadata::served_paths`).
 //!
@@ -74,6 +77,7 @@ use tower_http::body::Limited;
 use tower_http::limit::{RequestBodyLimitLayer, ResponseBody};
 use tower_service::Service;
 
+use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
 use crate::edge::{auth, header_checks};
 use crate::probes;
@@ -101,11 +105,13 @@ pub fn router(app: App) -> Router {
     let mut router = Router::new()
         .route_service(&app.cfg.endpoint_path, edge(&app, mcp))
         .route("/healthz", get_route(|| async { "ok" }))
-        .route("/readyz", get_route(probes::ready))
-        .route("/upstreamz", get_route(probes::upstreamz));
-    // With `metrics.listen` set, `/metrics` is on that listener only (`probes::serve_metrics`).
+        .route("/readyz", get_route(probes::ready));
+    // With `metrics.listen` set, `/metrics` and `/upstreamz` are on that listener only
+    // (`probes::serve_metrics`); they need no token, so they leave the public listener.
     if app.cfg.metrics_listen.is_none() {
-        router = router.route("/metrics", get_route(probes::metrics));
+        router = router
+            .route("/metrics", get_route(probes::metrics))
+            .route("/upstreamz", get_route(probes::upstreamz));
     }
     for (path, legacy) in legacy_sse::routes(&app) {
         router = router.route_service(&path, edge(&app, legacy));
@@ -127,6 +133,7 @@ pub fn router(app: App) -> Router {
 fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
     let max_body = app.cfg.max_body_bytes;
     let retry_after = app.cfg.retry_after_secs;
+    let body_read_timeout = app.cfg.body_read_timeout;
     let stack = ServiceBuilder::new()
         // Every 503 says when to come back (see `retry_after_on_503`).
         .layer(MapResponseLayer::new(move |r| {
@@ -134,14 +141,19 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
         }))
         // 1. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
         //    answered with the edge's JSON-RPC error; every body is counted as the handler
-        //    reads it, and handed on as axum's body type.
+        //    reads it, and handed on as axum's body type with its deadline (`edge::body`).
         .layer(MapResponseLayer::new(move |r| {
             too_large_as_json_rpc(r, max_body)
         }))
         .layer(RequestBodyLimitLayer::new(max_body))
-        .layer(MapRequestLayer::new(|r: http::Request<Limited<Body>>| {
-            r.map(Body::new)
-        }))
+        .layer(MapRequestLayer::new(
+            move |r: http::Request<Limited<Body>>| {
+                let mut r = r.map(Body::new);
+                r.extensions_mut()
+                    .insert(BodyDeadline::from_now(body_read_timeout));
+                r
+            },
+        ))
         // 2. Origin and Host; then a node cut off from the store refuses at once.
         .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
         .layer(middleware::from_fn_with_state(app.clone(), not_fenced))

@@ -78,6 +78,10 @@ pub struct NodeConfig {
     /// then the connection is closed without an answer (a slowloris client). Also bounds how
     /// long an idle keep-alive connection waits for its next request.
     pub header_read_timeout: Duration,
+    /// How long a POST body may take to arrive in full, counted from the end of its head
+    /// (default 30 s); then the request gets 408 with JSON-RPC -32600 and `Connection: close`
+    /// (a client that sends its body a byte at a time).
+    pub body_read_timeout: Duration,
     /// Sessions one principal may hold at once (default 0: no cap; the store enforces it, see
     /// `StoreConfig::max_sessions_per_principal`); named in the 429 past it.
     pub max_sessions_per_principal: u64,
@@ -129,8 +133,8 @@ pub struct NodeConfig {
     /// Multi round-trip requests of the stateless era: the keys that seal `requestState`, its
     /// lifetime and size limit (the stateless MRTR module).
     pub mrtr: MrtrSettings,
-    /// A listener of its own for `/metrics` (then not served on the public listener); `None`:
-    /// beside the MCP endpoint.
+    /// A listener of its own for `/metrics` and `/upstreamz` (then not served on the public
+    /// listener); `None`: both beside the MCP endpoint.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Rate limits ([`crate::limits`]); none by default.
     pub rate_limits: crate::limits::RateLimitSettings,
@@ -158,6 +162,7 @@ impl Default for NodeConfig {
             max_body_bytes: 4 * 1024 * 1024,
             max_request_head_bytes: 16 * 1024,
             header_read_timeout: Duration::from_secs(30),
+            body_read_timeout: Duration::from_secs(30),
             max_sessions_per_principal: 0,
             retry_after_secs: 5,
             connection_queue: 256,

@@ -163,6 +163,7 @@ impl Config {
             max_body_bytes: http.max_body.as_usize(),
             max_request_head_bytes: http.max_request_head.as_usize(),
             header_read_timeout: http.header_read_timeout.get(),
+            body_read_timeout: http.body_read_timeout.get(),
             retry_after_secs: http.retry_after.as_secs(),
             max_sessions_per_principal: self.session.max_sessions_per_principal,
             connection_queue: http.connection_queue.get(),

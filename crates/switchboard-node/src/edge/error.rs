@@ -46,6 +46,12 @@ pub enum HttpError {
     /// The body is larger than `http.max_body`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
+    /// The body did not arrive in full within `http.body_read_timeout` of the end of its head
+    /// (a client sending it a byte at a time): 408 (RFC 9110 §15.5.9) with `Connection: close`,
+    /// as the rest of the body may still be on its way, and -32600 like the other refusals
+    /// made before the body is read.
+    #[error("Request Timeout: the body did not arrive within {0:?}")]
+    BodyTimeout(std::time::Duration),
     /// `Origin` is present and not allowed (MCP 2025-11-25: MUST be 403).
     #[error("Forbidden: Origin {0} is not allowed")]
     ForbiddenOrigin(String),
@@ -159,6 +165,7 @@ impl HttpError {
             NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ForbiddenOrigin(_) => StatusCode::FORBIDDEN,
             ForbiddenHost(_) => StatusCode::MISDIRECTED_REQUEST,
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -222,6 +229,9 @@ impl IntoResponse for HttpError {
             HttpError::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             }
+            HttpError::BodyTimeout(_) => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
             HttpError::AtCapacity { retry_after_secs }
             | HttpError::TooManySessions {
                 retry_after_secs, ..
@@ -258,6 +268,7 @@ mod tests {
                 id: serde_json::json!(7),
             },
             PayloadTooLarge(1),
+            BodyTimeout(std::time::Duration::from_secs(2)),
             ForbiddenOrigin("x".into()),
             ForbiddenHost("x".into()),
             MethodNotAllowed,
@@ -319,6 +330,13 @@ mod tests {
         }
         .into_response();
         assert_eq!(r.headers()[header::RETRY_AFTER], "7");
+        let r = HttpError::BodyTimeout(std::time::Duration::from_secs(2)).into_response();
+        assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(r.headers()[header::CONNECTION], "close");
+        assert_eq!(
+            HttpError::BodyTimeout(std::time::Duration::ZERO).code(),
+            codes::INVALID_REQUEST
+        );
         assert_eq!(HttpError::UnknownSession.status(), StatusCode::NOT_FOUND);
         assert_eq!(HttpError::Parse("x".into()).code(), codes::PARSE_ERROR);
         for e in every_variant() {

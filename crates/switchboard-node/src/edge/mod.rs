@@ -5,9 +5,11 @@
 //!
 //! - [`header_checks`]: `Origin`, `Host`, `Content-Type`, the `Accept` policy (which answer
 //!   forms a client takes) and the `MCP-Protocol-Version` format.
+//! - [`body`]: reading a POST body within `http.max_body` and `http.body_read_timeout`.
 //! - [`auth`]: the optional OAuth 2.1 resource-server layer.
 //! - [`error`]: every refusal of the edge, each with one HTTP status and one JSON-RPC code.
 
 pub mod auth;
+pub mod body;
 pub mod error;
 pub mod header_checks;

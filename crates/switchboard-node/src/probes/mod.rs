@@ -1,7 +1,8 @@
 //! The node's own routes beside the MCP edge: `/readyz` (the store reachable; never about
 //! upstreams), `/metrics` (OpenMetrics text: the process's metrics, then each upstream's series,
-//! `upstream_series.rs`) and `/upstreamz` (this node's view of each upstream, JSON). `/healthz`
-//! is a constant answer in `app.rs`.
+//! `upstream_series.rs`) and `/upstreamz` (this node's view of each upstream, JSON); the last
+//! two on the `metrics.listen` listener alone when it is set. `/healthz` is a constant answer in
+//! `app.rs`.
 
 mod upstream_series;
 
@@ -48,14 +49,17 @@ pub(crate) async fn metrics(State(app): State<App>) -> Response {
     ([(http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
 }
 
-/// Serves `/metrics` alone on `listener` (`metrics.listen`) until the node shuts down; nothing
-/// when there is none.
+/// Serves `/metrics` and `/upstreamz` on `listener` (`metrics.listen`) until the node shuts
+/// down; nothing when there is none. Neither asks for a token (`/upstreamz` names every
+/// upstream, its endpoints and its last error), so with a listener of their own they are not
+/// on the public one (the router in `app.rs`).
 pub(crate) async fn serve_metrics(app: App, listener: Option<tokio::net::TcpListener>) {
     let Some(listener) = listener else {
         return;
     };
     let router = axum::Router::new()
         .route("/metrics", axum::routing::get(metrics))
+        .route("/upstreamz", axum::routing::get(upstreamz))
         .with_state(app.clone());
     let stop = app.shutdown.clone();
     let served = axum::serve(listener, router)

@@ -45,12 +45,14 @@ use axum::body::Body as HttpBody;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get as get_route, post as post_route, MethodRouter};
+use axum::Extension;
 use http::{HeaderMap, StatusCode, Uri};
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, Body, EventId, Message, RequestId, Revision};
 use switchboard_protocol::{SessionId, StreamId};
 use switchboard_store::SessionUpdate;
 
+use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
 use crate::exec::call::{start_call, AnswerTo, Request, Started};
 use crate::exec::traced::message_span;
@@ -130,9 +132,10 @@ pub async fn message(
     State(app): State<App>,
     uri: Uri,
     headers: HeaderMap,
+    Extension(deadline): Extension<BodyDeadline>,
     body: HttpBody,
 ) -> Response {
-    match accept_message(app, uri, headers, body).await {
+    match accept_message(app, uri, headers, (body, deadline)).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(e) => e.into_response(),
     }
@@ -142,7 +145,7 @@ async fn accept_message(
     app: App,
     uri: Uri,
     headers: HeaderMap,
-    body: HttpBody,
+    body: (HttpBody, BodyDeadline),
 ) -> Result<(), HttpError> {
     // Step 3: the session id, then the body: JSON, one message.
     let sid = session_param(&uri)?;

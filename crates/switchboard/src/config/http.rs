@@ -36,6 +36,10 @@ pub struct HttpConfig {
     /// connection is closed without an answer (a slowloris client). Also how long an idle
     /// keep-alive connection is kept waiting for its next request.
     pub header_read_timeout: NonZeroDuration,
+    /// How long a POST body may take to arrive in full, counted from the end of its head; then
+    /// the request gets 408 with a JSON-RPC error and the connection is closed (a client that
+    /// sends its body a byte at a time).
+    pub body_read_timeout: NonZeroDuration,
     /// Events queued per open stream connection; when full, the connection catches up from the
     /// event log instead of losing events.
     pub connection_queue: NonZeroUsize,
@@ -67,6 +71,7 @@ impl Default for HttpConfig {
             max_body: size(node.max_body_bytes),
             max_request_head: size(node.max_request_head_bytes),
             header_read_timeout: positive(node.header_read_timeout),
+            body_read_timeout: positive(node.body_read_timeout),
             connection_queue: count(node.connection_queue),
             retry_after: Duration::from_secs(node.retry_after_secs),
             keepalive_interval: positive(node.keepalive_interval),

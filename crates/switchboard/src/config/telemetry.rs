@@ -81,9 +81,10 @@ impl OtelConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
-    /// A listener of its own for `/metrics` (`0.0.0.0:9090`), which then leaves the public
-    /// listener. Empty: `/metrics` is served beside the MCP endpoint on `http.listen`, readable
-    /// by whoever reaches that port.
+    /// A listener of its own for `/metrics` and `/upstreamz` (`0.0.0.0:9090`), which then leave
+    /// the public listener (404 there). Empty: both are served beside the MCP endpoint on
+    /// `http.listen`, readable by whoever reaches that port, without a token even when
+    /// authorization is on.
     pub listen: String,
     /// Distinct tool names labelled in `switchboard_tool_calls_total` before the rest share
     /// `tool="other"` (label cardinality stays bounded whatever clients call).

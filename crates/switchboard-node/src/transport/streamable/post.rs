@@ -3,10 +3,11 @@
 //! Order of checks: a body that declares more than `http.max_body` (413, the edge's layer 1) →
 //! Content-Type (415) → Accept (406; which answer forms it allows, see
 //! [`crate::edge::header_checks`]; both in the edge's layer 5) → a body that turns out longer
-//! (413) → JSON-RPC parse (400) → era: no `Mcp-Session-Id` and a 2026-07-28 revision → the
-//! stateless path ([`crate::transport::stateless`]) → `initialize` (no session needed) → session
-//! id (400/404) → `MCP-Protocol-Version` (400) → session load and admission, one store round
-//! trip → [`start_call`] (initialized, progress token, duplicate id running here, C22) → answer.
+//! (413) or is not in within `http.body_read_timeout` of its head (408) → JSON-RPC parse (400)
+//! → era: no `Mcp-Session-Id` and a 2026-07-28 revision → the stateless path
+//! ([`crate::transport::stateless`]) → `initialize` (no session needed) → session id (400/404)
+//! → `MCP-Protocol-Version` (400) → session load and admission, one store round trip →
+//! [`start_call`] (initialized, progress token, duplicate id running here, C22) → answer.
 //! A request whose answer streams registers in flight before its first event (one more round
 //! trip, paid only by requests that do not answer at once).
 //! Source: MCP 2025-11-25, basic/transports, Sending Messages to the Server.
@@ -21,6 +22,7 @@ use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
 use switchboard_store::{SessionRecord, SessionUpdate};
 use tracing::{Instrument, Span};
 
+use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
@@ -37,10 +39,11 @@ use switchboard_telemetry::trace::logged_session;
 pub async fn on_post(
     State(app): State<App>,
     Extension(answers): Extension<Answers>,
+    Extension(deadline): Extension<BodyDeadline>,
     headers: HeaderMap,
     body: HttpBody,
 ) -> Response {
-    match post(app, headers, answers, body).await {
+    match post(app, headers, answers, (body, deadline)).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -48,12 +51,14 @@ pub async fn on_post(
 
 /// Reads a POSTed body and parses its JSON-RPC (400 with -32700 or -32600). Shared by this
 /// endpoint and the legacy transport's message endpoint. The edge limits the body
-/// (`crate::app`, layer 1): a body that declares more gets 413 before it is read, and one that
-/// turns out longer while it is read fails here with 413 too.
-pub(crate) async fn read_body(app: &App, body: HttpBody) -> Result<Body, HttpError> {
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .map_err(|_| HttpError::PayloadTooLarge(app.cfg.max_body_bytes))?;
+/// (`crate::app`, layer 1): a body that declares more gets 413 before it is read, one that
+/// turns out longer while it is read fails here with 413 too, and one not in by `deadline`
+/// (`http.body_read_timeout` after its head) with 408 ([`crate::edge::body`]).
+pub(crate) async fn read_body(
+    app: &App,
+    (body, deadline): (HttpBody, BodyDeadline),
+) -> Result<Body, HttpError> {
+    let bytes = crate::edge::body::collect(body, deadline, app.cfg.max_body_bytes).await?;
     Body::parse(&bytes).map_err(|e| match (e.code(), e.id()) {
         (codes::PARSE_ERROR, _) => HttpError::Parse(e.message().to_owned()),
         (_, Some(id)) => HttpError::InvalidMessage {
@@ -68,7 +73,7 @@ async fn post(
     app: App,
     headers: HeaderMap,
     answers: Answers,
-    body: HttpBody,
+    body: (HttpBody, BodyDeadline),
 ) -> Result<Response, HttpError> {
     let parsed = read_body(&app, body).await?;
     if crate::edge::header_checks::is_modern(&headers, &parsed) {
