@@ -328,7 +328,17 @@ async fn rmcp_sampling_call_on_a_answer_posted_to_b() {
         "prompts the handler saw"
     );
 
-    let log = router.log();
+    // B publishes the answer before it sends its 202, so the call's result can reach the client
+    // through A before the router has seen B's reply: wait for that reply, bounded.
+    let log = eventually("B's reply to the answer POST", T, || async {
+        let log = router.log();
+        let answered = log
+            .iter()
+            .filter(|r| r.request.is_rpc("response"))
+            .all(|r| r.outcome.is_some());
+        answered.then_some(log)
+    })
+    .await;
     let call = log
         .iter()
         .find(|r| r.request.is_call_of("sample"))
