@@ -106,7 +106,8 @@ pub fn get_headers(sid: &str, last: Option<&str>) -> Vec<(&'static str, String)>
     h
 }
 
-fn row(name: impl Into<String>, target: Target, bytes: Vec<u8>, want: Want) -> Row {
+/// A row sent in one write.
+pub fn row(name: impl Into<String>, target: Target, bytes: Vec<u8>, want: Want) -> Row {
     Row {
         name: name.into(),
         target,

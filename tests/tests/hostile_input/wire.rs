@@ -3,20 +3,10 @@
 
 use serde_json::{json, Value};
 
-use super::rows::{get_headers, http, post_headers, Ctx, Row, Target, Want};
+use super::rows::{get_headers, http, post_headers, row, Ctx, Row, Target, Want};
 
 const INVALID: i64 = -32600;
 const NOT_FOUND: i64 = -32001;
-
-fn row(name: impl Into<String>, target: Target, bytes: Vec<u8>, want: Want) -> Row {
-    Row {
-        name: name.into(),
-        target,
-        bytes,
-        one_byte: false,
-        want,
-    }
-}
 
 const LIST: &str = r#"{"jsonrpc":"2.0","id":30,"method":"tools/list"}"#;
 
