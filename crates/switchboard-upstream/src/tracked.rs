@@ -328,7 +328,7 @@ mod tests {
         RequestContext {
             session_id: "s".into(),
             revision: switchboard_protocol::Revision::LATEST,
-            client_capabilities: json!({}),
+            client_capabilities: std::sync::Arc::new(json!({})),
             progress_token: None,
             cancel: CancellationToken::new(),
             peer: Arc::new(Silent),

@@ -191,8 +191,9 @@ pub struct RequestContext {
     pub session_id: String,
     /// The session's negotiated revision.
     pub revision: Revision,
-    /// The client's declared capabilities (from `initialize`).
-    pub client_capabilities: Value,
+    /// The client's declared capabilities (from `initialize`), shared by the request's
+    /// context and its peer, not copied per request.
+    pub client_capabilities: Arc<Value>,
     /// `params._meta.progressToken` of the request, if any.
     pub progress_token: Option<Value>,
     /// Fires when the client cancels the request or the session ends.

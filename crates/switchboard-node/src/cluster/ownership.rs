@@ -157,7 +157,7 @@ impl Placement for NodePlacement {
             params: params.clone(),
             context: ForwardContext {
                 revision: ctx.revision.as_str().to_owned(),
-                capabilities: ctx.client_capabilities.clone(),
+                capabilities: (*ctx.client_capabilities).clone(),
                 progress_token: ctx.progress_token.clone(),
                 no_requests: ctx.peer.refuses_requests(),
             },

@@ -183,6 +183,17 @@ pub enum Answers {
 impl Answers {
     /// The forms `h`'s `Accept` allows on a POST; 406 when it allows neither.
     pub fn of_post(h: &HeaderMap) -> Result<Answers, HttpError> {
+        // What the SDKs send, in either order, decided without parsing media ranges (the
+        // same answer `accepts` gives for it).
+        let mut values = h.get_all(header::ACCEPT).iter();
+        if let (Some(v), None) = (values.next(), values.next()) {
+            if matches!(
+                v.as_bytes(),
+                b"application/json, text/event-stream" | b"text/event-stream, application/json"
+            ) {
+                return Ok(Answers::Either);
+            }
+        }
         let json = accepts(h, headers::APPLICATION_JSON);
         let sse = accepts(h, headers::TEXT_EVENT_STREAM);
         match (json, sse) {

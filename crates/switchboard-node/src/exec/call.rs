@@ -48,7 +48,7 @@ pub struct Job {
     /// Node state.
     pub app: App,
     /// The session as loaded by `begin`.
-    pub session: SessionRecord,
+    pub session: Arc<SessionRecord>,
     /// The client's request id.
     pub id: RequestId,
     /// The method.
@@ -213,7 +213,7 @@ fn context(
     cancel: CancellationToken,
     ending: &Arc<OnceLock<String>>,
 ) -> RequestContext {
-    let capabilities = job.session.client_capabilities().clone();
+    let capabilities = Arc::new(job.session.client_capabilities().clone());
     let peer = NodePeer {
         app: job.app.clone(),
         sid: job.session.id.clone(),
@@ -286,7 +286,7 @@ pub(crate) enum Started {
 /// A request running in its own task, and how its answer comes back.
 pub(crate) struct Running {
     /// The session as loaded when the request was registered.
-    pub record: SessionRecord,
+    pub record: Arc<SessionRecord>,
     /// The request's answer channel (the POST side registers it once the answer streams).
     pub response: Arc<ResponseStream>,
     /// The transport's end of the answer.
@@ -374,7 +374,7 @@ pub(crate) async fn start_call(
 }
 
 /// A started request: the session as loaded, its answer channel, the transport's end.
-type Channel = (SessionRecord, Arc<ResponseStream>, Answer);
+type Channel = (Arc<SessionRecord>, Arc<ResponseStream>, Answer);
 
 /// A POST's answer channel, not registered in flight yet (the POST side registers it once its
 /// answer streams), and its SSE connection in the hub.
@@ -412,7 +412,7 @@ fn post_channel(
         holder,
         conn,
     };
-    (record.clone(), Arc::new(response), answer)
+    (Arc::new(record.clone()), Arc::new(response), answer)
 }
 
 /// A batch's or the standalone stream's answer channel, registered in flight with the request's
@@ -447,10 +447,10 @@ async fn register(
     };
     Ok(Ok(if to == AnswerTo::Batch {
         let (rs, first) = ResponseStream::for_batch(app.clone(), sid, inflight);
-        (record, Arc::new(rs), Answer::Batch(first))
+        (Arc::new(record), Arc::new(rs), Answer::Batch(first))
     } else {
         let rs = ResponseStream::for_standalone(app.clone(), sid, inflight);
-        (record, Arc::new(rs), Answer::Standalone)
+        (Arc::new(record), Arc::new(rs), Answer::Standalone)
     }))
 }
 

@@ -67,7 +67,7 @@ impl Route {
 pub struct NodePeer {
     pub(crate) app: App,
     pub(crate) sid: String,
-    pub(crate) capabilities: Value,
+    pub(crate) capabilities: Arc<Value>,
     pub(crate) log_level: Option<String>,
     pub(crate) route: Route,
     pub(crate) cancel: CancellationToken,

@@ -7,7 +7,7 @@
 //!   (`notifications/cancelled`, the end of its session, a closed 2026-07-28 stream) without
 //!   dropping its upstream call mid-way: the one rule every transport's call runs under.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::Mutex;
 
 use serde_json::Value;

@@ -407,11 +407,12 @@ impl SessionHandle for NodeSession {
         let peer = NodePeer {
             app: self.app.clone(),
             sid: sid.clone(),
-            capabilities: self
-                .initialize_params()
-                .get("capabilities")
-                .cloned()
-                .unwrap_or_default(),
+            capabilities: Arc::new(
+                self.initialize_params()
+                    .get("capabilities")
+                    .cloned()
+                    .unwrap_or_default(),
+            ),
             log_level: self.log_level.clone(),
             route: Route::Standalone { sid: sid.clone() },
             // Ends with the session on this node (the dispatcher ends its calls).

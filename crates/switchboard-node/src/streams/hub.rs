@@ -5,7 +5,7 @@
 //! when it is full the event is not dropped from the client's view: the connection is flagged as
 //! lagged and re-reads the stream's event log from its last delivered position.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -119,7 +119,7 @@ impl Hub {
     /// A hub whose connections queue at most `queue` events each.
     pub fn new(queue: usize) -> Hub {
         Hub {
-            conns: Arc::new(Mutex::new(HashMap::new())),
+            conns: Arc::new(Mutex::new(HashMap::default())),
             queue: queue.max(1),
         }
     }

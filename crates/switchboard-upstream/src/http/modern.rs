@@ -225,7 +225,7 @@ impl ModernHttpUpstream {
             );
         // Extensions are the node's own business (it serves the tasks extension itself): the
         // upstream sees the client's core capabilities only.
-        let mut capabilities = ctx.client_capabilities.clone();
+        let mut capabilities = (*ctx.client_capabilities).clone();
         if let Some(caps) = capabilities.as_object_mut() {
             caps.remove("extensions");
         }

@@ -164,7 +164,7 @@ async fn run_member(
     let peer = NodePeer {
         app: app.clone(),
         sid: inc.sid.clone(),
-        capabilities: capabilities.clone(),
+        capabilities: Arc::new(capabilities.clone()),
         log_level: record.log_level.clone(),
         route: Route::Remote {
             origin: inc.origin.clone(),
@@ -176,7 +176,7 @@ async fn run_member(
     let ctx = RequestContext {
         session_id: inc.sid.clone(),
         revision: Revision::parse(&context.revision).unwrap_or(Revision::LATEST),
-        client_capabilities: capabilities,
+        client_capabilities: Arc::new(capabilities),
         progress_token: context.progress_token.clone().filter(|t| !t.is_null()),
         cancel: cancel.clone(),
         peer: Arc::new(peer),

@@ -97,7 +97,7 @@ fn ctx(
     RequestContext {
         session_id: record.id.clone(),
         revision: Revision::LATEST,
-        client_capabilities: json!({}),
+        client_capabilities: std::sync::Arc::new(json!({})),
         progress_token: token,
         cancel,
         peer,

@@ -77,7 +77,7 @@ pub fn spawn(
     let ctx = RequestContext {
         session_id: sid.clone(),
         revision: Revision::LATEST,
-        client_capabilities: checked.capabilities,
+        client_capabilities: Arc::new(checked.capabilities),
         progress_token: raw.pointer("/params/_meta/progressToken").cloned(),
         cancel: cancel.clone(),
         peer: peer.clone(),

@@ -95,7 +95,7 @@ async fn fetch(app: &App) {
         let ctx = RequestContext {
             session_id: sid.clone(),
             revision: Revision::LATEST,
-            client_capabilities: json!({}),
+            client_capabilities: std::sync::Arc::new(json!({})),
             progress_token: None,
             cancel: CancellationToken::new(),
             peer: Arc::new(Silent),

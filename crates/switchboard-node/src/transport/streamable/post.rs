@@ -83,7 +83,10 @@ async fn post(
             let span = message_span(Some(&headers), message.raw(), &method, None, revision);
             let served =
                 crate::transport::stateless::serve_request(&app, &headers, message, answers);
-            let response = observed(&method, span, served).await;
+            // Boxed, as every branch but a session's single request below: the request
+            // future's size is the largest branch's, and the router moves it whole into its
+            // box once per request.
+            let response = Box::pin(observed(&method, span, served)).await;
             return Ok(response);
         }
     }
@@ -98,10 +101,13 @@ async fn post(
     }
     if let Body::Single(Message::Request { id, method, raw }) = &parsed {
         if method == "initialize" {
-            crate::session::initialize::refuse_live_session(&app, &headers, id).await?;
+            Box::pin(crate::session::initialize::refuse_live_session(
+                &app, &headers, id,
+            ))
+            .await?;
             let span = message_span(Some(&headers), raw, method, None, None);
             let start = crate::session::initialize::start_session(&app, id, raw, answers);
-            return observed(method, span, start).await;
+            return Box::pin(observed(method, span, start)).await;
         }
     }
     if parsed
@@ -127,11 +133,11 @@ async fn post(
             );
             request.instrument(span).await
         }
-        Body::Single(m) => accept_only(app, sid, vec![m], false, &headers).await,
+        Body::Single(m) => Box::pin(accept_only(app, sid, vec![m], false, &headers)).await,
         Body::Batch(msgs) if !msgs.iter().any(Message::is_request) => {
-            accept_only(app, sid, msgs, true, &headers).await
+            Box::pin(accept_only(app, sid, msgs, true, &headers)).await
         }
-        Body::Batch(msgs) => batch(app, sid, msgs, answers, &headers).await,
+        Body::Batch(msgs) => Box::pin(batch(app, sid, msgs, answers, &headers)).await,
     }
 }
 

@@ -102,7 +102,7 @@ impl Conn {
             Ok(Started::Refused(answer)) => self.log(&answer).await,
             Ok(Started::Running(running)) => {
                 if let Some(s) = self.session.as_mut() {
-                    s.record = running.record;
+                    s.record = std::sync::Arc::unwrap_or_clone(running.record);
                 }
                 Step::Continue
             }

@@ -42,7 +42,7 @@ pub(crate) fn ctx() -> RequestContext {
     RequestContext {
         session_id: "s1".into(),
         revision: Revision::LATEST,
-        client_capabilities: json!({}),
+        client_capabilities: std::sync::Arc::new(json!({})),
         progress_token: None,
         cancel: CancellationToken::new(),
         peer: Arc::new(NullPeer),

@@ -134,7 +134,9 @@ pub(super) fn ctx(peer: &Arc<FakePeer>, token: Option<Value>) -> RequestContext 
     RequestContext {
         session_id: "test-session".into(),
         revision: Revision::LATEST,
-        client_capabilities: json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+        client_capabilities: std::sync::Arc::new(
+            json!({"sampling": {}, "elicitation": {}, "roots": {}}),
+        ),
         progress_token: token,
         cancel: CancellationToken::new(),
         peer: peer.clone(),

@@ -113,7 +113,7 @@ fn ctx(session: &Arc<dyn SessionHandle>) -> RequestContext {
     RequestContext {
         session_id: session.session_id().to_owned(),
         revision: switchboard_protocol::Revision::V2025_11_25,
-        client_capabilities: client_params()["capabilities"].clone(),
+        client_capabilities: std::sync::Arc::new(client_params()["capabilities"].clone()),
         progress_token: None,
         cancel: CancellationToken::new(),
         peer: FakePeer::quiet(),

@@ -97,7 +97,7 @@ pub(crate) fn ctx(session: &Arc<LocalSession>, peer: &Arc<FakePeer>) -> RequestC
     RequestContext {
         session_id: crate::SessionHandle::session_id(&**session).to_owned(),
         revision: Revision::V2025_11_25,
-        client_capabilities: client_params()["capabilities"].clone(),
+        client_capabilities: std::sync::Arc::new(client_params()["capabilities"].clone()),
         progress_token: None,
         cancel: CancellationToken::new(),
         peer: peer.clone(),

@@ -154,7 +154,7 @@ fn ctx(sid: &str, peer: &Arc<Peer>) -> RequestContext {
     RequestContext {
         session_id: sid.into(),
         revision: Revision::LATEST,
-        client_capabilities: client_init()["capabilities"].clone(),
+        client_capabilities: std::sync::Arc::new(client_init()["capabilities"].clone()),
         progress_token: None,
         cancel: CancellationToken::new(),
         peer: peer.clone(),
