@@ -378,3 +378,37 @@ pub fn start_agentgateway(
     procs.wait_ready(i, || accepts(addr))?;
     Ok((mcp_url(addr), procs.pid(i)))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agentgateway_config_is_loopback_yaml_with_one_stateful_target() {
+        let yaml = agentgateway_config(8201, 15000, 15020, 15021, "http://127.0.0.1:8101/mcp");
+        let want = format!(
+            "config:
+  enableIpv6: false
+  adminAddr: 127.0.0.1:15000
+  statsAddr: 127.0.0.1:15020
+  readinessAddr: 127.0.0.1:15021
+  session:
+    key: \"{AGW_SESSION_KEY}\"
+binds:
+- port: 8201
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          statefulMode: stateful
+          targets:
+          - name: echo
+            mcp:
+              host: http://127.0.0.1:8101/mcp
+"
+        );
+        assert_eq!(yaml, want);
+        assert_eq!(AGW_SESSION_KEY.len(), 64);
+        assert!(AGW_SESSION_KEY.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
+}
