@@ -30,20 +30,14 @@ fn compare_quick_has_every_scenario_without_errors() {
     }
     let dir = TempDir::new("sb-bench-compare");
     let (md, json) = (dir.path().join("table.md"), dir.path().join("report.json"));
-    let agw = std::env::var_os("AGENTGATEWAY_BIN");
+    let agw = std::env::var_os("AGENTGATEWAY_BIN").filter(|v| !v.is_empty());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard-bench"));
+    cmd.arg("compare");
     if let Some(bin) = &agw {
         cmd.arg("--agentgateway").arg(bin);
     }
     let out = cmd
-        .args([
-            "compare",
-            "--quick",
-            "--duration-secs",
-            "1",
-            "--clients",
-            "16",
-        ])
+        .args(["--quick", "--duration-secs", "1", "--clients", "16"])
         .arg("--switchboard-bin")
         .arg(switchboard_tests::node::binary())
         .arg("--out")
