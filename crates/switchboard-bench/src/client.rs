@@ -204,6 +204,18 @@ impl McpClient {
         Ok(result.unwrap_or(Value::Null))
     }
 
+    /// One JSON-RPC request `method` with `params` (e.g. `tools/list`); its `result`.
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, CallError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let (_, result) = self
+            .target
+            .post(Some(&self.session), &body, Some(id))
+            .await?;
+        Ok(result.unwrap_or(Value::Null))
+    }
+
     /// Ends the session with `DELETE`.
     pub async fn close(self) -> Result<(), CallError> {
         let t = &self.target;

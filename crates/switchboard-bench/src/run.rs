@@ -54,6 +54,15 @@ pub fn count(errors: &mut ErrorCounts, e: &CallError) {
 /// `tools/call` until `duration` has passed. Ends at the latest `duration + request_timeout +
 /// 1 s` after the handshakes (clients still running then are aborted and counted as timeouts).
 pub async fn run_load(cfg: RunConfig) -> Result<RunReport, CallError> {
+    run_load_with(cfg, || ()).await
+}
+
+/// [`run_load`], calling `at_start` once, at the moment every client has finished its handshake
+/// and the measured phase begins (`compare` samples the servers' CPU time there).
+pub async fn run_load_with(
+    cfg: RunConfig,
+    at_start: impl FnOnce(),
+) -> Result<RunReport, CallError> {
     let target = Target::new(cfg.urls.clone(), cfg.clients, cfg.request_timeout)?;
     let barrier = Arc::new(Barrier::new(cfg.clients + 1));
     let args = Arc::new(cfg.args.clone());
@@ -92,6 +101,7 @@ pub async fn run_load(cfg: RunConfig) -> Result<RunReport, CallError> {
     }
     // The clock starts when every client has finished its handshake (or failed it).
     barrier.wait().await;
+    at_start();
     let begin = Instant::now();
     let hard_stop = begin + cfg.duration + cfg.request_timeout + Duration::from_secs(1);
 

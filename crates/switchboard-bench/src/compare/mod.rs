@@ -1,15 +1,20 @@
 //! `compare`: the one command that runs the whole comparison on loopback and prints the
 //! table. It starts the baselines (`serve-axum`, `serve-rmcp`), a private Redis and the
-//! Switchboard nodes of each scenario ([`setup`]), runs the load generator in process
-//! ([`measure`]: each candidate right after its own rmcp run, A B A B, `--rounds` times, at
-//! `--clients` and at 1 client), then `redis-benchmark` ([`redis_bench`]), and prints medians
-//! and ratios ([`table`]). Every process it started is killed by PID when it ends, fails, or
-//! gets Ctrl-C or SIGTERM ([`procs`]).
+//! Switchboard nodes of each scenario ([`setup`]; agentgateway too with `--agentgateway`), runs
+//! the load generator in process ([`measure`]: each candidate right after its own rmcp run, A B
+//! A B, `--rounds` times, at `--clients` and at 1 client, with the servers' CPU time from
+//! `/proc`, [`cpu`]), then `redis-benchmark` ([`redis_bench`]), the sessions phase
+//! ([`sessions`]) and the resume storm ([`storm`]), and prints medians, ratios and the targets
+//! of issues 4 and 17 ([`table`]). Every process it started is killed by PID when it ends,
+//! fails, or gets Ctrl-C or SIGTERM ([`procs`]).
 
+pub mod cpu;
 pub mod measure;
 pub mod procs;
 pub mod redis_bench;
+pub mod sessions;
 pub mod setup;
+pub mod storm;
 pub mod table;
 
 use std::path::PathBuf;
@@ -17,10 +22,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::client::{McpClient, Target};
+use crate::modes::resume::ResumeReport;
 use measure::{Plan, RunRecord};
 use procs::{can_run, Procs};
 use redis_bench::RedisBench;
-use setup::Programs;
+use sessions::{SessionsPhase, SessionsPlan};
+use setup::{Agentgateway, Programs};
+use storm::StormPlan;
 use table::{Row, TargetResult};
 
 /// The options of `compare`.
@@ -54,6 +63,36 @@ pub struct CompareArgs {
     /// The haproxy program, for the stateless-hop reference row (skipped when it cannot be run).
     #[arg(long, default_value = "haproxy")]
     pub haproxy: PathBuf,
+    /// A prebuilt agentgateway binary: adds its rows (in front of the same `serve-rmcp`) and the
+    /// CPU-per-call target against it (skipped without it).
+    #[arg(long)]
+    pub agentgateway: Option<PathBuf>,
+    /// Sessions created per server and round in the sessions phase (default 20000, or 300
+    /// with --quick).
+    #[arg(long)]
+    pub sessions: Option<usize>,
+    /// Handshakes in flight at once in the sessions phase (idle-sessions' default).
+    #[arg(long, default_value_t = 64)]
+    pub session_concurrency: usize,
+    /// Skip the sessions phase (its target is then reported as skipped).
+    #[arg(long)]
+    pub skip_sessions: bool,
+    /// Clients of the resume storm (default 100, or 10 with --quick).
+    #[arg(long)]
+    pub storm_clients: Option<usize>,
+    /// Progress events per storm client (default 10000, or 500 with --quick; at most 20000,
+    /// the storm nodes' log cap).
+    #[arg(long)]
+    pub storm_events: Option<u64>,
+    /// The longest wait for the storm's calls to finish on the server before the resume, in ms.
+    #[arg(long, default_value_t = 300_000)]
+    pub storm_wait_ms: u64,
+    /// Limit on each storm request and on each whole replay, in ms.
+    #[arg(long, default_value_t = 30_000)]
+    pub storm_timeout_ms: u64,
+    /// Skip the resume storm (its targets are then reported as skipped).
+    #[arg(long)]
+    pub skip_storm: bool,
     /// Do not pin processes to cores with taskset.
     #[arg(long)]
     pub no_pin: bool,
@@ -82,7 +121,7 @@ pub struct CompareReport {
     pub switchboard_bin: String,
     /// Medians and ratios.
     pub rows: Vec<Row>,
-    /// The issue's targets.
+    /// The targets of issues 4 and 17.
     pub targets: Vec<TargetResult>,
     /// `redis-benchmark` figures (empty when it was not run).
     pub redis_benchmark: Vec<RedisBench>,
@@ -90,6 +129,18 @@ pub struct CompareReport {
     pub redis_benchmark_skipped: Option<String>,
     /// Why the HAProxy reference row is missing, if it is.
     pub haproxy_skipped: Option<String>,
+    /// The tool name agentgateway listed `echo` under, when it ran.
+    pub agentgateway_tool: Option<String>,
+    /// Why the agentgateway rows are missing, if they are.
+    pub agentgateway_skipped: Option<String>,
+    /// The sessions phase, when it ran.
+    pub sessions: Option<SessionsPhase>,
+    /// Why the sessions phase did not run, if it did not.
+    pub sessions_skipped: Option<String>,
+    /// The resume storm, when it ran to the end.
+    pub storm: Option<ResumeReport>,
+    /// Why the resume storm did not run (skipped) or did not finish (an error), if so.
+    pub storm_skipped: Option<String>,
     /// Every run, in order.
     pub runs: Vec<RunRecord>,
 }
@@ -129,7 +180,17 @@ pub async fn compare(args: CompareArgs) -> Result<(), String> {
         switchboard,
         redis_server: args.redis_server.clone(),
         haproxy: can_run(&args.haproxy).then(|| args.haproxy.clone()),
+        agentgateway: args.agentgateway.clone(),
     };
+    let storm_events = args
+        .storm_events
+        .unwrap_or(if args.quick { 500 } else { 10_000 });
+    if !args.skip_storm && storm_events > setup::STORM_MAX_EVENTS {
+        return Err(format!(
+            "--storm-events {storm_events} is above the storm nodes' log cap ({})",
+            setup::STORM_MAX_EVENTS
+        ));
+    }
     let pin = pin_cores(args.no_pin);
     let dir = std::env::temp_dir().join(format!("sb-compare-{}", std::process::id()));
     let mut procs = Procs::new(dir.clone(), pin)?;
@@ -144,6 +205,56 @@ pub async fn compare(args: CompareArgs) -> Result<(), String> {
         eprintln!("logs of the started processes: {}", dir.display());
     }
     result
+}
+
+/// Starts agentgateway in front of `rmcp`, waits (at most [`procs::READY_LIMIT`]) until an
+/// `initialize` through it answers, finds the name it lists `echo` under with `tools/list`, and
+/// checks that one call of it answers.
+async fn start_agentgateway(
+    procs: &mut Procs,
+    program: &std::path::Path,
+    rmcp: &str,
+    timeout_ms: u64,
+) -> Result<Agentgateway, String> {
+    let (url, pid) = setup::start_agentgateway(procs, program, rmcp)?;
+    let target = Target::new(vec![url.clone()], 1, Duration::from_millis(timeout_ms))
+        .map_err(|e| e.to_string())?;
+    let deadline = std::time::Instant::now() + procs::READY_LIMIT;
+    let mut client = loop {
+        match McpClient::connect(&target).await {
+            Ok(c) => break c,
+            Err(e) if std::time::Instant::now() > deadline => {
+                return Err(format!("no answer to initialize at {url}: {e}"))
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    let listed = client
+        .request("tools/list", serde_json::json!({}))
+        .await
+        .map_err(|e| format!("tools/list: {e}"))?;
+    let tool = pick_echo(&listed)?;
+    client
+        .call_tool(&tool, &serde_json::json!({"text": "x"}))
+        .await
+        .map_err(|e| format!("tools/call {tool}: {e}"))?;
+    let _ = client.close().await;
+    Ok(Agentgateway { url, tool, pid })
+}
+
+/// The name a `tools/list` result gives rmcp's `echo`: `echo`, else the one prefixed with the
+/// target's name (`echo_echo`), else any ending in `echo`.
+fn pick_echo(listed: &serde_json::Value) -> Result<String, String> {
+    let names: Vec<&str> = listed["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    ["echo", "echo_echo"]
+        .into_iter()
+        .find(|n| names.contains(n))
+        .or_else(|| names.iter().copied().find(|n| n.ends_with("echo")))
+        .map(str::to_owned)
+        .ok_or_else(|| format!("no echo tool in tools/list: {names:?}"))
 }
 
 /// Completes on Ctrl-C or SIGTERM, naming it.
@@ -172,7 +283,20 @@ async fn run_all(
     let many = args.clients.max(1);
     let client_counts = if many == 1 { vec![1] } else { vec![many, 1] };
     eprintln!("starting servers (logs in {})", procs.dir().display());
-    let servers = setup::start_all(procs, programs)?;
+    let mut servers = setup::start_all(procs, programs)?;
+    if let Some(program) = &programs.agentgateway {
+        match start_agentgateway(procs, program, &servers.rmcp, args.timeout_ms).await {
+            Ok(a) => {
+                eprintln!("agentgateway at {} lists echo as {:?}", a.url, a.tool);
+                servers.agentgateway = Some(a);
+                servers.agentgateway_skipped = None;
+            }
+            Err(e) => {
+                eprintln!("no agentgateway rows: {e}");
+                servers.agentgateway_skipped = Some(format!("agentgateway did not start: {e}"));
+            }
+        }
+    }
     let plan = Plan {
         client_counts: client_counts.clone(),
         rounds,
@@ -192,8 +316,64 @@ async fn run_all(
         let why = format!("{} cannot be run", args.redis_benchmark.display());
         (Vec::new(), Some(why))
     };
+    let (sessions, sessions_skipped) = if args.skip_sessions {
+        (None, Some("--skip-sessions".to_owned()))
+    } else {
+        let count = args
+            .sessions
+            .unwrap_or(if args.quick { 300 } else { 20_000 });
+        let plan = SessionsPlan {
+            count,
+            concurrency: args.session_concurrency.max(1),
+            rounds,
+            request_timeout: Duration::from_millis(args.timeout_ms),
+        };
+        (Some(sessions::run(&servers, &plan).await?), None)
+    };
+    let (storm, storm_skipped, storm_failed) = if args.skip_storm {
+        (None, Some("--skip-storm".to_owned()), None)
+    } else {
+        let plan = StormPlan {
+            clients: args
+                .storm_clients
+                .unwrap_or(if args.quick { 10 } else { 100 })
+                .max(1),
+            events: args
+                .storm_events
+                .unwrap_or(if args.quick { 500 } else { 10_000 }),
+            wait: Duration::from_millis(args.storm_wait_ms),
+            request_timeout: Duration::from_millis(args.storm_timeout_ms),
+        };
+        let urls = setup::start_storm_nodes(procs, programs, servers.redis)?;
+        eprintln!(
+            "resume storm: {} clients x {} events on {urls:?}",
+            plan.clients, plan.events
+        );
+        match storm::run(urls, servers.redis, &plan).await {
+            Ok(r) => {
+                eprintln!("{}", r.lines());
+                (Some(r), None, None)
+            }
+            Err(e) => {
+                eprintln!("resume storm failed: {e}");
+                let why = format!("the storm did not finish: {e}");
+                (None, Some(why.clone()), Some(why))
+            }
+        }
+    };
     let rows = table::rows(&runs, &client_counts);
-    let targets = table::targets(&rows, many);
+    let mut targets = table::targets(&runs, many, servers.agentgateway_skipped.as_deref());
+    targets.push(sessions::target(
+        sessions.as_ref(),
+        sessions_skipped.as_deref(),
+    ));
+    targets.extend(storm::targets(
+        storm.as_ref(),
+        storm_skipped.as_deref(),
+        storm_failed.as_deref(),
+    ));
+    // One table, issue 4's targets first.
+    targets.sort_by_key(|t| t.issue);
     let report = CompareReport {
         mode: "compare",
         rounds,
@@ -206,6 +386,12 @@ async fn run_all(
         redis_benchmark,
         redis_benchmark_skipped,
         haproxy_skipped: servers.haproxy_skipped.clone(),
+        agentgateway_tool: servers.agentgateway.as_ref().map(|a| a.tool.clone()),
+        agentgateway_skipped: servers.agentgateway_skipped.clone(),
+        sessions,
+        sessions_skipped,
+        storm,
+        storm_skipped,
         runs,
     };
     let md = markdown(&report);
@@ -235,18 +421,37 @@ pub fn markdown(r: &CompareReport) -> String {
          `echo` `{{\"text\":\"x\"}}`; {pinning}; switchboard binary `{}`.\n\n",
         r.rounds, r.duration_secs, r.switchboard_bin
     );
-    md.push_str(&table::markdown_rows(&r.rows, &r.targets));
+    md.push_str(&table::markdown_rows(&r.rows));
+    md.push_str(
+        "\nCPU µs/call: `utime + stime` (`/proc/<pid>/stat`) over the measured phase of each run, \
+         per successful call, median over rounds, of the scenario's own processes (the server; a \
+         node and its Redis; the hop); `+ rmcp`: the rmcp upstream behind a hop, apart.\n",
+    );
     if let Some(why) = &r.haproxy_skipped {
         md.push_str(&format!("\nNo HAProxy reference row: {why}.\n"));
     }
-    md.push_str("\nTargets:\n\n");
-    for t in &r.targets {
-        md.push_str(&format!(
-            "- {} at {} client(s): {}\n",
-            t.scenario.label(),
-            t.clients,
-            t.text()
-        ));
+    match (&r.agentgateway_skipped, &r.agentgateway_tool) {
+        (Some(why), _) => md.push_str(&format!("\nNo agentgateway rows: {why}.\n")),
+        (None, Some(tool)) => md.push_str(&format!(
+            "\nagentgateway (`--agentgateway`) lists rmcp's `echo` as `{tool}`; its load calls that.\n"
+        )),
+        (None, None) => {}
+    }
+    md.push_str(
+        "\nTargets (issue 4's and issue 17's; value = median over rounds; proxy × `serve-forward`: \
+         per round, the proxy's ratio to its rmcp run ÷ `serve-forward`'s ratio to its rmcp run; \
+         CPU: per round, node + Redis µs/call ÷ agentgateway's):\n\n",
+    );
+    md.push_str(&table::markdown_targets(&r.targets));
+    match (&r.sessions, &r.sessions_skipped) {
+        (Some(p), _) => md.push_str(&format!("\n{}", sessions::markdown(p))),
+        (None, Some(why)) => md.push_str(&format!("\nNo sessions phase: {why}.\n")),
+        (None, None) => {}
+    }
+    match (&r.storm, &r.storm_skipped) {
+        (Some(s), _) => md.push_str(&format!("\n{}", storm::markdown(s))),
+        (None, Some(why)) => md.push_str(&format!("\nNo resume storm: {why}.\n")),
+        (None, None) => {}
     }
     md.push_str("\n`redis-benchmark` against the same private Redis (50 connections):\n\n");
     if let Some(why) = &r.redis_benchmark_skipped {
@@ -279,6 +484,12 @@ mod tests {
             redis_benchmark: Vec::new(),
             redis_benchmark_skipped: None,
             haproxy_skipped: Some("haproxy cannot be run".into()),
+            agentgateway_tool: None,
+            agentgateway_skipped: Some("no --agentgateway BIN given".into()),
+            sessions: None,
+            sessions_skipped: Some("--skip-sessions".into()),
+            storm: None,
+            storm_skipped: Some("--skip-storm".into()),
             runs: Vec::new(),
         };
         let md = markdown(&report);
@@ -286,10 +497,32 @@ mod tests {
             md.contains("No HAProxy reference row: haproxy cannot be run."),
             "{md}"
         );
+        assert!(md.contains("No agentgateway rows: no --agentgateway BIN given."));
+        assert!(md.contains("No sessions phase: --skip-sessions."));
+        assert!(md.contains("No resume storm: --skip-storm."));
         let shown = CompareReport {
             haproxy_skipped: None,
             ..report
         };
         assert!(!markdown(&shown).contains("No HAProxy"));
+    }
+
+    #[test]
+    fn the_echo_tool_is_found_under_its_listed_name() {
+        let list = |names: &[&str]| {
+            let tools: Vec<_> = names
+                .iter()
+                .map(|n| serde_json::json!({"name": n}))
+                .collect();
+            serde_json::json!({ "tools": tools })
+        };
+        assert_eq!(pick_echo(&list(&["echo"])).unwrap(), "echo");
+        assert_eq!(
+            pick_echo(&list(&["other", "echo_echo"])).unwrap(),
+            "echo_echo"
+        );
+        assert_eq!(pick_echo(&list(&["rmcp_echo"])).unwrap(), "rmcp_echo");
+        assert!(pick_echo(&list(&["add"])).is_err());
+        assert!(pick_echo(&serde_json::json!({})).is_err());
     }
 }

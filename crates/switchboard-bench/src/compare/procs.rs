@@ -90,6 +90,11 @@ impl Procs {
         Ok(self.procs.len() - 1)
     }
 
+    /// The PID of process `i` (under `taskset`, the program's own: taskset execs it).
+    pub fn pid(&self, i: usize) -> u32 {
+        self.procs[i].child.id()
+    }
+
     /// The last `lines` lines of process `i`'s log.
     pub fn log_tail(&self, i: usize, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.procs[i].log).unwrap_or_default();

@@ -29,6 +29,47 @@ pub struct Servers {
     pub forward: String,
     /// The private Redis.
     pub redis: SocketAddr,
+    /// agentgateway in front of the `serve-rmcp` server, with `--agentgateway`.
+    pub agentgateway: Option<Agentgateway>,
+    /// Why there is no agentgateway (no `--agentgateway`, or it did not start).
+    pub agentgateway_skipped: Option<String>,
+    /// The PIDs of the servers, for their CPU time.
+    pub pids: Pids,
+}
+
+/// agentgateway, started in front of the `serve-rmcp` server.
+#[derive(Debug, Clone)]
+pub struct Agentgateway {
+    /// Its MCP URL.
+    pub url: String,
+    /// The name it lists the upstream's `echo` tool under (`echo`, or prefixed with the
+    /// target's name, `echo_echo`), found by `tools/list`.
+    pub tool: String,
+    /// Its PID.
+    pub pid: u32,
+}
+
+/// The PIDs of the started servers.
+#[derive(Debug, Clone, Default)]
+pub struct Pids {
+    /// `serve-axum`.
+    pub axum: u32,
+    /// `serve-rmcp`.
+    pub rmcp: u32,
+    /// `serve-forward`.
+    pub forward: u32,
+    /// The private Redis.
+    pub redis: u32,
+    /// The memory-store node.
+    pub memory: u32,
+    /// The one Redis node.
+    pub redis1: u32,
+    /// The three Redis nodes.
+    pub redis3: Vec<u32>,
+    /// The proxy node.
+    pub proxy: u32,
+    /// HAProxy, when it started.
+    pub haproxy: Option<u32>,
 }
 
 /// The programs to start.
@@ -42,6 +83,8 @@ pub struct Programs {
     pub redis_server: PathBuf,
     /// `haproxy`, when it can be run (the stateless-hop reference row is skipped otherwise).
     pub haproxy: Option<PathBuf>,
+    /// A prebuilt `agentgateway`, when one was given (its rows are skipped otherwise).
+    pub agentgateway: Option<PathBuf>,
 }
 
 /// The default `switchboard` binary: `$SWITCHBOARD_BIN`, else `release/switchboard` under
@@ -87,17 +130,17 @@ fn start_baseline(
     bench: &Path,
     mode: &str,
     extra: &[String],
-) -> Result<SocketAddr, String> {
+) -> Result<(SocketAddr, u32), String> {
     let addr = loopback(free_port()?);
     let mut args = vec![mode.to_owned(), "--listen".into(), addr.to_string()];
     args.extend_from_slice(extra);
     let i = procs.spawn(mode, bench, &args)?;
     procs.wait_ready(i, || accepts(addr))?;
-    Ok(addr)
+    Ok((addr, procs.pid(i)))
 }
 
 /// Starts `redis-server` on a free port, no persistence, and waits for `PING`.
-fn start_redis(procs: &mut Procs, program: &Path) -> Result<SocketAddr, String> {
+fn start_redis(procs: &mut Procs, program: &Path) -> Result<(SocketAddr, u32), String> {
     let addr = loopback(free_port()?);
     let dir = procs.dir().display().to_string();
     let args: Vec<String> = [
@@ -119,17 +162,19 @@ fn start_redis(procs: &mut Procs, program: &Path) -> Result<SocketAddr, String> 
     procs.wait_ready(i, || {
         redis_command(addr, &["PING"]).is_ok_and(|r| r == "PONG")
     })?;
-    Ok(addr)
+    Ok((addr, procs.pid(i)))
 }
 
-/// Starts one `switchboard serve` node (log level `warn`) and waits for `GET /readyz` 200.
+/// Starts one `switchboard serve` node (log level `warn`, then `extra` arguments) and waits
+/// for `GET /readyz` 200; its URL and PID.
 fn start_node(
     procs: &mut Procs,
     bin: &Path,
     id: &str,
     redis: Option<SocketAddr>,
     config: Option<&Path>,
-) -> Result<String, String> {
+    extra: &[String],
+) -> Result<(String, u32), String> {
     let addr = loopback(free_port()?);
     let mut args: Vec<String> = vec!["serve".into(), "--listen".into(), addr.to_string()];
     args.extend([
@@ -144,9 +189,10 @@ fn start_node(
     if let Some(c) = config {
         args.extend(["--config".into(), c.display().to_string()]);
     }
+    args.extend_from_slice(extra);
     let i = procs.spawn(&format!("node-{id}"), bin, &args)?;
     procs.wait_ready(i, || http_get_status(addr, "/readyz") == Some(200))?;
-    Ok(mcp_url(addr))
+    Ok((mcp_url(addr), procs.pid(i)))
 }
 
 /// A config file whose only upstream is the Streamable HTTP server at `url`, its tools
@@ -166,7 +212,7 @@ fn start_haproxy(
     procs: &mut Procs,
     program: &Path,
     backend: SocketAddr,
-) -> Result<SocketAddr, String> {
+) -> Result<(SocketAddr, u32), String> {
     let addr = loopback(free_port()?);
     let path = procs.dir().join("haproxy.cfg");
     let text = format!(
@@ -180,7 +226,7 @@ fn start_haproxy(
     let args = vec!["-db".into(), "-f".into(), path.display().to_string()];
     let i = procs.spawn("haproxy", program, &args)?;
     procs.wait_ready(i, || accepts(addr))?;
-    Ok(addr)
+    Ok((addr, procs.pid(i)))
 }
 
 /// Tries `start` up to 3 times (attempt 0, 1, 2): a free port found by binding port 0 may be
@@ -201,34 +247,38 @@ fn retry<T>(mut start: impl FnMut(usize) -> Result<T, String>) -> Result<T, Stri
 /// front of it, and HAProxy in front of it (when there is a `haproxy`).
 pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, String> {
     let bench = &programs.bench;
-    let axum = retry(|_| start_baseline(procs, bench, "serve-axum", &[]))?;
-    let rmcp = retry(|_| start_baseline(procs, bench, "serve-rmcp", &[]))?;
+    let (axum, axum_pid) = retry(|_| start_baseline(procs, bench, "serve-axum", &[]))?;
+    let (rmcp, rmcp_pid) = retry(|_| start_baseline(procs, bench, "serve-rmcp", &[]))?;
     let upstream = ["--upstream".to_owned(), mcp_url(rmcp)];
-    let forward = retry(|_| start_baseline(procs, bench, "serve-forward", &upstream))?;
-    let redis = retry(|_| start_redis(procs, &programs.redis_server))?;
+    let (forward, forward_pid) =
+        retry(|_| start_baseline(procs, bench, "serve-forward", &upstream))?;
+    let (redis, redis_pid) = retry(|_| start_redis(procs, &programs.redis_server))?;
     let sb = &programs.switchboard;
     let config = proxy_config(procs.dir(), &mcp_url(rmcp))?;
     // A retried node gets a fresh id: the failed one may have registered it.
     let mut node = |id: &str, redis: Option<SocketAddr>, config: Option<&Path>| {
-        retry(|a| start_node(procs, sb, &format!("{id}-{a}"), redis, config))
+        retry(|a| start_node(procs, sb, &format!("{id}-{a}"), redis, config, &[]))
     };
-    let memory = node("mem", None, None)?;
-    let redis1 = node("r1", Some(redis), None)?;
-    let mut redis3 = Vec::new();
+    let (memory, memory_pid) = node("mem", None, None)?;
+    let (redis1, redis1_pid) = node("r1", Some(redis), None)?;
+    let (mut redis3, mut redis3_pids) = (Vec::new(), Vec::new());
     for id in ["c1", "c2", "c3"] {
-        redis3.push(node(id, Some(redis), None)?);
+        let (url, pid) = node(id, Some(redis), None)?;
+        redis3.push(url);
+        redis3_pids.push(pid);
     }
-    let proxy = node("proxy", Some(redis), Some(&config))?;
+    let (proxy, proxy_pid) = node("proxy", Some(redis), Some(&config))?;
     // The reference row is optional: without HAProxy the comparison still runs.
-    let (haproxy, haproxy_skipped) = match &programs.haproxy {
+    let (haproxy, haproxy_pid, haproxy_skipped) = match &programs.haproxy {
         Some(program) => match retry(|_| start_haproxy(procs, program, rmcp)) {
-            Ok(addr) => (Some(mcp_url(addr)), None),
+            Ok((addr, pid)) => (Some(mcp_url(addr)), Some(pid), None),
             Err(e) => {
                 eprintln!("no HAProxy reference row: {e}");
-                (None, Some(format!("HAProxy did not start: {e}")))
+                (None, None, Some(format!("HAProxy did not start: {e}")))
             }
         },
         None => (
+            None,
             None,
             Some("haproxy cannot be run (install it, or pass --haproxy PATH)".into()),
         ),
@@ -244,5 +294,121 @@ pub fn start_all(procs: &mut Procs, programs: &Programs) -> Result<Servers, Stri
         haproxy_skipped,
         forward: mcp_url(forward),
         redis,
+        agentgateway: None,
+        agentgateway_skipped: Some(
+            "no --agentgateway BIN given (a prebuilt agentgateway binary)".into(),
+        ),
+        pids: Pids {
+            axum: axum_pid,
+            rmcp: rmcp_pid,
+            forward: forward_pid,
+            redis: redis_pid,
+            memory: memory_pid,
+            redis1: redis1_pid,
+            redis3: redis3_pids,
+            proxy: proxy_pid,
+            haproxy: haproxy_pid,
+        },
     })
+}
+
+/// The log cap of the resume-storm nodes: room for the storm's 10,000 events per stream.
+pub const STORM_MAX_EVENTS: u64 = 20_000;
+
+/// Starts the two nodes of the resume storm on the private Redis, each with
+/// `--set session.max_events_per_stream=20000`; their URLs.
+pub fn start_storm_nodes(
+    procs: &mut Procs,
+    programs: &Programs,
+    redis: SocketAddr,
+) -> Result<Vec<String>, String> {
+    let set = [
+        "--set".to_owned(),
+        format!("session.max_events_per_stream={STORM_MAX_EVENTS}"),
+    ];
+    let mut urls = Vec::new();
+    for id in ["storm-a", "storm-b"] {
+        let sb = &programs.switchboard;
+        let (url, _) =
+            retry(|a| start_node(procs, sb, &format!("{id}-{a}"), Some(redis), None, &set))?;
+        urls.push(url);
+    }
+    Ok(urls)
+}
+
+/// The session key agentgateway encrypts its `Mcp-Session-Id`s with (AES-256-GCM, 64 hex
+/// digits): a fixed one, as the measurement in the project's notes used.
+const AGW_SESSION_KEY: &str = "5c1e0f4a9b3d7e21c8a6f0b2d4e6a8c0123456789abcdef0fedcba9876543210";
+
+/// agentgateway's YAML config: every address on loopback, IPv6 off, a fixed session key, and
+/// one listener on `port` routing to one stateful MCP target `echo` at `upstream`.
+pub fn agentgateway_config(
+    port: u16,
+    admin: u16,
+    stats: u16,
+    ready: u16,
+    upstream: &str,
+) -> String {
+    format!(
+        "config:\n  enableIpv6: false\n  adminAddr: 127.0.0.1:{admin}\n  \
+         statsAddr: 127.0.0.1:{stats}\n  readinessAddr: 127.0.0.1:{ready}\n  \
+         session:\n    key: \"{AGW_SESSION_KEY}\"\n\
+         binds:\n- port: {port}\n  listeners:\n  - routes:\n    - backends:\n      - mcp:\n          \
+         statefulMode: stateful\n          targets:\n          - name: echo\n            mcp:\n              \
+         host: {upstream}\n"
+    )
+}
+
+/// Starts `agentgateway -f <config>` in front of `upstream` (the `serve-rmcp` URL) on free
+/// loopback ports and waits until its port accepts; its URL and PID. (Whether it answers an
+/// `initialize`, and under which name it lists `echo`, is checked by
+/// [`super::probe_agentgateway`].)
+pub fn start_agentgateway(
+    procs: &mut Procs,
+    program: &Path,
+    upstream: &str,
+) -> Result<(String, u32), String> {
+    let addr = loopback(free_port()?);
+    let (admin, stats, ready) = (free_port()?, free_port()?, free_port()?);
+    let path = procs.dir().join("agentgateway.yaml");
+    let text = agentgateway_config(addr.port(), admin, stats, ready, upstream);
+    std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+    let args = vec!["-f".into(), path.display().to_string()];
+    let i = procs.spawn("agentgateway", program, &args)?;
+    procs.wait_ready(i, || accepts(addr))?;
+    Ok((mcp_url(addr), procs.pid(i)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agentgateway_config_is_loopback_yaml_with_one_stateful_target() {
+        let yaml = agentgateway_config(8201, 15000, 15020, 15021, "http://127.0.0.1:8101/mcp");
+        let want = format!(
+            "config:
+  enableIpv6: false
+  adminAddr: 127.0.0.1:15000
+  statsAddr: 127.0.0.1:15020
+  readinessAddr: 127.0.0.1:15021
+  session:
+    key: \"{AGW_SESSION_KEY}\"
+binds:
+- port: 8201
+  listeners:
+  - routes:
+    - backends:
+      - mcp:
+          statefulMode: stateful
+          targets:
+          - name: echo
+            mcp:
+              host: http://127.0.0.1:8101/mcp
+"
+        );
+        assert_eq!(yaml, want);
+        assert_eq!(AGW_SESSION_KEY.len(), 64);
+        assert!(AGW_SESSION_KEY.bytes().all(|b| b.is_ascii_hexdigit()));
+    }
 }

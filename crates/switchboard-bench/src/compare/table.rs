@@ -44,49 +44,153 @@ pub struct Row {
     pub p99_vs_rmcp: f64,
     /// Median req/s ÷ the axum baseline's median req/s at the same client count.
     pub rps_vs_axum: f64,
+    /// Median over its runs of the CPU time of its own server processes (the server; a node
+    /// and its Redis; a hop) per successful call, in µs (`None` when `/proc` was unreadable).
+    pub cpu_us_per_call: Option<f64>,
+    /// The same for the rmcp upstream behind a proxy scenario (`None` for the others).
+    pub upstream_cpu_us_per_call: Option<f64>,
 }
 
-/// Which ratio a target bounds.
-#[derive(Debug, Clone, Copy, Serialize)]
+/// How a target's value is checked.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Metric {
-    /// `rps_vs_rmcp`, at least the bound.
-    RpsAtLeast,
-    /// `p50_vs_rmcp`, at most the bound.
-    P50AtMost,
-    /// `p99_vs_rmcp`, at most the bound.
-    P99AtMost,
+pub enum Check {
+    /// The value must be at least the bound.
+    AtLeast,
+    /// The value must be above 0 and at most the bound.
+    AtMost,
+    /// A yes/no property (value 1 for yes): FAIL, not MISS, when it does not hold.
+    Holds,
 }
 
-/// One target of issue 4 and whether the run met it.
+/// The verdict on one target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Verdict {
+    /// Met.
+    Pass,
+    /// Measured and not met.
+    Miss,
+    /// A property that must hold did not (exactly once, in order).
+    Fail,
+    /// Not measured (its scenario was not run; the reason is in `note`).
+    Skipped,
+}
+
+/// One target of an issue (4 or 17) and whether the run met it.
 #[derive(Debug, Clone, Serialize)]
 pub struct TargetResult {
-    /// The scenario it is about.
-    pub scenario: Scenario,
-    /// At how many clients.
-    pub clients: usize,
-    /// The ratio it bounds.
-    pub metric: Metric,
-    /// The bound.
+    /// The issue that set it.
+    pub issue: u32,
+    /// What is measured, e.g. `switchboard 1 node, Redis: req/s × rmcp, 64 clients`.
+    pub what: String,
+    /// The scenario it is about, when it is about one row of the table.
+    pub scenario: Option<Scenario>,
+    /// At how many clients, when that applies.
+    pub clients: Option<usize>,
+    /// How `value` is checked against `bound`.
+    pub check: Check,
+    /// The bound (`×` for ratios, ms for the resume storm's times).
     pub bound: f64,
-    /// The measured ratio.
-    pub ratio: f64,
-    /// Met?
-    pub pass: bool,
+    /// The measured value: the median over `rounds` (`None` when skipped).
+    pub value: Option<f64>,
+    /// The value of each round, in round order.
+    pub rounds: Vec<f64>,
+    /// PASS, MISS, FAIL or SKIPPED.
+    pub verdict: Verdict,
+    /// Why it was skipped, or what it was measured at.
+    pub note: Option<String>,
 }
 
 impl TargetResult {
-    /// Short text, e.g. `req/s ≥ 1.0× rmcp: PASS (1.23)`.
-    pub fn text(&self) -> String {
-        let what = match self.metric {
-            Metric::RpsAtLeast => "req/s ≥",
-            Metric::P50AtMost => "p50 ≤",
-            Metric::P99AtMost => "p99 ≤",
+    /// A target whose value is the median of `rounds` (skipped with `why` when there are none).
+    pub fn new(
+        issue: u32,
+        what: String,
+        check: Check,
+        bound: f64,
+        rounds: Vec<f64>,
+        why_skipped: Option<String>,
+    ) -> TargetResult {
+        let value = (!rounds.is_empty()).then(|| median(rounds.clone()));
+        let verdict = match (value, check) {
+            (None, _) => Verdict::Skipped,
+            (Some(v), Check::AtLeast) if v >= bound => Verdict::Pass,
+            (Some(v), Check::AtMost) if v > 0.0 && v <= bound => Verdict::Pass,
+            (Some(v), Check::Holds) if v >= 1.0 => Verdict::Pass,
+            (Some(_), Check::Holds) => Verdict::Fail,
+            (Some(_), _) => Verdict::Miss,
         };
-        let verdict = if self.pass { "PASS" } else { "MISS" };
+        let note = match verdict {
+            Verdict::Skipped => why_skipped.or_else(|| Some("not measured".into())),
+            _ => None,
+        };
+        TargetResult {
+            issue,
+            what,
+            scenario: None,
+            clients: None,
+            check,
+            bound,
+            value,
+            rounds,
+            verdict,
+            note,
+        }
+    }
+
+    /// The same, about `scenario` at `clients`.
+    pub fn about(mut self, scenario: Scenario, clients: usize) -> TargetResult {
+        self.scenario = Some(scenario);
+        self.clients = Some(clients);
+        self
+    }
+
+    /// The bound as text, e.g. `≥ 1.50` or `≤ 2000 ms` or `holds`.
+    pub fn bound_text(&self) -> String {
+        let ms = self.what.ends_with(", ms");
+        let n = if ms {
+            format!("{:.0}", self.bound)
+        } else {
+            format!("{:.2}", self.bound)
+        };
+        match self.check {
+            Check::AtLeast => format!("≥ {n}"),
+            Check::AtMost => format!("≤ {n}"),
+            Check::Holds => "holds".into(),
+        }
+    }
+
+    /// The verdict as text, with the reason when skipped.
+    pub fn verdict_text(&self) -> String {
+        match (&self.verdict, &self.note) {
+            (Verdict::Pass, _) => "PASS".into(),
+            (Verdict::Miss, _) => "**MISS**".into(),
+            (Verdict::Fail, Some(why)) => format!("**FAIL**: {why}"),
+            (Verdict::Fail, None) => "**FAIL**".into(),
+            (Verdict::Skipped, Some(why)) => format!("SKIPPED: {why}"),
+            (Verdict::Skipped, None) => "SKIPPED".into(),
+        }
+    }
+
+    /// A value as text (2 decimals for ratios, 1 for ms, yes/no for a property).
+    pub fn format(&self, v: f64) -> String {
+        match self.check {
+            Check::Holds if v >= 1.0 => "yes".into(),
+            Check::Holds => "no".into(),
+            _ if self.what.ends_with(", ms") => format!("{v:.1}"),
+            _ => format!("{v:.2}"),
+        }
+    }
+
+    /// Short text, e.g. `switchboard 1 node, Redis: req/s × rmcp, 64 clients ≥ 1.00: PASS (1.23)`.
+    pub fn text(&self) -> String {
+        let value = self.value.map_or("—".into(), |v| self.format(v));
         format!(
-            "{what} {:.1}× rmcp: {verdict} ({:.2})",
-            self.bound, self.ratio
+            "{} {}: {} ({value})",
+            self.what,
+            self.bound_text(),
+            self.verdict_text()
         )
     }
 }
@@ -94,25 +198,99 @@ impl TargetResult {
 /// One number of a run.
 type Field = fn(&RunRecord) -> f64;
 
-fn pair_ratios(records: &[RunRecord], s: Scenario, clients: usize, f: Field) -> f64 {
-    let at = |scenario: Scenario, paired: Option<Scenario>, round: usize| {
-        records.iter().find(|r| {
-            r.scenario == scenario
-                && r.paired_with == paired
-                && r.clients == clients
-                && r.round == round
-        })
-    };
-    let ratios = records
+/// Req/s of a run.
+fn rps(r: &RunRecord) -> f64 {
+    r.report.requests_per_sec
+}
+
+/// p50 latency of a run, ms.
+fn p50(r: &RunRecord) -> f64 {
+    r.report.latency_ms.p50
+}
+
+/// p99 latency of a run, ms.
+fn p99(r: &RunRecord) -> f64 {
+    r.report.latency_ms.p99
+}
+
+/// The runs of candidate `s` at `clients` (not the rmcp runs paired with it), in round order.
+fn candidate_runs(records: &[RunRecord], s: Scenario, clients: usize) -> Vec<&RunRecord> {
+    let mut v: Vec<&RunRecord> = records
         .iter()
         .filter(|r| r.scenario == s && r.paired_with.is_none() && r.clients == clients)
-        .filter_map(|cand| {
-            let base = at(Scenario::Rmcp, Some(s), cand.round)?;
-            let b = f(base);
-            (b > 0.0).then(|| f(cand) / b)
-        })
         .collect();
-    median(ratios)
+    v.sort_by_key(|r| r.round);
+    v
+}
+
+/// Per round, in round order: `f` of candidate `s` ÷ `f` of the rmcp run just before it.
+pub fn pair_ratio_rounds(
+    records: &[RunRecord],
+    s: Scenario,
+    clients: usize,
+    f: Field,
+) -> Vec<(usize, f64)> {
+    candidate_runs(records, s, clients)
+        .into_iter()
+        .filter_map(|cand| {
+            let base = records.iter().find(|r| {
+                r.scenario == Scenario::Rmcp
+                    && r.paired_with == Some(s)
+                    && r.clients == clients
+                    && r.round == cand.round
+            })?;
+            let b = f(base);
+            (b > 0.0).then(|| (cand.round, f(cand) / b))
+        })
+        .collect()
+}
+
+fn pair_ratios(records: &[RunRecord], s: Scenario, clients: usize, f: Field) -> f64 {
+    median(
+        pair_ratio_rounds(records, s, clients, f)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect(),
+    )
+}
+
+/// Per round: `a`'s ratio to its rmcp run ÷ `b`'s ratio to its rmcp run (each candidate
+/// normalised by the baseline taken next to it, so drift of the machine between the two runs
+/// cancels), for the rounds both were measured in.
+pub fn ratio_of_ratios(
+    records: &[RunRecord],
+    a: Scenario,
+    b: Scenario,
+    clients: usize,
+    f: Field,
+) -> Vec<f64> {
+    let bs = pair_ratio_rounds(records, b, clients, f);
+    pair_ratio_rounds(records, a, clients, f)
+        .into_iter()
+        .filter_map(|(round, ra)| {
+            let (_, rb) = bs.iter().find(|(r, _)| *r == round)?;
+            (*rb > 0.0).then(|| ra / rb)
+        })
+        .collect()
+}
+
+/// Per round: the own CPU per call of `a` ÷ that of `b` in the same round.
+pub fn cpu_ratio_rounds(
+    records: &[RunRecord],
+    a: Scenario,
+    b: Scenario,
+    clients: usize,
+) -> Vec<f64> {
+    let own = |r: &RunRecord| r.cpu.as_ref().map(|c| c.own_us);
+    let bs = candidate_runs(records, b, clients);
+    candidate_runs(records, a, clients)
+        .into_iter()
+        .filter_map(|ra| {
+            let rb = bs.iter().find(|r| r.round == ra.round)?;
+            let (x, y) = (own(ra)?, own(rb)?);
+            (y > 0.0).then(|| x / y)
+        })
+        .collect()
 }
 
 fn row(records: &[RunRecord], s: Scenario, clients: usize, axum_rps: f64) -> Row {
@@ -121,9 +299,11 @@ fn row(records: &[RunRecord], s: Scenario, clients: usize, axum_rps: f64) -> Row
         .filter(|r| r.scenario == s && r.clients == clients)
         .collect();
     let med = |f: Field| median(runs.iter().map(|r| f(r)).collect());
-    let rps = med(|r| r.report.requests_per_sec);
-    let p50: Field = |r| r.report.latency_ms.p50;
-    let p99: Field = |r| r.report.latency_ms.p99;
+    let med_opt = |f: fn(&RunRecord) -> Option<f64>| {
+        let v: Vec<f64> = runs.iter().filter_map(|r| f(r)).collect();
+        (!v.is_empty()).then(|| median(v))
+    };
+    let rps = med(rps);
     let vs = |f: Field| {
         if s == Scenario::Rmcp {
             1.0
@@ -139,10 +319,12 @@ fn row(records: &[RunRecord], s: Scenario, clients: usize, axum_rps: f64) -> Row
         p50_ms: med(p50),
         p99_ms: med(p99),
         errors: runs.iter().map(|r| r.report.errors).sum(),
-        rps_vs_rmcp: vs(|r| r.report.requests_per_sec),
+        rps_vs_rmcp: vs(self::rps),
         p50_vs_rmcp: vs(p50),
         p99_vs_rmcp: vs(p99),
         rps_vs_axum: if axum_rps > 0.0 { rps / axum_rps } else { 0.0 },
+        cpu_us_per_call: med_opt(|r| r.cpu.as_ref().map(|c| c.own_us)),
+        upstream_cpu_us_per_call: med_opt(|r| r.cpu.as_ref().and_then(|c| c.upstream_us)),
     }
 }
 
@@ -169,53 +351,151 @@ pub fn rows(records: &[RunRecord], client_counts: &[usize]) -> Vec<Row> {
     out
 }
 
-/// The targets of issue 4, checked against `rows` (`many` is the high client count).
-pub fn targets(rows: &[Row], many: usize) -> Vec<TargetResult> {
-    let specs = [
-        (Scenario::Redis1, many, Metric::RpsAtLeast, 1.0),
-        (Scenario::Redis1, many, Metric::P99AtMost, 1.5),
-        (Scenario::Memory, many, Metric::RpsAtLeast, 1.5),
-        (Scenario::Proxy, many, Metric::RpsAtLeast, 0.5),
-        (Scenario::Proxy, 1, Metric::P50AtMost, 2.0),
-    ];
-    specs
-        .iter()
-        .filter_map(|&(scenario, clients, metric, bound)| {
-            let r = rows
-                .iter()
-                .find(|r| r.scenario == scenario && r.clients == clients)?;
-            let (ratio, pass) = match metric {
-                Metric::RpsAtLeast => (r.rps_vs_rmcp, r.rps_vs_rmcp >= bound),
-                Metric::P50AtMost => (r.p50_vs_rmcp, r.p50_vs_rmcp > 0.0 && r.p50_vs_rmcp <= bound),
-                Metric::P99AtMost => (r.p99_vs_rmcp, r.p99_vs_rmcp > 0.0 && r.p99_vs_rmcp <= bound),
-            };
-            Some(TargetResult {
-                scenario,
-                clients,
-                metric,
+/// Why the agentgateway targets were not measured (`None` when they were).
+pub type Skipped<'a> = Option<&'a str>;
+
+/// The request targets of issue 4 and issue 17, per round, from the runs (`many` is the high
+/// client count; `agw_skipped` says why there are no agentgateway runs, if there are none).
+pub fn targets(records: &[RunRecord], many: usize, agw_skipped: Skipped) -> Vec<TargetResult> {
+    let vs_rmcp = |s: Scenario, clients: usize, f: Field| -> Vec<f64> {
+        pair_ratio_rounds(records, s, clients, f)
+            .into_iter()
+            .map(|(_, v)| v)
+            .collect()
+    };
+    let c = |n: usize| {
+        if n == 1 {
+            "1 client".to_owned()
+        } else {
+            format!("{n} clients")
+        }
+    };
+    let (redis1, proxy) = (Scenario::Redis1.label(), Scenario::Proxy.label());
+    let mut out = Vec::new();
+    // Issue 4, as it set them: ratios to the rmcp run next to each candidate.
+    for (s, clients, f, what, check, bound) in [
+        (
+            Scenario::Redis1,
+            many,
+            rps as Field,
+            "req/s × rmcp",
+            Check::AtLeast,
+            1.0,
+        ),
+        (
+            Scenario::Redis1,
+            many,
+            p99 as Field,
+            "p99 × rmcp",
+            Check::AtMost,
+            1.5,
+        ),
+        (
+            Scenario::Memory,
+            many,
+            rps as Field,
+            "req/s × rmcp",
+            Check::AtLeast,
+            1.5,
+        ),
+        (
+            Scenario::Proxy,
+            many,
+            rps as Field,
+            "req/s × rmcp",
+            Check::AtLeast,
+            0.5,
+        ),
+        (
+            Scenario::Proxy,
+            1,
+            p50 as Field,
+            "p50 × rmcp",
+            Check::AtMost,
+            2.0,
+        ),
+    ] {
+        let what = format!("{}: {what}, {}", s.label(), c(clients));
+        let rounds = vs_rmcp(s, clients, f);
+        out.push(TargetResult::new(4, what, check, bound, rounds, None).about(s, clients));
+    }
+    // Issue 17: the proxy against the bare hop in its own stack, run in the same rounds.
+    let fwd = "`serve-forward`";
+    out.push(
+        TargetResult::new(
+            17,
+            format!("{proxy}: req/s × {fwd}'s, {}", c(many)),
+            Check::AtLeast,
+            0.85,
+            ratio_of_ratios(records, Scenario::Proxy, Scenario::Forward, many, rps),
+            None,
+        )
+        .about(Scenario::Proxy, many),
+    );
+    out.push(
+        TargetResult::new(
+            17,
+            format!("{proxy}: p50 × {fwd}'s, 1 client"),
+            Check::AtMost,
+            1.1,
+            ratio_of_ratios(records, Scenario::Proxy, Scenario::Forward, 1, p50),
+            None,
+        )
+        .about(Scenario::Proxy, 1),
+    );
+    out.push(
+        TargetResult::new(
+            17,
+            format!("{redis1}: req/s × rmcp, {}", c(many)),
+            Check::AtLeast,
+            1.5,
+            vs_rmcp(Scenario::Redis1, many, rps),
+            None,
+        )
+        .about(Scenario::Redis1, many),
+    );
+    out.push(
+        TargetResult::new(
+            17,
+            format!("{redis1}: p99 × rmcp, {}", c(many)),
+            Check::AtMost,
+            1.0,
+            vs_rmcp(Scenario::Redis1, many, p99),
+            None,
+        )
+        .about(Scenario::Redis1, many),
+    );
+    for (clients, bound) in [(many, 0.15), (1, 0.3)] {
+        let why = agw_skipped.map(str::to_owned);
+        out.push(
+            TargetResult::new(
+                17,
+                format!(
+                    "{proxy}: CPU per call (node + Redis) × agentgateway's, {}",
+                    c(clients)
+                ),
+                Check::AtMost,
                 bound,
-                ratio,
-                pass,
-            })
-        })
-        .collect()
+                cpu_ratio_rounds(records, Scenario::Proxy, Scenario::Agentgateway, clients),
+                why,
+            )
+            .about(Scenario::Proxy, clients),
+        );
+    }
+    out
 }
 
-/// The rows as a Markdown table, each with the texts of its targets.
-pub fn markdown_rows(rows: &[Row], targets: &[TargetResult]) -> String {
+/// The rows as a Markdown table, with the CPU time of the servers per call.
+pub fn markdown_rows(rows: &[Row]) -> String {
     let mut md = String::from(
         "| scenario | clients | req/s | p50 ms | p99 ms | errors | req/s × rmcp | p50 × rmcp \
-         | p99 × rmcp | req/s × axum | targets |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         | p99 × rmcp | req/s × axum | CPU µs/call | + rmcp µs/call |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let us = |v: Option<f64>| v.map_or("—".to_owned(), |v| format!("{v:.1}"));
     for r in rows {
-        let t: Vec<String> = targets
-            .iter()
-            .filter(|t| t.scenario == r.scenario && t.clients == r.clients)
-            .map(TargetResult::text)
-            .collect();
         md.push_str(&format!(
-            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} |\n",
+            "| {} | {} | {:.0} | {:.2} | {:.2} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |\n",
             r.scenario.label(),
             r.clients,
             r.rps,
@@ -226,7 +506,29 @@ pub fn markdown_rows(rows: &[Row], targets: &[TargetResult]) -> String {
             r.p50_vs_rmcp,
             r.p99_vs_rmcp,
             r.rps_vs_axum,
-            t.join("; ")
+            us(r.cpu_us_per_call),
+            us(r.upstream_cpu_us_per_call),
+        ));
+    }
+    md
+}
+
+/// Every target as one Markdown table: issue, what, bound, value (the median), each round's
+/// value, verdict.
+pub fn markdown_targets(targets: &[TargetResult]) -> String {
+    let mut md = String::from(
+        "| issue | target | bound | value | rounds | result |\n|---:|---|---|---:|---|---|\n",
+    );
+    for t in targets {
+        let value = t.value.map_or("—".into(), |v| t.format(v));
+        let rounds: Vec<String> = t.rounds.iter().map(|&v| t.format(v)).collect();
+        md.push_str(&format!(
+            "| {} | {} | {} | {value} | {} | {} |\n",
+            t.issue,
+            t.what,
+            t.bound_text(),
+            rounds.join(", "),
+            t.verdict_text()
         ));
     }
     md
@@ -235,6 +537,141 @@ pub fn markdown_rows(rows: &[Row], targets: &[TargetResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::compare::cpu::CpuPerCall;
+    use crate::stats::{ErrorCounts, LatencySummary, RunReport};
+
+    fn run(
+        scenario: Scenario,
+        paired_with: Option<Scenario>,
+        clients: usize,
+        round: usize,
+        rps: f64,
+        p50: f64,
+        cpu: Option<f64>,
+    ) -> RunRecord {
+        RunRecord {
+            scenario,
+            paired_with,
+            clients,
+            round,
+            report: RunReport {
+                mode: "run",
+                urls: Vec::new(),
+                clients,
+                tool: "echo".into(),
+                duration_secs: 1.0,
+                elapsed_secs: 1.0,
+                sessions: clients,
+                requests: rps as u64,
+                requests_per_sec: rps,
+                errors: 0,
+                errors_by_kind: ErrorCounts::default(),
+                latency_ms: LatencySummary {
+                    p50,
+                    p99: 2.0 * p50,
+                    ..LatencySummary::default()
+                },
+            },
+            cpu: cpu.map(|own_us| CpuPerCall {
+                per_process_us: Vec::new(),
+                processes: Vec::new(),
+                own_us,
+                upstream_us: None,
+            }),
+        }
+    }
+
+    /// Two rounds at 8 clients: rmcp, proxy, rmcp, forward, rmcp, agentgateway.
+    fn records() -> Vec<RunRecord> {
+        use Scenario::*;
+        let mut v = Vec::new();
+        for (round, base) in [(1, 1000.0), (2, 2000.0)] {
+            v.push(run(Rmcp, Some(Proxy), 8, round, base, 1.0, None));
+            v.push(run(Proxy, None, 8, round, 0.4 * base, 2.0, Some(90.0)));
+            // The machine is twice as fast for the forward pair: the ratios cancel that.
+            v.push(run(Rmcp, Some(Forward), 8, round, 2.0 * base, 0.5, None));
+            v.push(run(Forward, None, 8, round, base, 0.8, Some(40.0)));
+            v.push(run(Rmcp, Some(Agentgateway), 8, round, base, 1.0, None));
+            let agw_cpu = if round == 1 { 400.0 } else { 900.0 };
+            v.push(run(
+                Agentgateway,
+                None,
+                8,
+                round,
+                0.3 * base,
+                3.0,
+                Some(agw_cpu),
+            ));
+        }
+        v
+    }
+
+    #[test]
+    fn hop_ratios_are_normalised_by_each_hops_own_baseline() {
+        let r = records();
+        // (0.4 / 1) ÷ (1 / 2) = 0.8 in both rounds, though the raw ratio is 0.4.
+        let v = ratio_of_ratios(&r, Scenario::Proxy, Scenario::Forward, 8, rps);
+        assert_eq!(v, vec![0.8, 0.8]);
+        // p50: (2 / 1) ÷ (0.8 / 0.5) = 1.25.
+        let v = ratio_of_ratios(&r, Scenario::Proxy, Scenario::Forward, 8, p50);
+        assert!(v.iter().all(|x| (x - 1.25).abs() < 1e-9), "{v:?}");
+        assert!(ratio_of_ratios(&r, Scenario::Proxy, Scenario::Haproxy, 8, rps).is_empty());
+        assert_eq!(
+            cpu_ratio_rounds(&r, Scenario::Proxy, Scenario::Agentgateway, 8),
+            vec![90.0 / 400.0, 90.0 / 900.0]
+        );
+    }
+
+    #[test]
+    fn targets_carry_rounds_issue_and_verdict() {
+        let r = records();
+        let t = targets(&r, 8, None);
+        assert_eq!(t.iter().filter(|t| t.issue == 4).count(), 5);
+        assert_eq!(t.iter().filter(|t| t.issue == 17).count(), 6);
+        let hop = t
+            .iter()
+            .find(|t| t.what.contains("req/s × `serve-forward`"))
+            .unwrap();
+        assert_eq!((hop.value, hop.verdict), (Some(0.8), Verdict::Miss));
+        assert_eq!(hop.rounds, vec![0.8, 0.8]);
+        let cpu: Vec<&TargetResult> = t.iter().filter(|t| t.what.contains("CPU")).collect();
+        // Rounds 0.225 and 0.1: median 0.1625 > 0.15 at 8 clients; nothing at 1 client.
+        assert_eq!(cpu[0].verdict, Verdict::Miss);
+        assert!((cpu[0].value.unwrap() - 0.1625).abs() < 1e-9);
+        assert_eq!(cpu[1].verdict, Verdict::Skipped);
+        let skipped = targets(&r, 8, Some("no --agentgateway BIN given"));
+        let cpu = skipped.iter().find(|t| t.what.contains("CPU")).unwrap();
+        assert_eq!(
+            cpu.verdict,
+            Verdict::Miss,
+            "measured rounds win over a reason"
+        );
+        let none = targets(&[], 8, Some("no --agentgateway BIN given"));
+        let cpu = none.iter().find(|t| t.what.contains("CPU")).unwrap();
+        assert_eq!(cpu.verdict, Verdict::Skipped);
+        assert!(
+            cpu.text().contains("SKIPPED: no --agentgateway BIN given"),
+            "{}",
+            cpu.text()
+        );
+        let md = markdown_targets(&t);
+        assert!(md.contains("| 17 | rmcp behind 1 node, Redis (proxy): req/s × `serve-forward`'s, 8 clients | ≥ 0.85 | 0.80 | 0.80, 0.80 | **MISS** |"), "{md}");
+    }
+
+    #[test]
+    fn verdicts() {
+        let t = |check, bound, rounds: Vec<f64>| {
+            TargetResult::new(17, "x, ms".into(), check, bound, rounds, None).verdict
+        };
+        assert_eq!(t(Check::AtMost, 100.0, vec![99.0]), Verdict::Pass);
+        assert_eq!(t(Check::AtMost, 100.0, vec![101.0]), Verdict::Miss);
+        assert_eq!(t(Check::AtMost, 100.0, vec![0.0]), Verdict::Miss);
+        assert_eq!(t(Check::AtLeast, 2.0, vec![1.0, 3.0, 2.5]), Verdict::Pass);
+        assert_eq!(t(Check::Holds, 1.0, vec![1.0]), Verdict::Pass);
+        assert_eq!(t(Check::Holds, 1.0, vec![0.0]), Verdict::Fail);
+        assert_eq!(t(Check::Holds, 1.0, vec![]), Verdict::Skipped);
+    }
 
     #[test]
     fn medians() {
