@@ -25,8 +25,10 @@ pub fn holder_node(holder: &str) -> &str {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Stores a new session unless the global session cap is reached. The record's expiry is
-    /// `idle_ttl` from now. (Redis: two round trips, an atomic reservation in the session index,
-    /// then the record, so the cap is exact even in a cluster.)
+    /// `idle_ttl` from now. (Redis standalone and Sentinel: one script, the reservation in the
+    /// session index and the record together. Redis Cluster, where the index lives in a slot of
+    /// its own: two round trips, an atomic reservation in the index, then the record, so the cap
+    /// is exact there too.)
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome>;
 
     /// The hot path of every request on a session, in one round trip: loads the record, pushes its
