@@ -128,6 +128,31 @@ pub trait SessionStore: Send + Sync {
     /// Applies one change to the record. `false` when the session is gone.
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
 
+    /// [`SessionStore::begin`] without a request (loads and touches the session) that also
+    /// applies `update` when the session is bound to `principal`, in one round trip (for
+    /// `notifications/initialized`, the second half of a session's handshake). The record comes
+    /// back as it is after the update; a session bound to another principal is left unchanged
+    /// and its record comes back as it is (the caller refuses it, as after `begin`). Missing:
+    /// [`BeginOutcome::Missing`].
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let outcome = self.begin(sid, None).await?;
+        let BeginOutcome::Ready(mut record) = outcome else {
+            return Ok(outcome);
+        };
+        if record.principal == principal {
+            if !self.update(sid, update.clone()).await? {
+                return Ok(BeginOutcome::Missing);
+            }
+            record.apply(update);
+        }
+        Ok(BeginOutcome::Ready(record))
+    }
+
     /// Compare-and-set of the owner of `upstream`'s node-bound resource in this session: when the
     /// recorded owner equals `expected` (`None`: no owner yet), this node becomes the owner.
     async fn claim_owner(

@@ -271,36 +271,67 @@ return {1}
     )
 });
 
-/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
-pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
-    session_script(
-        false,
-        r#"
-if not alive() then return 0 end
-local kind, a, b = ARGV[3], ARGV[4], ARGV[5]
-if kind == 'ready' then
-  redis.call('HSET', KEYS[1], 'ready', '1')
-elseif kind == 'init' then
-  redis.call('HSET', KEYS[1], 'rev', a, 'init', b)
-elseif kind == 'lvl' then
-  redis.call('HSET', KEYS[1], 'lvl', a)
-elseif kind == 'sub' or kind == 'unsub' then
-  local out, found = {}, false
-  for _, u in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'subs') or '[]')) do
-    if u == a then found = true end
-    if u ~= a or kind == 'sub' then table.insert(out, u) end
+/// `apply_update(kind, a, b)`: one change to the record (`SessionRecord::apply` in Rust), its
+/// version bumped. Kinds: `ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`.
+const APPLY_UPDATE: &str = r#"
+local function apply_update(kind, a, b)
+  if kind == 'ready' then
+    redis.call('HSET', KEYS[1], 'ready', '1')
+  elseif kind == 'init' then
+    redis.call('HSET', KEYS[1], 'rev', a, 'init', b)
+  elseif kind == 'lvl' then
+    redis.call('HSET', KEYS[1], 'lvl', a)
+  elseif kind == 'sub' or kind == 'unsub' then
+    local out, found = {}, false
+    for _, u in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'subs') or '[]')) do
+      if u == a then found = true end
+      if u ~= a or kind == 'sub' then table.insert(out, u) end
+    end
+    if kind == 'sub' and not found then table.insert(out, a) end
+    redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
+  elseif kind == 'ups' or kind == 'unups' then
+    local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
+    if kind == 'ups' then ups[a] = b else ups[a] = nil end
+    redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
   end
-  if kind == 'sub' and not found then table.insert(out, a) end
-  redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
-elseif kind == 'ups' or kind == 'unups' then
-  local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
-  if kind == 'ups' then ups[a] = b else ups[a] = nil end
-  redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
+  changed()
 end
-changed()
+"#;
+
+/// `update`. ARGV: kind (see [`APPLY_UPDATE`]), a, b.
+pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+if not alive() then return 0 end
+apply_update(ARGV[3], ARGV[4], ARGV[5])
 return 1
-"#,
-    )
+"#;
+    session_script(false, &format!("{APPLY_UPDATE}{body}"))
+});
+
+/// `begin_update`: `begin`'s plain load (and touch when due) with an update applied when the
+/// record's principal is `ARGV[4]`. ARGV: the record version the caller has cached (`''`: none),
+/// principal, then kind, a, b as [`UPDATE`]. Returns `{0}` (missing), or `{applied, record,
+/// version}`: `applied` 1 when the update was made, `record` the flat hash after it (empty when
+/// the cached version was current before it: the caller applies the update to its copy), and
+/// `version` the record's version now.
+pub(crate) static BEGIN_UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+local ver = redis.call('HGET', KEYS[1], 'ver')
+if not ver then
+  if not alive() then return {0} end
+  ver = ''
+end
+local applied = 0
+if redis.call('HGET', KEYS[1], 'prn') == ARGV[4] then
+  apply_update(ARGV[5], ARGV[6], ARGV[7])
+  applied = 1
+end
+local rec = {}
+if ver == '' or ver ~= ARGV[3] then rec = redis.call('HGETALL', KEYS[1]) end
+touch_due()
+return {applied, rec, redis.call('HGET', KEYS[1], 'ver') or ''}
+"#;
+    session_script(false, &format!("{APPLY_UPDATE}{body}"))
 });
 
 /// `delete_session`. ARGV: broadcast channel, `Terminated` JSON. Returns 1 if it existed.
@@ -516,7 +547,7 @@ pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 18] {
+pub(crate) fn all() -> [&'static Script; 19] {
     [
         &BEGIN,
         &RATES,
@@ -524,6 +555,7 @@ pub(crate) fn all() -> [&'static Script; 18] {
         &FINISH,
         &TOUCH,
         &UPDATE,
+        &BEGIN_UPDATE,
         &DELETE,
         &REAP_ONE,
         &APPEND,

@@ -266,29 +266,60 @@ impl SessionStore for RedisStore {
     }
 
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
-        let (kind, a, b) = match update {
-            SessionUpdate::Initialized => ("ready", String::new(), String::new()),
-            SessionUpdate::Initialize { revision, params } => {
-                ("init", revision, serde_json::to_string(&params)?)
-            }
-            SessionUpdate::LogLevel(level) => ("lvl", level, String::new()),
-            SessionUpdate::Subscription { uri, subscribed } => {
-                (if subscribed { "sub" } else { "unsub" }, uri, String::new())
-            }
-            SessionUpdate::UpstreamSession {
-                upstream,
-                session_id: Some(id),
-            } => ("ups", upstream, id),
-            SessionUpdate::UpstreamSession {
-                upstream,
-                session_id: None,
-            } => ("unups", upstream, String::new()),
-        };
+        let (kind, a, b) = update_args(&update)?;
         let mut inv = self.session_call(&UPDATE, &self.session_keys(sid), None);
         inv.arg(kind).arg(a).arg(b);
         // The next `begin` reads the changed record in its own round trip (see `admit_cached`).
         self.records.forget(sid);
         Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    /// One `BEGIN_UPDATE` script, sending the cached record's version: when it is current the
+    /// update is applied to the cached copy (no record crosses the wire) and the copy is kept at
+    /// the new version, so the session's next admission is the cached transaction.
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let cached = self.records.get(sid);
+        let (kind, a, b) = update_args(&update)?;
+        let mut inv = self.session_call(&BEGIN_UPDATE, &self.session_keys(sid), None);
+        inv.arg(cached.as_ref().map_or("", |c| c.version.as_str()))
+            .arg(principal)
+            .arg(kind)
+            .arg(a)
+            .arg(b);
+        let now = Instant::now();
+        let reply: Value = self.invoke(&inv).await?;
+        let (applied, record, version) = match codec::array(&reply)? {
+            [status] if codec::int(status)? == 0 => {
+                self.records.forget(sid);
+                return Ok(BeginOutcome::Missing);
+            }
+            [applied, record, version] => (codec::int(applied)? == 1, record, version),
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "begin_update reply of {} items",
+                    other.len()
+                )))
+            }
+        };
+        let record = match (codec::array(record)?.is_empty(), cached) {
+            (true, Some(cached)) => {
+                let mut record = cached.record;
+                if applied {
+                    record.apply(update);
+                }
+                record
+            }
+            _ => codec::record_from_hash(sid, record)?,
+        };
+        let touch_due_at = now + rules::touch_window(self.idle_ms());
+        self.records
+            .put(sid, &codec::string(version)?, &record, touch_due_at);
+        Ok(BeginOutcome::Ready(record))
     }
 
     async fn swap_upstream_sessions(
@@ -477,6 +508,30 @@ impl RedisStore {
         self.query::<()>(&fix).await?;
         Ok(reaped)
     }
+}
+
+/// The `kind, a, b` arguments of the `UPDATE` and `BEGIN_UPDATE` scripts for `update`.
+fn update_args(update: &SessionUpdate) -> StoreResult<(&'static str, &str, String)> {
+    Ok(match update {
+        SessionUpdate::Initialized => ("ready", "", String::new()),
+        SessionUpdate::Initialize { revision, params } => {
+            ("init", revision.as_str(), serde_json::to_string(params)?)
+        }
+        SessionUpdate::LogLevel(level) => ("lvl", level.as_str(), String::new()),
+        SessionUpdate::Subscription { uri, subscribed } => (
+            if *subscribed { "sub" } else { "unsub" },
+            uri.as_str(),
+            String::new(),
+        ),
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: Some(id),
+        } => ("ups", upstream.as_str(), id.clone()),
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: None,
+        } => ("unups", upstream.as_str(), String::new()),
+    })
 }
 
 /// The node of an in-flight entry (`<node>\n<stream>`).

@@ -248,6 +248,14 @@ async fn accept_only(
     is_batch: bool,
     headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
+    if let [m @ Message::Notification { method, .. }] = msgs.as_slice() {
+        if method == "notifications/initialized" && !is_batch {
+            // The second half of the handshake: the load and the update in one round trip.
+            let record = session::load_updating(&app, &sid, SessionUpdate::Initialized).await?;
+            let _span = response_span(Some(headers), m, sid.as_str(), &record.revision).entered();
+            return Ok(StatusCode::ACCEPTED.into_response());
+        }
+    }
     let record = session::load(&app, &sid, None)
         .await?
         .unwrap_or_else(|(r, _)| r);
