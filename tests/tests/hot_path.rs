@@ -206,6 +206,66 @@ async fn notifications(kind: RedisKind) {
     );
 }
 
+/// A session's handshake, `initialize` then `notifications/initialized`: on standalone Redis one
+/// script each (the reservation in `sb:sessions` and the record together; the load and the
+/// update together, on the record cached at creation, so it is never read whole).
+#[tokio::test]
+async fn a_handshake_costs_two_round_trips() {
+    handshakes(RedisKind::Standalone).await;
+}
+
+/// On Redis Cluster the index has a slot of its own: `initialize` is the reservation and then
+/// the record's transaction, `notifications/initialized` still one script.
+#[tokio::test]
+async fn a_handshake_costs_three_round_trips_on_redis_cluster() {
+    handshakes(RedisKind::Cluster).await;
+}
+
+async fn handshakes(kind: RedisKind) {
+    let cluster = quiet_cluster(kind);
+    let url = cluster.url(0);
+    // The first handshake loads the scripts (NOSCRIPT, `SCRIPT LOAD`, retry).
+    McpClient::new().initialize(&url, "2025-11-25").await;
+    settled(&cluster).await;
+    cluster.backend().reset_stats();
+    let n = 10u64;
+    for _ in 0..n {
+        McpClient::new().initialize(&url, "2025-11-25").await;
+    }
+    let (trips, direct) = settled(&cluster).await;
+    let (scripts, transactions) = match kind {
+        RedisKind::Cluster => (2 * n, n),
+        _ => (2 * n, 0),
+    };
+    assert_eq!(
+        trips,
+        scripts + transactions,
+        "round trips for {n} handshakes"
+    );
+    assert_eq!(calls_of(&cluster, "evalsha"), scripts, "handshake scripts");
+    assert_eq!(
+        calls_of(&cluster, "exec"),
+        transactions,
+        "record transactions"
+    );
+    assert_eq!(calls_of(&cluster, "zadd"), n, "index entries");
+    assert_eq!(
+        calls_of(&cluster, "hset"),
+        2 * n,
+        "records written, then marked ready"
+    );
+    assert_eq!(calls_of(&cluster, "hgetall"), 0, "records read whole");
+    // `zadd` is the reservation's, inside its script.
+    let direct: Vec<_> = direct
+        .into_iter()
+        .filter(|c| !c.starts_with("zadd="))
+        .collect();
+    assert!(
+        direct.is_empty(),
+        "commands sent outside scripts: {direct:?}"
+    );
+}
+
 /// A node with a per-principal and a per-tool limit on `echo`, both far above the calls made.
 fn rate_limited_cluster(kind: RedisKind) -> Cluster {
     let options = quiet_options(kind, 1_800_000, 300_000)
