@@ -233,7 +233,8 @@ pub async fn begin_update_loads_and_updates_for_the_own_principal_only(kind: Kin
     assert_eq!(got, want);
     assert_eq!(begin_ok(&a, &id, None).await, want);
     assert_eq!(begin_ok(&b, &id, None).await, want);
-    let gone = a.begin_update(&sid(), "anonymous", SessionUpdate::Initialized);
+    let unknown = sid();
+    let gone = a.begin_update(&unknown, "anonymous", SessionUpdate::Initialized);
     assert_eq!(gone.await.unwrap(), BeginOutcome::Missing);
 }
 
