@@ -44,6 +44,43 @@ impl SessionRecord {
             .get("capabilities")
             .unwrap_or(&Value::Null)
     }
+
+    /// Applies one [`SessionUpdate`] (the memory store's update; the Redis backend does the same
+    /// in Lua, and applies it here to a record it has cached at the version the update changed).
+    pub fn apply(&mut self, update: SessionUpdate) {
+        match update {
+            SessionUpdate::Initialized => self.initialized = true,
+            SessionUpdate::Initialize { revision, params } => {
+                self.revision = revision;
+                self.initialize_params = Arc::new(params);
+            }
+            SessionUpdate::LogLevel(level) => self.log_level = Some(level),
+            SessionUpdate::Subscription {
+                uri,
+                subscribed: true,
+            } => {
+                if !self.subscriptions.contains(&uri) {
+                    self.subscriptions.push(uri);
+                }
+            }
+            SessionUpdate::Subscription {
+                uri,
+                subscribed: false,
+            } => self.subscriptions.retain(|u| *u != uri),
+            SessionUpdate::UpstreamSession {
+                upstream,
+                session_id: Some(id),
+            } => {
+                self.upstream_sessions.insert(upstream, id);
+            }
+            SessionUpdate::UpstreamSession {
+                upstream,
+                session_id: None,
+            } => {
+                self.upstream_sessions.remove(&upstream);
+            }
+        }
+    }
 }
 
 /// One change to a session record.

@@ -131,6 +131,15 @@ impl SessionStore for Observed {
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
         self.op("update", self.inner.update(sid, update)).await
     }
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let op = self.inner.begin_update(sid, principal, update);
+        self.op("begin_update", op).await
+    }
     async fn claim_owner(
         &self,
         sid: &str,

@@ -25,8 +25,10 @@ pub fn holder_node(holder: &str) -> &str {
 #[async_trait]
 pub trait SessionStore: Send + Sync {
     /// Stores a new session unless the global session cap is reached. The record's expiry is
-    /// `idle_ttl` from now. (Redis: two round trips, an atomic reservation in the session index,
-    /// then the record, so the cap is exact even in a cluster.)
+    /// `idle_ttl` from now. (Redis standalone and Sentinel: one script, the reservation in the
+    /// session index and the record together. Redis Cluster, where the index lives in a slot of
+    /// its own: two round trips, an atomic reservation in the index, then the record, so the cap
+    /// is exact there too.)
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome>;
 
     /// The hot path of every request on a session, in one round trip: loads the record, pushes its
@@ -125,6 +127,31 @@ pub trait SessionStore: Send + Sync {
 
     /// Applies one change to the record. `false` when the session is gone.
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool>;
+
+    /// [`SessionStore::begin`] without a request (loads and touches the session) that also
+    /// applies `update` when the session is bound to `principal`, in one round trip (for
+    /// `notifications/initialized`, the second half of a session's handshake). The record comes
+    /// back as it is after the update; a session bound to another principal is left unchanged
+    /// and its record comes back as it is (the caller refuses it, as after `begin`). Missing:
+    /// [`BeginOutcome::Missing`].
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let outcome = self.begin(sid, None).await?;
+        let BeginOutcome::Ready(mut record) = outcome else {
+            return Ok(outcome);
+        };
+        if record.principal == principal {
+            if !self.update(sid, update.clone()).await? {
+                return Ok(BeginOutcome::Missing);
+            }
+            record.apply(update);
+        }
+        Ok(BeginOutcome::Ready(record))
+    }
 
     /// Compare-and-set of the owner of `upstream`'s node-bound resource in this session: when the
     /// recorded owner equals `expected` (`None`: no owner yet), this node becomes the owner.

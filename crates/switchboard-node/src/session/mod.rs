@@ -142,6 +142,19 @@ pub async fn load(
     loaded(outcome)
 }
 
+/// [`load`] that also applies `update` to the record, in the same store round trip, when the
+/// request's principal may use the session (for `notifications/initialized`). Never a request,
+/// so nothing is refused but the session itself (missing, or another principal's: 404).
+pub async fn load_updating(
+    app: &App,
+    sid: &SessionId,
+    update: SessionUpdate,
+) -> Result<SessionRecord, HttpError> {
+    let principal = current_principal();
+    let outcome = app.store.begin_update(sid.as_str(), &principal, update);
+    Ok(loaded(outcome.await?)?.unwrap_or_else(|(r, _)| r))
+}
+
 /// The admission of every request of a session, whatever its transport: loads and touches the
 /// session and checks the request (duplicate id, in-flight cap, then its rate limits,
 /// [`crate::limits`]) in one store round trip (Redis Cluster: the limits' scripts at the same

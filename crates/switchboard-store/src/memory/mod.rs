@@ -234,8 +234,27 @@ impl SessionStore for MemoryStore {
         let Some(s) = shared.live(sid, Instant::now()) else {
             return Ok(false);
         };
-        apply_update(&mut s.record, update);
+        s.record.apply(update);
         Ok(true)
+    }
+
+    /// Under one lock: the load and touch of `begin`, then the update.
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let now = Instant::now();
+        let mut shared = self.lock();
+        let Some(s) = shared.live(sid, now) else {
+            return Ok(BeginOutcome::Missing);
+        };
+        s.touch(now + self.config.idle_ttl);
+        if s.record.principal == principal {
+            s.record.apply(update);
+        }
+        Ok(BeginOutcome::Ready(s.record.clone()))
     }
 
     async fn claim_owner(
@@ -302,34 +321,6 @@ impl SessionStore for MemoryStore {
             shared.remove(id);
         }
         Ok(ids)
-    }
-}
-
-/// Applies one [`SessionUpdate`] to a record (the Redis backend does the same in Lua).
-fn apply_update(record: &mut SessionRecord, update: SessionUpdate) {
-    match update {
-        SessionUpdate::Initialized => record.initialized = true,
-        SessionUpdate::Initialize { revision, params } => {
-            record.revision = revision;
-            record.initialize_params = std::sync::Arc::new(params);
-        }
-        SessionUpdate::LogLevel(level) => record.log_level = Some(level),
-        SessionUpdate::Subscription {
-            uri,
-            subscribed: true,
-        } => {
-            if !record.subscriptions.contains(&uri) {
-                record.subscriptions.push(uri);
-            }
-        }
-        SessionUpdate::Subscription {
-            uri,
-            subscribed: false,
-        } => record.subscriptions.retain(|u| *u != uri),
-        SessionUpdate::UpstreamSession {
-            upstream,
-            session_id,
-        } => set_upstream_entry(record, upstream, session_id),
     }
 }
 

@@ -271,36 +271,67 @@ return {1}
     )
 });
 
-/// `update`. ARGV: kind (`ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`), a, b.
-pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
-    session_script(
-        false,
-        r#"
-if not alive() then return 0 end
-local kind, a, b = ARGV[3], ARGV[4], ARGV[5]
-if kind == 'ready' then
-  redis.call('HSET', KEYS[1], 'ready', '1')
-elseif kind == 'init' then
-  redis.call('HSET', KEYS[1], 'rev', a, 'init', b)
-elseif kind == 'lvl' then
-  redis.call('HSET', KEYS[1], 'lvl', a)
-elseif kind == 'sub' or kind == 'unsub' then
-  local out, found = {}, false
-  for _, u in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'subs') or '[]')) do
-    if u == a then found = true end
-    if u ~= a or kind == 'sub' then table.insert(out, u) end
+/// `apply_update(kind, a, b)`: one change to the record (`SessionRecord::apply` in Rust), its
+/// version bumped. Kinds: `ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`.
+const APPLY_UPDATE: &str = r#"
+local function apply_update(kind, a, b)
+  if kind == 'ready' then
+    redis.call('HSET', KEYS[1], 'ready', '1')
+  elseif kind == 'init' then
+    redis.call('HSET', KEYS[1], 'rev', a, 'init', b)
+  elseif kind == 'lvl' then
+    redis.call('HSET', KEYS[1], 'lvl', a)
+  elseif kind == 'sub' or kind == 'unsub' then
+    local out, found = {}, false
+    for _, u in ipairs(cjson.decode(redis.call('HGET', KEYS[1], 'subs') or '[]')) do
+      if u == a then found = true end
+      if u ~= a or kind == 'sub' then table.insert(out, u) end
+    end
+    if kind == 'sub' and not found then table.insert(out, a) end
+    redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
+  elseif kind == 'ups' or kind == 'unups' then
+    local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
+    if kind == 'ups' then ups[a] = b else ups[a] = nil end
+    redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
   end
-  if kind == 'sub' and not found then table.insert(out, a) end
-  redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
-elseif kind == 'ups' or kind == 'unups' then
-  local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
-  if kind == 'ups' then ups[a] = b else ups[a] = nil end
-  redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))
+  changed()
 end
-changed()
+"#;
+
+/// `update`. ARGV: kind (see [`APPLY_UPDATE`]), a, b.
+pub(crate) static UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+if not alive() then return 0 end
+apply_update(ARGV[3], ARGV[4], ARGV[5])
 return 1
-"#,
-    )
+"#;
+    session_script(false, &format!("{APPLY_UPDATE}{body}"))
+});
+
+/// `begin_update`: `begin`'s plain load (and touch when due) with an update applied when the
+/// record's principal is `ARGV[4]`. ARGV: the record version the caller has cached (`''`: none),
+/// principal, then kind, a, b as [`UPDATE`]. Returns `{0}` (missing), or `{applied, record,
+/// version}`: `applied` 1 when the update was made, `record` the flat hash after it (empty when
+/// the cached version was current before it: the caller applies the update to its copy), and
+/// `version` the record's version now.
+pub(crate) static BEGIN_UPDATE: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+local ver = redis.call('HGET', KEYS[1], 'ver')
+if not ver then
+  if not alive() then return {0} end
+  ver = ''
+end
+local applied = 0
+if redis.call('HGET', KEYS[1], 'prn') == ARGV[4] then
+  apply_update(ARGV[5], ARGV[6], ARGV[7])
+  applied = 1
+end
+local rec = {}
+if ver == '' or ver ~= ARGV[3] then rec = redis.call('HGETALL', KEYS[1]) end
+touch_due()
+return {applied, rec, redis.call('HGET', KEYS[1], 'ver') or ''}
+"#;
+    session_script(false, &format!("{APPLY_UPDATE}{body}"))
 });
 
 /// `delete_session`. ARGV: broadcast channel, `Terminated` JSON. Returns 1 if it existed.
@@ -457,33 +488,55 @@ return 1
     )
 });
 
-/// Session-cap reservation on the index. KEYS: index, and the principal's sessions when
-/// `max_sessions_per_principal` is on. ARGV: max, sid, score, index TTL (ms), the principal cap
-/// (0: none). Returns 1 when the session may be stored (it is then in the index and its
-/// principal's set), 0 at the global cap, 2 at the principal's. The principal's set is pruned of
-/// sessions gone from the index (deleted or reaped) only when it looks full.
-pub(crate) static RESERVE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
-local cap = tonumber(ARGV[5] or '0')
-if not redis.call('ZSCORE', KEYS[1], ARGV[2]) then
-  if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
-  if cap > 0 and redis.call('ZCARD', KEYS[2]) >= cap then
-    for _, m in ipairs(redis.call('ZRANGE', KEYS[2], 0, -1)) do
-      if not redis.call('ZSCORE', KEYS[1], m) then redis.call('ZREM', KEYS[2], m) end
+/// `reserve(index, owned)`: the session-cap reservation on the index `index` and, when
+/// `max_sessions_per_principal` is on, the principal's sessions `owned`. ARGV: max, sid, score,
+/// index TTL (ms), the principal cap (0: none). Returns 1 when the session may be stored (it is
+/// then in the index and its principal's set), 0 at the global cap, 2 at the principal's. The
+/// principal's set is pruned of sessions gone from the index (deleted or reaped) only when it
+/// looks full.
+const RESERVE_FN: &str = r#"
+local function reserve(index, owned)
+  local cap = tonumber(ARGV[5] or '0')
+  if not redis.call('ZSCORE', index, ARGV[2]) then
+    if redis.call('ZCARD', index) >= tonumber(ARGV[1]) then return 0 end
+    if cap > 0 and redis.call('ZCARD', owned) >= cap then
+      for _, m in ipairs(redis.call('ZRANGE', owned, 0, -1)) do
+        if not redis.call('ZSCORE', index, m) then redis.call('ZREM', owned, m) end
+      end
+      if redis.call('ZCARD', owned) >= cap then return 2 end
     end
-    if redis.call('ZCARD', KEYS[2]) >= cap then return 2 end
   end
+  redis.call('ZADD', index, ARGV[3], ARGV[2])
+  redis.call('PEXPIRE', index, ARGV[4])
+  if cap > 0 then
+    redis.call('ZADD', owned, ARGV[3], ARGV[2])
+    redis.call('PEXPIRE', owned, ARGV[4])
+  end
+  return 1
 end
-redis.call('ZADD', KEYS[1], ARGV[3], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if cap > 0 then
-  redis.call('ZADD', KEYS[2], ARGV[3], ARGV[2])
-  redis.call('PEXPIRE', KEYS[2], ARGV[4])
-end
+"#;
+
+/// Session-cap reservation on its own (Redis Cluster, where the index has a slot of its own: the
+/// record is written after it). KEYS: index, and the principal's sessions when
+/// `max_sessions_per_principal` is on. ARGV and reply as [`RESERVE_FN`].
+pub(crate) static RESERVE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&format!("{RESERVE_FN}return reserve(KEYS[1], KEYS[2])\n")));
+
+/// `create_session` in one script (standalone and Sentinel: one server holds every key): the
+/// reservation, then, when it passed, the record written fresh with its TTL. KEYS: index,
+/// record, and the principal's sessions when `max_sessions_per_principal` is on. ARGV: those of
+/// [`RESERVE_FN`], then the idle TTL (ms), then the record's field/value pairs (its version
+/// among them). Returns what the reservation returned.
+pub(crate) static CREATE: LazyLock<Script> = LazyLock::new(|| {
+    let body = r#"
+local reserved = reserve(KEYS[1], KEYS[3])
+if reserved ~= 1 then return reserved end
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], unpack(ARGV, 7))
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return 1
-"#,
-    )
+"#;
+    Script::new(&format!("{RESERVE_FN}{body}"))
 });
 
 /// Compare-and-delete of a lock. KEYS: lock. ARGV: token.
@@ -494,7 +547,7 @@ pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
 });
 
 /// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 17] {
+pub(crate) fn all() -> [&'static Script; 19] {
     [
         &BEGIN,
         &RATES,
@@ -502,6 +555,7 @@ pub(crate) fn all() -> [&'static Script; 17] {
         &FINISH,
         &TOUCH,
         &UPDATE,
+        &BEGIN_UPDATE,
         &DELETE,
         &REAP_ONE,
         &APPEND,
@@ -512,6 +566,7 @@ pub(crate) fn all() -> [&'static Script; 17] {
         &ROUTE_REPLY,
         &ROUTE_CANCEL,
         &RESERVE,
+        &CREATE,
         &UNLOCK,
     ]
 }

@@ -18,15 +18,30 @@ const REAPER_LOCK_MS: u64 = 30_000;
 
 #[async_trait]
 impl SessionStore for RedisStore {
-    /// Two round trips: a reservation in the session index (atomic cap check), then the record
-    /// (and a third, `WAIT`, with `min_replicas_acked` above 0).
+    /// Standalone and Sentinel: one script, the reservation in the session index (atomic cap
+    /// check) and the record. Redis Cluster (the index lives in a slot of its own): two round
+    /// trips, the reservation, then the record. A third, `WAIT`, with `min_replicas_acked` above
+    /// 0. The new record is cached at its version (1), so the session's next admission on this
+    /// node (`notifications/initialized`, usually) reads only the version.
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
         let idle = self.idle_ms();
-        let mut reserve = RESERVE.prepare_invoke();
+        let key = self.session_keys(&record.id).record();
         let per_principal = self.config.max_sessions_per_principal;
+        let principal_key =
+            (per_principal > 0).then(|| self.keys.principal_sessions(&record.principal));
+        let fields = codec::record_fields(record)?;
+        let sharded = self.keys.sharded();
+        let mut reserve = if sharded {
+            RESERVE.prepare_invoke()
+        } else {
+            CREATE.prepare_invoke()
+        };
         reserve.key(self.keys.sessions());
-        if per_principal > 0 {
-            reserve.key(self.keys.principal_sessions(&record.principal));
+        if !sharded {
+            reserve.key(&key);
+        }
+        if let Some(owned) = &principal_key {
+            reserve.key(owned);
         }
         reserve
             .arg(self.config.max_sessions)
@@ -34,52 +49,67 @@ impl SessionStore for RedisStore {
             .arg(rules::now_ms() + idle)
             .arg(2 * idle)
             .arg(per_principal);
-        match self.invoke::<i64>(&reserve).await? {
+        if !sharded {
+            reserve.arg(idle).arg(&fields).arg("ver").arg(1);
+        }
+        let wanted = self.config.min_replicas_acked;
+        // The record and its `WAIT` on one connection (`WAIT` counts that client's writes), one
+        // of those kept for waiting writes; `WAIT` follows the record's slot (it has no key).
+        let conn = if wanted == 0 {
+            &self.conn
+        } else {
+            self.durable_conn()
+        };
+        let reserved = if sharded || wanted == 0 {
+            self.invoke::<i64>(&reserve).await?
+        } else {
+            let mut p = pipe();
+            p.invoke_script(&reserve);
+            self.query_on::<(i64,)>(conn, &p).await?.0
+        };
+        match reserved {
             0 => return Ok(CreateOutcome::AtCapacity),
             2 => return Ok(CreateOutcome::PrincipalAtCapacity),
             _ => {}
         }
-        let key = self.session_keys(&record.id).record();
-        let mut p = pipe();
-        p.atomic()
-            .cmd("DEL")
-            .arg(&key)
-            .ignore()
-            .cmd("HSET")
-            .arg(&key)
-            .arg(codec::record_fields(record)?)
-            .arg("ver")
-            .arg(1)
-            .ignore()
-            .cmd("PEXPIRE")
-            .arg(&key)
-            .arg(idle)
-            .ignore();
-        let wanted = self.config.min_replicas_acked;
-        if wanted == 0 {
-            self.query::<()>(&p).await?;
-            return Ok(CreateOutcome::Created);
+        if sharded {
+            let mut p = pipe();
+            p.atomic()
+                .cmd("DEL")
+                .arg(&key)
+                .ignore()
+                .cmd("HSET")
+                .arg(&key)
+                .arg(&fields)
+                .arg("ver")
+                .arg(1)
+                .ignore()
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(idle)
+                .ignore();
+            self.query_on::<()>(conn, &p).await?;
         }
-        // The record and its `WAIT` on one connection (`WAIT` counts that client's writes), one
-        // of those kept for waiting writes; `WAIT` follows the record's slot (it has no key).
-        let conn = self.durable_conn();
-        self.query_on::<()>(conn, &p).await?;
-        let mut wait = pipe();
-        wait.cmd("EXISTS")
-            .arg(&key)
-            .ignore()
-            .cmd("WAIT")
-            .arg(wanted)
-            .arg(rules::millis(self.config.replicas_ack_timeout));
-        let (acked,): (u32,) = self.query_on(conn, &wait).await?;
-        if acked < wanted {
-            // The client never learns this session's id: it must not hold a place under
-            // `session.max_sessions` until it idles out.
-            if let Err(e) = self.delete_session(&record.id).await {
-                tracing::warn!(error = %e, session = %switchboard_telemetry::trace::logged_session(&record.id), "could not remove a session whose creation was not confirmed by replicas");
+        if wanted > 0 {
+            let mut wait = pipe();
+            wait.cmd("EXISTS")
+                .arg(&key)
+                .ignore()
+                .cmd("WAIT")
+                .arg(wanted)
+                .arg(rules::millis(self.config.replicas_ack_timeout));
+            let (acked,): (u32,) = self.query_on(conn, &wait).await?;
+            if acked < wanted {
+                // The client never learns this session's id: it must not hold a place under
+                // `session.max_sessions` until it idles out.
+                if let Err(e) = self.delete_session(&record.id).await {
+                    tracing::warn!(error = %e, session = %switchboard_telemetry::trace::logged_session(&record.id), "could not remove a session whose creation was not confirmed by replicas");
+                }
+                return Err(StoreError::NotReplicated { acked, wanted });
             }
-            return Err(StoreError::NotReplicated { acked, wanted });
         }
+        let touch_due_at = Instant::now() + rules::touch_window(idle);
+        self.records.put(&record.id, "1", record, touch_due_at);
         Ok(CreateOutcome::Created)
     }
 
@@ -236,29 +266,60 @@ impl SessionStore for RedisStore {
     }
 
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
-        let (kind, a, b) = match update {
-            SessionUpdate::Initialized => ("ready", String::new(), String::new()),
-            SessionUpdate::Initialize { revision, params } => {
-                ("init", revision, serde_json::to_string(&params)?)
-            }
-            SessionUpdate::LogLevel(level) => ("lvl", level, String::new()),
-            SessionUpdate::Subscription { uri, subscribed } => {
-                (if subscribed { "sub" } else { "unsub" }, uri, String::new())
-            }
-            SessionUpdate::UpstreamSession {
-                upstream,
-                session_id: Some(id),
-            } => ("ups", upstream, id),
-            SessionUpdate::UpstreamSession {
-                upstream,
-                session_id: None,
-            } => ("unups", upstream, String::new()),
-        };
+        let (kind, a, b) = update_args(&update)?;
         let mut inv = self.session_call(&UPDATE, &self.session_keys(sid), None);
         inv.arg(kind).arg(a).arg(b);
         // The next `begin` reads the changed record in its own round trip (see `admit_cached`).
         self.records.forget(sid);
         Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    /// One `BEGIN_UPDATE` script, sending the cached record's version: when it is current the
+    /// update is applied to the cached copy (no record crosses the wire) and the copy is kept at
+    /// the new version, so the session's next admission is the cached transaction.
+    async fn begin_update(
+        &self,
+        sid: &str,
+        principal: &str,
+        update: SessionUpdate,
+    ) -> StoreResult<BeginOutcome> {
+        let cached = self.records.get(sid);
+        let (kind, a, b) = update_args(&update)?;
+        let mut inv = self.session_call(&BEGIN_UPDATE, &self.session_keys(sid), None);
+        inv.arg(cached.as_ref().map_or("", |c| c.version.as_str()))
+            .arg(principal)
+            .arg(kind)
+            .arg(a)
+            .arg(b);
+        let now = Instant::now();
+        let reply: Value = self.invoke(&inv).await?;
+        let (applied, record, version) = match codec::array(&reply)? {
+            [status] if codec::int(status)? == 0 => {
+                self.records.forget(sid);
+                return Ok(BeginOutcome::Missing);
+            }
+            [applied, record, version] => (codec::int(applied)? == 1, record, version),
+            other => {
+                return Err(StoreError::Corrupt(format!(
+                    "begin_update reply of {} items",
+                    other.len()
+                )))
+            }
+        };
+        let record = match (codec::array(record)?.is_empty(), cached) {
+            (true, Some(cached)) => {
+                let mut record = cached.record;
+                if applied {
+                    record.apply(update);
+                }
+                record
+            }
+            _ => codec::record_from_hash(sid, record)?,
+        };
+        let touch_due_at = now + rules::touch_window(self.idle_ms());
+        self.records
+            .put(sid, &codec::string(version)?, &record, touch_due_at);
+        Ok(BeginOutcome::Ready(record))
     }
 
     async fn swap_upstream_sessions(
@@ -447,6 +508,30 @@ impl RedisStore {
         self.query::<()>(&fix).await?;
         Ok(reaped)
     }
+}
+
+/// The `kind, a, b` arguments of the `UPDATE` and `BEGIN_UPDATE` scripts for `update`.
+fn update_args(update: &SessionUpdate) -> StoreResult<(&'static str, &str, String)> {
+    Ok(match update {
+        SessionUpdate::Initialized => ("ready", "", String::new()),
+        SessionUpdate::Initialize { revision, params } => {
+            ("init", revision.as_str(), serde_json::to_string(params)?)
+        }
+        SessionUpdate::LogLevel(level) => ("lvl", level.as_str(), String::new()),
+        SessionUpdate::Subscription { uri, subscribed } => (
+            if *subscribed { "sub" } else { "unsub" },
+            uri.as_str(),
+            String::new(),
+        ),
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: Some(id),
+        } => ("ups", upstream.as_str(), id.clone()),
+        SessionUpdate::UpstreamSession {
+            upstream,
+            session_id: None,
+        } => ("unups", upstream.as_str(), String::new()),
+    })
 }
 
 /// The node of an in-flight entry (`<node>\n<stream>`).

@@ -76,6 +76,7 @@ both_backends! {
         finish_as_json_forgets_the_stream,
         finish_after_streaming_keeps_the_log,
         updates_change_the_record,
+        begin_update_loads_and_updates_for_the_own_principal_only,
         upstream_sessions_swap_only_when_as_expected,
         the_session_cap_is_exact,
         delete_removes_every_key_and_tells_every_node,

@@ -189,6 +189,55 @@ pub async fn updates_change_the_record(kind: Kind) {
     assert!(!a.update(&sid(), SessionUpdate::Initialized).await.unwrap());
 }
 
+/// `begin_update` (the handshake's `notifications/initialized`): the record as it is after the
+/// update, on the node that made it (cached or not) and on every other; another principal's
+/// update changes nothing.
+pub async fn begin_update_loads_and_updates_for_the_own_principal_only(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let id = new_session(&a).await;
+    let mut want = record(&id);
+    let ready = |o: BeginOutcome| match o {
+        BeginOutcome::Ready(r) => r,
+        other => panic!("begin_update: {other:?}"),
+    };
+    let other = r#"["i","mallory"]"#;
+    let got = ready(
+        a.begin_update(&id, other, SessionUpdate::Initialized)
+            .await
+            .unwrap(),
+    );
+    assert_eq!(got, want, "another principal's update is not applied");
+    assert_eq!(begin_ok(&b, &id, None).await, want);
+    let got = ready(
+        a.begin_update(&id, "anonymous", SessionUpdate::Initialized)
+            .await
+            .unwrap(),
+    );
+    want.initialized = true;
+    assert_eq!(got, want);
+    assert_eq!(begin_ok(&b, &id, None).await, want);
+    assert_eq!(begin_ok(&a, &id, None).await, want);
+    // A change made on another node since `a` read the record comes back with the next one.
+    assert!(b
+        .update(&id, SessionUpdate::LogLevel("info".into()))
+        .await
+        .unwrap());
+    let sub = SessionUpdate::Subscription {
+        uri: "file:///a".into(),
+        subscribed: true,
+    };
+    let got = ready(a.begin_update(&id, "anonymous", sub).await.unwrap());
+    want.log_level = Some("info".into());
+    want.subscriptions = vec!["file:///a".into()];
+    assert_eq!(got, want);
+    assert_eq!(begin_ok(&a, &id, None).await, want);
+    assert_eq!(begin_ok(&b, &id, None).await, want);
+    let unknown = sid();
+    let gone = a.begin_update(&unknown, "anonymous", SessionUpdate::Initialized);
+    assert_eq!(gone.await.unwrap(), BeginOutcome::Missing);
+}
+
 pub async fn upstream_sessions_swap_only_when_as_expected(kind: Kind) {
     let env = Env::new(kind, |_| {});
     let a = env.node("a").await;

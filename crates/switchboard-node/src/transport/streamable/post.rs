@@ -254,6 +254,18 @@ async fn accept_only(
     is_batch: bool,
     headers: &HeaderMap,
 ) -> Result<Response, HttpError> {
+    if let [m @ Message::Notification { method, .. }] = msgs.as_slice() {
+        if method == "notifications/initialized" && !is_batch {
+            // The second half of the handshake: the load and the update in one round trip (in
+            // the message's span, its revision recorded once the record is loaded).
+            let span = message_span(Some(headers), m.raw(), method, Some(sid.as_str()), None);
+            let update = SessionUpdate::Initialized;
+            let loaded = session::load_updating(&app, &sid, update);
+            let record = loaded.instrument(span.clone()).await?;
+            span.record("mcp.protocol.version", record.revision.as_str());
+            return Ok(StatusCode::ACCEPTED.into_response());
+        }
+    }
     let record = session::load(&app, &sid, None)
         .await?
         .unwrap_or_else(|(r, _)| r);
