@@ -97,12 +97,12 @@ impl EventLog for RedisStore {
         }
         if let Some(cut) = cut.filter(|cut| order(cut) > (ms, seq)) {
             // A log emptied by `max_session_log_bytes` names its trim position.
-            let first = codec::entries(&first)?.into_iter().next();
+            let first = codec::entries(first)?.into_iter().next();
             return Ok(Replay::Truncated {
                 oldest: first.map_or(cut, |e| e.position),
             });
         }
-        Ok(Replay::Events(codec::entries(&rest)?))
+        Ok(Replay::Events(codec::entries(rest)?))
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
