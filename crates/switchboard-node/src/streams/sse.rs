@@ -108,7 +108,9 @@ mod tests {
         push_event(&mut buf, "abc_", "2-0", "[]");
         assert_eq!(
             buf.freeze(),
-            Bytes::from_static(b"id: abc_1-0\ndata: {}\n\nevent: message\ndata: {}\n\nid: abc_2-0\ndata: []\n\n")
+            Bytes::from_static(
+                b"id: abc_1-0\ndata: {}\n\nevent: message\ndata: {}\n\nid: abc_2-0\ndata: []\n\n"
+            )
         );
         assert_eq!(
             named("endpoint", "/messages?sessionId=ab"),

@@ -62,13 +62,14 @@ impl EventLog for RedisStore {
     ) -> StoreResult<(Option<RunningRequest>, Replay)> {
         let mut p = self.log_reads(sid, stream, after, limit);
         p.cmd("HGET").arg(self.session_keys(sid).run()).arg(stream);
-        let (a, b, c, d, e, f, g, run): (i64, i64, i64, Option<String>, i64, Value, Value, Option<String>) =
-            self.query(&p).await?;
-        let running = match run {
-            Some(json) if a == 1 => Some(parse_running(&json)?),
+        let reads: WithRunning = self.query(&p).await?;
+        let (alive, registered, running, cut, log_exists, first, rest, run) = reads;
+        let request = match run {
+            Some(json) if alive == 1 => Some(parse_running(&json)?),
             _ => None,
         };
-        Ok((running, decide_replay(stream, after, (a, b, c, d, e, f, g))?))
+        let reads = (alive, registered, running, cut, log_exists, first, rest);
+        Ok((request, decide_replay(stream, after, reads)?))
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
@@ -160,6 +161,18 @@ impl EventLog for RedisStore {
 /// What [`RedisStore::log_reads`] reads: the session record's and the stream's existence, its
 /// running entry's, its trim position, its log's existence, the log's first entry and the page.
 type LogReads = (i64, i64, i64, Option<String>, i64, Value, Value);
+
+/// [`LogReads`] and the stream's running entry (`HGET`).
+type WithRunning = (
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    i64,
+    Value,
+    Value,
+    Option<String>,
+);
 
 /// [`EventLog::replay`]'s answer from its reads.
 fn decide_replay(stream: &str, after: &str, reads: LogReads) -> StoreResult<Replay> {
