@@ -206,6 +206,16 @@ impl EventLog for Observed {
     async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>> {
         self.op("running", self.inner.running(sid, stream)).await
     }
+    async fn running_and_replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<(Option<RunningRequest>, Replay)> {
+        let work = self.inner.running_and_replay(sid, stream, after, limit);
+        self.op("running_and_replay", work).await
+    }
     async fn abort_running(
         &self,
         sid: &str,

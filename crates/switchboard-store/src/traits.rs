@@ -231,6 +231,20 @@ pub trait EventLog: Send + Sync {
     /// The request still running for a POST response stream, if any.
     async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>>;
 
+    /// [`EventLog::running`], then [`EventLog::replay`]: the running entry is read no later than
+    /// the log (an end event logged after the first read is then in the page or after it). A
+    /// resumption's first page: the Redis backend reads both in one round trip.
+    async fn running_and_replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<(Option<RunningRequest>, Replay)> {
+        let running = self.running(sid, stream).await?;
+        Ok((running, self.replay(sid, stream, after, limit).await?))
+    }
+
     /// If the stream's request is still recorded as running on `node`, atomically appends `data`
     /// as the stream's final event (delivering it like [`EventLog::append`]; for a stream named by
     /// [`switchboard_protocol::StreamId::generate_standalone_answered`], whose client reads only

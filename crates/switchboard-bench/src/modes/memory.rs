@@ -100,8 +100,12 @@ impl RedisProbe {
     /// Connects to `url`; `prefix` is the cluster's `redis.key_prefix` (default `sb`).
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisProbe, String> {
         let client = redis::Client::open(url).map_err(redis_err)?;
+        // The probe runs while the nodes load Redis (a storm's calls logging their events): the
+        // client's default 500 ms reply timeout failed runs on a busy machine.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(std::time::Duration::from_secs(30)));
         let conn = client
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(redis_err)?;
         Ok(RedisProbe {

@@ -9,10 +9,10 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::HeaderValue;
 use switchboard_protocol::ids::position_order;
-use switchboard_protocol::{EventId, StreamId};
+use switchboard_protocol::StreamId;
 use switchboard_store::{LoggedEvent, Replay, RunningRequest, StoreResult};
 use tokio::sync::mpsc;
 use tokio::time::{interval, MissedTickBehavior};
@@ -24,8 +24,14 @@ use crate::telemetry;
 use switchboard_telemetry::trace::logged_session;
 
 /// Events read from a log per store round trip (a resumed or lagging connection pages through
-/// the log instead of loading it whole).
+/// the log instead of loading it whole). A page is written as one body chunk.
 pub const REPLAY_PAGE: usize = 256;
+
+/// Messages a page's chunk finds still queued for the response body at most (it waits for the
+/// rest to be taken): a replaying connection holds a page being read and at most this many
+/// written but unsent, however slow its client, while the next page is read as the previous one
+/// goes out.
+const PAGES_QUEUED: usize = 1;
 
 /// How long a connection's catch-up retries a failing store before it closes the connection
 /// ([`Pump::catch_up`]).
@@ -87,8 +93,10 @@ pub fn open_framed(
     framing: Framing,
 ) -> axum::response::Response {
     let (tx, rx) = mpsc::channel(64);
+    let stream = StreamId::parse(&s.stream).unwrap_or_else(StreamId::standalone);
     let pump = Pump {
         app: app.clone(),
+        id_prefix: format!("{stream}_"),
         last: s.after.clone(),
         out: tx,
         s,
@@ -105,6 +113,8 @@ struct Pump {
     last: String,
     out: mpsc::Sender<Bytes>,
     framing: Framing,
+    /// `<stream>_`: how every event id of this stream begins (the log position follows).
+    id_prefix: String,
     /// Logged events written so far.
     written: usize,
 }
@@ -229,21 +239,21 @@ impl Pump {
         }
     }
 
+    /// Appends the SSE frame of one event to `buf`.
+    fn frame(&self, buf: &mut BytesMut, position: &str, data: &str) {
+        match self.framing {
+            Framing::EventIds => sse::push_event(buf, &self.id_prefix, position, data),
+            Framing::Legacy { .. } => sse::push_named(buf, "message", data),
+        }
+    }
+
     async fn write(&mut self, ev: StreamEvent) -> Step {
         if position_order(&ev.position) <= position_order(&self.last) {
             return Step::Continue;
         }
-        let frame = match self.framing {
-            Framing::EventIds => {
-                let id = EventId::new(
-                    StreamId::parse(&self.s.stream).unwrap_or_else(StreamId::standalone),
-                    ev.position.clone(),
-                );
-                sse::event(&id.to_string(), &ev.data)
-            }
-            Framing::Legacy { .. } => sse::named("message", &ev.data),
-        };
-        if let Step::Stop = self.send(frame).await {
+        let mut frame = BytesMut::new();
+        self.frame(&mut frame, &ev.position, &ev.data);
+        if let Step::Stop = self.send(frame.freeze()).await {
             return Step::Stop;
         }
         self.last = ev.position;
@@ -254,14 +264,58 @@ impl Pump {
         }
     }
 
+    /// Writes a page of logged events as one body chunk: those after the last written position,
+    /// in order, up to an end event (which stops the stream, as in [`Self::write`]).
     async fn write_all(&mut self, events: Vec<LoggedEvent>) -> Step {
         self.written += events.len();
+        let fields = self.id_prefix.len().max("message".len()) + sse::EVENT_OVERHEAD;
+        let size = events
+            .iter()
+            .map(|e| fields + e.position.len() + e.data.len())
+            .sum();
+        let mut chunk = BytesMut::with_capacity(size);
+        let mut last = position_order(&self.last);
+        let (mut newest, mut end) = (None, false);
         for e in events {
-            if let Step::Stop = self.write(e.into()).await {
-                return Step::Stop;
+            let order = position_order(&e.position);
+            if order <= last {
+                continue;
+            }
+            self.frame(&mut chunk, &e.position, &e.data);
+            last = order;
+            end = e.end;
+            newest = Some(e.position);
+            if end {
+                break;
             }
         }
-        Step::Continue
+        let Some(newest) = newest else {
+            return Step::Continue;
+        };
+        if let Step::Stop = self.send_page(chunk.freeze()).await {
+            return Step::Stop;
+        }
+        self.last = newest;
+        if end {
+            Step::Stop
+        } else {
+            Step::Continue
+        }
+    }
+
+    /// Queues a page's chunk once at most [`PAGES_QUEUED`] messages are still waiting for the
+    /// body (the queue's other slots are reserved, then given back).
+    async fn send_page(&self, chunk: Bytes) -> Step {
+        let room = self.out.max_capacity().saturating_sub(PAGES_QUEUED).max(1);
+        match self.out.reserve_many(room).await {
+            Ok(mut permits) => {
+                if let Some(permit) = permits.next() {
+                    permit.send(chunk);
+                }
+                Step::Continue
+            }
+            Err(_) => Step::Stop,
+        }
     }
 
     /// Re-reads the log from the last written position, a page at a time, until it is exhausted.

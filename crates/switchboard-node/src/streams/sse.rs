@@ -8,16 +8,37 @@ use std::convert::Infallible;
 
 use axum::body::Body;
 use axum::response::Response;
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use http::{header, HeaderValue, StatusCode};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
-/// `id: <id>\ndata: <data>\n\n`. `data` is one line of compact JSON.
-pub fn event(id: &str, data: &str) -> Bytes {
-    Bytes::from(format!("id: {id}\ndata: {data}\n\n"))
+/// Appends `id: <id_prefix><position>\ndata: <data>\n\n` to `buf`: an event whose id is its
+/// stream's prefix (`<stream>_`) and its log position, so that a replayed page is framed into one
+/// buffer without a string per event. `data` is one line of compact JSON.
+pub fn push_event(buf: &mut BytesMut, id_prefix: &str, position: &str, data: &str) {
+    buf.reserve(EVENT_OVERHEAD + id_prefix.len() + position.len() + data.len());
+    buf.put_slice(b"id: ");
+    buf.put_slice(id_prefix.as_bytes());
+    buf.put_slice(position.as_bytes());
+    buf.put_slice(b"\ndata: ");
+    buf.put_slice(data.as_bytes());
+    buf.put_slice(b"\n\n");
 }
+
+/// Appends [`named`]'s frame to `buf`.
+pub fn push_named(buf: &mut BytesMut, name: &str, data: &str) {
+    buf.reserve(EVENT_OVERHEAD + name.len() + data.len());
+    buf.put_slice(b"event: ");
+    buf.put_slice(name.as_bytes());
+    buf.put_slice(b"\ndata: ");
+    buf.put_slice(data.as_bytes());
+    buf.put_slice(b"\n\n");
+}
+
+/// The bytes [`push_event`] and [`push_named`] add besides their fields.
+pub const EVENT_OVERHEAD: usize = 17;
 
 /// `data: <data>\n\n`: an event without an id (MCP 2026-07-28 streams are not resumable, so
 /// their events carry no ids). `data` is one line of compact JSON.
@@ -77,14 +98,20 @@ mod tests {
     #[test]
     fn frames() {
         assert_eq!(
-            event("abc_1-0", "{}"),
-            Bytes::from_static(b"id: abc_1-0\ndata: {}\n\n")
-        );
-        assert_eq!(
             priming("abc_0-0", 3000),
             Bytes::from_static(b"id: abc_0-0\nretry: 3000\ndata: \n\n")
         );
         assert!(keepalive().starts_with(b":"));
+        let mut buf = BytesMut::new();
+        push_event(&mut buf, "abc_", "1-0", "{}");
+        push_named(&mut buf, "message", "{}");
+        push_event(&mut buf, "abc_", "2-0", "[]");
+        assert_eq!(
+            buf.freeze(),
+            Bytes::from_static(
+                b"id: abc_1-0\ndata: {}\n\nevent: message\ndata: {}\n\nid: abc_2-0\ndata: []\n\n"
+            )
+        );
         assert_eq!(
             named("endpoint", "/messages?sessionId=ab"),
             Bytes::from_static(b"event: endpoint\ndata: /messages?sessionId=ab\n\n")

@@ -77,33 +77,58 @@ pub(crate) fn appended(value: &Value) -> StoreResult<Option<Appended>> {
     }
 }
 
-/// Entries of an `XRANGE` reply.
-pub(crate) fn entries(value: &Value) -> StoreResult<Vec<LoggedEvent>> {
-    let mut out = Vec::new();
-    for entry in array(value)? {
-        let [id, fields] = array(entry)? else {
+/// Entries of an `XRANGE` reply, taken apart without copying their ids and data.
+pub(crate) fn entries(value: Value) -> StoreResult<Vec<LoggedEvent>> {
+    let items = into_array(value)?;
+    let mut out = Vec::with_capacity(items.len());
+    for entry in items {
+        let Ok::<[Value; 2], _>([id, fields]) = into_array(entry)?.try_into() else {
             return Err(corrupt("stream entry is not [id, fields]".to_owned()));
         };
-        let fields = array(fields)?;
         let mut data = None;
         let mut end = false;
-        for pair in fields.chunks(2) {
-            if let [k, v] = pair {
-                match string(k)?.as_str() {
-                    "d" => data = Some(string(v)?),
-                    "e" => end = string(v)? == "1",
-                    _ => {}
-                }
+        let mut fields = into_array(fields)?.into_iter();
+        while let (Some(k), Some(v)) = (fields.next(), fields.next()) {
+            match field_name(&k) {
+                Some(b"d") => data = Some(into_string(v)?),
+                Some(b"e") => end = matches!(field_name(&v), Some(b"1")),
+                _ => {}
             }
         }
         let data = data.ok_or_else(|| corrupt("stream entry without data".to_owned()))?;
         out.push(LoggedEvent {
-            position: string(id)?,
+            position: into_string(id)?,
             data,
             end,
         });
     }
     Ok(out)
+}
+
+/// [`array`], owned.
+fn into_array(value: Value) -> StoreResult<Vec<Value>> {
+    match value {
+        Value::Array(items) | Value::Set(items) => Ok(items),
+        Value::Nil => Ok(Vec::new()),
+        other => Err(corrupt(format!("expected an array, got {other:?}"))),
+    }
+}
+
+/// [`string`], owned: a bulk string's bytes become the `String` without a copy.
+fn into_string(value: Value) -> StoreResult<String> {
+    match value {
+        Value::BulkString(b) => String::from_utf8(b).map_err(|e| corrupt(e.to_string())),
+        other => string(&other),
+    }
+}
+
+/// The bytes of a short string reply (a stream entry's field name or flag), if it is one.
+fn field_name(value: &Value) -> Option<&[u8]> {
+    match value {
+        Value::BulkString(b) => Some(b),
+        Value::SimpleString(s) => Some(s.as_bytes()),
+        _ => None,
+    }
 }
 
 /// The items of an array reply (nil counts as empty).

@@ -46,63 +46,30 @@ impl EventLog for RedisStore {
         after: &str,
         limit: usize,
     ) -> StoreResult<Replay> {
-        let sk = self.session_keys(sid);
-        let log = sk.log(stream);
-        let (ms, seq) = order(after);
-        let start = match seq.checked_add(1) {
-            Some(next) => format!("{ms}-{next}"),
-            None => format!("{}-0", ms.saturating_add(1)),
+        let p = self.log_reads(sid, stream, after, limit);
+        let reads: LogReads = self.query(&p).await?;
+        decide_replay(stream, after, reads)
+    }
+
+    /// The same `MULTI` as [`Self::replay`] with the stream's running entry (`HGET`) in it: one
+    /// round trip, both read at one instant.
+    async fn running_and_replay(
+        &self,
+        sid: &str,
+        stream: &str,
+        after: &str,
+        limit: usize,
+    ) -> StoreResult<(Option<RunningRequest>, Replay)> {
+        let mut p = self.log_reads(sid, stream, after, limit);
+        p.cmd("HGET").arg(self.session_keys(sid).run()).arg(stream);
+        let reads: WithRunning = self.query(&p).await?;
+        let (alive, registered, running, cut, log_exists, first, rest, run) = reads;
+        let request = match run {
+            Some(json) if alive == 1 => Some(parse_running(&json)?),
+            _ => None,
         };
-        let mut p = pipe();
-        p.atomic()
-            .cmd("EXISTS")
-            .arg(sk.record())
-            .cmd("HEXISTS")
-            .arg(sk.streams())
-            .arg(stream)
-            .cmd("HEXISTS")
-            .arg(sk.run())
-            .arg(stream)
-            .cmd("GET")
-            .arg(sk.trim(stream))
-            .cmd("EXISTS")
-            .arg(&log)
-            .cmd("XRANGE")
-            .arg(&log)
-            .arg("-")
-            .arg("+")
-            .arg("COUNT")
-            .arg(1)
-            .cmd("XRANGE")
-            .arg(&log)
-            .arg(start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(limit.max(1));
-        type Reads = (i64, i64, i64, Option<String>, i64, Value, Value);
-        let (alive, registered, running, cut, log_exists, first, rest): Reads =
-            self.query(&p).await?;
-        let standalone = rules::is_standalone(stream);
-        let known = standalone || (registered == 1 && (running == 1 || log_exists == 1));
-        if alive == 0 || !known {
-            return Ok(Replay::UnknownStream);
-        }
-        if log_exists == 0 {
-            let empty = standalone || rules::is_start(after);
-            return Ok(if empty {
-                Replay::Events(Vec::new())
-            } else {
-                Replay::UnknownStream
-            });
-        }
-        if let Some(cut) = cut.filter(|cut| order(cut) > (ms, seq)) {
-            // A log emptied by `max_session_log_bytes` names its trim position.
-            let first = codec::entries(&first)?.into_iter().next();
-            return Ok(Replay::Truncated {
-                oldest: first.map_or(cut, |e| e.position),
-            });
-        }
-        Ok(Replay::Events(codec::entries(&rest)?))
+        let reads = (alive, registered, running, cut, log_exists, first, rest);
+        Ok((request, decide_replay(stream, after, reads)?))
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
@@ -191,7 +158,88 @@ impl EventLog for RedisStore {
     }
 }
 
+/// What [`RedisStore::log_reads`] reads: the session record's and the stream's existence, its
+/// running entry's, its trim position, its log's existence, the log's first entry and the page.
+type LogReads = (i64, i64, i64, Option<String>, i64, Value, Value);
+
+/// [`LogReads`] and the stream's running entry (`HGET`).
+type WithRunning = (
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    i64,
+    Value,
+    Value,
+    Option<String>,
+);
+
+/// [`EventLog::replay`]'s answer from its reads.
+fn decide_replay(stream: &str, after: &str, reads: LogReads) -> StoreResult<Replay> {
+    let (alive, registered, running, cut, log_exists, first, rest) = reads;
+    let (ms, seq) = order(after);
+    let standalone = rules::is_standalone(stream);
+    let known = standalone || (registered == 1 && (running == 1 || log_exists == 1));
+    if alive == 0 || !known {
+        return Ok(Replay::UnknownStream);
+    }
+    if log_exists == 0 {
+        let empty = standalone || rules::is_start(after);
+        return Ok(if empty {
+            Replay::Events(Vec::new())
+        } else {
+            Replay::UnknownStream
+        });
+    }
+    if let Some(cut) = cut.filter(|cut| order(cut) > (ms, seq)) {
+        // A log emptied by `max_session_log_bytes` names its trim position.
+        let first = codec::entries(first)?.into_iter().next();
+        return Ok(Replay::Truncated {
+            oldest: first.map_or(cut, |e| e.position),
+        });
+    }
+    Ok(Replay::Events(codec::entries(rest)?))
+}
+
 impl RedisStore {
+    /// The reads of a replay page after `after` (see [`LogReads`]), in one `MULTI`.
+    fn log_reads(&self, sid: &str, stream: &str, after: &str, limit: usize) -> ::redis::Pipeline {
+        let sk = self.session_keys(sid);
+        let log = sk.log(stream);
+        let (ms, seq) = order(after);
+        let start = match seq.checked_add(1) {
+            Some(next) => format!("{ms}-{next}"),
+            None => format!("{}-0", ms.saturating_add(1)),
+        };
+        let mut p = pipe();
+        p.atomic()
+            .cmd("EXISTS")
+            .arg(sk.record())
+            .cmd("HEXISTS")
+            .arg(sk.streams())
+            .arg(stream)
+            .cmd("HEXISTS")
+            .arg(sk.run())
+            .arg(stream)
+            .cmd("GET")
+            .arg(sk.trim(stream))
+            .cmd("EXISTS")
+            .arg(&log)
+            .cmd("XRANGE")
+            .arg(&log)
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .cmd("XRANGE")
+            .arg(&log)
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit.max(1));
+        p
+    }
+
     /// The route the append scripts get for the event they write: the usual one, or `-` (the
     /// script delivers nothing) with `min_replicas_acked`, where [`Self::deliver_confirmed`]
     /// publishes it after the `WAIT`, so no node shows a client an event the replicas do not

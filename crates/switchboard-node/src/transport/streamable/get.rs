@@ -144,8 +144,9 @@ type Prepared = (
     bool,
 );
 
-/// Claim first (so live events come to us), then see who runs the request, then read the log:
-/// an end event written after the `running` check is then either in the replay or delivered live.
+/// Claim first (so live events come to us), then see who runs the request, then read the log
+/// (both in one round trip, the running entry no later than the log): an end event written
+/// after the `running` check is then either in the replay or delivered live.
 async fn prepare_resume(
     app: &App,
     sid: &str,
@@ -167,16 +168,16 @@ async fn prepare_resume(
         return Err(HttpError::UnknownStream);
     }
     let standalone = stream == StreamId::STANDALONE;
-    let running = if standalone {
-        None
+    let (running, page) = if standalone {
+        let page = app.store.replay(sid, stream, after, pump::REPLAY_PAGE);
+        (None, page.await?)
     } else {
-        app.store.running(sid, stream).await?
+        let both = app
+            .store
+            .running_and_replay(sid, stream, after, pump::REPLAY_PAGE);
+        both.await?
     };
-    let events = match app
-        .store
-        .replay(sid, stream, after, pump::REPLAY_PAGE)
-        .await?
-    {
+    let events = match page {
         Replay::Events(events) => events,
         Replay::UnknownStream => return Err(HttpError::UnknownStream),
         Replay::Truncated { oldest } => return Err(HttpError::EventsTrimmed(oldest)),
