@@ -28,6 +28,7 @@ mod events;
 mod keys;
 mod pubsub;
 mod rates;
+mod reaper;
 mod records;
 mod scripts;
 mod sentinel;

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use ::redis::{cmd, pipe, ScriptInvocation, Value};
+use ::redis::{cmd, pipe, Value};
 use async_trait::async_trait;
 
 use super::scripts::*;
@@ -436,77 +436,6 @@ impl SessionStore for RedisStore {
             tracing::warn!(error = %e, "cannot release the reaper lock; it lapses by itself");
         }
         result
-    }
-}
-
-impl RedisStore {
-    /// A `DELETE`/`REAP_ONE` invocation for `sid` (it broadcasts `Terminated`).
-    fn terminating_call(
-        &self,
-        script: &'static ::redis::Script,
-        sid: &str,
-    ) -> StoreResult<ScriptInvocation<'static>> {
-        let terminated = Self::encode(&BusMessage::Terminated {
-            sid: sid.to_owned(),
-        })?;
-        let mut inv = self.session_call(script, &self.session_keys(sid), None);
-        inv.arg(self.keys.every_node_route()).arg(terminated);
-        Ok(inv)
-    }
-
-    async fn reap_locked(&self, limit: usize) -> StoreResult<Vec<String>> {
-        let now = rules::now_ms();
-        let index = self.keys.sessions();
-        let mut conn = self.conn.clone();
-        let due: Vec<String> = cmd("ZRANGEBYSCORE")
-            .arg(&index)
-            .arg("-inf")
-            .arg(now)
-            .arg("LIMIT")
-            .arg(0)
-            .arg(limit)
-            .query_async(&mut conn)
-            .await?;
-        if due.is_empty() {
-            cmd("PEXPIRE")
-                .arg(&index)
-                .arg(2 * self.idle_ms())
-                .query_async::<i64>(&mut conn)
-                .await?;
-            return Ok(Vec::new());
-        }
-        let calls = due
-            .iter()
-            .map(|sid| self.terminating_call(&REAP_ONE, sid))
-            .collect::<StoreResult<Vec<_>>>()?;
-        let ttls: Vec<i64> =
-            futures::future::try_join_all(calls.iter().map(|inv| self.invoke::<i64>(inv))).await?;
-        let mut fix = pipe();
-        let mut reaped = Vec::new();
-        for (sid, pttl) in due.into_iter().zip(ttls) {
-            if pttl == -2 {
-                fix.cmd("ZREM").arg(&index).arg(&sid).ignore();
-                reaped.push(sid);
-            } else {
-                let left = if pttl >= 0 {
-                    pttl as u64
-                } else {
-                    self.idle_ms()
-                };
-                fix.cmd("ZADD")
-                    .arg(&index)
-                    .arg("XX")
-                    .arg(now + left)
-                    .arg(&sid)
-                    .ignore();
-            }
-        }
-        fix.cmd("PEXPIRE")
-            .arg(&index)
-            .arg(2 * self.idle_ms())
-            .ignore();
-        self.query::<()>(&fix).await?;
-        Ok(reaped)
     }
 }
 
