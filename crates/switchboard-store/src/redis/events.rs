@@ -13,12 +13,25 @@ use crate::traits::*;
 
 #[async_trait]
 impl EventLog for RedisStore {
+    /// With an append id of its own: the cluster client may send the script again after it ran.
     async fn append(
         &self,
         sid: &str,
         stream: &str,
         data: &str,
         end: bool,
+    ) -> StoreResult<Appended> {
+        let id = rules::new_append_id();
+        self.append_once(sid, stream, data, end, &id).await
+    }
+
+    async fn append_once(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        append_id: &str,
     ) -> StoreResult<Appended> {
         let sk = self.session_keys(sid);
         let mut inv = self.session_call(&APPEND, &sk, Some(stream));
@@ -30,6 +43,7 @@ impl EventLog for RedisStore {
             .arg(sid)
             .arg(self.event_route());
         self.cap_args(&mut inv, data);
+        inv.arg(append_id);
         let reply: Value = self.invoke_durably(&inv).await?;
         let appended = codec::appended(&reply)?.unwrap_or_else(Appended::not_stored);
         self.deliver_confirmed(sid, stream, data, end, &appended)

@@ -26,6 +26,7 @@ local function touch_core()
   -- The standalone stream's log lives as long as the session.
   redis.call('PEXPIRE', base .. 'log:get', ttl)
   redis.call('PEXPIRE', base .. 'trim:get', ttl)
+  redis.call('PEXPIRE', base .. 'ids:get', ttl)
   redis.call('PEXPIRE', base .. 'bytes', ttl)
 end
 -- The hot path's touch: skipped while the record's expiry is still within 1/64 of the idle TTL
@@ -56,9 +57,9 @@ local function deliver(route, node, msg)
 end
 local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
-    redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
+    redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f, base .. 'ids:' .. f)
   end
-  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'bytes')
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'ids:get', base .. 'bytes')
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 "#;
@@ -82,7 +83,7 @@ local function register_request(key, stream, node, holder)
     for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
       if not known(f) then
         redis.call('HDEL', KEYS[2], f)
-        redis.call('DEL', base .. 'trim:' .. f)
+        redis.call('DEL', base .. 'trim:' .. f, base .. 'ids:' .. f)
       end
     end
   end
@@ -198,7 +199,7 @@ local stream = ARGV[4]
 if stream then
   redis.call('HDEL', KEYS[3], stream)
   redis.call('HDEL', KEYS[2], stream)
-  redis.call('DEL', base .. 'log:' .. stream, base .. 'trim:' .. stream)
+  redis.call('DEL', base .. 'log:' .. stream, base .. 'trim:' .. stream, base .. 'ids:' .. stream)
 end
 if alive() then touch_core() end
 return 1
@@ -361,7 +362,8 @@ return -2
     )
 });
 
-/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix.
+/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix, stored form,
+/// `max_stream_log_bytes`, `max_session_log_bytes`, append id (see `append_script`).
 /// Returns `{position, holder}`, or nil when the session is gone.
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
     session_script(
@@ -369,13 +371,15 @@ pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if not alive() then return false end
 return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13])
 "#,
     )
 });
 
-/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix.
-/// Returns `{position, holder}`, or nil when the request is not running on `node`.
+/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix, and the cap
+/// arguments of [`APPEND`]. Returns `{position, holder}`, or nil when the request is not running
+/// on `node`. No append id: sent again after it ran, it finds the request over and stores
+/// nothing (also [`ABORT_TO_STANDALONE`]).
 pub(crate) static ABORT: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         true,
@@ -384,7 +388,7 @@ if not alive() then return false end
 local run = redis.call('HGET', KEYS[3], ARGV[3])
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), '')
 "#,
     )
 });
@@ -404,7 +408,7 @@ if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 end_request(stream)
 redis.call('HDEL', KEYS[2], stream)
 return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), '')
 "#,
     )
 });

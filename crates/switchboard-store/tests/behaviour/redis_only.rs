@@ -37,7 +37,9 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
         .chain([
             format!("sbt:{tag}:log:{s}"),
             format!("sbt:{tag}:trim:{s}"),
+            format!("sbt:{tag}:ids:{s}"),
             format!("sbt:{tag}:log:get"),
+            format!("sbt:{tag}:ids:get"),
         ])
         .chain(["sbt:sessions".to_owned(), "sbt:node:a".to_owned()]);
     let mut want: Vec<String> = want.collect();
@@ -51,6 +53,11 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
         .query(&["XLEN", &format!("sbt:{tag}:log:{s}")])
         .unwrap();
     assert_eq!(len, 2, "the cap is exact");
+    let ids: i64 = env
+        .redis()
+        .query(&["HLEN", &format!("sbt:{tag}:ids:{s}")])
+        .unwrap();
+    assert_eq!(ids, 2, "a trimmed event's append id is forgotten with it");
 }
 
 #[tokio::test]
