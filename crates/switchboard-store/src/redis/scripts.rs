@@ -5,12 +5,33 @@
 //! works on a stream, `ARGV[1]` = the `p:{sid}:` base and `ARGV[2]` = `idle_ttl` in ms; its own
 //! arguments start at `ARGV[3]`. "The session exists" always means "the record hash exists".
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use redis::Script;
 
 use super::append_script::APPEND_EVENT;
 use crate::rules::{PRUNE_AT, PRUNE_EVERY};
+
+/// Every script this process has built: what a pipeline that met `NOSCRIPT` loads before it runs
+/// again ([`super::RedisStore`]'s `query_on`). A script is built (its `LazyLock` forced) before
+/// its first invocation, so no pipeline can carry a script missing here, whichever module defines
+/// it. (A fixed list of them had missed six, `ABORT_TO_STANDALONE` among them.)
+static BUILT: Mutex<Vec<Script>> = Mutex::new(Vec::new());
+
+/// Makes a script and records it in [`built`]: every script of this backend is made here.
+pub(crate) fn script(code: &str) -> Script {
+    let script = Script::new(code);
+    BUILT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(script.clone());
+    script
+}
+
+/// The scripts built so far in this process (see [`script`]).
+pub(crate) fn built() -> Vec<Script> {
+    BUILT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
 
 /// Helpers shared by every session script.
 const PRELUDE: &str = r#"
@@ -67,7 +88,7 @@ end
 /// Builds a session script from the prelude(s) and a body.
 fn session_script(with_append: bool, body: &str) -> Script {
     let append = if with_append { APPEND_EVENT } else { "" };
-    Script::new(&format!("{PRELUDE}{append}{body}"))
+    script(&format!("{PRELUDE}{append}{body}"))
 }
 
 /// Prunes the stream registry of streams that are neither running nor logged, now and then (see
@@ -172,7 +193,7 @@ end
 /// `take_rates` on its own: `KEYS` are the rate keys, `ARGV` as `take_rates(1, 1)` reads it.
 /// Returns `{0}` when every limit passed, else `{index, wait ms}`.
 pub(crate) static RATES: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    script(&format!(
         "pcall(redis.replicate_commands)\n{GCRA}\nreturn take_rates(1, 1) or {{0}}\n"
     ))
 });
@@ -524,7 +545,7 @@ end
 /// record is written after it). KEYS: index, and the principal's sessions when
 /// `max_sessions_per_principal` is on. ARGV and reply as [`RESERVE_FN`].
 pub(crate) static RESERVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&format!("{RESERVE_FN}return reserve(KEYS[1], KEYS[2])\n")));
+    LazyLock::new(|| script(&format!("{RESERVE_FN}return reserve(KEYS[1], KEYS[2])\n")));
 
 /// `create_session` in one script (standalone and Sentinel: one server holds every key): the
 /// reservation, then, when it passed, the record written fresh with its TTL. KEYS: index,
@@ -540,37 +561,12 @@ redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return 1
 "#;
-    Script::new(&format!("{RESERVE_FN}{body}"))
+    script(&format!("{RESERVE_FN}{body}"))
 });
 
 /// Compare-and-delete of a lock. KEYS: lock. ARGV: token.
 pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\nreturn 1\n",
     )
 });
-
-/// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 19] {
-    [
-        &BEGIN,
-        &RATES,
-        &REGISTER,
-        &FINISH,
-        &TOUCH,
-        &UPDATE,
-        &BEGIN_UPDATE,
-        &DELETE,
-        &REAP_ONE,
-        &APPEND,
-        &ABORT,
-        &CLAIM,
-        &RELEASE,
-        &REGISTER_PENDING,
-        &ROUTE_REPLY,
-        &ROUTE_CANCEL,
-        &RESERVE,
-        &CREATE,
-        &UNLOCK,
-    ]
-}

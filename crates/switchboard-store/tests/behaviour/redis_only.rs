@@ -103,6 +103,49 @@ async fn scripts_are_reloaded_after_a_flush() {
     assert_eq!(a.reap(10).await.unwrap(), vec![gone]);
 }
 
+/// Whichever script a pipeline carries, `NOSCRIPT` loads it: `abort_running` of a request
+/// answered on the standalone stream, on a node that waits for replicas, runs
+/// `ABORT_TO_STANDALONE` in a pipeline with `WAIT`, a script the recovery's fixed list of
+/// scripts lacked (it failed with `NOSCRIPT` after every flush). No replica exists here, so the
+/// script, once loaded and run, ends in `NotReplicated`, and the event is on the standalone log.
+#[tokio::test]
+async fn a_pipelined_script_is_loaded_after_a_flush_whichever_it_is() {
+    let env = Env::new(Kind::Redis, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let waits = RedisStore::open(
+        &switchboard_store::redis::RedisTopology::standalone(&env.redis().url()),
+        StoreConfig {
+            key_prefix: "sbt".into(),
+            min_replicas_acked: 1,
+            replicas_ack_timeout: Duration::from_millis(50),
+            ..StoreConfig::default_for("c")
+        },
+    )
+    .await
+    .expect("connect");
+    let id = new_session(&a).await;
+    assert!(matches!(
+        b.claim(&id, "get", "b/1").await.unwrap(),
+        Claim::Claimed { .. }
+    ));
+    let s = switchboard_protocol::StreamId::generate_standalone_answered().to_string();
+    begin_ok(&a, &id, Some(&inflight("5", &s, "a", ""))).await;
+    env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
+    let aborted = waits.abort_running(&id, &s, "a", "{\"error\":1}").await;
+    assert!(
+        matches!(
+            aborted,
+            Err(StoreError::NotReplicated {
+                acked: 0,
+                wanted: 1
+            })
+        ),
+        "the script ran after its load: {aborted:?}"
+    );
+    let logged = events(&a, &id, "get", "0-0").await;
+    assert_eq!(logged.len(), 1, "the abort's event on the standalone log");
+}
+
 #[tokio::test]
 async fn the_inbox_resubscribes_after_its_connection_drops() {
     let env = Env::new(Kind::Redis, |_| {});
