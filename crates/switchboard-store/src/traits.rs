@@ -203,8 +203,9 @@ pub trait EventLog: Send + Sync {
     ///
     /// One call logs the event at most once, even when the backend's client sends it again
     /// underneath (the Redis Cluster client resends a command whose connection dropped after it
-    /// ran): the Redis backend gives each call an append id of its own, as
-    /// [`EventLog::append_once`] does with the caller's.
+    /// ran): on Redis Cluster the backend gives each call an append id of its own, as
+    /// [`EventLog::append_once`] does with the caller's. (No other backend's client resends, and
+    /// an id costs Redis CPU on every append.)
     async fn append(&self, sid: &str, stream: &str, data: &str, end: bool)
         -> StoreResult<Appended>;
 
