@@ -185,6 +185,17 @@ impl EventLog for Observed {
         self.op("append", self.inner.append(sid, stream, data, end))
             .await
     }
+    async fn append_once(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        append_id: &str,
+    ) -> StoreResult<Appended> {
+        let appended = self.inner.append_once(sid, stream, data, end, append_id);
+        self.op("append", appended).await
+    }
     async fn replay(
         &self,
         sid: &str,

@@ -1,5 +1,5 @@
 //! Rules both backends share, so their observable behaviour stays identical: inbox capacity,
-//! stream-registry pruning, and log-position arithmetic.
+//! stream-registry pruning, append ids, and log-position arithmetic.
 
 use switchboard_protocol::ids::position_order;
 use switchboard_protocol::StreamId;
@@ -21,6 +21,13 @@ pub(crate) const PRUNE_EVERY: usize = 16;
 /// log: its log expired `idle_ttl` after its last event), so pruning is never observable.
 pub(crate) fn should_prune(len: usize) -> bool {
     len >= PRUNE_AT && len.is_multiple_of(PRUNE_EVERY)
+}
+
+/// A new append id ([`crate::EventLog::append_once`]): 64 random bits as 16 hex digits. Two
+/// events of one log with the same id would be taken for one (the second not stored); with at
+/// most a few thousand events retained per log, that chance is below one in 10^11.
+pub fn new_append_id() -> String {
+    format!("{:016x}", rand::random::<u64>())
 }
 
 /// Whether `stream` is the standalone GET stream, which is always known.

@@ -200,8 +200,30 @@ pub trait EventLog: Send + Sync {
     /// in-flight entry are removed with it. Registers the stream in the session if it was not.
     /// When the session is gone (deleted or expired) nothing is stored and the answer is
     /// [`Appended::not_stored`].
+    ///
+    /// One call logs the event at most once, even when the backend's client sends it again
+    /// underneath (the Redis Cluster client resends a command whose connection dropped after it
+    /// ran): on Redis Cluster the backend gives each call an append id of its own, as
+    /// [`EventLog::append_once`] does with the caller's. (No other backend's client resends, and
+    /// an id costs Redis CPU on every append.)
     async fn append(&self, sid: &str, stream: &str, data: &str, end: bool)
         -> StoreResult<Appended>;
+
+    /// [`EventLog::append`] of an event the caller may append again after an error, when it
+    /// cannot tell whether the event was stored (a dropped connection, a timeout, too few
+    /// replicas confirming it): every call with the same `append_id` (one per event,
+    /// [`crate::rules::new_append_id`]) stores it at most once. A repeated call stores nothing
+    /// and answers the position the event got, delivering it again as `append` would (a
+    /// connection skips a position it has written). An id is remembered as long as its event is
+    /// in the log.
+    async fn append_once(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        append_id: &str,
+    ) -> StoreResult<Appended>;
 
     /// Events of the stream after `after` (a position; [`switchboard_protocol::EventId::START`]
     /// for "from the beginning"). [`Replay::UnknownStream`] when the session is gone or the stream

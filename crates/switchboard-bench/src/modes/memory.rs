@@ -70,7 +70,7 @@ impl RssDelta {
 pub struct RedisMemory {
     /// Sessions whose keys were measured.
     pub sampled_sessions: usize,
-    /// Keys found for them (excluding `log:` and `trim:` keys).
+    /// Keys found for them (excluding the event logs' `log:`, `trim:` and `ids:` keys).
     pub keys: usize,
     /// Mean over the sample of the summed `MEMORY USAGE <key> SAMPLES 0` of a session's keys,
     /// in bytes.
@@ -169,7 +169,9 @@ impl RedisProbe {
                     .split_once('{')
                     .and_then(|(_, rest)| rest.split_once('}'));
                 if let Some((sid, rest)) = tag {
-                    let is_log = rest.starts_with(":log:") || rest.starts_with(":trim:");
+                    let is_log = [":log:", ":trim:", ":ids:"]
+                        .iter()
+                        .any(|p| rest.starts_with(p));
                     if sessions.contains(sid) && !is_log {
                         found.push(key);
                     }

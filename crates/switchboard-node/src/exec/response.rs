@@ -241,7 +241,7 @@ impl ResponseStream {
             }
             let method = message.get("method").and_then(Value::as_str);
             telemetry::notification_rerouted(&self.sid, method.unwrap_or("?"));
-            return self.append_standalone(message.to_string()).await;
+            return self.append_standalone(message.to_string(), None).await;
         }
         {
             let mut mode = self.lock();
@@ -257,7 +257,7 @@ impl ResponseStream {
             }
         }
         self.registered_or_fail().await?;
-        self.append(message.to_string(), false).await
+        self.append(message.to_string(), false, None).await
     }
 
     /// [`ResponseStream::register`], as a delivery error when it did not take: an event appended
@@ -416,12 +416,15 @@ impl ResponseStream {
     /// The final response must reach the log, or the client's stream would wait forever: retry
     /// through a store outage (0.5 s, 1 s, 2 s, 4 s, 8 s), registering the request first if that
     /// failed so far; if it still fails, close the local connection so the client sees the
-    /// stream end and can resume or retry.
+    /// stream end and can resume or retry. Every attempt carries one append id: a failed one may
+    /// have stored the response all the same (too few replicas confirmed it, or the reply was
+    /// lost), and the next must not log it a second time.
     async fn append_final(&self, data: String) {
+        let once = switchboard_store::rules::new_append_id();
         let mut delay = std::time::Duration::from_millis(500);
         for attempt in 1..=6 {
             let appended = match self.register().await {
-                Registration::Registered => self.append(data.clone(), true).await,
+                Registration::Registered => self.append(data.clone(), true, Some(&once)).await,
                 Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
                 Registration::SessionGone => {
                     tracing::warn!(session = %logged_session(&self.sid), "the session ended before a final response could be logged; closing its stream");
@@ -445,16 +448,22 @@ impl ResponseStream {
             .close(&self.sid, &self.inflight.stream, &self.inflight.holder);
     }
 
-    async fn append(&self, data: String, end: bool) -> Result<(), PeerError> {
+    /// Appends to this request's stream; with `once`, as [`switchboard_store::EventLog::append_once`] with that id.
+    async fn append(&self, data: String, end: bool, once: Option<&str>) -> Result<(), PeerError> {
         if self.sink == Sink::Standalone {
-            return self.append_standalone(data).await;
+            return self.append_standalone(data, once).await;
         }
-        let appended = self
-            .app
-            .store
-            .append(&self.sid, &self.inflight.stream, &data, end)
-            .await
-            .map_err(|e| PeerError::Delivery(e.to_string()))?;
+        let (sid, stream) = (&self.sid, &self.inflight.stream);
+        let appended = match once {
+            Some(id) => {
+                self.app
+                    .store
+                    .append_once(sid, stream, &data, end, id)
+                    .await
+            }
+            None => self.app.store.append(sid, stream, &data, end).await,
+        };
+        let appended = appended.map_err(|e| PeerError::Delivery(e.to_string()))?;
         if let Some(holder) = appended.holder {
             if self.app.is_local(&holder) {
                 let ev = StreamEvent {
@@ -473,11 +482,18 @@ impl ResponseStream {
     /// Appends to the session's standalone stream. It never ends, and the store itself delivers
     /// its events to the holder (local or not) through the bus, one ordered path for every
     /// writer.
-    async fn append_standalone(&self, data: String) -> Result<(), PeerError> {
-        self.app
-            .store
-            .append(&self.sid, StreamId::STANDALONE, &data, false)
-            .await
+    async fn append_standalone(&self, data: String, once: Option<&str>) -> Result<(), PeerError> {
+        let (sid, stream) = (&self.sid, StreamId::STANDALONE);
+        let appended = match once {
+            Some(id) => {
+                self.app
+                    .store
+                    .append_once(sid, stream, &data, false, id)
+                    .await
+            }
+            None => self.app.store.append(sid, stream, &data, false).await,
+        };
+        appended
             .map(|_| ())
             .map_err(|e| PeerError::Delivery(e.to_string()))
     }

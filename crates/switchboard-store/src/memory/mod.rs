@@ -347,6 +347,28 @@ impl EventLog for MemoryStore {
         Ok(appended.unwrap_or_else(Appended::not_stored))
     }
 
+    async fn append_once(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: &str,
+        end: bool,
+        append_id: &str,
+    ) -> StoreResult<Appended> {
+        let event = BusEvent {
+            sid: sid.to_owned(),
+            stream: stream.to_owned(),
+            holder: String::new(),
+            position: String::new(),
+            data: data.to_owned(),
+            end,
+            verify: false,
+        };
+        let now = Instant::now();
+        let appended = self.lock().append_once(&self.config, event, append_id, now);
+        Ok(appended.unwrap_or_else(Appended::not_stored))
+    }
+
     async fn replay(
         &self,
         sid: &str,

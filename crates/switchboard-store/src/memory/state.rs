@@ -59,6 +59,9 @@ pub(super) struct Log {
     pub events: VecDeque<LoggedEvent>,
     /// Position of the newest event trimmed away, if any.
     pub trimmed: Option<String>,
+    /// `(position, append id)` of the retained events appended with one
+    /// ([`crate::EventLog::append_once`]), oldest first.
+    pub ids: VecDeque<(String, String)>,
     /// Bytes of event data retained (`max_stream_log_bytes`, `max_session_log_bytes`).
     pub bytes: u64,
     /// When the log expires (`idle_ttl` after its last append).
@@ -104,11 +107,19 @@ impl Session {
                 && (self.running.contains_key(stream) || self.log(stream, now).is_some()))
     }
 
-    /// Number of keys the Redis backend would hold for this session right now.
+    /// The position of the event of `stream` appended with `append_id`, while it is retained.
+    fn appended_as(&self, stream: &str, append_id: &str, now: Instant) -> Option<String> {
+        let log = self.log(stream, now)?;
+        let found = log.ids.iter().rev().find(|(_, id)| id == append_id);
+        found.map(|(position, _)| position.clone())
+    }
+
+    /// Number of keys the Redis backend would hold for this session right now (its append
+    /// gives every event an id, kept in one hash per log while the log holds an event).
     pub fn key_count(&self, now: Instant) -> usize {
         let live_logs = self.logs.values().filter(|l| l.expires > now);
         let logs: usize = live_logs
-            .map(|l| 1 + usize::from(l.trimmed.is_some()))
+            .map(|l| 1 + usize::from(l.trimmed.is_some()) + usize::from(!l.events.is_empty()))
             .sum();
         usize::from(self.expires > now)
             + usize::from(!self.streams.is_empty())
@@ -360,22 +371,62 @@ impl Shared {
                 }
             }
         }
-        if rules::delivers_event(&holder, stream, &cfg.node_id) {
-            let msg = BusMessage::Event(BusEvent {
-                sid: sid.to_owned(),
-                stream: stream.to_owned(),
-                holder: holder.clone(),
-                position: position.clone(),
-                data: data.to_owned(),
-                end,
-                verify: false,
-            });
-            self.deliver(holder_node(&holder), msg);
+        let event = BusEvent {
+            sid: sid.to_owned(),
+            stream: stream.to_owned(),
+            holder,
+            position,
+            data: data.to_owned(),
+            end,
+            verify: false,
+        };
+        Some(self.delivered(cfg, event))
+    }
+
+    /// [`crate::EventLog::append_once`]: [`Self::append`], unless the log retains the event
+    /// appended with `append_id`; then nothing is stored and that event's position is answered
+    /// (and the event delivered again). `event` names the session, stream, data and end; its
+    /// holder and position are the store's to fill in.
+    pub fn append_once(
+        &mut self,
+        cfg: &StoreConfig,
+        event: BusEvent,
+        append_id: &str,
+        now: Instant,
+    ) -> Option<Appended> {
+        let s = self.live(&event.sid, now)?;
+        if let Some(position) = s.appended_as(&event.stream, append_id, now) {
+            let holder = s.streams.get(&event.stream).cloned().unwrap_or_default();
+            return Some(self.delivered(
+                cfg,
+                BusEvent {
+                    position,
+                    holder,
+                    ..event
+                },
+            ));
         }
-        Some(Appended {
+        let (sid, stream) = (&event.sid, &event.stream);
+        let appended = self.append(cfg, sid, stream, &event.data, event.end, now)?;
+        let s = self.live(sid, now)?;
+        if let Some(log) = s.logs.get_mut(stream.as_str()) {
+            log.ids
+                .push_back((appended.position.clone(), append_id.to_owned()));
+        }
+        Some(appended)
+    }
+
+    /// Delivers `event` to its holder's inbox when the store does that
+    /// ([`rules::delivers_event`]); what `append` answers.
+    fn delivered(&self, cfg: &StoreConfig, event: BusEvent) -> Appended {
+        let (position, holder) = (event.position.clone(), event.holder.clone());
+        if rules::delivers_event(&holder, &event.stream, &cfg.node_id) {
+            self.deliver(holder_node(&holder), BusMessage::Event(event));
+        }
+        Appended {
             position,
             holder: rules::some_holder(holder),
-        })
+        }
     }
 
     /// [`crate::EventLog::replay`].
@@ -459,6 +510,7 @@ impl Log {
         Log {
             events: VecDeque::new(),
             trimmed: None,
+            ids: VecDeque::new(),
             bytes: 0,
             expires,
         }
@@ -482,6 +534,9 @@ impl Log {
         };
         let bytes = old.data.len() as u64;
         self.bytes -= bytes;
+        if self.ids.front().is_some_and(|(p, _)| *p == old.position) {
+            self.ids.pop_front();
+        }
         self.trimmed = Some(old.position);
         bytes
     }

@@ -1,14 +1,28 @@
 //! The Lua of the append path, shared by the scripts that append an event (`APPEND`, `ABORT`,
 //! `ABORT_TO_STANDALONE` of the `scripts` module, after its prelude): the count and byte caps of
 //! the event log (`max_events_per_stream`, `max_stream_log_bytes`, `max_session_log_bytes`), the
-//! session's ordered log positions, and delivery of the event to its holder's node.
+//! session's ordered log positions, append ids, and delivery of the event to its holder's node.
+//!
+//! Append ids (`EventLog::append_once`) make an append safe to send again. A script that ran
+//! may still look failed to its caller: the Redis Cluster client resends a command whose
+//! connection dropped before the reply came (`RetryMethod::Reconnect`, redis 1.8.1
+//! `cluster_handling/async_connection/request.rs`), e.g. a primary killed while its client waited
+//! in the `WAIT` after the script, and the node retries a final response that `WAIT` did not
+//! confirm. Each sending then logged the event again, under a new position, and a client that
+//! resumed saw it twice (the chaos suite's Cluster `primary-kill`). The log entry keeps its id
+//! (field `k`) and `p:{sid}:ids:<stream>` maps the id to the position; an append whose id is
+//! there stores nothing and answers that position. An id is forgotten with its event (trimmed,
+//! or the log gone), and a replica holds both as the primary did.
 
 /// `end_request(stream)` clears a stream's running entry and its request's in-flight entry (when
 /// that is still this stream's). `append_event` appends an event to the log in `KEYS[6]` (trim
 /// marker `KEYS[7]`): trims the oldest events to `maxlen` events and `smax` bytes, and the
 /// session's oldest to `tmax` bytes, recording each log's newest trimmed position; stores `stored`
-/// (the stand-in for an event over `max_event_bytes`, or `data` itself); registers the stream, ends the request on the final event, and publishes the event to the holder's node when
-/// that is not `me` or the stream is the standalone one (see `rules::delivers_event`).
+/// (the stand-in for an event over `max_event_bytes`, or `data` itself) with its append id `aid`
+/// (`''`: none); registers the stream, ends the request on the final event, and publishes the
+/// event to the holder's node when that is not `me` or the stream is the standalone one (see
+/// `rules::delivers_event`). An event whose id the log holds already is not stored again: its
+/// position is answered, and the event delivered again (a connection skips a position it wrote).
 pub(super) const APPEND_EVENT: &str = r#"
 pcall(redis.replicate_commands)
 local function end_request(stream)
@@ -45,12 +59,13 @@ local function reconcile()
   return tonumber(redis.call('HGET', bk, '#') or '0')
 end
 -- Trims the oldest event of `stream`'s log, recording its position (the trim marker lives as
--- long as its log); returns its bytes, or nil when the log is empty.
+-- long as its log) and forgetting its append id; returns its bytes, or nil when the log is empty.
 local function pop_oldest(stream)
   local log = base .. 'log:' .. stream
   local old = redis.call('XRANGE', log, '-', '+', 'COUNT', 1)[1]
   if not old then return nil end
   redis.call('XDEL', log, old[1])
+  if old[2][5] == 'k' then redis.call('HDEL', base .. 'ids:' .. stream, old[2][6]) end
   local ms = redis.call('PTTL', log)
   redis.call('SET', base .. 'trim:' .. stream, old[1], 'PX', ms > 0 and ms or ttl)
   local n = #old[2][2]
@@ -99,26 +114,36 @@ local function next_position()
 end
 -- `stored` is what the log keeps ('': `data` itself; else the stand-in for an event over
 -- `max_event_bytes`, see `caps`); `data` is what is delivered live.
-local function append_event(stream, data, fin, maxlen, me, sid, inbox, stored, smax, tmax)
-  local log, trim = KEYS[6], KEYS[7]
-  if stored == '' then stored = data end
-  local size = #stored
-  if redis.call('EXISTS', log) == 0 then forget_bytes(stream) end
-  local n = redis.call('XLEN', log)
-  local kept = tonumber(redis.call('HGET', bk, stream) or '0')
-  while n > 0 and (n >= maxlen or kept + size > smax) do
-    kept = kept - pop_oldest(stream)
-    n = n - 1
+local function append_event(stream, data, fin, maxlen, me, sid, inbox, stored, smax, tmax, aid)
+  local log, trim, ids = KEYS[6], KEYS[7], base .. 'ids:' .. stream
+  local pos = aid ~= '' and redis.call('HGET', ids, aid)
+  if not pos then
+    if stored == '' then stored = data end
+    local size = #stored
+    if redis.call('EXISTS', log) == 0 then forget_bytes(stream) end
+    local n = redis.call('XLEN', log)
+    local kept = tonumber(redis.call('HGET', bk, stream) or '0')
+    while n > 0 and (n >= maxlen or kept + size > smax) do
+      kept = kept - pop_oldest(stream)
+      n = n - 1
+    end
+    trim_session(size, tmax)
+    redis.call('PEXPIRE', trim, ttl)
+    count_bytes(stream, size)
+    redis.call('PEXPIRE', bk, ttl)
+    local e = fin and '1' or '0'
+    if aid == '' then
+      pos = redis.call('XADD', log, next_position(), 'd', stored, 'e', e)
+    else
+      pos = redis.call('XADD', log, next_position(), 'd', stored, 'e', e, 'k', aid)
+      redis.call('HSET', ids, aid, pos)
+      redis.call('PEXPIRE', ids, ttl)
+    end
+    redis.call('PEXPIRE', log, ttl)
+    redis.call('HSETNX', KEYS[2], stream, '')
+    redis.call('PEXPIRE', KEYS[2], ttl)
+    if fin then end_request(stream) end
   end
-  trim_session(size, tmax)
-  redis.call('PEXPIRE', trim, ttl)
-  count_bytes(stream, size)
-  redis.call('PEXPIRE', bk, ttl)
-  local pos = redis.call('XADD', log, next_position(), 'd', stored, 'e', fin and '1' or '0')
-  redis.call('PEXPIRE', log, ttl)
-  redis.call('HSETNX', KEYS[2], stream, '')
-  redis.call('PEXPIRE', KEYS[2], ttl)
-  if fin then end_request(stream) end
   local holder = redis.call('HGET', KEYS[2], stream) or ''
   if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
     local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}

@@ -7,9 +7,12 @@
 //! - `p:{sid}:run` HASH, stream id → `{"node","request_key"}` of the request still running;
 //! - `p:{sid}:inf` HASH, client request id key → `<node>\n<stream>`;
 //! - `p:{sid}:pend` HASH, server-issued request id key → node waiting for the answer;
-//! - `p:{sid}:log:<stream>` STREAM, the event log (fields `d` data, `e` `"1"` on the final event);
+//! - `p:{sid}:log:<stream>` STREAM, the event log (fields `d` data, `e` `"1"` on the final event,
+//!   `k` the append id, see `append_script`);
 //! - `p:{sid}:trim:<stream>` STRING, position of the newest event trimmed from that log (exists
 //!   only once the log hit its cap; expires with the log);
+//! - `p:{sid}:ids:<stream>` HASH, append id → position, of the events that log retains (expires
+//!   with the log);
 //! - `p:sessions` ZSET (sid → ms of last known expiry), `p:node:<id>` liveness, `p:reaper` lock,
 //!   `p:secret:<name>` agreed secrets;
 //! - `p:rl:{<tag>}:<key>` STRING, a rate limit's TAT in ms (see [`Keys::rate`]);
@@ -21,7 +24,8 @@
 //!   session's sharded channel `p:{sid}:bus` instead (see the `sharded` module).
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
-//! can touch them all (scripts build `log:`/`trim:` names from the `p:{sid}:` base they get).
+//! can touch them all (scripts build `log:`/`trim:`/`ids:` names from the `p:{sid}:` base they
+//! get).
 
 /// Names of the global keys and channels.
 #[derive(Clone, Debug)]

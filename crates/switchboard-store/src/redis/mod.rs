@@ -181,7 +181,7 @@ impl RedisStore {
     }
 
     /// Runs a pipeline (of one hash slot); if it contains scripts the server has forgotten
-    /// (restart, failover, `SCRIPT FLUSH`), loads every script (on every primary in Redis
+    /// (restart, failover, `SCRIPT FLUSH`), loads every script built so far (on every primary in Redis
     /// Cluster) and runs it once more; in Redis Cluster, if a transaction came back with
     /// `MOVED`/`ASK` inside it (its slot moved, e.g. to a promoted replica: the cluster client
     /// only follows redirects of plain commands), sends one plain command on its first key, which
@@ -196,7 +196,7 @@ impl RedisStore {
         let mut conn = on.clone();
         match pipe.query_async(&mut conn).await {
             Err(e) if no_script(&e) => {
-                let loads = scripts::all().map(|script| {
+                let loads = scripts::built().into_iter().map(|script| {
                     let mut conn = on.clone();
                     async move { script.prepare_invoke().load_async(&mut conn).await }
                 });

@@ -5,12 +5,33 @@
 //! works on a stream, `ARGV[1]` = the `p:{sid}:` base and `ARGV[2]` = `idle_ttl` in ms; its own
 //! arguments start at `ARGV[3]`. "The session exists" always means "the record hash exists".
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, Mutex, PoisonError};
 
 use redis::Script;
 
 use super::append_script::APPEND_EVENT;
 use crate::rules::{PRUNE_AT, PRUNE_EVERY};
+
+/// Every script this process has built: what a pipeline that met `NOSCRIPT` loads before it runs
+/// again ([`super::RedisStore`]'s `query_on`). A script is built (its `LazyLock` forced) before
+/// its first invocation, so no pipeline can carry a script missing here, whichever module defines
+/// it. (A fixed list of them had missed six, `ABORT_TO_STANDALONE` among them.)
+static BUILT: Mutex<Vec<Script>> = Mutex::new(Vec::new());
+
+/// Makes a script and records it in [`built`]: every script of this backend is made here.
+pub(crate) fn script(code: &str) -> Script {
+    let script = Script::new(code);
+    BUILT
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(script.clone());
+    script
+}
+
+/// The scripts built so far in this process (see [`script`]).
+pub(crate) fn built() -> Vec<Script> {
+    BUILT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
 
 /// Helpers shared by every session script.
 const PRELUDE: &str = r#"
@@ -26,6 +47,7 @@ local function touch_core()
   -- The standalone stream's log lives as long as the session.
   redis.call('PEXPIRE', base .. 'log:get', ttl)
   redis.call('PEXPIRE', base .. 'trim:get', ttl)
+  redis.call('PEXPIRE', base .. 'ids:get', ttl)
   redis.call('PEXPIRE', base .. 'bytes', ttl)
 end
 -- The hot path's touch: skipped while the record's expiry is still within 1/64 of the idle TTL
@@ -56,9 +78,9 @@ local function deliver(route, node, msg)
 end
 local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
-    redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f)
+    redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f, base .. 'ids:' .. f)
   end
-  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'bytes')
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'ids:get', base .. 'bytes')
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 "#;
@@ -66,7 +88,7 @@ end
 /// Builds a session script from the prelude(s) and a body.
 fn session_script(with_append: bool, body: &str) -> Script {
     let append = if with_append { APPEND_EVENT } else { "" };
-    Script::new(&format!("{PRELUDE}{append}{body}"))
+    script(&format!("{PRELUDE}{append}{body}"))
 }
 
 /// Prunes the stream registry of streams that are neither running nor logged, now and then (see
@@ -82,7 +104,7 @@ local function register_request(key, stream, node, holder)
     for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
       if not known(f) then
         redis.call('HDEL', KEYS[2], f)
-        redis.call('DEL', base .. 'trim:' .. f)
+        redis.call('DEL', base .. 'trim:' .. f, base .. 'ids:' .. f)
       end
     end
   end
@@ -171,7 +193,7 @@ end
 /// `take_rates` on its own: `KEYS` are the rate keys, `ARGV` as `take_rates(1, 1)` reads it.
 /// Returns `{0}` when every limit passed, else `{index, wait ms}`.
 pub(crate) static RATES: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(&format!(
+    script(&format!(
         "pcall(redis.replicate_commands)\n{GCRA}\nreturn take_rates(1, 1) or {{0}}\n"
     ))
 });
@@ -198,7 +220,7 @@ local stream = ARGV[4]
 if stream then
   redis.call('HDEL', KEYS[3], stream)
   redis.call('HDEL', KEYS[2], stream)
-  redis.call('DEL', base .. 'log:' .. stream, base .. 'trim:' .. stream)
+  redis.call('DEL', base .. 'log:' .. stream, base .. 'trim:' .. stream, base .. 'ids:' .. stream)
 end
 if alive() then touch_core() end
 return 1
@@ -361,7 +383,8 @@ return -2
     )
 });
 
-/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix.
+/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix, stored form,
+/// `max_stream_log_bytes`, `max_session_log_bytes`, append id (see `append_script`).
 /// Returns `{position, holder}`, or nil when the session is gone.
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
     session_script(
@@ -369,13 +392,15 @@ pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
         r#"
 if not alive() then return false end
 return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13])
 "#,
     )
 });
 
-/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix.
-/// Returns `{position, holder}`, or nil when the request is not running on `node`.
+/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix, and the cap
+/// arguments of [`APPEND`]. Returns `{position, holder}`, or nil when the request is not running
+/// on `node`. No append id: sent again after it ran, it finds the request over and stores
+/// nothing (also [`ABORT_TO_STANDALONE`]).
 pub(crate) static ABORT: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         true,
@@ -384,7 +409,7 @@ if not alive() then return false end
 local run = redis.call('HGET', KEYS[3], ARGV[3])
 if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 return append_event(ARGV[3], ARGV[4], true, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), '')
 "#,
     )
 });
@@ -404,7 +429,7 @@ if not run or cjson.decode(run).node ~= ARGV[5] then return false end
 end_request(stream)
 redis.call('HDEL', KEYS[2], stream)
 return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
-  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]))
+  ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), '')
 "#,
     )
 });
@@ -520,7 +545,7 @@ end
 /// record is written after it). KEYS: index, and the principal's sessions when
 /// `max_sessions_per_principal` is on. ARGV and reply as [`RESERVE_FN`].
 pub(crate) static RESERVE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(&format!("{RESERVE_FN}return reserve(KEYS[1], KEYS[2])\n")));
+    LazyLock::new(|| script(&format!("{RESERVE_FN}return reserve(KEYS[1], KEYS[2])\n")));
 
 /// `create_session` in one script (standalone and Sentinel: one server holds every key): the
 /// reservation, then, when it passed, the record written fresh with its TTL. KEYS: index,
@@ -536,37 +561,12 @@ redis.call('HSET', KEYS[2], unpack(ARGV, 7))
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 return 1
 "#;
-    Script::new(&format!("{RESERVE_FN}{body}"))
+    script(&format!("{RESERVE_FN}{body}"))
 });
 
 /// Compare-and-delete of a lock. KEYS: lock. ARGV: token.
 pub(crate) static UNLOCK: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    script(
         "if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end\nreturn 1\n",
     )
 });
-
-/// Every script, for loading after a `NOSCRIPT` in a pipeline.
-pub(crate) fn all() -> [&'static Script; 19] {
-    [
-        &BEGIN,
-        &RATES,
-        &REGISTER,
-        &FINISH,
-        &TOUCH,
-        &UPDATE,
-        &BEGIN_UPDATE,
-        &DELETE,
-        &REAP_ONE,
-        &APPEND,
-        &ABORT,
-        &CLAIM,
-        &RELEASE,
-        &REGISTER_PENDING,
-        &ROUTE_REPLY,
-        &ROUTE_CANCEL,
-        &RESERVE,
-        &CREATE,
-        &UNLOCK,
-    ]
-}

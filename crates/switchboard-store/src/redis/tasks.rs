@@ -15,7 +15,7 @@ use crate::traits::*;
 /// Creates a task unless its key exists. KEYS[1] the task; ARGV: principal, node, status,
 /// created, updated, ttl ms, poll ms, message (`''`: none). Returns 1, or 0 when it existed.
 static CREATE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    super::scripts::script(
         r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'prn', ARGV[1], 'node', ARGV[2], 'st', ARGV[3], 'ct', ARGV[4],
@@ -31,7 +31,7 @@ return 1
 /// outcome (`''`: keep). Returns `{}` (missing), or `{'changed'|'terminal', field, value, …}`.
 /// HSET keeps the key's expiry.
 static SETTLE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    super::scripts::script(
         r#"
 local st = redis.call('HGET', KEYS[1], 'st')
 if not st then return {} end

@@ -14,6 +14,7 @@ mod frozen_link;
 mod harness;
 mod rates;
 mod redis_only;
+mod resent;
 mod sessions;
 mod streams;
 mod tasks;
@@ -98,6 +99,7 @@ both_backends! {
         the_final_event_ends_the_request,
         claim_and_release,
         events_reach_the_holders_node,
+        an_append_id_stores_its_event_once,
         standalone_events_always_go_through_the_inbox,
         takeover_reaches_the_previous_holders_node,
         abort_running_finishes_a_dead_nodes_request,

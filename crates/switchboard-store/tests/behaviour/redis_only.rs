@@ -22,9 +22,13 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
     let s = stream();
     begin_ok(&a, &id, Some(&inflight("1", &s, "a", "b/1"))).await;
     for i in 0..3 {
-        a.append(&id, &s, &format!("e{i}"), false).await.unwrap();
+        let once = rules::new_append_id();
+        a.append_once(&id, &s, &format!("e{i}"), false, &once)
+            .await
+            .unwrap();
     }
     a.claim(&id, "get", "a/1").await.unwrap();
+    // A plain append on standalone Redis carries no append id: no `ids:get` key.
     a.append(&id, "get", "n", false).await.unwrap();
     a.register_pending(&id, "p").await.unwrap();
     a.heartbeat().await.unwrap();
@@ -37,6 +41,7 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
         .chain([
             format!("sbt:{tag}:log:{s}"),
             format!("sbt:{tag}:trim:{s}"),
+            format!("sbt:{tag}:ids:{s}"),
             format!("sbt:{tag}:log:get"),
         ])
         .chain(["sbt:sessions".to_owned(), "sbt:node:a".to_owned()]);
@@ -51,6 +56,11 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
         .query(&["XLEN", &format!("sbt:{tag}:log:{s}")])
         .unwrap();
     assert_eq!(len, 2, "the cap is exact");
+    let ids: i64 = env
+        .redis()
+        .query(&["HLEN", &format!("sbt:{tag}:ids:{s}")])
+        .unwrap();
+    assert_eq!(ids, 2, "a trimmed event's append id is forgotten with it");
 }
 
 #[tokio::test]
@@ -94,6 +104,49 @@ async fn scripts_are_reloaded_after_a_flush() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
     assert_eq!(a.reap(10).await.unwrap(), vec![gone]);
+}
+
+/// Whichever script a pipeline carries, `NOSCRIPT` loads it: `abort_running` of a request
+/// answered on the standalone stream, on a node that waits for replicas, runs
+/// `ABORT_TO_STANDALONE` in a pipeline with `WAIT`, a script the recovery's fixed list of
+/// scripts lacked (it failed with `NOSCRIPT` after every flush). No replica exists here, so the
+/// script, once loaded and run, ends in `NotReplicated`, and the event is on the standalone log.
+#[tokio::test]
+async fn a_pipelined_script_is_loaded_after_a_flush_whichever_it_is() {
+    let env = Env::new(Kind::Redis, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let waits = RedisStore::open(
+        &switchboard_store::redis::RedisTopology::standalone(&env.redis().url()),
+        StoreConfig {
+            key_prefix: "sbt".into(),
+            min_replicas_acked: 1,
+            replicas_ack_timeout: Duration::from_millis(50),
+            ..StoreConfig::default_for("c")
+        },
+    )
+    .await
+    .expect("connect");
+    let id = new_session(&a).await;
+    assert!(matches!(
+        b.claim(&id, "get", "b/1").await.unwrap(),
+        Claim::Claimed { .. }
+    ));
+    let s = switchboard_protocol::StreamId::generate_standalone_answered().to_string();
+    begin_ok(&a, &id, Some(&inflight("5", &s, "a", ""))).await;
+    env.redis().query::<()>(&["SCRIPT", "FLUSH"]).unwrap();
+    let aborted = waits.abort_running(&id, &s, "a", "{\"error\":1}").await;
+    assert!(
+        matches!(
+            aborted,
+            Err(StoreError::NotReplicated {
+                acked: 0,
+                wanted: 1
+            })
+        ),
+        "the script ran after its load: {aborted:?}"
+    );
+    let logged = events(&a, &id, "get", "0-0").await;
+    assert_eq!(logged.len(), 1, "the abort's event on the standalone log");
 }
 
 #[tokio::test]

@@ -195,6 +195,40 @@ pub async fn events_reach_the_holders_node(kind: Kind) {
     quiet(&mut ra).await;
 }
 
+/// An append sent again with its append id (its outcome unknown to the caller, e.g. after a
+/// dropped connection) stores nothing more: it answers the event's position and delivers the
+/// event again at that position. The id is remembered while its event is in the log.
+pub async fn an_append_id_stores_its_event_once(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_events_per_stream = 2);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    takes_part(&b, &id).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "b/7"))).await;
+    let once = rules::new_append_id();
+    let first = a.append_once(&id, &s, "x", false, &once).await.unwrap();
+    let again = a.append_once(&id, &s, "x", false, &once).await.unwrap();
+    assert_eq!(again, first);
+    let data = |e: Vec<LoggedEvent>| e.into_iter().map(|e| e.data).collect::<Vec<_>>();
+    assert_eq!(data(events(&a, &id, &s, "0-0").await), ["x"]);
+    for _ in 0..2 {
+        match recv(&mut rb).await {
+            BusMessage::Event(e) => {
+                assert_eq!((e.position, e.data), (first.position.clone(), "x".into()))
+            }
+            other => panic!("expected the event, got {other:?}"),
+        }
+    }
+    let y = a.append(&id, &s, "y", false).await.unwrap();
+    a.append(&id, &s, "z", false).await.unwrap();
+    // Trimmed away, the event and its id are gone: the id stores it anew.
+    let later = a.append_once(&id, &s, "x", true, &once).await.unwrap();
+    let order = switchboard_protocol::ids::position_order;
+    assert!(order(&later.position) > order(&first.position));
+    assert_eq!(data(events(&a, &id, &s, &y.position).await), ["z", "x"]);
+}
+
 pub async fn standalone_events_always_go_through_the_inbox(kind: Kind) {
     let env = Env::new(kind, |_| {});
     let a = env.node("a").await;
