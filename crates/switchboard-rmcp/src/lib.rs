@@ -1,0 +1,139 @@
+//! # switchboard-rmcp
+//!
+//! Library mode of Switchboard: an [rmcp](https://docs.rs/rmcp) Streamable HTTP server becomes
+//! horizontally scalable, without the gateway, by swapping its session manager. Replicas of the
+//! server share one store (Redis standalone, Sentinel or Cluster; or the in-process memory store
+//! for tests), and a load balancer may send any request of any session to any replica, with no
+//! stickiness.
+//!
+//! Depends on `switchboard-store` (state, event logs, bus), `switchboard-protocol` (id formats,
+//! error codes), `switchboard-telemetry` (session ids in logs) and rmcp 3.11 (features `server`,
+//! `transport-streamable-http-server`), pinned by the workspace. Sits inside rmcp's
+//! `StreamableHttpService`, under its HTTP checks: rmcp parses and validates every request,
+//! then calls this crate's [`ReplicatedSessionManager`] and [`StoreSessions`].
+//!
+//! ## Usage
+//!
+//! The server's handler stays as it is; the session manager and the server settings change:
+//!
+//! ```no_run
+//! # use rmcp::{ServerHandler, handler::server::router::tool::ToolRouter, tool_handler, tool_router, tool};
+//! # #[derive(Clone)] struct Counter { tool_router: ToolRouter<Counter> }
+//! # #[tool_router] impl Counter { fn new() -> Self { Self { tool_router: Self::tool_router() } }
+//! #     #[tool(description = "one")] fn one(&self) -> String { "1".into() } }
+//! # #[tool_handler] impl ServerHandler for Counter {}
+//! use rmcp::transport::streamable_http_server::StreamableHttpService;
+//! use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let manager = ReplicatedSessionManager::redis("redis://127.0.0.1:6379", ReplicatedConfig::default()).await?;
+//! let service = StreamableHttpService::new(|| Ok(Counter::new()), manager.clone(), manager.http_config());
+//! let app = axum::Router::new().nest_service("/mcp", service);
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
+//! manager.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! (Before: `Arc::new(LocalSessionManager::default())` and `Default::default()`.)
+//! `examples/minimal.rs` is this server, and `examples/replicated` carries every tool, resource
+//! and prompt of the conformance suite's server scenarios.
+//!
+//! ## Design
+//!
+//! rmcp 3.11 offers three seams: the `SessionManager` trait (every request of a session goes
+//! through it), the `SessionStore` trait (the client's `initialize` params, which rmcp replays
+//! into a fresh handler when a request reaches a process that does not hold the session) and
+//! the `EventStore` trait (event ids and replay of persisted streams). This crate uses all three:
+//!
+//! - **Handlers stay rmcp's.** [`ReplicatedSessionManager`] wraps rmcp's `LocalSessionManager`:
+//!   a session's handler runs in every replica that served one of its requests (restored there
+//!   from [`StoreSessions`]), and idles out there after `idle_ttl`.
+//! - **Sessions** are switchboard-store session records ([`StoreSessions`]): created when
+//!   `initialize` succeeds (so the store's session cap can refuse one), touched by every request
+//!   and every open stream, ended by `DELETE` on any replica (every key removed, every replica
+//!   told over the bus) or `idle_ttl` after the last activity (the record expires; the reaper
+//!   removes the rest and tells every replica).
+//! - **Every message goes through the log.** What a handler sends on a replica is appended to
+//!   its stream's event log first (a recorder per rmcp stream), then delivered by the store to
+//!   whichever connection holds that stream, here or on another replica. A client that lost its
+//!   stream resumes it with `Last-Event-ID` on any replica and gets exactly the later events of
+//!   that stream, in order, then the live ones. Event ids are `<stream>_<position>`.
+//! - **Cross-replica delivery** uses the store's bus: a client's answer to a server-to-client
+//!   request reaches the replica waiting for it (ids are rewritten to be unique across replicas,
+//!   see `routing`); a `notifications/cancelled` reaches the replica running the call; `DELETE`
+//!   ends the session on every replica; a resumer of a stream whose replica died gets error
+//!   -32004 as that request's answer.
+//! - **Keys** are the store's: every key of a session carries the hash tag `{<session id>}`
+//!   (one Redis Cluster slot), every key has a TTL, logs and sessions are capped
+//!   ([`ReplicatedConfig`]). An abandoned session leaves no key once `idle_ttl` has passed and the
+//!   reaper has run. [`StoreEvents`], for streams rmcp persists without a session, gives each
+//!   stream a scope of its own with the same rules.
+//!
+//! ## What rmcp's traits cannot express
+//!
+//! Nothing is patched upstream; these are the limits, and what this crate does about them:
+//!
+//! - **Routing a client's answer, and cancellation.** `SessionManager::accept_message` receives
+//!   every client message, but rmcp's handlers number their server-to-client requests from 0 in
+//!   each process and give no hook to change that, and nothing in the traits says which process
+//!   waits for an answer or runs a call. This crate rewrites those ids on the way out and routes
+//!   answers and cancellations over the bus itself.
+//! - **`DELETE` vs. a handler ending.** rmcp calls `close_session` both for `DELETE` and when a
+//!   process's handler ends (idle, shutdown); only `SessionStore::delete` marks a `DELETE`, so that
+//!   is where the session ends cluster-wide, and `close_session` stays local.
+//! - **The event store has no session.** `EventStore::store_event` gets a stream id of rmcp's
+//!   making and no session id, so a log kept through it cannot carry the session's hash tag or be
+//!   removed with the session. This crate's manager keeps its sessions' logs itself (rmcp's
+//!   in-process layer runs without an event store); [`StoreEvents`] serves only what rmcp
+//!   persists without a session (2026-07-28 stateless streams), under scopes of their own.
+//! - **Errors become HTTP 500.** A session manager cannot choose a status: a session cap
+//!   refusing `initialize`, or a store outage, answer 500 (not 503 with `Retry-After`); a failed
+//!   `SessionStore::store` is only logged by rmcp. A session that ended between rmcp's
+//!   `has_session` and the call also answers 500 rather than 404.
+//! - **Per-process handler state.** Only the `initialize` params are replayed into a restored
+//!   handler. State a handler keeps in memory (a log level set by `logging/setLevel`, resource
+//!   subscriptions, counters) lives in the process that received the request; keep such state in
+//!   your own store if replicas must share it. Client notifications other than cancellation
+//!   (`notifications/roots/list_changed`) reach only the replica they were POSTed to.
+//! - **Server-initiated stream close.** rmcp's `close_sse_stream` (SEP-1699) lives on its local
+//!   session handle, which a handler cannot reach; [`ResponseStream`], a request extension, does
+//!   the same here.
+//! - **Authentication.** rmcp hands a session manager no principal; sessions are bound to none.
+//!
+//! ## Modules
+//!
+//! - [`config`]: [`ReplicatedConfig`], the settings of one replica.
+//! - `manager`: [`ReplicatedSessionManager`], rmcp's `SessionManager`.
+//! - `session_store`: [`StoreSessions`], rmcp's `SessionStore`.
+//! - `event_store`: [`StoreEvents`], rmcp's `EventStore`.
+//! - `recorder`: rmcp's in-process streams into the event logs.
+//! - `conn`: one client connection: priming, replay, live events, dead-replica watch;
+//!   [`ResponseStream`].
+//! - `hub`: the connections open on this replica.
+//! - `routing`: client answers and cancellations to the right replica.
+//! - `background`: heartbeat, keep-alive, reaper, bus inbox.
+//! - `node`: what all of these share.
+//! - [`error`]: the one error type, [`Error`].
+
+mod background;
+pub mod config;
+mod conn;
+pub mod error;
+mod event_store;
+mod hub;
+mod manager;
+mod node;
+mod recorder;
+mod routing;
+mod session_store;
+
+pub use config::ReplicatedConfig;
+pub use conn::ResponseStream;
+pub use error::Error;
+pub use event_store::StoreEvents;
+pub use manager::ReplicatedSessionManager;
+pub use session_store::StoreSessions;
+/// The Redis deployment settings ([`ReplicatedSessionManager::open`]): standalone, Sentinel or
+/// Cluster.
+pub use switchboard_store::redis::RedisTopology;

@@ -1,0 +1,231 @@
+//! What one replica shares between its session manager, its connections, its recorders and its
+//! background work: the store, the local rmcp session layer, the open connections, the calls
+//! running here, and the two stop signals.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
+use rmcp::transport::streamable_http_server::SessionManager;
+use switchboard_protocol::StreamId;
+use switchboard_store::{holder_node, Appended, Store};
+use switchboard_telemetry::trace::logged_session;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::ReplicatedConfig;
+use crate::hub::{Hub, StreamEvent};
+
+/// How often an append is tried before its event is given up (a store outage longer than the
+/// backoff below, about 3 s in all, loses the events a running call produces meanwhile).
+const APPEND_ATTEMPTS: u32 = 5;
+/// The first pause between two append attempts; it doubles after each.
+const APPEND_BACKOFF: Duration = Duration::from_millis(100);
+
+/// One replica's shared state.
+pub(crate) struct Node {
+    /// The store (memory or Redis), seen as this replica.
+    pub store: Arc<dyn Store>,
+    /// The settings.
+    pub config: ReplicatedConfig,
+    /// Connections open here.
+    pub hub: Hub,
+    /// rmcp's in-process sessions: the handler of each session this replica serves runs here.
+    pub local: LocalSessionManager,
+    /// Calls running here, per session.
+    pub running: Running,
+    /// Recorders and connection tasks, so that a shutdown can wait for them.
+    pub tasks: TaskTracker,
+    /// Cancelled when the replica starts draining: standalone streams close (their clients
+    /// reopen them on another replica), no work is taken on.
+    pub draining: CancellationToken,
+    /// Cancelled when the replica stops: rmcp's sessions here end, every connection closes.
+    pub stopped: CancellationToken,
+    next_conn: AtomicU64,
+}
+
+impl Node {
+    /// A replica over `store`. The local sessions idle out with the store's `idle_ttl` (a session
+    /// restored here and left alone closes here; the store keeps it for the other replicas).
+    pub fn new(store: Arc<dyn Store>, config: ReplicatedConfig) -> Node {
+        let mut session_config = SessionConfig::default();
+        session_config.keep_alive = Some(config.store.idle_ttl);
+        // Priming events and resumption are this crate's: the local layer keeps no cache.
+        session_config.sse_retry = None;
+        session_config.completed_cache_ttl = Duration::ZERO;
+        let mut local = LocalSessionManager::default();
+        local.session_config = session_config;
+        Node {
+            hub: Hub::new(config.connection_queue),
+            store,
+            config,
+            local,
+            running: Running::default(),
+            tasks: TaskTracker::new(),
+            draining: CancellationToken::new(),
+            stopped: CancellationToken::new(),
+            next_conn: AtomicU64::new(1),
+        }
+    }
+
+    /// This replica's node id.
+    pub fn id(&self) -> &str {
+        self.store.node_id()
+    }
+
+    /// A fresh holder token for a connection opened here: `<node id>/<n>`.
+    pub fn holder(&self) -> String {
+        let n = self.next_conn.fetch_add(1, Ordering::Relaxed);
+        format!("{}/{n}", self.id())
+    }
+
+    /// Appends an event to a stream's log and, when the stream's holder is a connection here and
+    /// the store did not deliver it itself (see [`Appended::holder`]), hands it to that
+    /// connection. Retries a failing store ([`APPEND_ATTEMPTS`]); `None` when the event was not
+    /// stored (the session is gone, or the store kept failing: logged).
+    pub async fn append(
+        &self,
+        sid: &str,
+        stream: &str,
+        data: String,
+        end: bool,
+    ) -> Option<Appended> {
+        let mut pause = APPEND_BACKOFF;
+        for attempt in 1..=APPEND_ATTEMPTS {
+            match self.store.append(sid, stream, &data, end).await {
+                Ok(appended) if appended.is_stored() => {
+                    self.deliver_here(sid, stream, &appended, data, end);
+                    return Some(appended);
+                }
+                Ok(_) => return None,
+                Err(e) if attempt < APPEND_ATTEMPTS => {
+                    tracing::debug!(error = %e, attempt, "event append failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, session = %logged_session(sid), stream, "event lost: the store kept failing");
+                }
+            }
+        }
+        None
+    }
+
+    /// Hands a just-appended event to its connection when that is open here and the store did
+    /// not deliver it itself.
+    pub fn deliver_here(
+        &self,
+        sid: &str,
+        stream: &str,
+        appended: &Appended,
+        data: String,
+        end: bool,
+    ) {
+        let Some(holder) = &appended.holder else {
+            return;
+        };
+        // The store delivers events of the standalone stream, and events for other replicas,
+        // through the bus itself.
+        if stream == StreamId::STANDALONE || holder_node(holder) != self.id() {
+            return;
+        }
+        let event = StreamEvent {
+            position: appended.position.clone(),
+            data,
+            end,
+        };
+        self.hub.deliver(sid, stream, holder, event, false);
+    }
+
+    /// The session ended (deleted, expired, or gone from the store): closes its rmcp session
+    /// and its connections here.
+    pub async fn end_session_here(&self, sid: &str) {
+        self.hub.close_session(sid);
+        if let Err(e) = self.local.close_session(&sid.into()).await {
+            tracing::debug!(error = %e, session = %logged_session(sid), "closing a local session");
+        }
+    }
+}
+
+/// How many calls run here per session (the sessions the keep-alive must not let expire).
+#[derive(Default)]
+pub(crate) struct Running(Arc<Calls>);
+
+#[derive(Default)]
+pub(crate) struct Calls {
+    map: Mutex<HashMap<String, usize>>,
+    /// Told when the last running call finishes.
+    idle: Notify,
+}
+
+/// One running call; dropping it counts it as finished.
+pub(crate) struct RunningGuard {
+    calls: Arc<Calls>,
+    sid: String,
+}
+
+impl Running {
+    /// Counts a call of `sid` as running until the guard is dropped.
+    pub fn start(&self, sid: &str) -> RunningGuard {
+        *self.lock().entry(sid.to_owned()).or_default() += 1;
+        RunningGuard {
+            calls: self.0.clone(),
+            sid: sid.to_owned(),
+        }
+    }
+
+    /// Returns once no call runs here.
+    pub async fn idle(&self) {
+        loop {
+            let told = self.0.idle.notified();
+            if self.count() == 0 {
+                return;
+            }
+            told.await;
+        }
+    }
+
+    /// Sessions with at least one call running here.
+    pub fn sessions(&self) -> Vec<String> {
+        self.lock().keys().cloned().collect()
+    }
+
+    /// Calls running here in all.
+    pub fn count(&self) -> usize {
+        self.lock().values().sum()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.0.lock()
+    }
+}
+
+impl Calls {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for RunningGuard {
+    fn drop(&mut self) {
+        let mut map = self.calls.lock();
+        if let Some(n) = map.get_mut(&self.sid) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.sid);
+            }
+        }
+        if map.is_empty() {
+            self.calls.idle.notify_waiters();
+        }
+    }
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("id", &self.id()).finish()
+    }
+}

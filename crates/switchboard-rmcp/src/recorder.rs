@@ -1,0 +1,86 @@
+//! What a session's rmcp handler sends on this replica goes into the store before any client
+//! sees it: a recorder reads one of rmcp's in-process streams (a request's response stream, or
+//! the session's standalone channel) and appends every message to the matching event log. The
+//! store then delivers it to whichever connection holds that stream, here or on another
+//! replica, and keeps it for a client that resumes later.
+//!
+//! A recorder runs until its rmcp stream ends, whether or not a client is still connected, so a
+//! call's answer is logged even after its client went away.
+
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use rmcp::transport::streamable_http_server::session::ServerSseMessage;
+use switchboard_protocol::StreamId;
+use switchboard_telemetry::trace::logged_session;
+
+use crate::conn::aborted_answer;
+use crate::node::Node;
+use crate::routing;
+
+/// Logs the messages of one request's response stream `stream` (request id key `request_key`)
+/// until its answer. If rmcp's stream ends without one (the request was cancelled, or the
+/// session ended here), a -32004 error is logged as the stream's last event instead, so a client
+/// that resumes it is not left waiting.
+pub(crate) async fn record_request(
+    node: Arc<Node>,
+    sid: String,
+    stream: String,
+    request_key: String,
+    local: impl Stream<Item = ServerSseMessage> + Send,
+) {
+    let _running = node.running.start(&sid);
+    futures::pin_mut!(local);
+    while let Some(event) = local.next().await {
+        if let Some(true) = record(&node, &sid, &stream, event).await {
+            return;
+        }
+    }
+    let why = if node.stopped.is_cancelled() {
+        "its replica stopped"
+    } else {
+        "it was cancelled"
+    };
+    let data = aborted_answer(&request_key, why);
+    match node
+        .store
+        .abort_running(&sid, &stream, node.id(), &data)
+        .await
+    {
+        Ok(Some(appended)) => node.deliver_here(&sid, &stream, &appended, data, true),
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(error = %e, session = %logged_session(&sid), "could not log the end of an unanswered request");
+        }
+    }
+}
+
+/// Logs what the session's handler sends outside any request (notifications, server requests
+/// not tied to a call) to the standalone stream, until the session's handler here ends.
+pub(crate) async fn record_standalone(
+    node: Arc<Node>,
+    sid: String,
+    local: impl Stream<Item = ServerSseMessage> + Send,
+) {
+    futures::pin_mut!(local);
+    while let Some(event) = local.next().await {
+        record(&node, &sid, StreamId::STANDALONE, event).await;
+    }
+}
+
+/// Logs one message; `Some(true)` when it was the answer (the stream's last event), `None` when
+/// it carried no message.
+async fn record(node: &Node, sid: &str, stream: &str, event: ServerSseMessage) -> Option<bool> {
+    let message = event.message?;
+    let mut value = match serde_json::to_value(&*message) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::error!(error = %e, "a server message does not encode; dropped");
+            return None;
+        }
+    };
+    let end = stream != StreamId::STANDALONE && routing::is_response(&value);
+    routing::outbound(node, sid, &mut value).await;
+    node.append(sid, stream, value.to_string(), end).await;
+    Some(end)
+}
