@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use rmcp::model::ServerJsonRpcMessage;
+use rmcp::model::{ServerJsonRpcMessage, ServerNotification};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use switchboard_protocol::ids::position_order;
 use switchboard_protocol::{codes, jsonrpc, EventId, RequestId, StreamId};
@@ -283,12 +283,16 @@ pub(crate) fn aborted_answer(request_key: &str, why: &str) -> String {
     jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, message, None).to_string()
 }
 
-/// The POST stream of the request being handled, as a request extension: a handler may close it
-/// before it answers (MCP 2025-11-25, basic/transports, Resumability: the server may close the
-/// stream at any time; SEP-1699). The call goes on and logs its answer; the client resumes
-/// with `Last-Event-ID` on any replica and receives what it missed.
+/// The POST stream of the request being handled, as a request extension
+/// (`context.extensions.get::<ResponseStream>()` in a handler). With it a handler can:
 ///
-/// Read it from the request context: `context.extensions.get::<ResponseStream>()`.
+/// - send a notification on its own request's stream ([`ResponseStream::notify`]): rmcp puts only
+///   progress notifications there and every other notification (log messages, say) on the
+///   session's standalone stream, which a client may not have open yet;
+/// - close the stream before it answers ([`ResponseStream::close`]; MCP 2025-11-25,
+///   basic/transports, Resumability: the server may close a stream at any time; SEP-1699). The
+///   call goes on and logs its answer; the client resumes with `Last-Event-ID` on any replica
+///   and receives what it missed.
 #[derive(Clone, Debug)]
 pub struct ResponseStream {
     node: Weak<Node>,
@@ -305,6 +309,24 @@ impl ResponseStream {
             stream: stream.to_owned(),
             holder: holder.to_owned(),
         }
+    }
+
+    /// Logs `notification` as the stream's next event (one round trip) and delivers it to
+    /// whichever replica holds the stream. Events the handler sends afterwards through rmcp
+    /// come after it.
+    ///
+    /// # Errors
+    /// The replica is stopping or the notification does not encode; a store that keeps failing
+    /// loses it (logged).
+    pub async fn notify(&self, notification: ServerNotification) -> Result<(), crate::Error> {
+        let node = self
+            .node
+            .upgrade()
+            .ok_or_else(|| crate::Error::Internal("the replica has stopped".into()))?;
+        let message = ServerJsonRpcMessage::notification(notification);
+        let data = serde_json::to_string(&message)?;
+        node.append(&self.sid, &self.stream, data, false).await;
+        Ok(())
     }
 
     /// Ends the client's connection of this stream now (after its priming event, which carries
