@@ -14,7 +14,7 @@ use switchboard_tests::msg;
 
 use common::{Env, Kind, WAIT};
 
-both_backends!(
+every_backend!(
     a_session_made_on_a_is_served_on_b,
     a_stream_resumes_on_b_after_events_logged_on_a,
     the_standalone_stream_on_a_gets_what_b_sends,

@@ -18,7 +18,7 @@ use switchboard_tests::eventually::eventually;
 
 use common::{Env, Kind, WAIT};
 
-both_backends!(
+every_backend!(
     sessions_store_load_and_delete,
     ids_not_issued_here_are_unknown,
     replay_after_an_event_id_is_that_streams_later_events,

@@ -11,29 +11,36 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::StreamableHttpService;
 use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
+use switchboard_store::redis::RedisTopology;
 use switchboard_store::{MemoryStore, RedisStore, Store, StoreConfig};
+use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 use switchboard_tests::redis_server::RedisServer;
 use tokio_util::sync::CancellationToken;
 
 /// Which store a test runs on.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone)]
 pub enum Kind {
+    /// The in-process store.
     Memory,
+    /// A private standalone `redis-server` for the test.
     Redis,
+    /// A Redis Cluster or Sentinel group shared by several cases, each under its own key prefix.
+    Shared(Arc<RedisBackend>),
 }
 
 /// One test's store: shared by every replica of the test.
 pub struct Env {
     pub config: StoreConfig,
     memory: Option<Arc<MemoryStore>>,
-    redis: Option<RedisServer>,
+    redis: Option<Arc<RedisBackend>>,
 }
 
 /// Generous bound for anything a test waits for.
 pub const WAIT: Duration = Duration::from_secs(10);
 
 impl Env {
-    /// A fresh backend of `kind` whose sessions idle out after `idle_ttl`.
+    /// A fresh backend of `kind` (on a shared one, a fresh key prefix) whose sessions idle out
+    /// after `idle_ttl`.
     pub fn new(kind: Kind, idle_ttl: Duration) -> Env {
         let mut config = StoreConfig::default_for("a");
         config.key_prefix = "sbt".into();
@@ -41,7 +48,14 @@ impl Env {
         config.node_ttl = Duration::from_secs(2);
         let (memory, redis) = match kind {
             Kind::Memory => (Some(MemoryStore::new(config.clone())), None),
-            Kind::Redis => (None, Some(RedisServer::start())),
+            Kind::Redis => {
+                let server = RedisBackend::Standalone(RedisServer::start());
+                (None, Some(Arc::new(server)))
+            }
+            Kind::Shared(backend) => {
+                config.key_prefix = format!("sbt{:08x}", rand_u32());
+                (None, Some(backend))
+            }
         };
         Env {
             config,
@@ -55,12 +69,18 @@ impl Env {
         if let Some(m) = &self.memory {
             return m.for_node(node);
         }
-        let redis = self.redis.as_ref().expect("a backend");
         let config = StoreConfig {
             node_id: node.to_owned(),
             ..self.config.clone()
         };
-        RedisStore::connect(&redis.url(), config)
+        let topology = match self.redis.as_deref().expect("a backend") {
+            RedisBackend::Standalone(r) => RedisTopology::standalone(&r.url()),
+            RedisBackend::Cluster(c) => RedisTopology::cluster(&c.seed_urls()),
+            RedisBackend::Sentinel(s) => {
+                RedisTopology::sentinel(&s.sentinel_urls(), s.master_name())
+            }
+        };
+        RedisStore::open(&topology, config)
             .await
             .expect("connect to redis")
     }
@@ -93,23 +113,31 @@ impl Env {
         Replica { manager, url, stop }
     }
 
-    /// Keys (Redis) or their equivalent (memory) still held by session `sid`: every key with
-    /// its hash tag, and its entry in the session index.
+    /// Keys (Redis, on whichever server holds them) or their equivalent (memory) still held by
+    /// session `sid`: every key with its hash tag, and its entry in the session index.
     pub async fn keys_of(&self, sid: &str) -> usize {
         if let Some(m) = &self.memory {
             return m.key_count_for(sid).await;
         }
-        let redis = self.redis.as_ref().expect("a backend");
-        let tagged = redis.keys_matching(&format!("*{{{sid}}}*")).len();
-        let index = format!("{}:sessions", self.config.key_prefix);
+        let redis = self.redis.as_deref().expect("a backend");
+        let prefix = &self.config.key_prefix;
+        let tagged = redis.keys_matching(&format!("{prefix}:{{{sid}}}*")).len();
+        let index = format!("{prefix}:sessions");
         let indexed: Option<String> = redis.query(&["ZSCORE", &index, sid]).expect("ZSCORE");
         tagged + usize::from(indexed.is_some())
     }
+}
 
-    /// The private Redis, for Redis-only checks.
-    pub fn redis(&self) -> Option<&RedisServer> {
-        self.redis.as_ref()
-    }
+fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos(),
+    );
+    h.finish() as u32
 }
 
 /// One replica: its session manager and the URL of its `/mcp` endpoint.
@@ -133,9 +161,25 @@ impl Drop for Replica {
     }
 }
 
-/// Generates `memory_<case>` and `redis_<case>` tests from `async fn case(kind: Kind)`.
+/// Runs `cases` in turn on one shared Redis of `kind` (starting a Cluster or a Sentinel group
+/// per case would take seconds each), each case under its own key prefix.
+pub async fn every_case_on<F, Fut>(kind: RedisKind, cases: &[(&str, F)])
+where
+    F: Fn(Kind) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let backend = Arc::new(tokio::task::block_in_place(|| RedisBackend::start(kind)));
+    for (name, case) in cases {
+        eprintln!("{kind:?}: {name}");
+        case(Kind::Shared(backend.clone())).await;
+    }
+}
+
+/// Generates, from `async fn case(kind: Kind)`, the tests `memory::<case>` and `redis::<case>`,
+/// and `on_cluster::every_case` and `on_sentinel::every_case`, which run every case on one
+/// shared Redis Cluster (3 primaries, a replica each) and one Sentinel group.
 #[macro_export]
-macro_rules! both_backends {
+macro_rules! every_backend {
     ($($case:ident),* $(,)?) => {
         mod memory {
             $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,6 +192,26 @@ macro_rules! both_backends {
             async fn $case() {
                 super::$case(super::common::Kind::Redis).await
             })*
+        }
+        mod on_cluster {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_case() {
+                use super::common::{every_case_on, Kind};
+                use switchboard_tests::redis_backend::RedisKind;
+                type Case = fn(Kind) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+                let cases: &[(&str, Case)] = &[$((stringify!($case), |k| Box::pin(super::$case(k)))),*];
+                every_case_on(RedisKind::Cluster, cases).await
+            }
+        }
+        mod on_sentinel {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn every_case() {
+                use super::common::{every_case_on, Kind};
+                use switchboard_tests::redis_backend::RedisKind;
+                type Case = fn(Kind) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+                let cases: &[(&str, Case)] = &[$((stringify!($case), |k| Box::pin(super::$case(k)))),*];
+                every_case_on(RedisKind::Sentinel, cases).await
+            }
         }
     };
 }
