@@ -38,6 +38,13 @@ pub struct ReplicatedConfig {
     /// How often a resumed stream whose request runs on another replica checks that replica's
     /// liveness (default 1 s); a dead replica's request ends with error -32004.
     pub liveness_check_interval: Duration,
+    /// Whether responses to requests served without a session (MCP 2026-07-28) are logged
+    /// through [`crate::StoreEvents`], so that their client can resume them on any replica
+    /// (default `false`, rmcp's own default: such a stream ends with its connection). Each such
+    /// stream then costs a scope in the store (a session record of its own, counted toward
+    /// `max_sessions`, expiring `idle_ttl` after its last event) and two more round trips for
+    /// its first event.
+    pub log_stateless_streams: bool,
     /// How long [`crate::ReplicatedSessionManager::shutdown`] waits for calls still running here
     /// to log their last event (default 10 s).
     pub drain_timeout: Duration,
@@ -52,6 +59,7 @@ impl ReplicatedConfig {
             connection_queue: 64,
             log_recheck_interval: Duration::from_secs(15),
             liveness_check_interval: Duration::from_secs(1),
+            log_stateless_streams: false,
             drain_timeout: Duration::from_secs(10),
         }
     }

@@ -29,6 +29,10 @@ use crate::node::Node;
 use crate::session_store::{self, StoreSessions};
 use crate::{background, recorder, routing};
 
+/// The event id rmcp gives the priming event of a standalone stream when the session manager
+/// has no event store.
+const RMCP_STANDALONE_PRIMING: &str = "0";
+
 /// rmcp's session manager for a replicated server: sessions, event logs and cross-replica
 /// delivery in a switchboard store (Redis standalone, Sentinel or Cluster, or memory), the
 /// handlers in rmcp's own in-process layer. See the crate docs for the design.
@@ -276,6 +280,35 @@ impl ReplicatedSessionManager {
         Ok(conn::spawn(node.clone(), open))
     }
 
+    /// The session's standalone stream from its newest event on: claims it (a previous holder
+    /// on any replica closes). One round trip.
+    async fn open_standalone(
+        &self,
+        id: &SessionId,
+    ) -> Result<ReceiverStream<ServerSseMessage>, Error> {
+        let node = &self.node;
+        let holder = node.holder();
+        let handle = node.hub.register(id, StreamId::STANDALONE, &holder);
+        let after = match node.store.claim(id, StreamId::STANDALONE, &holder).await? {
+            Claim::Unknown => return Err(Error::SessionGone),
+            Claim::Claimed { last_position, .. } => {
+                last_position.unwrap_or_else(|| EventId::START.to_owned())
+            }
+        };
+        let open = Open {
+            sid: id.to_string(),
+            stream: StreamId::STANDALONE.to_owned(),
+            holder,
+            handle,
+            priming: true,
+            replay: Vec::new(),
+            after,
+            watch: None,
+            close_after_replay: false,
+        };
+        Ok(conn::spawn(node.clone(), open))
+    }
+
     /// After `initialize` succeeded here (fresh or restored): what the handler sends outside any
     /// request goes to the session's standalone log from now on.
     async fn record_standalone(&self, id: &SessionId) -> Result<(), Error> {
@@ -440,27 +473,7 @@ impl SessionManager for ReplicatedSessionManager {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
-        let node = &self.node;
-        let holder = node.holder();
-        let handle = node.hub.register(id, StreamId::STANDALONE, &holder);
-        let after = match node.store.claim(id, StreamId::STANDALONE, &holder).await? {
-            Claim::Unknown => return Err(Error::SessionGone),
-            Claim::Claimed { last_position, .. } => {
-                last_position.unwrap_or_else(|| EventId::START.to_owned())
-            }
-        };
-        let open = Open {
-            sid: id.to_string(),
-            stream: StreamId::STANDALONE.to_owned(),
-            holder,
-            handle,
-            priming: true,
-            replay: Vec::new(),
-            after,
-            watch: None,
-            close_after_replay: false,
-        };
-        Ok(conn::spawn(node.clone(), open))
+        self.open_standalone(id).await
     }
 
     /// `GET` with `Last-Event-ID`: the events of that stream after it, then live ones until the
@@ -471,6 +484,11 @@ impl SessionManager for ReplicatedSessionManager {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
+        // rmcp primes a standalone stream with id `0` itself when there is no event store: that
+        // id names the standalone stream as a fresh GET would open it.
+        if last_event_id == RMCP_STANDALONE_PRIMING {
+            return self.open_standalone(id).await;
+        }
         let event = EventId::parse(&last_event_id).ok_or(Error::EventId(last_event_id))?;
         self.open_resumed(id, event).await
     }
@@ -484,7 +502,10 @@ impl SessionManager for ReplicatedSessionManager {
         Ok(self.node.local.restore_session(id).await?)
     }
 
+    /// [`StoreEvents`] when `log_stateless_streams` is set. rmcp uses it only for requests
+    /// served without a session: this manager logs its sessions' streams itself.
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
-        Some(self.events.clone())
+        let store: Arc<dyn EventStore> = self.events.clone();
+        self.node.config.log_stateless_streams.then_some(store)
     }
 }

@@ -18,6 +18,7 @@ every_backend!(
     a_session_made_on_a_is_served_on_b,
     a_stream_resumes_on_b_after_events_logged_on_a,
     the_standalone_stream_on_a_gets_what_b_sends,
+    the_standalone_stream_moves_to_b_with_rmcps_priming_id,
     a_client_answer_posted_to_b_reaches_a,
     a_cancel_posted_to_b_stops_the_call_on_a,
     delete_on_b_ends_the_session_everywhere,
@@ -123,6 +124,34 @@ async fn the_standalone_stream_on_a_gets_what_b_sends(kind: Kind) {
     let got = standalone.until_method("notifications/message", WAIT).await;
     let message = got.matched.expect("B's message on A's standalone stream");
     assert_eq!(message["params"]["data"], "hello A");
+}
+
+async fn the_standalone_stream_moves_to_b_with_rmcps_priming_id(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut on_a = client.get_stream(&a.url, None).await.sse();
+    let first = on_a.next_event(WAIT).await.expect("a priming event");
+    assert_eq!(
+        first.id.as_deref(),
+        Some("0"),
+        "rmcp's own priming id: {first:?}"
+    );
+    // A client that lost the stream right after it resumes with that id, on B.
+    let mut on_b = client.get_stream(&b.url, Some("0")).await.sse();
+    on_b.next_event(WAIT).await.expect("B's priming event");
+    on_a.until_end(WAIT)
+        .await
+        .expect("A's stream was taken over");
+    let reply = client
+        .call_tool(&a.url, 2, "announce", json!({"text": "to B"}))
+        .await;
+    reply.answer(json!(2), WAIT).await;
+    let got = on_b.until_method("notifications/message", WAIT).await;
+    assert_eq!(
+        got.matched.expect("the message on B")["params"]["data"],
+        "to B"
+    );
 }
 
 async fn a_client_answer_posted_to_b_reaches_a(kind: Kind) {
