@@ -312,8 +312,9 @@ impl ResponseStream {
     }
 
     /// Logs `notification` as the stream's next event (one round trip) and delivers it to
-    /// whichever replica holds the stream. Events the handler sends afterwards through rmcp
-    /// come after it.
+    /// whichever replica holds the stream. Messages the handler sends through rmcp afterwards
+    /// (its answer included) come after it; ones it sent through rmcp just before may still be
+    /// on their way and come after it too.
     ///
     /// # Errors
     /// The replica is stopping or the notification does not encode; a store that keeps failing

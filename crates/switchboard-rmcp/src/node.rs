@@ -48,11 +48,11 @@ pub(crate) struct Node {
 }
 
 impl Node {
-    /// A replica over `store`. The local sessions idle out with the store's `idle_ttl` (a session
-    /// restored here and left alone closes here; the store keeps it for the other replicas).
+    /// A replica over `store`. A session's handler here closes after [`local_keep_alive`]
+    /// without a message (the store keeps the session for the other replicas).
     pub fn new(store: Arc<dyn Store>, config: ReplicatedConfig) -> Node {
         let mut session_config = SessionConfig::default();
-        session_config.keep_alive = Some(config.store.idle_ttl);
+        session_config.keep_alive = Some(local_keep_alive(&config));
         // Priming events and resumption are this crate's: the local layer keeps no cache.
         session_config.sse_retry = None;
         session_config.completed_cache_ttl = Duration::ZERO;
@@ -148,6 +148,14 @@ impl Node {
             tracing::debug!(error = %e, session = %logged_session(sid), "closing a local session");
         }
     }
+}
+
+/// How long a session's rmcp handler here lives without a message in or out: the larger of
+/// `idle_ttl` and rmcp's default (5 min). rmcp ends a handler after that long even while a call
+/// runs silently, so it must not be short; a session that ends earlier in the store is closed
+/// here when the bus says so (or at its next request here).
+pub(crate) fn local_keep_alive(config: &ReplicatedConfig) -> Duration {
+    config.store.idle_ttl.max(SessionConfig::DEFAULT_KEEP_ALIVE)
 }
 
 /// How many calls run here per session (the sessions the keep-alive must not let expire).
