@@ -22,6 +22,7 @@ every_backend!(
     a_client_answer_posted_to_b_reaches_a,
     a_cancel_posted_to_b_stops_the_call_on_a,
     delete_on_b_ends_the_session_everywhere,
+    a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b,
     an_abandoned_session_leaves_no_key,
 );
 
@@ -232,6 +233,28 @@ async fn delete_on_b_ends_the_session_everywhere(kind: Kind) {
         assert_eq!(reply.status, StatusCode::NOT_FOUND, "{url} after DELETE");
     }
     assert_eq!(env.keys_of(&sid).await, 0, "no key of the session is left");
+}
+
+async fn a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut call = client.call_tool(&a.url, 5, "slow", json!({})).await.sse();
+    let priming = call.next_event(WAIT).await.expect("the priming event");
+    let resume_from = priming.id.expect("an event id");
+    // A drains (1 s in these tests), then ends the call it still runs, and stops.
+    a.stop().await;
+    let reply = client.get_stream(&b.url, Some(&resume_from)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let ended = reply.sse().until_response(&json!(5), WAIT).await;
+    let answer = ended.matched.expect("the cut call's error, from the log");
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    // The session itself lives on.
+    let reply = client.call_tool(&b.url, 6, "whoami", json!({})).await;
+    assert_eq!(
+        text_of(&reply.answer(json!(6), WAIT).await.response),
+        "replay"
+    );
 }
 
 async fn an_abandoned_session_leaves_no_key(kind: Kind) {
