@@ -19,7 +19,9 @@ pub struct ReplicatedConfig {
     /// - `idle_ttl`: a session with nothing open and nothing running ends this long after its
     ///   last request (default 30 min); every key of it expires then.
     /// - `node_ttl`: a replica silent this long is dead (default 5 s): a request it was running
-    ///   ends with error -32004 for a client that resumes its stream elsewhere.
+    ///   ends with error -32004 for a client that resumes its stream elsewhere. Another replica
+    ///   takes it for dead only once its own heartbeats have been answered without a gap for
+    ///   2 × `node_ttl` (after a store outage every heartbeat key may have lapsed).
     /// - caps: `max_sessions` (100 000; `initialize` fails past it), `max_events_per_stream`
     ///   (1 000; oldest trimmed first), `max_inflight_per_session` (64; the request is answered
     ///   with error -32003 past it), byte caps of the event logs.

@@ -225,10 +225,10 @@ impl Conn {
         let Some(run) = self.open.watch.clone() else {
             return Step::Continue;
         };
-        let store = &self.node.store;
-        if !matches!(store.is_alive(&run.node).await, Ok(false)) {
+        if !self.node.is_dead(&run.node).await {
             return Step::Continue;
         }
+        let store = &self.node.store;
         self.open.watch = None;
         let data = aborted_answer(
             &run.request_key,

@@ -65,7 +65,11 @@
 //!   request reaches the replica waiting for it (ids are rewritten to be unique across replicas,
 //!   see `routing`); a `notifications/cancelled` reaches the replica running the call; `DELETE`
 //!   ends the session on every replica; a resumer of a stream whose replica died gets error
-//!   -32004 as that request's answer.
+//!   -32004 as that request's answer. A replica is taken for dead only when its heartbeat key
+//!   is missing and the replica deciding has reached the store without a gap for 2 × `node_ttl`
+//!   (a store outage lapses every key, live replicas' too), and a request's answer is logged
+//!   only while the request is still recorded as running (the store's `abort_running`): a
+//!   request has at most one final event.
 //! - **Keys** are the store's: every key of a session carries the hash tag `{<session id>}`
 //!   (one Redis Cluster slot), every key has a TTL, logs and sessions are capped
 //!   ([`ReplicatedConfig`]). An abandoned session leaves no key once `idle_ttl` has passed and the
@@ -135,6 +139,7 @@ mod conn;
 pub mod error;
 mod event_store;
 mod hub;
+mod liveness;
 mod manager;
 mod node;
 mod recorder;

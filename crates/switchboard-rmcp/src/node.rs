@@ -18,6 +18,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::ReplicatedConfig;
 use crate::hub::{Hub, StreamEvent};
+use crate::liveness::StoreHealth;
 
 /// How often an append is tried before its event is given up (a store outage longer than the
 /// backoff below, about 3 s in all, loses the events a running call produces meanwhile).
@@ -44,6 +45,9 @@ pub(crate) struct Node {
     pub draining: CancellationToken,
     /// Cancelled when the replica stops: rmcp's sessions here end, every connection closes.
     pub stopped: CancellationToken,
+    /// How long the store has answered this replica's heartbeats (whether another replica whose
+    /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
+    pub health: StoreHealth,
     next_conn: AtomicU64,
 }
 
@@ -67,6 +71,7 @@ impl Node {
             tasks: TaskTracker::new(),
             draining: CancellationToken::new(),
             stopped: CancellationToken::new(),
+            health: StoreHealth::default(),
             next_conn: AtomicU64::new(1),
         }
     }
@@ -114,6 +119,39 @@ impl Node {
         None
     }
 
+    /// Logs a request's answer as its stream's final event, but only while the request is still
+    /// recorded as running on this replica (the store's `abort_running`, which checks and appends
+    /// in one step): a stream that another replica has ended already (it took this one for dead)
+    /// never gets a second final event. Retries a failing store as [`Node::append`] does.
+    pub async fn append_final(&self, sid: &str, stream: &str, data: String) -> Final {
+        let mut pause = APPEND_BACKOFF;
+        for attempt in 1..=APPEND_ATTEMPTS {
+            match self
+                .store
+                .abort_running(sid, stream, self.id(), &data)
+                .await
+            {
+                Ok(Some(appended)) => {
+                    self.deliver_here(sid, stream, &appended, data, true);
+                    return Final::Logged;
+                }
+                Ok(None) => {
+                    tracing::warn!(session = %logged_session(sid), stream, "a request's answer came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
+                    return Final::AlreadyEnded;
+                }
+                Err(e) if attempt < APPEND_ATTEMPTS => {
+                    tracing::debug!(error = %e, attempt, "answer append failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, session = %logged_session(sid), stream, "answer lost: the store kept failing");
+                }
+            }
+        }
+        Final::Failed
+    }
+
     /// Hands a just-appended event to its connection when that is open here and the store did
     /// not deliver it itself.
     pub fn deliver_here(
@@ -148,6 +186,17 @@ impl Node {
             tracing::debug!(error = %e, session = %logged_session(sid), "closing a local session");
         }
     }
+}
+
+/// What became of a request's answer ([`Node::append_final`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Final {
+    /// Logged as its stream's final event.
+    Logged,
+    /// Not logged: the stream had ended already (or the session is gone).
+    AlreadyEnded,
+    /// Not logged: the store kept failing.
+    Failed,
 }
 
 /// How long a session's rmcp handler here lives without a message in or out: the larger of
@@ -235,5 +284,50 @@ impl Drop for RunningGuard {
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node").field("id", &self.id()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use switchboard_store::{EventLog, InflightRequest, MemoryStore, Replay};
+
+    /// A request that another replica ended (it took this one for dead) gets no second final
+    /// event when its answer comes after all.
+    #[tokio::test]
+    async fn an_answer_after_the_stream_ended_is_not_logged() {
+        let config = ReplicatedConfig::new("a");
+        let memory = MemoryStore::new(config.store.clone());
+        let node = Node::new(memory.for_node("a"), config);
+        let sid = switchboard_protocol::SessionId::generate()
+            .as_str()
+            .to_owned();
+        let record = crate::session_store::record(&sid, "2025-11-25".into(), Value::Null);
+        crate::session_store::create(node.store.as_ref(), &record)
+            .await
+            .unwrap();
+        let stream = StreamId::generate().as_str().to_owned();
+        let inflight = InflightRequest {
+            request_key: "n:1".into(),
+            stream: stream.clone(),
+            node: "a".into(),
+            holder: "a/1".into(),
+        };
+        node.store.begin(&sid, Some(&inflight)).await.unwrap();
+        let other = memory.for_node("b");
+        let ended = other
+            .abort_running(&sid, &stream, "a", "{\"ended\":1}")
+            .await;
+        assert!(ended.unwrap().is_some(), "B ends A's request");
+        let late = node
+            .append_final(&sid, &stream, "{\"late\":1}".into())
+            .await;
+        assert_eq!(late, Final::AlreadyEnded);
+        let Ok(Replay::Events(events)) = node.store.replay(&sid, &stream, "0-0", 10).await else {
+            panic!("the log");
+        };
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].data.contains("ended"));
     }
 }

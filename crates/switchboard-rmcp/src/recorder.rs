@@ -81,6 +81,10 @@ async fn record(node: &Node, sid: &str, stream: &str, event: ServerSseMessage) -
     };
     let end = stream != StreamId::STANDALONE && routing::is_response(&value);
     routing::outbound(node, sid, &mut value).await;
-    node.append(sid, stream, value.to_string(), end).await;
+    if end {
+        node.append_final(sid, stream, value.to_string()).await;
+    } else {
+        node.append(sid, stream, value.to_string(), false).await;
+    }
     Some(end)
 }

@@ -1,0 +1,114 @@
+//! Store outages and dead replicas, on a private `redis-server` that the tests stop and restart
+//! (and on the memory store where the fault is one of logic only): what a replica must do so that
+//! a live replica's call is never cut, a request has at most one answer, and nothing of a dead
+//! replica or a failed request wedges a session.
+
+mod common;
+
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::eventually::eventually;
+
+use common::{Env, Kind, WAIT};
+
+const REVISION: &str = "2025-11-25";
+
+/// A client of a fresh session, initialized on `url` with the sampling capability.
+async fn session(url: &str) -> (McpClient, String) {
+    let mut client = McpClient::new();
+    let (sid, _) = client
+        .initialize_with(url, REVISION, json!({"sampling": {}}))
+        .await;
+    (client, sid)
+}
+
+fn text_of(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
+
+/// Stops the env's Redis (after `SAVE`), keeps it down for `outage`, and starts it again from
+/// its dump.
+async fn redis_blip(env: &mut Env, outage: Duration) {
+    let server = env.redis_server();
+    let saved: String = server.query(&["SAVE"]).expect("SAVE");
+    assert_eq!(saved, "OK");
+    server.kill9();
+    // The fault itself: Redis stays down this long (long enough for every heartbeat to lapse).
+    tokio::time::sleep(outage).await;
+    let restarted = tokio::task::block_in_place(|| server.restart());
+    assert!(restarted, "redis-server came back");
+}
+
+/// A GET that resumes `last_event_id` on `url`, asked again while the replica's store
+/// connection is still coming back (answers 500 meanwhile).
+async fn resume(
+    client: &McpClient,
+    url: &str,
+    last_event_id: &str,
+) -> switchboard_tests::sse::SseStream {
+    eventually("a resumption answered 200", WAIT, || async {
+        let reply = client.get_stream(url, Some(last_event_id)).await;
+        (reply.status == StatusCode::OK).then(|| reply.sse())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_live_replicas_call_survives_a_redis_restart() {
+    let mut env = Env::new(Kind::Redis, Duration::from_secs(60));
+    let node_ttl = env.config.node_ttl;
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut call = client
+        .call_tool(&a.url, 2, "ask", json!({"text": "hi"}))
+        .await
+        .sse();
+    let priming = call.next_event(WAIT).await.expect("the priming event");
+    let resume_from = priming.id.expect("an event id");
+    let asked = call.until_method("sampling/createMessage", WAIT).await;
+    let request_id = asked.matched.expect("A asks the client to sample")["id"].clone();
+
+    // Every heartbeat key lapses while Redis is down (the dump keeps their old expiry).
+    redis_blip(&mut env, 2 * node_ttl + Duration::from_secs(1)).await;
+    let mut on_b = resume(&client, &b.url, &resume_from).await;
+    let early = on_b
+        .until_response(&json!(2), 2 * node_ttl + Duration::from_secs(2))
+        .await;
+    assert!(
+        early.matched.is_none(),
+        "A lives: its call must not be ended: {:?}",
+        early.matched
+    );
+
+    // The call goes on: the client's answer, posted to B, reaches A, whose answer reaches B.
+    let result = json!({"role": "assistant", "content": {"type": "text", "text": "after the blip"}, "model": "m"});
+    let reply = client
+        .post(
+            &b.url,
+            &json!({"jsonrpc": "2.0", "id": request_id, "result": result}),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let answered = on_b.until_response(&json!(2), WAIT).await;
+    let answer = answered.matched.expect("the call's one answer");
+    assert_eq!(text_of(&answer), "after the blip", "{answer}");
+
+    // The log holds exactly one answer.
+    let mut again = resume(&client, &b.url, &resume_from).await;
+    let events = again
+        .until_end(WAIT)
+        .await
+        .expect("the ended stream closes");
+    let answers = events
+        .iter()
+        .filter_map(|e| e.json())
+        .filter(|m| m["id"] == json!(2))
+        .count();
+    assert_eq!(answers, 1, "{events:?}");
+    drop(a);
+}
