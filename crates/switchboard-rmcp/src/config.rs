@@ -12,8 +12,9 @@ use crate::error::Error;
 #[derive(Clone, Debug)]
 pub struct ReplicatedConfig {
     /// The store's settings. The ones that matter most here:
-    /// - `node_id`: this process's id in the cluster (holder tokens, bus inbox, liveness key);
-    ///   visible ASCII without `/` or `@`. Default: `rmcp-<8 random hex digits>`.
+    /// - `node_id`: this replica's id label (holder tokens, bus inbox, liveness key); visible
+    ///   ASCII without `/` or `@`. Default: `rmcp-<8 random hex digits>`. The process runs as
+    ///   `<node_id>.<4 random hex digits>` ([`ReplicatedConfig::for_this_process`]).
     /// - `key_prefix`: start of every Redis key and channel (default `sb`), so several servers
     ///   can share one Redis.
     /// - `idle_ttl`: a session with nothing open and nothing running ends this long after its
@@ -64,6 +65,18 @@ impl ReplicatedConfig {
             log_stateless_streams: false,
             drain_timeout: Duration::from_secs(10),
         }
+    }
+
+    /// These settings with the node id made unique to this process: `<node id>.<4 random hex
+    /// digits>`, as the gateway does with `cluster.node_id`. A replica restarted with the same
+    /// configured id (same pod name, same flag) is then never taken for the process that died:
+    /// answers, cancellations and liveness meant for the old one do not reach the new one.
+    /// [`ReplicatedSessionManager::redis`](crate::ReplicatedSessionManager::redis),
+    /// [`open`](crate::ReplicatedSessionManager::open) and
+    /// [`memory`](crate::ReplicatedSessionManager::memory) call it.
+    pub fn for_this_process(mut self) -> ReplicatedConfig {
+        self.store.node_id = format!("{}.{:04x}", self.store.node_id, rand::random::<u16>());
+        self
     }
 
     /// These settings with the session idle TTL set to `ttl` (see [`StoreConfig::idle_ttl`]).
@@ -144,6 +157,17 @@ mod tests {
         let mut zero = ReplicatedConfig::new("a");
         zero.connection_queue = 0;
         assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn each_process_gets_its_own_node_id() {
+        let a = ReplicatedConfig::new("a").for_this_process();
+        assert!(a.store.node_id.starts_with("a.") && a.store.node_id.len() == 6);
+        assert!(a.validate().is_ok());
+        let ids: std::collections::HashSet<String> = (0..20)
+            .map(|_| ReplicatedConfig::new("a").for_this_process().store.node_id)
+            .collect();
+        assert!(ids.len() > 1, "random per process");
     }
 
     #[test]

@@ -86,8 +86,10 @@
 //! - **Routing a client's answer, and cancellation.** `SessionManager::accept_message` receives
 //!   every client message, but rmcp's handlers number their server-to-client requests from 0 in
 //!   each process and give no hook to change that, and nothing in the traits says which process
-//!   waits for an answer or runs a call. This crate rewrites those ids on the way out and routes
-//!   answers and cancellations over the bus itself.
+//!   waits for an answer or runs a call. This crate rewrites those ids on the way out (unique per
+//!   process, whose node id carries a random suffix, and per handler lifetime: see `routing`),
+//!   routes answers and cancellations over the bus itself, and drops an answer whose handler has
+//!   ended.
 //! - **`DELETE` vs. a handler ending.** rmcp calls `close_session` both for `DELETE` and when a
 //!   process's handler ends (idle, shutdown); only `SessionStore::delete` marks a `DELETE`, so that
 //!   is where the session ends cluster-wide, and `close_session` stays local.

@@ -64,6 +64,7 @@ impl ReplicatedSessionManager {
         topology: &RedisTopology,
         config: ReplicatedConfig,
     ) -> Result<Arc<Self>, Error> {
+        let config = config.for_this_process();
         config.validate()?;
         let store = RedisStore::open(topology, config.store.clone()).await?;
         Self::with_store(store, config).await
@@ -74,12 +75,15 @@ impl ReplicatedSessionManager {
     /// # Errors
     /// The settings are invalid.
     pub async fn memory(config: ReplicatedConfig) -> Result<Arc<Self>, Error> {
+        let config = config.for_this_process();
         config.validate()?;
         Self::with_store(MemoryStore::new(config.store.clone()), config).await
     }
 
     /// A replica on `store`, which should have been made with `config.store` (for two replicas
-    /// in one process on the memory store: `MemoryStore::for_node`). Subscribes the replica's bus
+    /// in one process on the memory store: `MemoryStore::for_node`). The store's node id is used
+    /// as it is: make it unique per process, as [`ReplicatedConfig::for_this_process`] does
+    /// ([`redis`](Self::redis), [`open`](Self::open) and [`memory`](Self::memory) call it). Subscribes the replica's bus
     /// inbox, sends its first heartbeat and starts its background work.
     ///
     /// # Errors
@@ -211,11 +215,14 @@ impl ReplicatedSessionManager {
                 return Err(e.into());
             }
         };
+        // The handler that runs it: rmcp restored it (running its initialize) before this call.
+        let handler = node.handler_of(&sid).unwrap_or(0);
         let record = recorder::record_request(
             node.clone(),
             sid.clone(),
             stream.clone(),
             request_key,
+            handler,
             local,
         );
         node.tasks.spawn(record);
@@ -314,9 +321,9 @@ impl ReplicatedSessionManager {
     async fn record_standalone(&self, id: &SessionId) -> Result<(), Error> {
         let local = self.node.local.create_standalone_stream(id).await?;
         let node = self.node.clone();
-        self.node
-            .tasks
-            .spawn(recorder::record_standalone(node, id.to_string(), local));
+        let handler = node.handler_started(id);
+        let record = recorder::record_standalone(node, id.to_string(), handler, local);
+        self.node.tasks.spawn(record);
         Ok(())
     }
 }

@@ -49,6 +49,9 @@ pub(crate) struct Node {
     /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
     pub health: StoreHealth,
     next_conn: AtomicU64,
+    /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
+    handlers: Mutex<HashMap<String, u64>>,
+    next_handler: AtomicU64,
 }
 
 impl Node {
@@ -73,6 +76,9 @@ impl Node {
             stopped: CancellationToken::new(),
             health: StoreHealth::default(),
             next_conn: AtomicU64::new(1),
+            handlers: Mutex::default(),
+            // Random start: even two processes that ended up with one node id number apart.
+            next_handler: AtomicU64::new(u64::from(rand::random::<u32>()) + 1),
         }
     }
 
@@ -85,6 +91,32 @@ impl Node {
     pub fn holder(&self) -> String {
         let n = self.next_conn.fetch_add(1, Ordering::Relaxed);
         format!("{}/{n}", self.id())
+    }
+
+    /// A handler of session `sid` has started here (rmcp ran its `initialize`, fresh or
+    /// restored): its lifetime number, unique in this process, which the ids of its
+    /// server-to-client requests carry (see `routing`).
+    pub fn handler_started(&self, sid: &str) -> u64 {
+        let n = self.next_handler.fetch_add(1, Ordering::Relaxed);
+        self.lock_handlers().insert(sid.to_owned(), n);
+        n
+    }
+
+    /// The lifetime number of session `sid`'s current handler here.
+    pub fn handler_of(&self, sid: &str) -> Option<u64> {
+        self.lock_handlers().get(sid).copied()
+    }
+
+    /// Handler `handler` of session `sid` has ended here (its standalone channel closed).
+    pub fn handler_ended(&self, sid: &str, handler: u64) {
+        let mut handlers = self.lock_handlers();
+        if handlers.get(sid) == Some(&handler) {
+            handlers.remove(sid);
+        }
+    }
+
+    fn lock_handlers(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.handlers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Appends an event to a stream's log and, when the stream's holder is a connection here and

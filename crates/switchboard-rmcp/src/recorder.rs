@@ -27,12 +27,13 @@ pub(crate) async fn record_request(
     sid: String,
     stream: String,
     request_key: String,
+    handler: u64,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
     let _running = node.running.start(&sid);
     futures::pin_mut!(local);
     while let Some(event) = local.next().await {
-        if let Some(true) = record(&node, &sid, &stream, event).await {
+        if let Some(true) = record(&node, &sid, &stream, handler, event).await {
             return;
         }
     }
@@ -56,21 +57,30 @@ pub(crate) async fn record_request(
 }
 
 /// Logs what the session's handler sends outside any request (notifications, server requests
-/// not tied to a call) to the standalone stream, until the session's handler here ends.
+/// not tied to a call) to the standalone stream, until the session's handler `handler` here
+/// ends.
 pub(crate) async fn record_standalone(
     node: Arc<Node>,
     sid: String,
+    handler: u64,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
     futures::pin_mut!(local);
     while let Some(event) = local.next().await {
-        record(&node, &sid, StreamId::STANDALONE, event).await;
+        record(&node, &sid, StreamId::STANDALONE, handler, event).await;
     }
+    node.handler_ended(&sid, handler);
 }
 
 /// Logs one message; `Some(true)` when it was the answer (the stream's last event), `None` when
 /// it carried no message.
-async fn record(node: &Node, sid: &str, stream: &str, event: ServerSseMessage) -> Option<bool> {
+async fn record(
+    node: &Node,
+    sid: &str,
+    stream: &str,
+    handler: u64,
+    event: ServerSseMessage,
+) -> Option<bool> {
     let message = event.message?;
     let mut value = match serde_json::to_value(&*message) {
         Ok(v) => v,
@@ -80,7 +90,7 @@ async fn record(node: &Node, sid: &str, stream: &str, event: ServerSseMessage) -
         }
     };
     let end = stream != StreamId::STANDALONE && routing::is_response(&value);
-    routing::outbound(node, sid, &mut value).await;
+    routing::outbound(node, sid, handler, &mut value).await;
     if end {
         node.append_final(sid, stream, value.to_string()).await;
     } else {

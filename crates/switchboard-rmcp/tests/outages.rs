@@ -8,7 +8,9 @@ mod common;
 use std::time::Duration;
 
 use reqwest::StatusCode;
+use rmcp::transport::streamable_http_server::SessionManager;
 use serde_json::{json, Value};
+use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 
@@ -111,4 +113,71 @@ async fn a_live_replicas_call_survives_a_redis_restart() {
         .count();
     assert_eq!(answers, 1, "{events:?}");
     drop(a);
+}
+
+/// The sampling request a call of `ask` sends: its wire id.
+async fn asked(call: &mut switchboard_tests::sse::SseStream) -> Value {
+    let asked = call.until_method("sampling/createMessage", WAIT).await;
+    asked.matched.expect("the call asks the client to sample")["id"].clone()
+}
+
+fn sampled(id: &Value, text: &str) -> Value {
+    let result =
+        json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"});
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+/// rmcp numbers server-to-client requests from 0 per handler: a handler restored after the
+/// previous one ended (rmcp's keep-alive, here `close_session`) must not receive an answer meant
+/// for the previous one's request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_answer_never_reaches_a_later_handlers_request() {
+    let env = Env::new(Kind::Memory, Duration::from_secs(60));
+    let a = env.replica("a").await;
+    let (client, sid) = session(&a.url).await;
+    let mut first = client
+        .call_tool(&a.url, 2, "ask", json!({"text": "A"}))
+        .await
+        .sse();
+    let id_a = asked(&mut first).await;
+    // The session's handler here ends (as when rmcp's keep-alive ends it); its call with it.
+    a.manager.close_session(&sid.clone().into()).await.unwrap();
+    first
+        .until_end(WAIT)
+        .await
+        .expect("the first call's stream ends");
+
+    let mut second = client
+        .call_tool(&a.url, 3, "ask", json!({"text": "B"}))
+        .await
+        .sse();
+    let id_b = asked(&mut second).await;
+    assert_ne!(
+        id_a, id_b,
+        "a restored handler's request gets a new wire id"
+    );
+    let late = client
+        .post(&a.url, &sampled(&id_a, "late answer meant for A"))
+        .await;
+    assert_eq!(late.status, StatusCode::ACCEPTED);
+    let reply = client.post(&a.url, &sampled(&id_b, "for B")).await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let answered = second.until_response(&json!(3), WAIT).await;
+    let answer = answered.matched.expect("the second call answers");
+    assert_eq!(text_of(&answer), "for B", "{answer}");
+}
+
+/// Two processes started with the same configured node id run under different ids.
+#[tokio::test]
+async fn a_restarted_replica_runs_under_a_new_node_id() {
+    let first = ReplicatedSessionManager::memory(ReplicatedConfig::new("a"))
+        .await
+        .unwrap();
+    first.shutdown().await;
+    let second = ReplicatedSessionManager::memory(ReplicatedConfig::new("a"))
+        .await
+        .unwrap();
+    assert!(first.node_id().starts_with("a.") && second.node_id().starts_with("a."));
+    assert_ne!(first.node_id(), second.node_id());
+    second.shutdown().await;
 }
