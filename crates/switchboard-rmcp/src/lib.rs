@@ -129,12 +129,16 @@
 //!   [`ResponseStream`].
 //! - `hub`: the connections open on this replica.
 //! - `routing`: client answers and cancellations to the right replica.
+//! - `admission`: a request's registration in flight, refusals, a failed one undone.
+//! - `liveness`: when another replica counts as dead; requests with no call behind them ended.
+//! - `running`: the calls running here.
 //! - `background`: heartbeat, keep-alive, reaper, bus inbox.
 //! - `node`: what all of these share.
 //! - [`error`]: the one error type, [`Error`].
 
 #![warn(clippy::too_many_lines)]
 
+mod admission;
 mod background;
 pub mod config;
 mod conn;
@@ -146,6 +150,7 @@ mod manager;
 mod node;
 mod recorder;
 mod routing;
+mod running;
 mod session_store;
 
 pub use config::ReplicatedConfig;

@@ -9,9 +9,21 @@
 //! have been answered, without a gap, for [`CONFIRM_TTLS`] × `node_ttl`: a live replica has
 //! refreshed its key by then (its heartbeat runs every `node_ttl / 3`; one that was stuck in the
 //! outage gives up after `node_ttl`).
+//!
+//! A dead replica's requests stay registered in flight (counting toward
+//! `max_inflight_per_session`, holding their ids) until someone ends them, and so does a request
+//! of this replica whose registration the store applied although this replica saw it fail (an
+//! HTTP 500: no call runs behind it). [`end_lost_requests`] ends both kinds, as the gateway's
+//! `end_lost_requests` ends dead nodes' requests, whenever a request is refused for either reason;
+//! a client resuming a dead replica's stream ends that request too (`conn`).
 
+use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use switchboard_protocol::{codes, jsonrpc, RequestId};
+use switchboard_store::{InflightEntry, StoreResult};
+use switchboard_telemetry::trace::logged_session;
 
 use crate::node::Node;
 
@@ -80,6 +92,71 @@ impl Node {
             }
         }
     }
+}
+
+/// The final event of a request lost with replica `node`: error -32004.
+pub(crate) fn lost_request_event(request_key: &str, why: &str) -> String {
+    let id = RequestId::from_key(request_key);
+    let msg = format!("the request was lost: {why}; send it again");
+    jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string()
+}
+
+/// Ends every request of session `sid` registered in flight with no call behind it: one of a
+/// dead replica (as [`Node::is_dead`] decides), or one of this replica that runs no call here
+/// (its POST failed after the store registered it). Each gets [`lost_request_event`] as its
+/// stream's final event and loses its in-flight entry (one that ended meanwhile only loses its
+/// entry, if that is still as listed). Returns how many it ended. One round trip to list them,
+/// one per other replica to ask its liveness, one or two per request ended.
+pub(crate) async fn end_lost_requests(node: &Node, sid: &str) -> StoreResult<usize> {
+    let mut dead: HashMap<String, bool> = HashMap::new();
+    let mut ended = 0;
+    for entry in node.store.in_flight(sid).await? {
+        let why = if entry.node == node.id() {
+            if node.running.has(sid, &entry.stream) {
+                continue;
+            }
+            "its POST failed".to_owned()
+        } else {
+            let is_dead = match dead.get(&entry.node) {
+                Some(d) => *d,
+                None => {
+                    let d = node.is_dead(&entry.node).await;
+                    dead.insert(entry.node.clone(), d);
+                    d
+                }
+            };
+            if !is_dead {
+                continue;
+            }
+            format!("replica {} running it stopped", entry.node)
+        };
+        end_lost_request(node, sid, &entry, &why).await?;
+        ended += 1;
+    }
+    if ended > 0 {
+        tracing::info!(session = %logged_session(sid), ended, "requests with no call behind them ended");
+    }
+    Ok(ended)
+}
+
+async fn end_lost_request(
+    node: &Node,
+    sid: &str,
+    entry: &InflightEntry,
+    why: &str,
+) -> StoreResult<()> {
+    let data = lost_request_event(&entry.request_key, why);
+    let aborted = node
+        .store
+        .abort_running(sid, &entry.stream, &entry.node, &data)
+        .await?;
+    match aborted {
+        Some(appended) => node.deliver_here(sid, &entry.stream, &appended, data, true),
+        None => {
+            node.store.forget_in_flight(sid, entry).await?;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,11 +14,9 @@ use rmcp::transport::streamable_http_server::{
     RestoreOutcome, SessionId, SessionManager, StreamableHttpServerConfig,
 };
 use serde_json::Value;
-use switchboard_protocol::{codes, jsonrpc, EventId, RequestId, StreamId};
+use switchboard_protocol::{EventId, RequestId, StreamId};
 use switchboard_store::redis::RedisTopology;
-use switchboard_store::{
-    BeginOutcome, Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store,
-};
+use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::ReplicatedConfig;
@@ -27,7 +25,7 @@ use crate::error::Error;
 use crate::event_store::StoreEvents;
 use crate::node::Node;
 use crate::session_store::{self, StoreSessions};
-use crate::{background, recorder, routing};
+use crate::{admission, background, recorder, routing};
 
 /// The event id rmcp gives the priming event of a standalone stream when the session manager
 /// has no event store.
@@ -182,6 +180,8 @@ impl ReplicatedSessionManager {
         let request_key = request_id.key();
         let stream = StreamId::generate().as_str().to_owned();
         let holder = node.holder();
+        // Counts as running here before the store registers it: see `liveness`.
+        let running = node.running.start(&sid, &stream);
         let handle = node.hub.register(&sid, &stream, &holder);
         let inflight = InflightRequest {
             request_key: request_key.clone(),
@@ -189,20 +189,8 @@ impl ReplicatedSessionManager {
             node: node.id().to_owned(),
             holder: holder.clone(),
         };
-        match node.store.begin(&sid, Some(&inflight)).await? {
-            BeginOutcome::Ready(_) => {}
-            BeginOutcome::Missing => {
-                node.end_session_here(&sid).await;
-                return Err(Error::SessionGone);
-            }
-            BeginOutcome::Busy(_) => {
-                let why = "too many requests in flight in this session";
-                return refusal(&request_id, codes::OVERLOADED, why);
-            }
-            BeginOutcome::DuplicateId { .. } | BeginOutcome::Limited { .. } => {
-                let why = "a request with this id is already in flight in this session";
-                return refusal(&request_id, codes::INVALID_REQUEST, why);
-            }
+        if let Some(refused) = admission::admit(node, &sid, &inflight, &request_id).await? {
+            return Ok(refused);
         }
         if let ClientJsonRpcMessage::Request(request) = &mut message {
             let control = ResponseStream::new(node, &sid, &stream, &holder);
@@ -223,6 +211,7 @@ impl ReplicatedSessionManager {
             stream.clone(),
             request_key,
             handler,
+            running,
             local,
         );
         node.tasks.spawn(record);
@@ -335,19 +324,6 @@ fn request_id(message: &ClientJsonRpcMessage) -> RequestId {
         _ => Value::Null,
     };
     RequestId(id)
-}
-
-/// A response stream holding only the JSON-RPC error `code`/`message` for `id`.
-fn refusal(
-    id: &RequestId,
-    code: i64,
-    message: &str,
-) -> Result<ReceiverStream<ServerSseMessage>, Error> {
-    let error = jsonrpc::error_response(Some(id), code, message, None);
-    let message: ServerJsonRpcMessage = serde_json::from_value(error)?;
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let _ = tx.try_send(ServerSseMessage::from_message(message));
-    Ok(ReceiverStream::new(rx))
 }
 
 /// Whether rmcp replays this `initialize` to restore a session known to the store.

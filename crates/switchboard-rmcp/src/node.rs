@@ -12,13 +12,13 @@ use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
 use switchboard_store::{holder_node, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ReplicatedConfig;
 use crate::hub::{Hub, StreamEvent};
 use crate::liveness::StoreHealth;
+use crate::running::Running;
 
 /// How often an append is tried before its event is given up (a store outage longer than the
 /// backoff below, about 3 s in all, loses the events a running call produces meanwhile).
@@ -237,80 +237,6 @@ pub(crate) enum Final {
 /// here when the bus says so (or at its next request here).
 pub(crate) fn local_keep_alive(config: &ReplicatedConfig) -> Duration {
     config.store.idle_ttl.max(SessionConfig::DEFAULT_KEEP_ALIVE)
-}
-
-/// How many calls run here per session (the sessions the keep-alive must not let expire).
-#[derive(Default)]
-pub(crate) struct Running(Arc<Calls>);
-
-#[derive(Default)]
-pub(crate) struct Calls {
-    map: Mutex<HashMap<String, usize>>,
-    /// Told when the last running call finishes.
-    idle: Notify,
-}
-
-/// One running call; dropping it counts it as finished.
-pub(crate) struct RunningGuard {
-    calls: Arc<Calls>,
-    sid: String,
-}
-
-impl Running {
-    /// Counts a call of `sid` as running until the guard is dropped.
-    pub fn start(&self, sid: &str) -> RunningGuard {
-        *self.lock().entry(sid.to_owned()).or_default() += 1;
-        RunningGuard {
-            calls: self.0.clone(),
-            sid: sid.to_owned(),
-        }
-    }
-
-    /// Returns once no call runs here.
-    pub async fn idle(&self) {
-        loop {
-            let told = self.0.idle.notified();
-            if self.count() == 0 {
-                return;
-            }
-            told.await;
-        }
-    }
-
-    /// Sessions with at least one call running here.
-    pub fn sessions(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
-    }
-
-    /// Calls running here in all.
-    pub fn count(&self) -> usize {
-        self.lock().values().sum()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock()
-    }
-}
-
-impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        let mut map = self.calls.lock();
-        if let Some(n) = map.get_mut(&self.sid) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.sid);
-            }
-        }
-        if map.is_empty() {
-            self.calls.idle.notify_waiters();
-        }
-    }
 }
 
 impl std::fmt::Debug for Node {

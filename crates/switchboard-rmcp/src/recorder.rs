@@ -17,6 +17,7 @@ use switchboard_telemetry::trace::logged_session;
 use crate::conn::aborted_answer;
 use crate::node::Node;
 use crate::routing;
+use crate::running::RunningGuard;
 
 /// Logs the messages of one request's response stream `stream` (request id key `request_key`)
 /// until its answer. If rmcp's stream ends without one (the request was cancelled, or the
@@ -28,9 +29,9 @@ pub(crate) async fn record_request(
     stream: String,
     request_key: String,
     handler: u64,
+    _running: RunningGuard,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
-    let _running = node.running.start(&sid);
     futures::pin_mut!(local);
     while let Some(event) = local.next().await {
         if let Some(true) = record(&node, &sid, &stream, handler, event).await {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use rmcp::transport::streamable_http_server::SessionManager;
 use serde_json::{json, Value};
+use switchboard_protocol::{RequestId, StreamId};
 use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
+use switchboard_store::{BeginOutcome, InflightRequest};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 
@@ -180,4 +182,79 @@ async fn a_restarted_replica_runs_under_a_new_node_id() {
     assert!(first.node_id().starts_with("a.") && second.node_id().starts_with("a."));
     assert_ne!(first.node_id(), second.node_id());
     second.shutdown().await;
+}
+
+/// Registers requests `ids` in flight in session `sid` as replica `node` does, each on a stream
+/// no call runs behind (as a replica killed with -9 leaves them, or a POST that failed after the
+/// store registered it).
+async fn register_orphans(env: &Env, node: &str, sid: &str, ids: impl Iterator<Item = i64>) {
+    let store = env.store(node).await;
+    for id in ids {
+        let inflight = InflightRequest {
+            request_key: RequestId(json!(id)).key(),
+            stream: StreamId::generate().as_str().to_owned(),
+            node: node.to_owned(),
+            holder: format!("{node}/{id}"),
+        };
+        let outcome = store.begin(sid, Some(&inflight)).await.expect("begin");
+        assert!(matches!(outcome, BeginOutcome::Ready(_)), "{outcome:?}");
+    }
+}
+
+/// Whether `whoami` with request id `id` is answered with a result (not refused).
+async fn served(client: &McpClient, url: &str, id: i64) -> Option<()> {
+    let reply = client.call_tool(url, id, "whoami", json!({})).await;
+    let answer = reply.answer(json!(id), WAIT).await;
+    answer.response.get("result").map(|_| ())
+}
+
+async fn a_dead_replicas_requests_do_not_wedge_the_session(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let a = env.replica("a").await;
+    // 64 calls (the session's cap) on replica c, killed with -9: nobody ended them.
+    let (client, sid) = session(&a.url).await;
+    register_orphans(&env, "c", &sid, 100..164).await;
+    // Refused (-32003) only while A cannot tell that c is dead yet.
+    eventually("a request past the dead replica's calls", WAIT, || {
+        served(&client, &a.url, 5)
+    })
+    .await;
+    // Another session: the id of c's call, sent again (-32600 while c counts as alive).
+    let (client, sid) = session(&a.url).await;
+    register_orphans(&env, "c", &sid, 9..10).await;
+    eventually("the dead replica's request id, sent again", WAIT, || {
+        served(&client, &a.url, 9)
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_requests_do_not_wedge_the_session_memory() {
+    a_dead_replicas_requests_do_not_wedge_the_session(Kind::Memory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_replicas_requests_do_not_wedge_the_session_redis() {
+    a_dead_replicas_requests_do_not_wedge_the_session(Kind::Redis).await;
+}
+
+/// A POST that failed (HTTP 500) after the store registered its request leaves no call behind
+/// the registration: the next request refused for it ends it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_posts_registration_is_ended_by_the_next_refusal() {
+    let env = Env::new(Kind::Memory, Duration::from_secs(60));
+    let a = env.replica("a").await;
+    let (client, sid) = session(&a.url).await;
+    register_orphans(&env, "a", &sid, 9..10).await;
+    assert_eq!(
+        served(&client, &a.url, 9).await,
+        Some(()),
+        "id 9 is free again"
+    );
+    register_orphans(&env, "a", &sid, 100..164).await;
+    assert_eq!(
+        served(&client, &a.url, 5).await,
+        Some(()),
+        "the cap is free again"
+    );
 }
