@@ -24,7 +24,7 @@ use tokio::time::{interval, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::hub::{ConnHandle, Outbound, StreamEvent};
-use crate::node::Node;
+use crate::node::{Appending, Node};
 
 /// Events read from a log per store round trip: a long log is paged, never loaded whole.
 pub(crate) const REPLAY_PAGE: usize = 256;
@@ -317,8 +317,9 @@ impl ResponseStream {
     /// on their way and come after it too.
     ///
     /// # Errors
-    /// The replica is stopping or the notification does not encode; a store that keeps failing
-    /// loses it (logged).
+    /// The replica is stopping, the notification does not encode, or the store kept failing
+    /// (about 3 s): the notification is lost, and a client reading the stream sees no sign of
+    /// it; a handler that cannot afford the gap should end its call with an error.
     pub async fn notify(&self, notification: ServerNotification) -> Result<(), crate::Error> {
         let node = self
             .node
@@ -326,8 +327,12 @@ impl ResponseStream {
             .ok_or_else(|| crate::Error::Internal("the replica has stopped".into()))?;
         let message = ServerJsonRpcMessage::notification(notification);
         let data = serde_json::to_string(&message)?;
-        node.append(&self.sid, &self.stream, data, false).await;
-        Ok(())
+        match node.append(&self.sid, &self.stream, data).await {
+            Appending::Lost => Err(crate::Error::Internal(
+                "the notification was lost: the store kept failing".into(),
+            )),
+            Appending::Logged | Appending::SessionGone => Ok(()),
+        }
     }
 
     /// Ends the client's connection of this stream now (after its priming event, which carries

@@ -25,6 +25,8 @@ use crate::running::Running;
 const APPEND_ATTEMPTS: u32 = 5;
 /// The first pause between two append attempts; it doubles after each.
 const APPEND_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between two attempts to log a request's end ([`Node::append_final`]).
+const FINAL_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// One replica's shared state.
 pub(crate) struct Node {
@@ -119,25 +121,20 @@ impl Node {
         self.handlers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends an event to a stream's log and, when the stream's holder is a connection here and
-    /// the store did not deliver it itself (see [`Appended::holder`]), hands it to that
-    /// connection. Retries a failing store ([`APPEND_ATTEMPTS`]); `None` when the event was not
-    /// stored (the session is gone, or the store kept failing: logged).
-    pub async fn append(
-        &self,
-        sid: &str,
-        stream: &str,
-        data: String,
-        end: bool,
-    ) -> Option<Appended> {
+    /// Appends an event (not a stream's final one: see [`Node::append_final`]) to a stream's log
+    /// and, when the stream's holder is a connection here and the store did not deliver it itself
+    /// (see [`Appended::holder`]), hands it to that connection. Retries a failing store
+    /// ([`APPEND_ATTEMPTS`], about 3 s in all); [`Appending::Lost`] when it kept failing
+    /// (logged): the event is not in the log, and a client would see a gap after it.
+    pub async fn append(&self, sid: &str, stream: &str, data: String) -> Appending {
         let mut pause = APPEND_BACKOFF;
         for attempt in 1..=APPEND_ATTEMPTS {
-            match self.store.append(sid, stream, &data, end).await {
+            match self.store.append(sid, stream, &data, false).await {
                 Ok(appended) if appended.is_stored() => {
-                    self.deliver_here(sid, stream, &appended, data, end);
-                    return Some(appended);
+                    self.deliver_here(sid, stream, &appended, data, false);
+                    return Appending::Logged;
                 }
-                Ok(_) => return None,
+                Ok(_) => return Appending::SessionGone,
                 Err(e) if attempt < APPEND_ATTEMPTS => {
                     tracing::debug!(error = %e, attempt, "event append failed; retrying");
                     tokio::time::sleep(pause).await;
@@ -148,17 +145,23 @@ impl Node {
                 }
             }
         }
-        None
+        Appending::Lost
     }
 
-    /// Logs a request's answer as its stream's final event, but only while the request is still
-    /// recorded as running on this replica (the store's `abort_running`, which checks and appends
-    /// in one step): a stream that another replica has ended already (it took this one for dead)
-    /// never gets a second final event. Retries a failing store as [`Node::append`] does.
+    /// Logs a request's answer (or the error that ends it) as its stream's final event, but
+    /// only while the request is still recorded as running on this replica (the store's
+    /// `abort_running`, which checks and appends in one step): a stream that another replica has
+    /// ended already (it took this one for dead) never gets a second final event.
+    ///
+    /// A failing store is retried with backoff ([`APPEND_BACKOFF`] doubling up to
+    /// [`FINAL_BACKOFF_MAX`]) for as long as the session could live (`idle_ttl`) while the
+    /// replica runs: the request stays registered until its end is logged, so giving up early
+    /// would leave it in flight with nobody to end it and its resumers waiting.
     pub async fn append_final(&self, sid: &str, stream: &str, data: String) -> Final {
+        let deadline = tokio::time::Instant::now() + self.config.store.idle_ttl;
         let mut pause = APPEND_BACKOFF;
-        for attempt in 1..=APPEND_ATTEMPTS {
-            match self
+        loop {
+            let e = match self
                 .store
                 .abort_running(sid, stream, self.id(), &data)
                 .await
@@ -168,20 +171,24 @@ impl Node {
                     return Final::Logged;
                 }
                 Ok(None) => {
-                    tracing::warn!(session = %logged_session(sid), stream, "a request's answer came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
+                    tracing::warn!(session = %logged_session(sid), stream, "a request's end came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
                     return Final::AlreadyEnded;
                 }
-                Err(e) if attempt < APPEND_ATTEMPTS => {
-                    tracing::debug!(error = %e, attempt, "answer append failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, session = %logged_session(sid), stream, "answer lost: the store kept failing");
-                }
+                Err(e) => e,
+            };
+            let now = tokio::time::Instant::now();
+            if self.stopped.is_cancelled() || now + pause > deadline {
+                tracing::error!(error = %e, session = %logged_session(sid), stream, "a request's end not logged: the store kept failing; its registration is ended once the store answers again (by this replica's next refusal in the session, or as a dead replica's)");
+                return Final::Failed;
             }
+            tracing::debug!(error = %e, "logging a request's end failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                // One more try, then give up.
+                () = self.stopped.cancelled() => {}
+            }
+            pause = (pause * 2).min(FINAL_BACKOFF_MAX);
         }
-        Final::Failed
     }
 
     /// Hands a just-appended event to its connection when that is open here and the store did
@@ -218,6 +225,17 @@ impl Node {
             tracing::debug!(error = %e, session = %logged_session(sid), "closing a local session");
         }
     }
+}
+
+/// What became of an event ([`Node::append`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Appending {
+    /// In the log.
+    Logged,
+    /// Not logged: the session is gone.
+    SessionGone,
+    /// Not logged: the store kept failing.
+    Lost,
 }
 
 /// What became of a request's answer ([`Node::append_final`]).

@@ -12,10 +12,9 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use switchboard_protocol::StreamId;
-use switchboard_telemetry::trace::logged_session;
 
 use crate::conn::aborted_answer;
-use crate::node::Node;
+use crate::node::{Appending, Node};
 use crate::routing;
 use crate::running::RunningGuard;
 
@@ -33,28 +32,28 @@ pub(crate) async fn record_request(
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
     futures::pin_mut!(local);
+    let mut lost = false;
     while let Some(event) = local.next().await {
-        if let Some(true) = record(&node, &sid, &stream, handler, event).await {
-            return;
+        match record(&node, &sid, &stream, handler, event).await {
+            Recorded::End => return,
+            Recorded::Lost => {
+                // The client would read on past a gap: the call ends here with an error instead.
+                lost = true;
+                routing::deliver_cancel(&node, &sid, &request_key, Some(LOST.into())).await;
+                break;
+            }
+            Recorded::Event | Recorded::Nothing => {}
         }
     }
-    let why = if node.stopped.is_cancelled() {
+    let why = if lost {
+        LOST
+    } else if node.stopped.is_cancelled() {
         "its replica stopped"
     } else {
         "it was cancelled"
     };
     let data = aborted_answer(&request_key, why);
-    match node
-        .store
-        .abort_running(&sid, &stream, node.id(), &data)
-        .await
-    {
-        Ok(Some(appended)) => node.deliver_here(&sid, &stream, &appended, data, true),
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, session = %logged_session(&sid), "could not log the end of an unanswered request");
-        }
-    }
+    node.append_final(&sid, &stream, data).await;
 }
 
 /// Logs what the session's handler sends outside any request (notifications, server requests
@@ -73,29 +72,48 @@ pub(crate) async fn record_standalone(
     node.handler_ended(&sid, handler);
 }
 
-/// Logs one message; `Some(true)` when it was the answer (the stream's last event), `None` when
-/// it carried no message.
+/// What [`record`] did with one message.
+enum Recorded {
+    /// It carried no message, or one that does not encode.
+    Nothing,
+    /// Logged (or the session is gone).
+    Event,
+    /// Not logged: the store kept failing.
+    Lost,
+    /// It was the request's answer, the stream's last event (logged, or given up: see
+    /// [`Node::append_final`]).
+    End,
+}
+
+/// Why a request whose stream lost an event ends.
+const LOST: &str = "an event of its stream was lost while the store was unreachable";
+
+/// Logs one message.
 async fn record(
     node: &Node,
     sid: &str,
     stream: &str,
     handler: u64,
     event: ServerSseMessage,
-) -> Option<bool> {
-    let message = event.message?;
+) -> Recorded {
+    let Some(message) = event.message else {
+        return Recorded::Nothing;
+    };
     let mut value = match serde_json::to_value(&*message) {
         Ok(v) => v,
         Err(e) => {
             tracing::error!(error = %e, "a server message does not encode; dropped");
-            return None;
+            return Recorded::Nothing;
         }
     };
     let end = stream != StreamId::STANDALONE && routing::is_response(&value);
     routing::outbound(node, sid, handler, &mut value).await;
     if end {
         node.append_final(sid, stream, value.to_string()).await;
-    } else {
-        node.append(sid, stream, value.to_string(), false).await;
+        return Recorded::End;
     }
-    Some(end)
+    match node.append(sid, stream, value.to_string()).await {
+        Appending::Lost => Recorded::Lost,
+        Appending::Logged | Appending::SessionGone => Recorded::Event,
+    }
 }

@@ -258,3 +258,29 @@ async fn a_failed_posts_registration_is_ended_by_the_next_refusal() {
         "the cap is free again"
     );
 }
+
+/// A call whose answer comes while Redis is down: the answer is logged once Redis is back (the
+/// append is retried while the replica lives), and a client resuming elsewhere gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_produced_during_an_outage_is_logged_after_it() {
+    let mut env = Env::new(Kind::Redis, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut call = client
+        .call_tool(&a.url, 2, "wait", json!({"ms": 300}))
+        .await
+        .sse();
+    let priming = call.next_event(WAIT).await.expect("the priming event");
+    let resume_from = priming.id.expect("an event id");
+    // Longer than the retries of an ordinary event (about 3 s).
+    redis_blip(&mut env, Duration::from_secs(5)).await;
+    let mut on_b = resume(&client, &b.url, &resume_from).await;
+    let answered = on_b.until_response(&json!(2), WAIT).await;
+    let answer = answered
+        .matched
+        .expect("the answer, logged after the outage");
+    assert_eq!(text_of(&answer), "waited", "{answer}");
+    // The request is no longer in flight: its id can be used again.
+    assert_eq!(served(&client, &b.url, 2).await, Some(()));
+    drop(a);
+}
