@@ -157,6 +157,9 @@ impl Conn {
             return Step::Continue;
         }
         self.last = event.position.clone();
+        if event.end && event.data == NO_ANSWER {
+            return Step::Stop;
+        }
         match serde_json::from_str::<ServerJsonRpcMessage>(&event.data) {
             Ok(message) => {
                 let id = EventId::new(self.stream_id(), event.position).to_string();
@@ -274,6 +277,11 @@ impl Conn {
         }
     }
 }
+
+/// The logged final event of a request its client cancelled: it ends the stream for every reader
+/// and is never sent (MCP 2025-11-25, basic/utilities/cancellation: the server should not answer
+/// a cancelled request).
+pub(crate) const NO_ANSWER: &str = r#"{"switchboard":"cancelled: no answer"}"#;
 
 /// The JSON-RPC error that ends a request which will not answer: -32004 (this project's "did
 /// not finish"; MCP defines no code for it) with `why`.

@@ -2,7 +2,7 @@
 //! background work: the store, the local rmcp session layer, the open connections, the calls
 //! running here, and the two stop signals.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -54,6 +54,8 @@ pub(crate) struct Node {
     /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
     handlers: Mutex<HashMap<String, u64>>,
     next_handler: AtomicU64,
+    /// Requests running here that their client cancelled: (session, request key).
+    cancelled: Mutex<HashSet<(String, String)>>,
 }
 
 impl Node {
@@ -81,6 +83,7 @@ impl Node {
             handlers: Mutex::default(),
             // Random start: even two processes that ended up with one node id number apart.
             next_handler: AtomicU64::new(u64::from(rand::random::<u32>()) + 1),
+            cancelled: Mutex::default(),
         }
     }
 
@@ -115,6 +118,22 @@ impl Node {
         if handlers.get(sid) == Some(&handler) {
             handlers.remove(sid);
         }
+    }
+
+    /// The client cancelled request `request_key` of `sid`, running here.
+    pub fn mark_cancelled(&self, sid: &str, request_key: &str) {
+        let key = (sid.to_owned(), request_key.to_owned());
+        self.cancelled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+    }
+
+    /// Whether request `request_key` of `sid` was cancelled by its client; forgets it.
+    pub fn take_cancelled(&self, sid: &str, request_key: &str) -> bool {
+        let key = (sid.to_owned(), request_key.to_owned());
+        let mut cancelled = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
+        cancelled.remove(&key)
     }
 
     fn lock_handlers(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {

@@ -13,15 +13,16 @@ use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use switchboard_protocol::StreamId;
 
-use crate::conn::aborted_answer;
+use crate::conn::{aborted_answer, NO_ANSWER};
 use crate::node::{Appending, Node};
 use crate::routing;
 use crate::running::RunningGuard;
 
 /// Logs the messages of one request's response stream `stream` (request id key `request_key`)
-/// until its answer. If rmcp's stream ends without one (the request was cancelled, or the
-/// session ended here), a -32004 error is logged as the stream's last event instead, so a client
-/// that resumes it is not left waiting.
+/// until its answer. If rmcp's stream ends without one, something else ends the log, so that a
+/// client resuming it is not left waiting: for a request its client cancelled, [`NO_ANSWER`]
+/// (the stream ends with no response, as MCP asks); otherwise (the replica stopped, the session's
+/// handler here ended, an event was lost) a -32004 error.
 pub(crate) async fn record_request(
     node: Arc<Node>,
     sid: String,
@@ -35,7 +36,10 @@ pub(crate) async fn record_request(
     let mut lost = false;
     while let Some(event) = local.next().await {
         match record(&node, &sid, &stream, handler, event).await {
-            Recorded::End => return,
+            Recorded::End => {
+                node.take_cancelled(&sid, &request_key);
+                return;
+            }
             Recorded::Lost => {
                 // The client would read on past a gap: the call ends here with an error instead.
                 lost = true;
@@ -45,14 +49,17 @@ pub(crate) async fn record_request(
             Recorded::Event | Recorded::Nothing => {}
         }
     }
-    let why = if lost {
-        LOST
+    let cancelled = node.take_cancelled(&sid, &request_key);
+    let data = if lost {
+        aborted_answer(&request_key, LOST)
+    } else if cancelled {
+        // MCP 2025-11-25, basic/utilities/cancellation: no response for a cancelled request.
+        NO_ANSWER.to_owned()
     } else if node.stopped.is_cancelled() {
-        "its replica stopped"
+        aborted_answer(&request_key, "its replica stopped")
     } else {
-        "it was cancelled"
+        aborted_answer(&request_key, "its handler here ended")
     };
-    let data = aborted_answer(&request_key, why);
     node.append_final(&sid, &stream, data).await;
 }
 

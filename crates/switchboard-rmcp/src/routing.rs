@@ -101,6 +101,7 @@ pub(crate) async fn deliver_cancel(
     let Some(id) = RequestId::from_key(request_key) else {
         return;
     };
+    node.mark_cancelled(sid, request_key);
     let mut params = json!({ "requestId": id.0 });
     if let Some(reason) = reason {
         params["reason"] = Value::String(reason);
