@@ -99,7 +99,10 @@ impl ReplicatedSessionManager {
             "replica started"
         );
         Ok(Arc::new(ReplicatedSessionManager {
-            sessions: Arc::new(StoreSessions::new(store.clone())),
+            sessions: Arc::new(StoreSessions::with_retry_limit(
+                store.clone(),
+                node.config.store.idle_ttl,
+            )),
             events: Arc::new(StoreEvents::new(store)),
             node,
         }))
@@ -390,6 +393,11 @@ impl SessionManager for ReplicatedSessionManager {
     /// `false`. One not held here answers `false` at once; rmcp then restores it from
     /// [`StoreSessions`] if the store has it.
     async fn has_session(&self, id: &SessionId) -> Result<bool, Error> {
+        if self.sessions.is_deleting(id) {
+            // A DELETE here is still being retried against the store.
+            self.node.end_session_here(id).await;
+            return Ok(false);
+        }
         if !self.node.local.has_session(id).await? {
             return Ok(false);
         }

@@ -6,8 +6,9 @@
 //! `<prefix>:{<sid>}:s`, one key of the session's hash tag, expiring `idle_ttl` after the last
 //! request). Loading a session counts as activity: it pushes that expiry.
 
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
@@ -15,6 +16,7 @@ use rmcp::transport::streamable_http_server::session::{
 use serde_json::Value;
 use switchboard_protocol::SessionId;
 use switchboard_store::{BeginOutcome, CreateOutcome, SessionRecord, Store};
+use switchboard_telemetry::trace::logged_session;
 
 use crate::error::Error;
 
@@ -28,13 +30,68 @@ pub(crate) const PRINCIPAL: &str = "anonymous";
 /// session restores it instead of answering 404.
 pub struct StoreSessions {
     store: Arc<dyn Store>,
+    /// Sessions a `DELETE` ended while the store failed: their deletion is retried in the
+    /// background; meanwhile this process treats them as gone.
+    deleting: Arc<Mutex<HashSet<String>>>,
+    /// How long a failed deletion is retried: as long as the session could live.
+    retry_limit: Duration,
 }
 
+/// The longest pause between two tries of a failed deletion.
+const DELETE_PAUSE_MAX: Duration = Duration::from_secs(5);
+
 impl StoreSessions {
-    /// The session store over `store`.
+    /// The session store over `store`; a failed `delete` is retried for 30 minutes (the default
+    /// `idle_ttl`).
     pub fn new(store: Arc<dyn Store>) -> StoreSessions {
-        StoreSessions { store }
+        StoreSessions::with_retry_limit(store, Duration::from_secs(30 * 60))
     }
+
+    /// The session store over `store`; a failed `delete` is retried for `limit` (a replica's
+    /// uses its `idle_ttl`: after that the session has expired anyway).
+    pub fn with_retry_limit(store: Arc<dyn Store>, limit: Duration) -> StoreSessions {
+        StoreSessions {
+            store,
+            deleting: Arc::default(),
+            retry_limit: limit,
+        }
+    }
+
+    /// Whether a `DELETE` of `sid` here is still being retried (the session counts as gone).
+    pub(crate) fn is_deleting(&self, sid: &str) -> bool {
+        lock(&self.deleting).contains(sid)
+    }
+
+    /// Retries the deletion of `sid` in the background until it succeeds or `retry_limit` passes.
+    fn retry_delete(&self, sid: &str) {
+        if !lock(&self.deleting).insert(sid.to_owned()) {
+            return;
+        }
+        let (store, deleting, limit) =
+            (self.store.clone(), self.deleting.clone(), self.retry_limit);
+        let sid = sid.to_owned();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + limit;
+            let mut pause = Duration::from_millis(200);
+            loop {
+                tokio::time::sleep(pause).await;
+                match store.delete_session(&sid).await {
+                    Ok(_) => break,
+                    Err(e) if tokio::time::Instant::now() + pause > deadline => {
+                        tracing::error!(error = %e, session = %logged_session(&sid), "a DELETE could not reach the store before the session's idle TTL; it expires instead");
+                        break;
+                    }
+                    Err(e) => tracing::debug!(error = %e, "retrying a DELETE"),
+                }
+                pause = (pause * 2).min(DELETE_PAUSE_MAX);
+            }
+            lock(&deleting).remove(&sid);
+        });
+    }
+}
+
+fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    set.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A session record for `sid` with the client's `initialize` params and the negotiated
@@ -71,7 +128,7 @@ impl SessionStore for StoreSessions {
     /// id is not one this crate issues (32 lower-case hex digits, so no store lookup), when the
     /// session is gone, or when it has no params (a scope of [`crate::StoreEvents`]).
     async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
-        if SessionId::parse(session_id).is_none() {
+        if SessionId::parse(session_id).is_none() || self.is_deleting(session_id) {
             return Ok(None);
         }
         let record = match self
@@ -114,14 +171,21 @@ impl SessionStore for StoreSessions {
 
     /// Ends the session everywhere (rmcp calls this for `DELETE` only): every key of it is removed
     /// and every replica is told over the bus, which closes its streams and its handler there.
+    ///
+    /// rmcp answers `DELETE` 202 whatever this returns (it only logs an error), so a store that
+    /// fails does not make the `DELETE` fail: it is retried in the background until it succeeds
+    /// (for at most the retry limit, `idle_ttl` in a replica), and meanwhile this process
+    /// answers 404 for the session. Other replicas cannot be told before the store answers
+    /// again: they serve the session until the retry succeeds.
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
         if SessionId::parse(session_id).is_none() {
             return Ok(());
         }
-        self.store
-            .delete_session(session_id)
-            .await
-            .map_err(Error::from)?;
+        if let Err(e) = self.store.delete_session(session_id).await {
+            tracing::warn!(error = %e, session = %logged_session(session_id), "DELETE could not reach the store; retrying in the background");
+            self.retry_delete(session_id);
+            return Err(Error::from(e).into());
+        }
         Ok(())
     }
 }

@@ -284,3 +284,34 @@ async fn an_answer_produced_during_an_outage_is_logged_after_it() {
     assert_eq!(served(&client, &b.url, 2).await, Some(()));
     drop(a);
 }
+
+/// A `DELETE` while Redis is down is not lost: it is retried until Redis answers, the replica
+/// that took it answers 404 meanwhile, and afterwards every replica does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_during_an_outage_takes_effect_after_it() {
+    let mut env = Env::new(Kind::Redis, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let server = env.redis_server();
+    let saved: String = server.query(&["SAVE"]).expect("SAVE");
+    assert_eq!(saved, "OK");
+    server.kill9();
+    let deleted = client.delete(&a.url).await;
+    assert_eq!(deleted.status, StatusCode::ACCEPTED);
+    let list = switchboard_tests::msg::bare(3, "tools/list");
+    assert_eq!(
+        client.post(&a.url, &list).await.status,
+        StatusCode::NOT_FOUND,
+        "A knows at once"
+    );
+    let restarted = tokio::task::block_in_place(|| env.redis_server().restart());
+    assert!(restarted);
+    for url in [&a.url, &b.url] {
+        eventually("the session gone on every replica", WAIT, || async {
+            let status = client.post(url, &list).await.status;
+            (status == StatusCode::NOT_FOUND).then_some(())
+        })
+        .await;
+    }
+    drop((a, b));
+}
