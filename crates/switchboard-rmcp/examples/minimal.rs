@@ -57,6 +57,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .next()
         .unwrap_or_else(|| "redis://127.0.0.1:6379".into());
 
+    // Bound before the manager starts (it sends the replica's first heartbeat).
+    let listener = tokio::net::TcpListener::bind(&listen).await?;
     // Changed: rmcp's `Arc::new(LocalSessionManager::default())` and `Default::default()`.
     let manager = ReplicatedSessionManager::redis(&redis, ReplicatedConfig::default()).await?;
     let service = StreamableHttpService::new(
@@ -65,7 +67,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         manager.http_config(),
     );
     let app = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(&listen).await?;
     println!("listening on http://{}/mcp", listener.local_addr()?);
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

@@ -26,10 +26,11 @@
 //! use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // Bind first: the manager's start marks the replica alive.
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! let manager = ReplicatedSessionManager::redis("redis://127.0.0.1:6379", ReplicatedConfig::default()).await?;
 //! let service = StreamableHttpService::new(|| Ok(Counter::new()), manager.clone(), manager.http_config());
 //! let app = axum::Router::new().nest_service("/mcp", service);
-//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
 //! axum::serve(listener, app).with_graceful_shutdown(async { let _ = tokio::signal::ctrl_c().await; }).await?;
 //! manager.shutdown().await;
 //! # Ok(()) }
@@ -117,6 +118,41 @@
 //! - **Server-initiated stream close.** rmcp's `close_sse_stream` (SEP-1699) lives on its local
 //!   session handle, which a handler cannot reach; [`ResponseStream::close`] does the same here.
 //! - **Authentication.** rmcp hands a session manager no principal; sessions are bound to none.
+//! - **HTTP answers that are rmcp's.** `DELETE` of an unknown session answers 202, not 404: rmcp
+//!   calls `close_session` and `SessionStore::delete` without asking whether the session exists
+//!   and answers 202 whatever `delete` returns (an error from `close_session` would be 500, never
+//!   404). A foreign or malformed `Last-Event-ID` gets 200 with an empty stream: rmcp turns every
+//!   error of `resume` into that. A body that is not JSON, or a JSON-RPC batch, gets 415 from
+//!   rmcp's parser before this crate sees it. A second `initialize` in a live session is handed
+//!   to the session like any request (rmcp does not refuse it, and this crate does not either).
+//!
+//! ## Store outages
+//!
+//! - A replica is taken for dead only when its heartbeat key is missing and the replica deciding
+//!   has reached the store without a gap for 2 × `node_ttl`: after an outage, a truly dead
+//!   replica's calls end (-32004) that much later.
+//! - A request's answer is retried until the store takes it (backoff up to 2 s, for `idle_ttl`,
+//!   while the replica runs). An ordinary event the store keeps refusing for about 3 s is not
+//!   logged: a request's stream then ends with -32004 ("an event of its stream was lost") and its
+//!   call is cancelled, rather than going on after a gap; [`ResponseStream::notify`] returns an
+//!   error; an event of the standalone stream is lost (logged at error, no signal to the client).
+//! - What travels on the bus while it is down is lost (Redis pub/sub keeps nothing): a client's
+//!   answer to a server-to-client request posted to another replica meanwhile, a cancellation, a
+//!   `DELETE`'s notice to the other replicas. A `DELETE` that could not reach the store is
+//!   retried in the background (up to `idle_ttl`); the replica that took it answers 404 at once,
+//!   the others serve the session until the retry succeeds.
+//! - A request whose `POST` failed (500) but which the store registered anyway is ended by the
+//!   next request refused in its session (or undone in the background once the store answers).
+//!
+//! ## Cost in memory, and start-up
+//!
+//! - Each replica that served a request of a session holds rmcp's handler for it, about 63 KB
+//!   (measured in review with the example server), for the larger of `idle_ttl` and 5 minutes
+//!   after the session's last message there: 10 000 sessions spread over every replica cost
+//!   about 630 MB on each.
+//! - [`ReplicatedSessionManager`]'s constructors send the replica's first heartbeat: bind the
+//!   listening port before building it (as the examples do), or a replica that fails to bind
+//!   looks alive to the others until `node_ttl` has passed.
 //!
 //! ## Modules
 //!

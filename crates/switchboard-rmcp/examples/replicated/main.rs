@@ -79,6 +79,9 @@ fn config(args: &Args) -> ReplicatedConfig {
 
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let config = config(&args);
+    // Bind first: the manager's start sends this replica's first heartbeat, and a replica that
+    // then failed to bind would look alive to the others until node_ttl passed.
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let manager = match &args.redis_url {
         Some(url) => ReplicatedSessionManager::redis(url, config).await?,
         None => ReplicatedSessionManager::memory(config).await?,
@@ -90,7 +93,6 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let service = StreamableHttpService::new(|| Ok(handler::Conformance), manager.clone(), http);
     let app = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
     let address = listener.local_addr()?;
     tracing::info!(%address, node = manager.node_id(), "listening on http://{address}/mcp");
 
