@@ -69,10 +69,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let app = axum::Router::new().nest_service("/mcp", service);
     println!("listening on http://{}/mcp", listener.local_addr()?);
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(stop_signal())
         .await?;
     manager.shutdown().await;
     Ok(())
+}
+
+/// SIGTERM (how a container is stopped) or Ctrl-C.
+async fn stop_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

@@ -17,6 +17,16 @@ pub enum Error {
     /// The store failed (Redis unreachable, a script error, corrupt data).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store could not be opened at start ([`crate::ReplicatedSessionManager::open`]):
+    /// Redis unreachable, a URL that does not parse, credentials refused. `at` names the Redis
+    /// given (URLs with any password shown as `***`).
+    #[error("cannot open the store at {at}: {source}")]
+    Open {
+        /// The standalone URL, or the sentinels' or cluster seeds' URLs.
+        at: String,
+        /// Why.
+        source: StoreError,
+    },
     /// rmcp's in-process session layer failed (the session's worker ended, a closed channel).
     #[error(transparent)]
     Local(#[from] LocalSessionManagerError),

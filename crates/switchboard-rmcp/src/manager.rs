@@ -64,7 +64,12 @@ impl ReplicatedSessionManager {
     ) -> Result<Arc<Self>, Error> {
         let config = config.for_this_process();
         config.validate()?;
-        let store = RedisStore::open(topology, config.store.clone()).await?;
+        let store = RedisStore::open(topology, config.store.clone())
+            .await
+            .map_err(|source| Error::Open {
+                at: described(topology),
+                source,
+            })?;
         Self::with_store(store, config).await
     }
 
@@ -499,4 +504,15 @@ impl SessionManager for ReplicatedSessionManager {
         let store: Arc<dyn EventStore> = self.events.clone();
         self.node.config.log_stateless_streams.then_some(store)
     }
+}
+
+/// The Redis a topology names, for an error message: the URL (standalone) or the nodes' URLs,
+/// passwords hidden.
+fn described(topology: &RedisTopology) -> String {
+    use switchboard_store::redis::redact_url;
+    if topology.nodes.is_empty() {
+        return redact_url(&topology.url);
+    }
+    let nodes: Vec<String> = topology.nodes.iter().map(|n| redact_url(n)).collect();
+    nodes.join(", ")
 }
