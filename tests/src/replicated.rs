@@ -41,8 +41,7 @@ pub fn examples_dir() -> &'static Path {
             .parent()
             .expect("workspace root")
             .to_owned();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
+        let mut cmd = crate::node::nested_cargo();
         cmd.current_dir(&root).args([
             "build",
             "-p",
