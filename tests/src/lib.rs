@@ -26,6 +26,7 @@
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
 //! - [`replicated`]: switchboard-rmcp's example servers as processes (library mode): N replicas
 //!   of `replicated` on a private Redis, or N `plain` rmcp servers; what a session left in Redis.
+//! - [`replicated_sdk`]: the checks of the SDK clients' scenario runs against those replicas.
 //! - [`conformance_suite`]: the official conformance suite run against a URL, its checks read
 //!   back.
 //! - [`netns`]: a network namespace (root) with a Redis link that can be cut and a client link,
@@ -79,6 +80,7 @@ pub mod redis_process;
 pub mod redis_sentinel;
 pub mod redis_server;
 pub mod replicated;
+pub mod replicated_sdk;
 pub mod rmcp_route;
 pub mod sse;
 pub mod sse_upstream;

@@ -338,3 +338,49 @@ impl Replicas {
             .collect()
     }
 }
+
+/// Whether two JSON values are the same message: numbers compare by value (`0` and `0.0` are
+/// one number: rmcp writes progress as a float, a JavaScript client re-prints it as an integer).
+pub fn same_json(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Asserts that `seen` (the events a client received over all its connections to one stream, in
+/// order) is exactly the stream's log `logged`: the same ids and messages, in order, none twice,
+/// the last one the stream's end (its request's answer) and the only end.
+pub fn assert_seen_is_logged(seen: &[Logged], logged: &[Logged]) {
+    let ids = |events: &[Logged]| events.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
+    let mut unique = ids(seen);
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        seen.len(),
+        "an event arrived twice: {seen:#?}"
+    );
+    assert_eq!(ids(seen), ids(logged), "event ids seen vs. logged");
+    for (s, l) in seen.iter().zip(logged) {
+        assert!(
+            same_json(&s.message, &l.message),
+            "event {} differs from its log entry:\nseen:   {}\nlogged: {}",
+            s.id,
+            s.message,
+            l.message
+        );
+    }
+    let last = logged.last().expect("a logged event");
+    assert!(last.end, "the log ends with the request's end: {logged:#?}");
+    let ends = logged.iter().filter(|e| e.end).count();
+    assert_eq!(ends, 1, "one end event: {logged:#?}");
+}

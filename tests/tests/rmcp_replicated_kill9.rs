@@ -17,7 +17,7 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::msg;
-use switchboard_tests::replicated::{Logged, Options, Replicas};
+use switchboard_tests::replicated::{assert_seen_is_logged, Logged, Options, Replicas};
 use switchboard_tests::sse::SseStream;
 
 const REVISION: &str = "2025-11-25";
@@ -48,32 +48,6 @@ async fn read_to_answer(stream: &mut SseStream, id: &Value, limit: Duration) -> 
             })
         })
         .collect()
-}
-
-/// Asserts that `seen` (what the client received, over all its connections) is exactly the log
-/// `logged`: the same events with the same ids, in order, none twice, the last the stream's end.
-fn assert_seen_is_logged(seen: &[Logged], logged: &[Logged]) {
-    let ids = |events: &[Logged]| events.iter().map(|e| e.id.clone()).collect::<Vec<_>>();
-    let mut unique = ids(seen);
-    unique.sort();
-    unique.dedup();
-    assert_eq!(
-        unique.len(),
-        seen.len(),
-        "an event arrived twice: {seen:#?}"
-    );
-    assert_eq!(ids(seen), ids(logged), "ids seen vs. logged");
-    for (s, l) in seen.iter().zip(logged) {
-        assert_eq!(
-            s.message, l.message,
-            "event {} differs from its log entry",
-            s.id
-        );
-    }
-    let last = logged.last().expect("a logged event");
-    assert!(last.end, "the log ends with the request's end: {logged:#?}");
-    let ends = logged.iter().filter(|e| e.end).count();
-    assert_eq!(ends, 1, "one end event: {logged:#?}");
 }
 
 /// A session made on replica 0 with the sampling capability.
