@@ -88,27 +88,28 @@ async fn a_call_waiting_on_a_killed_replica_ends_with_32004_elsewhere_and_loses_
     let priming = on_a.next_event(WAIT).await.expect("the priming event");
     assert!(priming.is_priming(), "{priming:?}");
     let priming_id = priming.id.clone().expect("the priming event's id");
-    let asked = on_a
-        .until_method("sampling/createMessage", WAIT)
-        .await
-        .matched
-        .expect("A asks the client to sample");
+    let (event, asked) = on_a.next_message(WAIT).await.expect("A's first message");
+    assert_eq!(asked["method"], "sampling/createMessage", "{asked}");
+    let mut seen = vec![Logged {
+        id: event.id.expect("the request's event id"),
+        message: asked,
+        end: false,
+    }];
     let before_kill = replicas.logged(&sid, &priming_id);
     assert_eq!(before_kill.len(), 1, "only the request is logged so far");
-    assert_eq!(before_kill[0].message, asked);
+    assert_eq!(before_kill[0].message, seen[0].message);
 
     replicas.replica_mut(0).kill9();
     drop(on_a);
 
-    // On B, from the priming event: the logged request again, then -32004 for the call.
-    let reply = client.get_stream(&b, Some(&priming_id)).await;
+    // On B, after the request (the client's Last-Event-ID): -32004 for the call, logged.
+    let reply = client.get_stream(&b, Some(&seen[0].id)).await;
     assert_eq!(reply.status, StatusCode::OK, "resume on B");
     let mut on_b = reply.sse();
-    let seen = read_to_answer(&mut on_b, &json!(2), DEAD_REPLICA_NOTICED).await;
+    seen.extend(read_to_answer(&mut on_b, &json!(2), DEAD_REPLICA_NOTICED).await);
     let logged = replicas.logged(&sid, &priming_id);
     assert_seen_is_logged(&seen, &logged);
     assert_eq!(seen.len(), 2, "the request and the call's end: {seen:#?}");
-    assert_eq!(seen[0].message, asked);
     let answer = &seen[1].message;
     assert_eq!(answer["id"], 2, "{answer}");
     assert_eq!(answer["error"]["code"], REQUEST_ABORTED, "{answer}");
@@ -116,12 +117,12 @@ async fn a_call_waiting_on_a_killed_replica_ends_with_32004_elsewhere_and_loses_
         .await
         .expect("the stream ends after its answer");
 
-    // A later resumer, on C, after the request: just the logged end, once.
-    let reply = client.get_stream(&c, Some(&seen[0].id)).await;
+    // A client that lost everything resumes on C from the priming event: the whole log, once.
+    let reply = client.get_stream(&c, Some(&priming_id)).await;
     assert_eq!(reply.status, StatusCode::OK, "resume on C");
     let mut on_c = reply.sse();
-    let rest = read_to_answer(&mut on_c, &json!(2), WAIT).await;
-    assert_seen_is_logged(&rest, &logged[1..]);
+    let again = read_to_answer(&mut on_c, &json!(2), WAIT).await;
+    assert_seen_is_logged(&again, &logged);
     on_c.until_end(WAIT).await.expect("and ends");
 
     still_served(&client, &c).await;

@@ -80,16 +80,25 @@ function parseEvent(block) {
 
 /**
  * A copy of `response` whose events are recorded in `entry.events`; with `cutAfterProgress`,
- * its body errors out right after the first progress notification, as a dropped connection.
+ * its body errors out right after the first progress notification, as a dropped connection:
+ * on the read after the one that delivered it (no chunk is queued ahead of the reader, so the
+ * SDK has taken the event before the error). Which event the SDK last processed is what its
+ * resumption's Last-Event-ID says; the Rust test goes by that.
  */
 function tapped(response, entry, cutAfterProgress) {
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   const encoder = new TextEncoder();
   let buffer = '';
+  let cutNext = false;
   entry.events = [];
   const body = new ReadableStream({
     async pull(controller) {
+      if (cutNext) {
+        await reader.cancel('connection cut by the test').catch(() => {});
+        controller.error(new TypeError('terminated: connection cut by the test'));
+        return;
+      }
       const { value, done } = await reader.read();
       if (done) {
         controller.close();
@@ -106,8 +115,7 @@ function tapped(response, entry, cutAfterProgress) {
         entry.events.push(event);
         if (cutAfterProgress && event.message.method === 'notifications/progress') {
           cut = { seq: entry.seq, node: entry.node, afterEventId: event.id };
-          await reader.cancel('connection cut by the test').catch(() => {});
-          controller.error(new TypeError('terminated: connection cut by the test'));
+          cutNext = true;
           return;
         }
       }
@@ -115,7 +123,7 @@ function tapped(response, entry, cutAfterProgress) {
     cancel(reason) {
       return reader.cancel(reason);
     }
-  });
+  }, { highWaterMark: 0 });
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
