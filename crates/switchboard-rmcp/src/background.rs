@@ -33,6 +33,7 @@ const REAP_LIMIT: usize = 1000;
 pub(crate) async fn start(node: &Arc<Node>) -> Result<(), Error> {
     let inbox = node.store.subscribe().await?;
     node.store.heartbeat().await?;
+    node.health.answered(node.config.store.node_ttl);
     let config = &node.config;
     tokio::spawn(listen(node.clone(), inbox));
     tokio::spawn(every(node.clone(), config.heartbeat_interval(), heartbeat));
@@ -57,14 +58,26 @@ where
     }
 }
 
+/// Marks this replica alive, and counts how long the store has answered ([`Node::is_dead`]): a
+/// failed heartbeat, one that finds its predecessor lapsed, or one answered more than `node_ttl`
+/// after the previous, restarts the count.
 async fn heartbeat(node: Arc<Node>) {
-    match tokio::time::timeout(node.config.store.node_ttl, node.store.heartbeat()).await {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => tracing::warn!(
-            "this replica's heartbeat had lapsed: others may have ended requests it runs"
-        ),
-        Ok(Err(e)) => tracing::warn!(error = %e, "liveness heartbeat failed"),
-        Err(_) => tracing::warn!("liveness heartbeat not answered within node_ttl"),
+    let ttl = node.config.store.node_ttl;
+    match tokio::time::timeout(ttl, node.store.heartbeat()).await {
+        Ok(Ok(true)) => node.health.answered(ttl),
+        Ok(Ok(false)) => {
+            tracing::warn!("this replica's heartbeat had lapsed (the store was unreachable, or the process stalled): replicas that found it dead meanwhile may have ended requests it runs");
+            node.health.failed();
+            node.health.answered(ttl);
+        }
+        Ok(Err(e)) => {
+            node.health.failed();
+            tracing::warn!(error = %e, "liveness heartbeat failed");
+        }
+        Err(_) => {
+            node.health.failed();
+            tracing::warn!("liveness heartbeat not answered within node_ttl");
+        }
     }
 }
 

@@ -12,14 +12,17 @@ use crate::error::Error;
 #[derive(Clone, Debug)]
 pub struct ReplicatedConfig {
     /// The store's settings. The ones that matter most here:
-    /// - `node_id`: this process's id in the cluster (holder tokens, bus inbox, liveness key);
-    ///   visible ASCII without `/` or `@`. Default: `rmcp-<8 random hex digits>`.
+    /// - `node_id`: this replica's id label (holder tokens, bus inbox, liveness key); visible
+    ///   ASCII without `/` or `@`. Default: `rmcp-<8 random hex digits>`. The process runs as
+    ///   `<node_id>.<4 random hex digits>` ([`ReplicatedConfig::for_this_process`]).
     /// - `key_prefix`: start of every Redis key and channel (default `sb`), so several servers
     ///   can share one Redis.
     /// - `idle_ttl`: a session with nothing open and nothing running ends this long after its
     ///   last request (default 30 min); every key of it expires then.
     /// - `node_ttl`: a replica silent this long is dead (default 5 s): a request it was running
-    ///   ends with error -32004 for a client that resumes its stream elsewhere.
+    ///   ends with error -32004 for a client that resumes its stream elsewhere. Another replica
+    ///   takes it for dead only once its own heartbeats have been answered without a gap for
+    ///   2 × `node_ttl` (after a store outage every heartbeat key may have lapsed).
     /// - caps: `max_sessions` (100 000; `initialize` fails past it), `max_events_per_stream`
     ///   (1 000; oldest trimmed first), `max_inflight_per_session` (64; the request is answered
     ///   with error -32003 past it), byte caps of the event logs.
@@ -38,6 +41,13 @@ pub struct ReplicatedConfig {
     /// How often a resumed stream whose request runs on another replica checks that replica's
     /// liveness (default 1 s); a dead replica's request ends with error -32004.
     pub liveness_check_interval: Duration,
+    /// Whether responses to requests served without a session (MCP 2026-07-28) are logged
+    /// through [`crate::StoreEvents`], so that their client can resume them on any replica
+    /// (default `false`, rmcp's own default: such a stream ends with its connection). Each such
+    /// stream then costs a scope in the store (a session record of its own, counted toward
+    /// `max_sessions`, expiring `idle_ttl` after its last event) and two more round trips for
+    /// its first event.
+    pub log_stateless_streams: bool,
     /// How long [`crate::ReplicatedSessionManager::shutdown`] waits for calls still running here
     /// to log their last event (default 10 s).
     pub drain_timeout: Duration,
@@ -52,8 +62,21 @@ impl ReplicatedConfig {
             connection_queue: 64,
             log_recheck_interval: Duration::from_secs(15),
             liveness_check_interval: Duration::from_secs(1),
+            log_stateless_streams: false,
             drain_timeout: Duration::from_secs(10),
         }
+    }
+
+    /// These settings with the node id made unique to this process: `<node id>.<4 random hex
+    /// digits>`, as the gateway does with `cluster.node_id`. A replica restarted with the same
+    /// configured id (same pod name, same flag) is then never taken for the process that died:
+    /// answers, cancellations and liveness meant for the old one do not reach the new one.
+    /// [`ReplicatedSessionManager::redis`](crate::ReplicatedSessionManager::redis),
+    /// [`open`](crate::ReplicatedSessionManager::open) and
+    /// [`memory`](crate::ReplicatedSessionManager::memory) call it.
+    pub fn for_this_process(mut self) -> ReplicatedConfig {
+        self.store.node_id = format!("{}.{:04x}", self.store.node_id, rand::random::<u16>());
+        self
     }
 
     /// These settings with the session idle TTL set to `ttl` (see [`StoreConfig::idle_ttl`]).
@@ -134,6 +157,17 @@ mod tests {
         let mut zero = ReplicatedConfig::new("a");
         zero.connection_queue = 0;
         assert!(zero.validate().is_err());
+    }
+
+    #[test]
+    fn each_process_gets_its_own_node_id() {
+        let a = ReplicatedConfig::new("a").for_this_process();
+        assert!(a.store.node_id.starts_with("a.") && a.store.node_id.len() == 6);
+        assert!(a.validate().is_ok());
+        let ids: std::collections::HashSet<String> = (0..20)
+            .map(|_| ReplicatedConfig::new("a").for_this_process().store.node_id)
+            .collect();
+        assert!(ids.len() > 1, "random per process");
     }
 
     #[test]

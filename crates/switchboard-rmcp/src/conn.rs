@@ -24,7 +24,7 @@ use tokio::time::{interval, MissedTickBehavior};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::hub::{ConnHandle, Outbound, StreamEvent};
-use crate::node::Node;
+use crate::node::{Appending, Node};
 
 /// Events read from a log per store round trip: a long log is paged, never loaded whole.
 pub(crate) const REPLAY_PAGE: usize = 256;
@@ -157,6 +157,9 @@ impl Conn {
             return Step::Continue;
         }
         self.last = event.position.clone();
+        if event.end && event.data == NO_ANSWER {
+            return Step::Stop;
+        }
         match serde_json::from_str::<ServerJsonRpcMessage>(&event.data) {
             Ok(message) => {
                 let id = EventId::new(self.stream_id(), event.position).to_string();
@@ -225,10 +228,10 @@ impl Conn {
         let Some(run) = self.open.watch.clone() else {
             return Step::Continue;
         };
-        let store = &self.node.store;
-        if !matches!(store.is_alive(&run.node).await, Ok(false)) {
+        if !self.node.is_dead(&run.node).await {
             return Step::Continue;
         }
+        let store = &self.node.store;
         self.open.watch = None;
         let data = aborted_answer(
             &run.request_key,
@@ -275,6 +278,11 @@ impl Conn {
     }
 }
 
+/// The logged final event of a request its client cancelled: it ends the stream for every reader
+/// and is never sent (MCP 2025-11-25, basic/utilities/cancellation: the server should not answer
+/// a cancelled request).
+pub(crate) const NO_ANSWER: &str = r#"{"switchboard":"cancelled: no answer"}"#;
+
 /// The JSON-RPC error that ends a request which will not answer: -32004 (this project's "did
 /// not finish"; MCP defines no code for it) with `why`.
 pub(crate) fn aborted_answer(request_key: &str, why: &str) -> String {
@@ -312,12 +320,14 @@ impl ResponseStream {
     }
 
     /// Logs `notification` as the stream's next event (one round trip) and delivers it to
-    /// whichever replica holds the stream. Events the handler sends afterwards through rmcp
-    /// come after it.
+    /// whichever replica holds the stream. Messages the handler sends through rmcp afterwards
+    /// (its answer included) come after it; ones it sent through rmcp just before may still be
+    /// on their way and come after it too.
     ///
     /// # Errors
-    /// The replica is stopping or the notification does not encode; a store that keeps failing
-    /// loses it (logged).
+    /// The replica is stopping, the notification does not encode, or the store kept failing
+    /// (about 3 s): the notification is lost, and a client reading the stream sees no sign of
+    /// it; a handler that cannot afford the gap should end its call with an error.
     pub async fn notify(&self, notification: ServerNotification) -> Result<(), crate::Error> {
         let node = self
             .node
@@ -325,8 +335,12 @@ impl ResponseStream {
             .ok_or_else(|| crate::Error::Internal("the replica has stopped".into()))?;
         let message = ServerJsonRpcMessage::notification(notification);
         let data = serde_json::to_string(&message)?;
-        node.append(&self.sid, &self.stream, data, false).await;
-        Ok(())
+        match node.append(&self.sid, &self.stream, data).await {
+            Appending::Lost => Err(crate::Error::Internal(
+                "the notification was lost: the store kept failing".into(),
+            )),
+            Appending::Logged | Appending::SessionGone => Ok(()),
+        }
     }
 
     /// Ends the client's connection of this stream now (after its priming event, which carries

@@ -48,7 +48,9 @@
 //!
 //! - **Handlers stay rmcp's.** [`ReplicatedSessionManager`] wraps rmcp's `LocalSessionManager`:
 //!   a session's handler runs in every replica that served one of its requests (restored there
-//!   from [`StoreSessions`]), and idles out there after `idle_ttl`.
+//!   from [`StoreSessions`]), and closes there after the larger of `idle_ttl` and 5 minutes
+//!   without a message (rmcp's `keep_alive`, which ends a handler even during a silent call:
+//!   a call that runs longer than that without sending anything is cut).
 //! - **Sessions** are switchboard-store session records ([`StoreSessions`]): created when
 //!   `initialize` succeeds (so the store's session cap can refuse one), touched by every request
 //!   and every open stream, ended by `DELETE` on any replica (every key removed, every replica
@@ -63,12 +65,19 @@
 //!   request reaches the replica waiting for it (ids are rewritten to be unique across replicas,
 //!   see `routing`); a `notifications/cancelled` reaches the replica running the call; `DELETE`
 //!   ends the session on every replica; a resumer of a stream whose replica died gets error
-//!   -32004 as that request's answer.
+//!   -32004 as that request's answer. A replica is taken for dead only when its heartbeat key
+//!   is missing and the replica deciding has reached the store without a gap for 2 × `node_ttl`
+//!   (a store outage lapses every key, live replicas' too), and a request's answer is logged
+//!   only while the request is still recorded as running (the store's `abort_running`): a
+//!   request has at most one final event.
 //! - **Keys** are the store's: every key of a session carries the hash tag `{<session id>}`
 //!   (one Redis Cluster slot), every key has a TTL, logs and sessions are capped
 //!   ([`ReplicatedConfig`]). An abandoned session leaves no key once `idle_ttl` has passed and the
-//!   reaper has run. [`StoreEvents`], for streams rmcp persists without a session, gives each
-//!   stream a scope of its own with the same rules.
+//!   reaper has run. [`StoreEvents`], for streams rmcp persists without a session (opt-in:
+//!   `log_stateless_streams`), gives each stream a scope of its own with the same rules.
+//! - **Cost.** rmcp asks `has_session` before every request of a session: that is one store
+//!   round trip (it also keeps the session alive); a request then costs one more (`begin`:
+//!   load, in-flight registration), and each message it sends one append.
 //!
 //! ## What rmcp's traits cannot express
 //!
@@ -77,8 +86,10 @@
 //! - **Routing a client's answer, and cancellation.** `SessionManager::accept_message` receives
 //!   every client message, but rmcp's handlers number their server-to-client requests from 0 in
 //!   each process and give no hook to change that, and nothing in the traits says which process
-//!   waits for an answer or runs a call. This crate rewrites those ids on the way out and routes
-//!   answers and cancellations over the bus itself.
+//!   waits for an answer or runs a call. This crate rewrites those ids on the way out (unique per
+//!   process, whose node id carries a random suffix, and per handler lifetime: see `routing`),
+//!   routes answers and cancellations over the bus itself, and drops an answer whose handler has
+//!   ended.
 //! - **`DELETE` vs. a handler ending.** rmcp calls `close_session` both for `DELETE` and when a
 //!   process's handler ends (idle, shutdown); only `SessionStore::delete` marks a `DELETE`, so that
 //!   is where the session ends cluster-wide, and `close_session` stays local.
@@ -86,19 +97,25 @@
 //!   making and no session id, so a log kept through it cannot carry the session's hash tag or be
 //!   removed with the session. This crate's manager keeps its sessions' logs itself (rmcp's
 //!   in-process layer runs without an event store); [`StoreEvents`] serves only what rmcp
-//!   persists without a session (2026-07-28 stateless streams), under scopes of their own.
+//!   persists without a session (2026-07-28 stateless streams, when `log_stateless_streams` is
+//!   set), under scopes of their own.
 //! - **Errors become HTTP 500.** A session manager cannot choose a status: a session cap
 //!   refusing `initialize`, or a store outage, answer 500 (not 503 with `Retry-After`); a failed
 //!   `SessionStore::store` is only logged by rmcp. A session that ended between rmcp's
 //!   `has_session` and the call also answers 500 rather than 404.
 //! - **Per-process handler state.** Only the `initialize` params are replayed into a restored
-//!   handler. State a handler keeps in memory (a log level set by `logging/setLevel`, resource
+//!   handler (its `initialize` runs again on every replica that restores the session, marked by
+//!   rmcp's `SessionRestoreMarker`). State a handler keeps in memory (a log level set by `logging/setLevel`, resource
 //!   subscriptions, counters) lives in the process that received the request; keep such state in
 //!   your own store if replicas must share it. Client notifications other than cancellation
 //!   (`notifications/roots/list_changed`) reach only the replica they were POSTed to.
+//! - **Which stream a notification takes.** rmcp puts a handler's progress notifications on its
+//!   request's stream and every other notification (log messages, list changes) on the
+//!   standalone stream, which a client may not have open yet (a `GET` opened later starts after
+//!   the newest logged event). [`ResponseStream::notify`], a request extension, sends one on the
+//!   request's own stream instead.
 //! - **Server-initiated stream close.** rmcp's `close_sse_stream` (SEP-1699) lives on its local
-//!   session handle, which a handler cannot reach; [`ResponseStream`], a request extension, does
-//!   the same here.
+//!   session handle, which a handler cannot reach; [`ResponseStream::close`] does the same here.
 //! - **Authentication.** rmcp hands a session manager no principal; sessions are bound to none.
 //!
 //! ## Modules
@@ -112,20 +129,28 @@
 //!   [`ResponseStream`].
 //! - `hub`: the connections open on this replica.
 //! - `routing`: client answers and cancellations to the right replica.
+//! - `admission`: a request's registration in flight, refusals, a failed one undone.
+//! - `liveness`: when another replica counts as dead; requests with no call behind them ended.
+//! - `running`: the calls running here.
 //! - `background`: heartbeat, keep-alive, reaper, bus inbox.
 //! - `node`: what all of these share.
 //! - [`error`]: the one error type, [`Error`].
 
+#![warn(clippy::too_many_lines)]
+
+mod admission;
 mod background;
 pub mod config;
 mod conn;
 pub mod error;
 mod event_store;
 mod hub;
+mod liveness;
 mod manager;
 mod node;
 mod recorder;
 mod routing;
+mod running;
 mod session_store;
 
 pub use config::ReplicatedConfig;

@@ -14,11 +14,9 @@ use rmcp::transport::streamable_http_server::{
     RestoreOutcome, SessionId, SessionManager, StreamableHttpServerConfig,
 };
 use serde_json::Value;
-use switchboard_protocol::{codes, jsonrpc, EventId, RequestId, StreamId};
+use switchboard_protocol::{EventId, RequestId, StreamId};
 use switchboard_store::redis::RedisTopology;
-use switchboard_store::{
-    BeginOutcome, Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store,
-};
+use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::ReplicatedConfig;
@@ -27,7 +25,11 @@ use crate::error::Error;
 use crate::event_store::StoreEvents;
 use crate::node::Node;
 use crate::session_store::{self, StoreSessions};
-use crate::{background, recorder, routing};
+use crate::{admission, background, recorder, routing};
+
+/// The event id rmcp gives the priming event of a standalone stream when the session manager
+/// has no event store.
+const RMCP_STANDALONE_PRIMING: &str = "0";
 
 /// rmcp's session manager for a replicated server: sessions, event logs and cross-replica
 /// delivery in a switchboard store (Redis standalone, Sentinel or Cluster, or memory), the
@@ -60,6 +62,7 @@ impl ReplicatedSessionManager {
         topology: &RedisTopology,
         config: ReplicatedConfig,
     ) -> Result<Arc<Self>, Error> {
+        let config = config.for_this_process();
         config.validate()?;
         let store = RedisStore::open(topology, config.store.clone()).await?;
         Self::with_store(store, config).await
@@ -70,12 +73,15 @@ impl ReplicatedSessionManager {
     /// # Errors
     /// The settings are invalid.
     pub async fn memory(config: ReplicatedConfig) -> Result<Arc<Self>, Error> {
+        let config = config.for_this_process();
         config.validate()?;
         Self::with_store(MemoryStore::new(config.store.clone()), config).await
     }
 
     /// A replica on `store`, which should have been made with `config.store` (for two replicas
-    /// in one process on the memory store: `MemoryStore::for_node`). Subscribes the replica's bus
+    /// in one process on the memory store: `MemoryStore::for_node`). The store's node id is used
+    /// as it is: make it unique per process, as [`ReplicatedConfig::for_this_process`] does
+    /// ([`redis`](Self::redis), [`open`](Self::open) and [`memory`](Self::memory) call it). Subscribes the replica's bus
     /// inbox, sends its first heartbeat and starts its background work.
     ///
     /// # Errors
@@ -174,6 +180,8 @@ impl ReplicatedSessionManager {
         let request_key = request_id.key();
         let stream = StreamId::generate().as_str().to_owned();
         let holder = node.holder();
+        // Counts as running here before the store registers it: see `liveness`.
+        let running = node.running.start(&sid, &stream);
         let handle = node.hub.register(&sid, &stream, &holder);
         let inflight = InflightRequest {
             request_key: request_key.clone(),
@@ -181,20 +189,8 @@ impl ReplicatedSessionManager {
             node: node.id().to_owned(),
             holder: holder.clone(),
         };
-        match node.store.begin(&sid, Some(&inflight)).await? {
-            BeginOutcome::Ready(_) => {}
-            BeginOutcome::Missing => {
-                node.end_session_here(&sid).await;
-                return Err(Error::SessionGone);
-            }
-            BeginOutcome::Busy(_) => {
-                let why = "too many requests in flight in this session";
-                return refusal(&request_id, codes::OVERLOADED, why);
-            }
-            BeginOutcome::DuplicateId { .. } | BeginOutcome::Limited { .. } => {
-                let why = "a request with this id is already in flight in this session";
-                return refusal(&request_id, codes::INVALID_REQUEST, why);
-            }
+        if let Some(refused) = admission::admit(node, &sid, &inflight, &request_id).await? {
+            return Ok(refused);
         }
         if let ClientJsonRpcMessage::Request(request) = &mut message {
             let control = ResponseStream::new(node, &sid, &stream, &holder);
@@ -207,11 +203,15 @@ impl ReplicatedSessionManager {
                 return Err(e.into());
             }
         };
+        // The handler that runs it: rmcp restored it (running its initialize) before this call.
+        let handler = node.handler_of(&sid).unwrap_or(0);
         let record = recorder::record_request(
             node.clone(),
             sid.clone(),
             stream.clone(),
             request_key,
+            handler,
+            running,
             local,
         );
         node.tasks.spawn(record);
@@ -276,14 +276,43 @@ impl ReplicatedSessionManager {
         Ok(conn::spawn(node.clone(), open))
     }
 
+    /// The session's standalone stream from its newest event on: claims it (a previous holder
+    /// on any replica closes). One round trip.
+    async fn open_standalone(
+        &self,
+        id: &SessionId,
+    ) -> Result<ReceiverStream<ServerSseMessage>, Error> {
+        let node = &self.node;
+        let holder = node.holder();
+        let handle = node.hub.register(id, StreamId::STANDALONE, &holder);
+        let after = match node.store.claim(id, StreamId::STANDALONE, &holder).await? {
+            Claim::Unknown => return Err(Error::SessionGone),
+            Claim::Claimed { last_position, .. } => {
+                last_position.unwrap_or_else(|| EventId::START.to_owned())
+            }
+        };
+        let open = Open {
+            sid: id.to_string(),
+            stream: StreamId::STANDALONE.to_owned(),
+            holder,
+            handle,
+            priming: true,
+            replay: Vec::new(),
+            after,
+            watch: None,
+            close_after_replay: false,
+        };
+        Ok(conn::spawn(node.clone(), open))
+    }
+
     /// After `initialize` succeeded here (fresh or restored): what the handler sends outside any
     /// request goes to the session's standalone log from now on.
     async fn record_standalone(&self, id: &SessionId) -> Result<(), Error> {
         let local = self.node.local.create_standalone_stream(id).await?;
         let node = self.node.clone();
-        self.node
-            .tasks
-            .spawn(recorder::record_standalone(node, id.to_string(), local));
+        let handler = node.handler_started(id);
+        let record = recorder::record_standalone(node, id.to_string(), handler, local);
+        self.node.tasks.spawn(record);
         Ok(())
     }
 }
@@ -295,19 +324,6 @@ fn request_id(message: &ClientJsonRpcMessage) -> RequestId {
         _ => Value::Null,
     };
     RequestId(id)
-}
-
-/// A response stream holding only the JSON-RPC error `code`/`message` for `id`.
-fn refusal(
-    id: &RequestId,
-    code: i64,
-    message: &str,
-) -> Result<ReceiverStream<ServerSseMessage>, Error> {
-    let error = jsonrpc::error_response(Some(id), code, message, None);
-    let message: ServerJsonRpcMessage = serde_json::from_value(error)?;
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    let _ = tx.try_send(ServerSseMessage::from_message(message));
-    Ok(ReceiverStream::new(rx))
 }
 
 /// Whether rmcp replays this `initialize` to restore a session known to the store.
@@ -440,27 +456,7 @@ impl SessionManager for ReplicatedSessionManager {
         &self,
         id: &SessionId,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
-        let node = &self.node;
-        let holder = node.holder();
-        let handle = node.hub.register(id, StreamId::STANDALONE, &holder);
-        let after = match node.store.claim(id, StreamId::STANDALONE, &holder).await? {
-            Claim::Unknown => return Err(Error::SessionGone),
-            Claim::Claimed { last_position, .. } => {
-                last_position.unwrap_or_else(|| EventId::START.to_owned())
-            }
-        };
-        let open = Open {
-            sid: id.to_string(),
-            stream: StreamId::STANDALONE.to_owned(),
-            holder,
-            handle,
-            priming: true,
-            replay: Vec::new(),
-            after,
-            watch: None,
-            close_after_replay: false,
-        };
-        Ok(conn::spawn(node.clone(), open))
+        self.open_standalone(id).await
     }
 
     /// `GET` with `Last-Event-ID`: the events of that stream after it, then live ones until the
@@ -471,6 +467,11 @@ impl SessionManager for ReplicatedSessionManager {
         id: &SessionId,
         last_event_id: String,
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Error> {
+        // rmcp primes a standalone stream with id `0` itself when there is no event store: that
+        // id names the standalone stream as a fresh GET would open it.
+        if last_event_id == RMCP_STANDALONE_PRIMING {
+            return self.open_standalone(id).await;
+        }
         let event = EventId::parse(&last_event_id).ok_or(Error::EventId(last_event_id))?;
         self.open_resumed(id, event).await
     }
@@ -484,7 +485,10 @@ impl SessionManager for ReplicatedSessionManager {
         Ok(self.node.local.restore_session(id).await?)
     }
 
+    /// [`StoreEvents`] when `log_stateless_streams` is set. rmcp uses it only for requests
+    /// served without a session: this manager logs its sessions' streams itself.
     fn event_store(&self) -> Option<Arc<dyn EventStore>> {
-        Some(self.events.clone())
+        let store: Arc<dyn EventStore> = self.events.clone();
+        self.node.config.log_stateless_streams.then_some(store)
     }
 }

@@ -2,7 +2,7 @@
 //! background work: the store, the local rmcp session layer, the open connections, the calls
 //! running here, and the two stop signals.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,18 +12,21 @@ use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
 use switchboard_store::{holder_node, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ReplicatedConfig;
 use crate::hub::{Hub, StreamEvent};
+use crate::liveness::StoreHealth;
+use crate::running::Running;
 
 /// How often an append is tried before its event is given up (a store outage longer than the
 /// backoff below, about 3 s in all, loses the events a running call produces meanwhile).
 const APPEND_ATTEMPTS: u32 = 5;
 /// The first pause between two append attempts; it doubles after each.
 const APPEND_BACKOFF: Duration = Duration::from_millis(100);
+/// The longest pause between two attempts to log a request's end ([`Node::append_final`]).
+const FINAL_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// One replica's shared state.
 pub(crate) struct Node {
@@ -44,15 +47,23 @@ pub(crate) struct Node {
     pub draining: CancellationToken,
     /// Cancelled when the replica stops: rmcp's sessions here end, every connection closes.
     pub stopped: CancellationToken,
+    /// How long the store has answered this replica's heartbeats (whether another replica whose
+    /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
+    pub health: StoreHealth,
     next_conn: AtomicU64,
+    /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
+    handlers: Mutex<HashMap<String, u64>>,
+    next_handler: AtomicU64,
+    /// Requests running here that their client cancelled: (session, request key).
+    cancelled: Mutex<HashSet<(String, String)>>,
 }
 
 impl Node {
-    /// A replica over `store`. The local sessions idle out with the store's `idle_ttl` (a session
-    /// restored here and left alone closes here; the store keeps it for the other replicas).
+    /// A replica over `store`. A session's handler here closes after [`local_keep_alive`]
+    /// without a message (the store keeps the session for the other replicas).
     pub fn new(store: Arc<dyn Store>, config: ReplicatedConfig) -> Node {
         let mut session_config = SessionConfig::default();
-        session_config.keep_alive = Some(config.store.idle_ttl);
+        session_config.keep_alive = Some(local_keep_alive(&config));
         // Priming events and resumption are this crate's: the local layer keeps no cache.
         session_config.sse_retry = None;
         session_config.completed_cache_ttl = Duration::ZERO;
@@ -67,7 +78,12 @@ impl Node {
             tasks: TaskTracker::new(),
             draining: CancellationToken::new(),
             stopped: CancellationToken::new(),
+            health: StoreHealth::default(),
             next_conn: AtomicU64::new(1),
+            handlers: Mutex::default(),
+            // Random start: even two processes that ended up with one node id number apart.
+            next_handler: AtomicU64::new(u64::from(rand::random::<u32>()) + 1),
+            cancelled: Mutex::default(),
         }
     }
 
@@ -82,25 +98,62 @@ impl Node {
         format!("{}/{n}", self.id())
     }
 
-    /// Appends an event to a stream's log and, when the stream's holder is a connection here and
-    /// the store did not deliver it itself (see [`Appended::holder`]), hands it to that
-    /// connection. Retries a failing store ([`APPEND_ATTEMPTS`]); `None` when the event was not
-    /// stored (the session is gone, or the store kept failing: logged).
-    pub async fn append(
-        &self,
-        sid: &str,
-        stream: &str,
-        data: String,
-        end: bool,
-    ) -> Option<Appended> {
+    /// A handler of session `sid` has started here (rmcp ran its `initialize`, fresh or
+    /// restored): its lifetime number, unique in this process, which the ids of its
+    /// server-to-client requests carry (see `routing`).
+    pub fn handler_started(&self, sid: &str) -> u64 {
+        let n = self.next_handler.fetch_add(1, Ordering::Relaxed);
+        self.lock_handlers().insert(sid.to_owned(), n);
+        n
+    }
+
+    /// The lifetime number of session `sid`'s current handler here.
+    pub fn handler_of(&self, sid: &str) -> Option<u64> {
+        self.lock_handlers().get(sid).copied()
+    }
+
+    /// Handler `handler` of session `sid` has ended here (its standalone channel closed).
+    pub fn handler_ended(&self, sid: &str, handler: u64) {
+        let mut handlers = self.lock_handlers();
+        if handlers.get(sid) == Some(&handler) {
+            handlers.remove(sid);
+        }
+    }
+
+    /// The client cancelled request `request_key` of `sid`, running here.
+    pub fn mark_cancelled(&self, sid: &str, request_key: &str) {
+        let key = (sid.to_owned(), request_key.to_owned());
+        self.cancelled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key);
+    }
+
+    /// Whether request `request_key` of `sid` was cancelled by its client; forgets it.
+    pub fn take_cancelled(&self, sid: &str, request_key: &str) -> bool {
+        let key = (sid.to_owned(), request_key.to_owned());
+        let mut cancelled = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
+        cancelled.remove(&key)
+    }
+
+    fn lock_handlers(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
+        self.handlers.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends an event (not a stream's final one: see [`Node::append_final`]) to a stream's log
+    /// and, when the stream's holder is a connection here and the store did not deliver it itself
+    /// (see [`Appended::holder`]), hands it to that connection. Retries a failing store
+    /// ([`APPEND_ATTEMPTS`], about 3 s in all); [`Appending::Lost`] when it kept failing
+    /// (logged): the event is not in the log, and a client would see a gap after it.
+    pub async fn append(&self, sid: &str, stream: &str, data: String) -> Appending {
         let mut pause = APPEND_BACKOFF;
         for attempt in 1..=APPEND_ATTEMPTS {
-            match self.store.append(sid, stream, &data, end).await {
+            match self.store.append(sid, stream, &data, false).await {
                 Ok(appended) if appended.is_stored() => {
-                    self.deliver_here(sid, stream, &appended, data, end);
-                    return Some(appended);
+                    self.deliver_here(sid, stream, &appended, data, false);
+                    return Appending::Logged;
                 }
-                Ok(_) => return None,
+                Ok(_) => return Appending::SessionGone,
                 Err(e) if attempt < APPEND_ATTEMPTS => {
                     tracing::debug!(error = %e, attempt, "event append failed; retrying");
                     tokio::time::sleep(pause).await;
@@ -111,7 +164,50 @@ impl Node {
                 }
             }
         }
-        None
+        Appending::Lost
+    }
+
+    /// Logs a request's answer (or the error that ends it) as its stream's final event, but
+    /// only while the request is still recorded as running on this replica (the store's
+    /// `abort_running`, which checks and appends in one step): a stream that another replica has
+    /// ended already (it took this one for dead) never gets a second final event.
+    ///
+    /// A failing store is retried with backoff ([`APPEND_BACKOFF`] doubling up to
+    /// [`FINAL_BACKOFF_MAX`]) for as long as the session could live (`idle_ttl`) while the
+    /// replica runs: the request stays registered until its end is logged, so giving up early
+    /// would leave it in flight with nobody to end it and its resumers waiting.
+    pub async fn append_final(&self, sid: &str, stream: &str, data: String) -> Final {
+        let deadline = tokio::time::Instant::now() + self.config.store.idle_ttl;
+        let mut pause = APPEND_BACKOFF;
+        loop {
+            let e = match self
+                .store
+                .abort_running(sid, stream, self.id(), &data)
+                .await
+            {
+                Ok(Some(appended)) => {
+                    self.deliver_here(sid, stream, &appended, data, true);
+                    return Final::Logged;
+                }
+                Ok(None) => {
+                    tracing::warn!(session = %logged_session(sid), stream, "a request's end came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
+                    return Final::AlreadyEnded;
+                }
+                Err(e) => e,
+            };
+            let now = tokio::time::Instant::now();
+            if self.stopped.is_cancelled() || now + pause > deadline {
+                tracing::error!(error = %e, session = %logged_session(sid), stream, "a request's end not logged: the store kept failing; its registration is ended once the store answers again (by this replica's next refusal in the session, or as a dead replica's)");
+                return Final::Failed;
+            }
+            tracing::debug!(error = %e, "logging a request's end failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                // One more try, then give up.
+                () = self.stopped.cancelled() => {}
+            }
+            pause = (pause * 2).min(FINAL_BACKOFF_MAX);
+        }
     }
 
     /// Hands a just-appended event to its connection when that is open here and the store did
@@ -150,82 +246,83 @@ impl Node {
     }
 }
 
-/// How many calls run here per session (the sessions the keep-alive must not let expire).
-#[derive(Default)]
-pub(crate) struct Running(Arc<Calls>);
-
-#[derive(Default)]
-pub(crate) struct Calls {
-    map: Mutex<HashMap<String, usize>>,
-    /// Told when the last running call finishes.
-    idle: Notify,
+/// What became of an event ([`Node::append`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Appending {
+    /// In the log.
+    Logged,
+    /// Not logged: the session is gone.
+    SessionGone,
+    /// Not logged: the store kept failing.
+    Lost,
 }
 
-/// One running call; dropping it counts it as finished.
-pub(crate) struct RunningGuard {
-    calls: Arc<Calls>,
-    sid: String,
+/// What became of a request's answer ([`Node::append_final`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Final {
+    /// Logged as its stream's final event.
+    Logged,
+    /// Not logged: the stream had ended already (or the session is gone).
+    AlreadyEnded,
+    /// Not logged: the store kept failing.
+    Failed,
 }
 
-impl Running {
-    /// Counts a call of `sid` as running until the guard is dropped.
-    pub fn start(&self, sid: &str) -> RunningGuard {
-        *self.lock().entry(sid.to_owned()).or_default() += 1;
-        RunningGuard {
-            calls: self.0.clone(),
-            sid: sid.to_owned(),
-        }
-    }
-
-    /// Returns once no call runs here.
-    pub async fn idle(&self) {
-        loop {
-            let told = self.0.idle.notified();
-            if self.count() == 0 {
-                return;
-            }
-            told.await;
-        }
-    }
-
-    /// Sessions with at least one call running here.
-    pub fn sessions(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
-    }
-
-    /// Calls running here in all.
-    pub fn count(&self) -> usize {
-        self.lock().values().sum()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock()
-    }
-}
-
-impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
-impl Drop for RunningGuard {
-    fn drop(&mut self) {
-        let mut map = self.calls.lock();
-        if let Some(n) = map.get_mut(&self.sid) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.sid);
-            }
-        }
-        if map.is_empty() {
-            self.calls.idle.notify_waiters();
-        }
-    }
+/// How long a session's rmcp handler here lives without a message in or out: the larger of
+/// `idle_ttl` and rmcp's default (5 min). rmcp ends a handler after that long even while a call
+/// runs silently, so it must not be short; a session that ends earlier in the store is closed
+/// here when the bus says so (or at its next request here).
+pub(crate) fn local_keep_alive(config: &ReplicatedConfig) -> Duration {
+    config.store.idle_ttl.max(SessionConfig::DEFAULT_KEEP_ALIVE)
 }
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Node").field("id", &self.id()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+    use switchboard_store::{EventLog, InflightRequest, MemoryStore, Replay};
+
+    /// A request that another replica ended (it took this one for dead) gets no second final
+    /// event when its answer comes after all.
+    #[tokio::test]
+    async fn an_answer_after_the_stream_ended_is_not_logged() {
+        let config = ReplicatedConfig::new("a");
+        let memory = MemoryStore::new(config.store.clone());
+        let node = Node::new(memory.for_node("a"), config);
+        let sid = switchboard_protocol::SessionId::generate()
+            .as_str()
+            .to_owned();
+        let record = crate::session_store::record(&sid, "2025-11-25".into(), Value::Null);
+        crate::session_store::create(node.store.as_ref(), &record)
+            .await
+            .unwrap();
+        let stream = StreamId::generate().as_str().to_owned();
+        let inflight = InflightRequest {
+            request_key: "n:1".into(),
+            stream: stream.clone(),
+            node: "a".into(),
+            holder: "a/1".into(),
+        };
+        node.store.begin(&sid, Some(&inflight)).await.unwrap();
+        let other = memory.for_node("b");
+        let ended = other
+            .abort_running(&sid, &stream, "a", "{\"ended\":1}")
+            .await;
+        assert!(ended.unwrap().is_some(), "B ends A's request");
+        let late = node
+            .append_final(&sid, &stream, "{\"late\":1}".into())
+            .await;
+        assert_eq!(late, Final::AlreadyEnded);
+        let Ok(Replay::Events(events)) = node.store.replay(&sid, &stream, "0-0", 10).await else {
+            panic!("the log");
+        };
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(events[0].data.contains("ended"));
     }
 }

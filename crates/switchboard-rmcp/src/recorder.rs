@@ -12,75 +12,115 @@ use std::sync::Arc;
 use futures::{Stream, StreamExt};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use switchboard_protocol::StreamId;
-use switchboard_telemetry::trace::logged_session;
 
-use crate::conn::aborted_answer;
-use crate::node::Node;
+use crate::conn::{aborted_answer, NO_ANSWER};
+use crate::node::{Appending, Node};
 use crate::routing;
+use crate::running::RunningGuard;
 
 /// Logs the messages of one request's response stream `stream` (request id key `request_key`)
-/// until its answer. If rmcp's stream ends without one (the request was cancelled, or the
-/// session ended here), a -32004 error is logged as the stream's last event instead, so a client
-/// that resumes it is not left waiting.
+/// until its answer. If rmcp's stream ends without one, something else ends the log, so that a
+/// client resuming it is not left waiting: for a request its client cancelled, [`NO_ANSWER`]
+/// (the stream ends with no response, as MCP asks); otherwise (the replica stopped, the session's
+/// handler here ended, an event was lost) a -32004 error.
 pub(crate) async fn record_request(
     node: Arc<Node>,
     sid: String,
     stream: String,
     request_key: String,
+    handler: u64,
+    _running: RunningGuard,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
-    let _running = node.running.start(&sid);
     futures::pin_mut!(local);
+    let mut lost = false;
     while let Some(event) = local.next().await {
-        if let Some(true) = record(&node, &sid, &stream, event).await {
-            return;
+        match record(&node, &sid, &stream, handler, event).await {
+            Recorded::End => {
+                node.take_cancelled(&sid, &request_key);
+                return;
+            }
+            Recorded::Lost => {
+                // The client would read on past a gap: the call ends here with an error instead.
+                lost = true;
+                routing::deliver_cancel(&node, &sid, &request_key, Some(LOST.into())).await;
+                break;
+            }
+            Recorded::Event | Recorded::Nothing => {}
         }
     }
-    let why = if node.stopped.is_cancelled() {
-        "its replica stopped"
+    let cancelled = node.take_cancelled(&sid, &request_key);
+    let data = if lost {
+        aborted_answer(&request_key, LOST)
+    } else if cancelled {
+        // MCP 2025-11-25, basic/utilities/cancellation: no response for a cancelled request.
+        NO_ANSWER.to_owned()
+    } else if node.stopped.is_cancelled() {
+        aborted_answer(&request_key, "its replica stopped")
     } else {
-        "it was cancelled"
+        aborted_answer(&request_key, "its handler here ended")
     };
-    let data = aborted_answer(&request_key, why);
-    match node
-        .store
-        .abort_running(&sid, &stream, node.id(), &data)
-        .await
-    {
-        Ok(Some(appended)) => node.deliver_here(&sid, &stream, &appended, data, true),
-        Ok(None) => {}
-        Err(e) => {
-            tracing::warn!(error = %e, session = %logged_session(&sid), "could not log the end of an unanswered request");
-        }
-    }
+    node.append_final(&sid, &stream, data).await;
 }
 
 /// Logs what the session's handler sends outside any request (notifications, server requests
-/// not tied to a call) to the standalone stream, until the session's handler here ends.
+/// not tied to a call) to the standalone stream, until the session's handler `handler` here
+/// ends.
 pub(crate) async fn record_standalone(
     node: Arc<Node>,
     sid: String,
+    handler: u64,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
     futures::pin_mut!(local);
     while let Some(event) = local.next().await {
-        record(&node, &sid, StreamId::STANDALONE, event).await;
+        record(&node, &sid, StreamId::STANDALONE, handler, event).await;
     }
+    node.handler_ended(&sid, handler);
 }
 
-/// Logs one message; `Some(true)` when it was the answer (the stream's last event), `None` when
-/// it carried no message.
-async fn record(node: &Node, sid: &str, stream: &str, event: ServerSseMessage) -> Option<bool> {
-    let message = event.message?;
+/// What [`record`] did with one message.
+enum Recorded {
+    /// It carried no message, or one that does not encode.
+    Nothing,
+    /// Logged (or the session is gone).
+    Event,
+    /// Not logged: the store kept failing.
+    Lost,
+    /// It was the request's answer, the stream's last event (logged, or given up: see
+    /// [`Node::append_final`]).
+    End,
+}
+
+/// Why a request whose stream lost an event ends.
+const LOST: &str = "an event of its stream was lost while the store was unreachable";
+
+/// Logs one message.
+async fn record(
+    node: &Node,
+    sid: &str,
+    stream: &str,
+    handler: u64,
+    event: ServerSseMessage,
+) -> Recorded {
+    let Some(message) = event.message else {
+        return Recorded::Nothing;
+    };
     let mut value = match serde_json::to_value(&*message) {
         Ok(v) => v,
         Err(e) => {
             tracing::error!(error = %e, "a server message does not encode; dropped");
-            return None;
+            return Recorded::Nothing;
         }
     };
     let end = stream != StreamId::STANDALONE && routing::is_response(&value);
-    routing::outbound(node, sid, &mut value).await;
-    node.append(sid, stream, value.to_string(), end).await;
-    Some(end)
+    routing::outbound(node, sid, handler, &mut value).await;
+    if end {
+        node.append_final(sid, stream, value.to_string()).await;
+        return Recorded::End;
+    }
+    match node.append(sid, stream, value.to_string()).await {
+        Appending::Lost => Recorded::Lost,
+        Appending::Logged | Appending::SessionGone => Recorded::Event,
+    }
 }

@@ -115,6 +115,9 @@ impl SessionStore for StoreSessions {
     /// Ends the session everywhere (rmcp calls this for `DELETE` only): every key of it is removed
     /// and every replica is told over the bus, which closes its streams and its handler there.
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        if SessionId::parse(session_id).is_none() {
+            return Ok(());
+        }
         self.store
             .delete_session(session_id)
             .await

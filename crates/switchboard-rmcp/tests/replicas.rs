@@ -18,9 +18,11 @@ every_backend!(
     a_session_made_on_a_is_served_on_b,
     a_stream_resumes_on_b_after_events_logged_on_a,
     the_standalone_stream_on_a_gets_what_b_sends,
+    the_standalone_stream_moves_to_b_with_rmcps_priming_id,
     a_client_answer_posted_to_b_reaches_a,
     a_cancel_posted_to_b_stops_the_call_on_a,
     delete_on_b_ends_the_session_everywhere,
+    a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b,
     an_abandoned_session_leaves_no_key,
 );
 
@@ -125,6 +127,34 @@ async fn the_standalone_stream_on_a_gets_what_b_sends(kind: Kind) {
     assert_eq!(message["params"]["data"], "hello A");
 }
 
+async fn the_standalone_stream_moves_to_b_with_rmcps_priming_id(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut on_a = client.get_stream(&a.url, None).await.sse();
+    let first = on_a.next_event(WAIT).await.expect("a priming event");
+    assert_eq!(
+        first.id.as_deref(),
+        Some("0"),
+        "rmcp's own priming id: {first:?}"
+    );
+    // A client that lost the stream right after it resumes with that id, on B.
+    let mut on_b = client.get_stream(&b.url, Some("0")).await.sse();
+    on_b.next_event(WAIT).await.expect("B's priming event");
+    on_a.until_end(WAIT)
+        .await
+        .expect("A's stream was taken over");
+    let reply = client
+        .call_tool(&a.url, 2, "announce", json!({"text": "to B"}))
+        .await;
+    reply.answer(json!(2), WAIT).await;
+    let got = on_b.until_method("notifications/message", WAIT).await;
+    assert_eq!(
+        got.matched.expect("the message on B")["params"]["data"],
+        "to B"
+    );
+}
+
 async fn a_client_answer_posted_to_b_reaches_a(kind: Kind) {
     let env = Env::new(kind, Duration::from_secs(60));
     let (a, b) = (env.replica("a").await, env.replica("b").await);
@@ -137,7 +167,7 @@ async fn a_client_answer_posted_to_b_reaches_a(kind: Kind) {
     let request = asked.matched.expect("A asks the client to sample");
     let id = request["id"].clone();
     assert!(
-        id.as_str().is_some_and(|s| s.ends_with("@a")),
+        id.as_str().is_some_and(|s| s.contains("@a/")),
         "a cluster-unique id: {id}"
     );
     let result =
@@ -159,9 +189,11 @@ async fn a_cancel_posted_to_b_stops_the_call_on_a(kind: Kind) {
     let (a, b) = (env.replica("a").await, env.replica("b").await);
     let (client, _) = session(&a.url).await;
     let mut call = client.call_tool(&a.url, 7, "slow", json!({})).await.sse();
-    call.next_event(WAIT)
+    let priming = call
+        .next_event(WAIT)
         .await
         .expect("the priming event: the call is registered");
+    let resume_from = priming.id.expect("the priming event's id");
     let cancel = json!({
         "jsonrpc": "2.0", "method": "notifications/cancelled",
         "params": {"requestId": 7, "reason": "changed my mind"},
@@ -170,12 +202,16 @@ async fn a_cancel_posted_to_b_stops_the_call_on_a(kind: Kind) {
         client.post(&b.url, &cancel).await.status,
         StatusCode::ACCEPTED
     );
-    // Well before the tool's 10 s: the stream ends with -32004 instead of "finished".
-    let ended = call.until_response(&json!(7), Duration::from_secs(5)).await;
-    let answer = ended
-        .matched
-        .expect("the cancelled call's stream ends at once");
-    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    // Well before the tool's 10 s the stream ends, with no answer (MCP: none for a cancelled
+    // request), and so does a resumption of it on B.
+    let ended = call.until_end(Duration::from_secs(5)).await;
+    let events = ended.expect("the cancelled call's stream ends at once");
+    let answers: Vec<Value> = events.iter().filter_map(|e| e.json()).collect();
+    assert!(answers.is_empty(), "no answer: {answers:?}");
+    let mut resumed = client.get_stream(&b.url, Some(&resume_from)).await.sse();
+    let events = resumed.until_end(WAIT).await.expect("the resumption ends");
+    let answers: Vec<Value> = events.iter().filter_map(|e| e.json()).collect();
+    assert!(answers.is_empty(), "no answer on B either: {answers:?}");
 }
 
 async fn delete_on_b_ends_the_session_everywhere(kind: Kind) {
@@ -203,6 +239,28 @@ async fn delete_on_b_ends_the_session_everywhere(kind: Kind) {
         assert_eq!(reply.status, StatusCode::NOT_FOUND, "{url} after DELETE");
     }
     assert_eq!(env.keys_of(&sid).await, 0, "no key of the session is left");
+}
+
+async fn a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut call = client.call_tool(&a.url, 5, "slow", json!({})).await.sse();
+    let priming = call.next_event(WAIT).await.expect("the priming event");
+    let resume_from = priming.id.expect("an event id");
+    // A drains (1 s in these tests), then ends the call it still runs, and stops.
+    a.stop().await;
+    let reply = client.get_stream(&b.url, Some(&resume_from)).await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let ended = reply.sse().until_response(&json!(5), WAIT).await;
+    let answer = ended.matched.expect("the cut call's error, from the log");
+    assert_eq!(answer["error"]["code"], -32004, "{answer}");
+    // The session itself lives on.
+    let reply = client.call_tool(&b.url, 6, "whoami", json!({})).await;
+    assert_eq!(
+        text_of(&reply.answer(json!(6), WAIT).await.response),
+        "replay"
+    );
 }
 
 async fn an_abandoned_session_leaves_no_key(kind: Kind) {

@@ -50,8 +50,9 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> ExitCode {
+    // rmcp logs every session id at `info`; ids are credentials, so its logs start at `warn`.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn"));
     tracing_subscriber::fmt().with_env_filter(filter).init();
     match run(Args::parse()).await {
         Ok(()) => ExitCode::SUCCESS,

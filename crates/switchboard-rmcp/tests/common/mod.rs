@@ -113,6 +113,15 @@ impl Env {
         Replica { manager, url, stop }
     }
 
+    /// The test's private `redis-server` (a [`Kind::Redis`] env), to stop and restart it.
+    pub fn redis_server(&mut self) -> &mut RedisServer {
+        let backend = self.redis.as_mut().expect("a Redis backend");
+        match Arc::get_mut(backend).expect("a private Redis") {
+            RedisBackend::Standalone(server) => server,
+            _ => panic!("not a standalone Redis"),
+        }
+    }
+
     /// Keys (Redis, on whichever server holds them) or their equivalent (memory) still held by
     /// session `sid`: every key with its hash tag, and its entry in the session index.
     pub async fn keys_of(&self, sid: &str) -> usize {

@@ -26,6 +26,12 @@ pub struct Chatter {
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Wait {
+    /// Milliseconds before the answer.
+    ms: u64,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
 pub struct Text {
     text: String,
 }
@@ -115,6 +121,12 @@ impl TestServer {
             .as_str()
             .unwrap_or_default()
             .to_owned())
+    }
+
+    #[tool(description = "Answers `waited` after `ms` milliseconds")]
+    async fn wait(&self, Parameters(Wait { ms }): Parameters<Wait>) -> String {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        "waited".into()
     }
 
     #[tool(description = "Answers after 10 s unless cancelled")]

@@ -1,0 +1,183 @@
+//! When another replica counts as dead, and what happens to the requests it left behind.
+//!
+//! A replica's heartbeat key expires `node_ttl` after its last refresh, whatever the reason: the
+//! replica died, or the store could not be reached for a while (a Redis restart, a failover, a
+//! partition). After a store outage every replica's key may have lapsed although every replica
+//! lives, so a missing key alone is not proof of death. As in the gateway (whose node fences
+//! itself only after two `node_ttl`s without an answered heartbeat), a replica here takes
+//! another for dead only when the other's key is missing **and** this replica's own heartbeats
+//! have been answered, without a gap, for [`CONFIRM_TTLS`] × `node_ttl`: a live replica has
+//! refreshed its key by then (its heartbeat runs every `node_ttl / 3`; one that was stuck in the
+//! outage gives up after `node_ttl`).
+//!
+//! A dead replica's requests stay registered in flight (counting toward
+//! `max_inflight_per_session`, holding their ids) until someone ends them, and so does a request
+//! of this replica whose registration the store applied although this replica saw it fail (an
+//! HTTP 500: no call runs behind it). [`end_lost_requests`] ends both kinds, as the gateway's
+//! `end_lost_requests` ends dead nodes' requests, whenever a request is refused for either reason;
+//! a client resuming a dead replica's stream ends that request too (`conn`).
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use switchboard_protocol::{codes, jsonrpc, RequestId};
+use switchboard_store::{InflightEntry, StoreResult};
+use switchboard_telemetry::trace::logged_session;
+
+use crate::node::Node;
+
+/// How many `node_ttl`s this replica's heartbeats must have been answered, without a gap, before
+/// it takes another replica whose heartbeat key is missing for dead.
+pub(crate) const CONFIRM_TTLS: u32 = 2;
+
+/// How long the store has been answering this replica's heartbeats without a gap.
+#[derive(Debug, Default)]
+pub(crate) struct StoreHealth(Mutex<Health>);
+
+#[derive(Debug, Default)]
+struct Health {
+    /// Since when every heartbeat was answered (none: the last one failed, or none ran yet).
+    ok_since: Option<Instant>,
+    /// When the last one was answered.
+    last_ok: Option<Instant>,
+}
+
+impl StoreHealth {
+    /// A heartbeat was answered. One answered more than `gap` after the previous answered one
+    /// restarts the count (something held the heartbeats back meanwhile).
+    pub fn answered(&self, gap: Duration) {
+        let now = Instant::now();
+        let mut h = self.lock();
+        let gapped = h.last_ok.is_none_or(|t| now.duration_since(t) > gap);
+        if h.ok_since.is_none() || gapped {
+            h.ok_since = Some(now);
+        }
+        h.last_ok = Some(now);
+    }
+
+    /// A heartbeat (or a liveness read) failed.
+    pub fn failed(&self) {
+        self.lock().ok_since = None;
+    }
+
+    /// How long the store has answered without a gap (zero after a failure).
+    pub fn answering_for(&self) -> Duration {
+        self.lock().ok_since.map_or(Duration::ZERO, |t| t.elapsed())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Node {
+    /// Whether replica `other` is dead: its heartbeat key is missing and this replica has reached
+    /// the store without a gap for [`CONFIRM_TTLS`] × `node_ttl` (see the module doc). Never this
+    /// replica; `false` while that cannot be told.
+    pub async fn is_dead(&self, other: &str) -> bool {
+        if other == self.id() {
+            return false;
+        }
+        let needed = CONFIRM_TTLS * self.config.store.node_ttl;
+        if self.health.answering_for() < needed {
+            return false;
+        }
+        match self.store.is_alive(other).await {
+            Ok(alive) => !alive,
+            Err(e) => {
+                self.health.failed();
+                tracing::debug!(error = %e, "could not read a replica's liveness");
+                false
+            }
+        }
+    }
+}
+
+/// The final event of a request lost with replica `node`: error -32004.
+pub(crate) fn lost_request_event(request_key: &str, why: &str) -> String {
+    let id = RequestId::from_key(request_key);
+    let msg = format!("the request was lost: {why}; send it again");
+    jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string()
+}
+
+/// Ends every request of session `sid` registered in flight with no call behind it: one of a
+/// dead replica (as [`Node::is_dead`] decides), or one of this replica that runs no call here
+/// (its POST failed after the store registered it). Each gets [`lost_request_event`] as its
+/// stream's final event and loses its in-flight entry (one that ended meanwhile only loses its
+/// entry, if that is still as listed). Returns how many it ended. One round trip to list them,
+/// one per other replica to ask its liveness, one or two per request ended.
+pub(crate) async fn end_lost_requests(node: &Node, sid: &str) -> StoreResult<usize> {
+    let mut dead: HashMap<String, bool> = HashMap::new();
+    let mut ended = 0;
+    for entry in node.store.in_flight(sid).await? {
+        let why = if entry.node == node.id() {
+            if node.running.has(sid, &entry.stream) {
+                continue;
+            }
+            "its POST failed".to_owned()
+        } else {
+            let is_dead = match dead.get(&entry.node) {
+                Some(d) => *d,
+                None => {
+                    let d = node.is_dead(&entry.node).await;
+                    dead.insert(entry.node.clone(), d);
+                    d
+                }
+            };
+            if !is_dead {
+                continue;
+            }
+            format!("replica {} running it stopped", entry.node)
+        };
+        end_lost_request(node, sid, &entry, &why).await?;
+        ended += 1;
+    }
+    if ended > 0 {
+        tracing::info!(session = %logged_session(sid), ended, "requests with no call behind them ended");
+    }
+    Ok(ended)
+}
+
+async fn end_lost_request(
+    node: &Node,
+    sid: &str,
+    entry: &InflightEntry,
+    why: &str,
+) -> StoreResult<()> {
+    let data = lost_request_event(&entry.request_key, why);
+    let aborted = node
+        .store
+        .abort_running(sid, &entry.stream, &entry.node, &data)
+        .await?;
+    match aborted {
+        Some(appended) => node.deliver_here(sid, &entry.stream, &appended, data, true),
+        None => {
+            node.store.forget_in_flight(sid, entry).await?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_or_a_gap_restarts_the_count() {
+        let h = StoreHealth::default();
+        assert_eq!(h.answering_for(), Duration::ZERO, "nothing answered yet");
+        h.answered(Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(h.answering_for() >= Duration::from_millis(20));
+        h.failed();
+        assert_eq!(h.answering_for(), Duration::ZERO);
+        h.answered(Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(20));
+        h.answered(Duration::from_millis(1));
+        assert!(
+            h.answering_for() < Duration::from_millis(20),
+            "an answer after a gap starts a new count"
+        );
+    }
+}
