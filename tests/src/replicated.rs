@@ -213,7 +213,8 @@ pub struct Replicas {
 }
 
 impl Replicas {
-    /// `n` replicas of the `replicated` example (`a`, `b`, …, node ids `rmcp-a`, …) on a fresh
+    /// `n` replicas of the `replicated` example (`a`, `b`, …, `--node-id rmcp-a`, …, which the
+    /// crate makes unique to the process: `rmcp-a.<4 hex digits>`) on a fresh
     /// private Redis.
     pub fn replicated(n: usize, options: &Options) -> Replicas {
         let redis = RedisServer::start();

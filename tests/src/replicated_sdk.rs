@@ -177,7 +177,11 @@ fn check_sampling(replicas: &Replicas, summary: &Value, sid: &str, sampled_text:
         .find(|e| e.message["method"] == "sampling/createMessage")
         .unwrap_or_else(|| panic!("no sampling request on the call's stream: {show}"));
     let id = asked.message["id"].as_str().unwrap_or_default();
-    assert!(id.ends_with("@rmcp-c"), "a request id naming C: {id}");
+    // `<rmcp id>@<node id>/<handler>`; the node id is the replica's `--node-id` (`rmcp-c`),
+    // with a per-process suffix after a dot.
+    let node = id.rsplit_once('@').and_then(|(_, n)| n.split('/').next());
+    let from_c = node.is_some_and(|n| n == "rmcp-c" || n.starts_with("rmcp-c."));
+    assert!(from_c, "a request id naming C: {id}");
     let answer = only(summary, "rpc", "response");
     assert_eq!(answer["id"], id, "{show}");
     assert_ne!(
