@@ -24,6 +24,11 @@
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
 //!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
+//! - [`replicated`]: switchboard-rmcp's example servers as processes (library mode): N replicas
+//!   of `replicated` on a private Redis, or N `plain` rmcp servers; what a session left in Redis.
+//! - [`replicated_sdk`]: the checks of the SDK clients' scenario runs against those replicas.
+//! - [`conformance_suite`]: the official conformance suite run against a URL, its checks read
+//!   back.
 //! - [`netns`]: a network namespace (root) with a Redis link that can be cut and a client link,
 //!   for a node partitioned from Redis.
 //! - [`client`]: a raw MCP-over-HTTP client with exact control of headers.
@@ -50,6 +55,7 @@ pub mod balancer;
 pub mod big_upstream;
 pub mod client;
 pub mod cluster;
+pub mod conformance_suite;
 pub mod counter;
 pub mod daemon;
 pub mod dns;
@@ -73,6 +79,8 @@ pub mod redis_cluster;
 pub mod redis_process;
 pub mod redis_sentinel;
 pub mod redis_server;
+pub mod replicated;
+pub mod replicated_sdk;
 pub mod rmcp_route;
 pub mod sse;
 pub mod sse_upstream;
