@@ -71,7 +71,9 @@
 //!   `initialize` there, as to any Streamable HTTP server.
 //!
 //! `examples/minimal.rs` is this server, and `examples/replicated` carries every tool, resource
-//! and prompt of the conformance suite's server scenarios.
+//! and prompt of the conformance suite's server scenarios; `examples/plain` is the same handler
+//! on rmcp's own `LocalSessionManager`, which fails that suite behind a round-robin balancer
+//! (the integration tests' negative control: "Session not found" on 31 of its 32 scenarios).
 //!
 //! ## Design
 //!
@@ -84,7 +86,9 @@
 //!   a session's handler runs in every replica that served one of its requests (restored there
 //!   from [`StoreSessions`]), and closes there after the larger of `idle_ttl` and 5 minutes
 //!   without a message (rmcp's `keep_alive`, which ends a handler even during a silent call:
-//!   a call that runs longer than that without sending anything is cut).
+//!   a call that runs longer than that without sending anything is cut, e.g. an elicitation a
+//!   person leaves unanswered for 30 minutes under the defaults; and a session abandoned with a
+//!   call still waiting keeps its keys that long, not `idle_ttl`).
 //! - **Sessions** are switchboard-store session records ([`StoreSessions`]): created when
 //!   `initialize` succeeds (so the store's session cap can refuse one), touched by every request
 //!   and every open stream, ended by `DELETE` on any replica (every key removed, every replica
