@@ -2,7 +2,7 @@
 //!
 //! A stream has at most one holder in the whole cluster (recorded in the store with
 //! [`switchboard_store::EventLog::claim`]); this hub maps the holders living here to their
-//! connection tasks ([`crate::conn`]). Events reach a connection through a bounded queue
+//! connection tasks (the `conn` module). Events reach a connection through a bounded queue
 //! (`connection_queue`); when it is full the event is not lost: the connection is flagged as
 //! lagged and re-reads its stream's event log from the last event it sent.
 

@@ -204,6 +204,7 @@
 //! - `hub`: the connections open on this replica.
 //! - `routing`: client answers and cancellations to the right replica.
 //! - `admission`: a request's registration in flight, refusals, a failed one undone.
+//! - `health`: how long the store has answered this replica's heartbeats without a gap.
 //! - `liveness`: when another replica counts as dead; requests with no call behind them ended.
 //! - `running`: the calls running here.
 //! - `background`: heartbeat, keep-alive, reaper, bus inbox.
@@ -218,6 +219,7 @@ pub mod config;
 mod conn;
 pub mod error;
 mod event_store;
+mod health;
 mod hub;
 mod liveness;
 mod manager;

@@ -16,8 +16,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::ReplicatedConfig;
+use crate::health::StoreHealth;
 use crate::hub::{Hub, StreamEvent};
-use crate::liveness::StoreHealth;
 use crate::running::Running;
 
 /// How often an append is tried before its event is given up (a store outage longer than the

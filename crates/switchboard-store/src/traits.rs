@@ -212,7 +212,7 @@ pub trait EventLog: Send + Sync {
     /// [`EventLog::append`] of an event the caller may append again after an error, when it
     /// cannot tell whether the event was stored (a dropped connection, a timeout, too few
     /// replicas confirming it): every call with the same `append_id` (one per event,
-    /// [`crate::rules::new_append_id`]) stores it at most once. A repeated call stores nothing
+    /// `rules::new_append_id`) stores it at most once. A repeated call stores nothing
     /// and answers the position the event got, delivering it again as `append` would (a
     /// connection skips a position it has written). An id is remembered as long as its event is
     /// in the log.
