@@ -21,6 +21,7 @@
 //!   promotion waits.
 //! - [`redis_process`]: what those two share: the binaries, one killable, restartable Redis
 //!   process, bounded queries of a port.
+//! - [`cargo_build`]: a workspace program built once per test process (`cargo build` from a test).
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
 //!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
@@ -53,6 +54,7 @@
 pub mod auth_upstream;
 pub mod balancer;
 pub mod big_upstream;
+pub mod cargo_build;
 pub mod client;
 pub mod cluster;
 pub mod conformance_suite;

@@ -30,67 +30,9 @@ pub fn binary() -> &'static Path {
         if let Ok(path) = std::env::var("SWITCHBOARD_BIN") {
             return PathBuf::from(path);
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root")
-            .to_owned();
-        let mut cmd = nested_cargo();
-        cmd.current_dir(&root)
-            .args(["build", "-p", "switchboard", "--bin", "switchboard"]);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let out = cmd.stdout(Stdio::null()).output().expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build -p switchboard failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        let target = if target.is_absolute() {
-            target
-        } else {
-            root.join(target)
-        };
-        target
-            .join(if cfg!(debug_assertions) {
-                "debug"
-            } else {
-                "release"
-            })
+        crate::cargo_build::built(&["-p", "switchboard", "--bin", "switchboard"])
             .join("switchboard")
     })
-}
-
-/// `$CARGO` (else `cargo`) for a build run from inside a test, without the variables cargo set
-/// for the test process itself (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …). Inherited, they change
-/// the environment that build scripts' fingerprints record (ring's records
-/// `CARGO_MANIFEST_DIR`), so the nested build and a `cargo build` or `cargo test` from a shell
-/// would rebuild each other's dependencies every time.
-pub fn nested_cargo() -> Command {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    for (name, _) in std::env::vars_os() {
-        let Some(name) = name.to_str() else { continue };
-        let per_crate = [
-            "CARGO_MANIFEST_DIR",
-            "CARGO_MANIFEST_PATH",
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_CRATE_NAME",
-            "CARGO_TARGET_TMPDIR",
-            "CARGO_RUSTC_CURRENT_DIR",
-            "OUT_DIR",
-        ];
-        if per_crate.contains(&name)
-            || name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-        {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
 }
 
 /// Where a node process runs: the address it listens on and, optionally, the network namespace

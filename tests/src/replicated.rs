@@ -37,43 +37,15 @@ pub fn examples_dir() -> &'static Path {
         if let Ok(dir) = std::env::var("SWITCHBOARD_RMCP_EXAMPLES") {
             return PathBuf::from(dir);
         }
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root")
-            .to_owned();
-        let mut cmd = crate::node::nested_cargo();
-        cmd.current_dir(&root).args([
-            "build",
+        crate::cargo_build::built(&[
             "-p",
             "switchboard-rmcp",
             "--example",
             "replicated",
             "--example",
             "plain",
-        ]);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let out = cmd.stdout(Stdio::null()).output().expect("run cargo build");
-        assert!(
-            out.status.success(),
-            "cargo build -p switchboard-rmcp --example replicated --example plain failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| root.join("target"));
-        let target = if target.is_absolute() {
-            target
-        } else {
-            root.join(target)
-        };
-        let profile = if cfg!(debug_assertions) {
-            "debug"
-        } else {
-            "release"
-        };
-        target.join(profile).join("examples")
+        ])
+        .join("examples")
     })
 }
 
