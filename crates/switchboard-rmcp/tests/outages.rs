@@ -16,24 +16,7 @@ use switchboard_store::{BeginOutcome, InflightRequest};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 
-use common::{Env, Kind, WAIT};
-
-const REVISION: &str = "2025-11-25";
-
-/// A client of a fresh session, initialized on `url` with the sampling capability.
-async fn session(url: &str) -> (McpClient, String) {
-    let mut client = McpClient::new();
-    let (sid, _) = client
-        .initialize_with(url, REVISION, json!({"sampling": {}}))
-        .await;
-    (client, sid)
-}
-
-fn text_of(response: &Value) -> &str {
-    response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
+use common::{session, text_of, Env, Kind, WAIT};
 
 /// Stops the env's Redis (after `SAVE`), keeps it down for `outage`, and starts it again from
 /// its dump.

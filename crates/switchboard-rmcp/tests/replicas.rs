@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::msg;
 
-use common::{Env, Kind, WAIT};
+use common::{session, text_of, Env, Kind, WAIT};
 
 every_backend!(
     a_session_made_on_a_is_served_on_b,
@@ -25,24 +24,6 @@ every_backend!(
     a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b,
     an_abandoned_session_leaves_no_key,
 );
-
-const REVISION: &str = "2025-11-25";
-
-/// A client of a fresh session, initialized on `url` with the sampling capability.
-async fn session(url: &str) -> (McpClient, String) {
-    let mut client = McpClient::new();
-    let (sid, _) = client
-        .initialize_with(url, REVISION, json!({"sampling": {}}))
-        .await;
-    (client, sid)
-}
-
-/// The text of a `tools/call` result.
-fn text_of(response: &Value) -> &str {
-    response["result"]["content"][0]["text"]
-        .as_str()
-        .unwrap_or_default()
-}
 
 async fn a_session_made_on_a_is_served_on_b(kind: Kind) {
     let env = Env::new(kind, Duration::from_secs(60));

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::StreamableHttpService;
+use serde_json::{json, Value};
 use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
 use switchboard_store::redis::RedisTopology;
 use switchboard_store::{MemoryStore, RedisStore, Store, StoreConfig};
+use switchboard_tests::client::McpClient;
 use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 use switchboard_tests::redis_server::RedisServer;
 use tokio_util::sync::CancellationToken;
@@ -37,6 +39,25 @@ pub struct Env {
 
 /// Generous bound for anything a test waits for.
 pub const WAIT: Duration = Duration::from_secs(10);
+
+/// The protocol revision the tests' clients speak.
+pub const REVISION: &str = "2025-11-25";
+
+/// A client of a fresh session, initialized on `url` with the sampling capability.
+pub async fn session(url: &str) -> (McpClient, String) {
+    let mut client = McpClient::new();
+    let (sid, _) = client
+        .initialize_with(url, REVISION, json!({"sampling": {}}))
+        .await;
+    (client, sid)
+}
+
+/// The text of a `tools/call` result.
+pub fn text_of(response: &Value) -> &str {
+    response["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+}
 
 impl Env {
     /// A fresh backend of `kind` (on a shared one, a fresh key prefix) whose sessions idle out
