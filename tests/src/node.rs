@@ -320,9 +320,7 @@ impl Node {
 
     /// The last `lines` lines of the node's log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        file_tail(&self.log, lines)
     }
 }
 
@@ -338,4 +336,12 @@ impl Drop for Node {
             );
         }
     }
+}
+
+/// The last `lines` lines of the file at `path` (empty when it cannot be read): a process's log
+/// for a failed test's output.
+pub fn file_tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
 }

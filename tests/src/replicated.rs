@@ -146,9 +146,7 @@ impl Replica {
 
     /// The last `lines` lines of its output.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let all: Vec<&str> = text.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
+        crate::node::file_tail(&self.log, lines)
     }
 }
 

@@ -16,7 +16,7 @@ use switchboard_store::{BeginOutcome, InflightRequest};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 
-use common::{session, text_of, Env, Kind, WAIT};
+use common::{sampled, session, text_of, Env, Kind, WAIT};
 
 /// Stops the env's Redis (after `SAVE`), keeps it down for `outage`, and starts it again from
 /// its dump.
@@ -73,12 +73,8 @@ async fn a_live_replicas_call_survives_a_redis_restart() {
     );
 
     // The call goes on: the client's answer, posted to B, reaches A, whose answer reaches B.
-    let result = json!({"role": "assistant", "content": {"type": "text", "text": "after the blip"}, "model": "m"});
     let reply = client
-        .post(
-            &b.url,
-            &json!({"jsonrpc": "2.0", "id": request_id, "result": result}),
-        )
+        .post(&b.url, &sampled(&request_id, "after the blip"))
         .await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
     let answered = on_b.until_response(&json!(2), WAIT).await;
@@ -104,12 +100,6 @@ async fn a_live_replicas_call_survives_a_redis_restart() {
 async fn asked(call: &mut switchboard_tests::sse::SseStream) -> Value {
     let asked = call.until_method("sampling/createMessage", WAIT).await;
     asked.matched.expect("the call asks the client to sample")["id"].clone()
-}
-
-fn sampled(id: &Value, text: &str) -> Value {
-    let result =
-        json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"});
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
 /// rmcp numbers server-to-client requests from 0 per handler: a handler restored after the

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use reqwest::StatusCode;
 use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
 use switchboard_tests::msg;
+use switchboard_tests::sse::SseStream;
 
-use common::{session, text_of, Env, Kind, WAIT};
+use common::{sampled, session, text_of, Env, Kind, WAIT};
 
 every_backend!(
     a_session_made_on_a_is_served_on_b,
@@ -151,14 +153,7 @@ async fn a_client_answer_posted_to_b_reaches_a(kind: Kind) {
         id.as_str().is_some_and(|s| s.contains("@a/")),
         "a cluster-unique id: {id}"
     );
-    let result =
-        json!({"role": "assistant", "content": {"type": "text", "text": "from B"}, "model": "m"});
-    let reply = client
-        .post(
-            &b.url,
-            &json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        )
-        .await;
+    let reply = client.post(&b.url, &sampled(&id, "from B")).await;
     assert_eq!(reply.status, StatusCode::ACCEPTED);
     let answered = call.until_response(&json!(2), WAIT).await;
     let answer = answered.matched.expect("the call answers on A");
@@ -195,20 +190,27 @@ async fn a_cancel_posted_to_b_stops_the_call_on_a(kind: Kind) {
     assert!(answers.is_empty(), "no answer on B either: {answers:?}");
 }
 
-async fn delete_on_b_ends_the_session_everywhere(kind: Kind) {
-    let env = Env::new(kind, Duration::from_secs(60));
-    let (a, b) = (env.replica("a").await, env.replica("b").await);
-    let (client, sid) = session(&a.url).await;
+/// A session opened on `open_on` with something in Redis: a `chatter` call answered on
+/// `call_on` (its stream logged) and the standalone stream open on `open_on`.
+async fn with_logs(env: &Env, open_on: &str, call_on: &str) -> (McpClient, String, SseStream) {
+    let (client, sid) = session(open_on).await;
     let reply = client
-        .call_tool(&a.url, 2, "chatter", json!({"n": 2, "close": false}))
+        .call_tool(call_on, 2, "chatter", json!({"n": 2, "close": false}))
         .await;
     reply.answer(json!(2), WAIT).await;
-    let mut standalone = client.get_stream(&a.url, None).await.sse();
+    let mut standalone = client.get_stream(open_on, None).await.sse();
     standalone
         .next_event(WAIT)
         .await
         .expect("the standalone stream opens");
     assert!(env.keys_of(&sid).await > 0);
+    (client, sid, standalone)
+}
+
+async fn delete_on_b_ends_the_session_everywhere(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, sid, mut standalone) = with_logs(&env, &a.url, &a.url).await;
 
     assert_eq!(client.delete(&b.url).await.status, StatusCode::ACCEPTED);
     standalone
@@ -247,18 +249,8 @@ async fn a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b(kind: Kind) {
 async fn an_abandoned_session_leaves_no_key(kind: Kind) {
     let env = Env::new(kind, Duration::from_secs(1));
     let (a, b) = (env.replica("a").await, env.replica("b").await);
-    let (client, sid) = session(&a.url).await;
-    let reply = client
-        .call_tool(&b.url, 2, "chatter", json!({"n": 2, "close": false}))
-        .await;
-    reply.answer(json!(2), WAIT).await;
-    let mut standalone = client.get_stream(&a.url, None).await.sse();
-    standalone
-        .next_event(WAIT)
-        .await
-        .expect("the standalone stream opens");
+    let (client, sid, standalone) = with_logs(&env, &a.url, &b.url).await;
     drop(standalone);
-    assert!(env.keys_of(&sid).await > 0);
     // Nothing more from the client: after idle_ttl, and the reaper's pass, nothing is left.
     eventually("the abandoned session to leave no key", WAIT, || async {
         (env.keys_of(&sid).await == 0).then_some(())

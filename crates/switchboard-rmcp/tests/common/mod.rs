@@ -52,6 +52,13 @@ pub async fn session(url: &str) -> (McpClient, String) {
     (client, sid)
 }
 
+/// The client's answer to the sampling request `id`: an assistant message of `text`.
+pub fn sampled(id: &Value, text: &str) -> Value {
+    let result =
+        json!({"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"});
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
 /// The text of a `tools/call` result.
 pub fn text_of(response: &Value) -> &str {
     response["result"]["content"][0]["text"]
