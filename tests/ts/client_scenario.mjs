@@ -11,6 +11,7 @@
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { check, rpcOf } from './requests.mjs';
 
 const urls = process.argv.length > 2 ? process.argv.slice(2) : (process.env.SWITCHBOARD_URLS ?? '').split(',').filter(Boolean);
 const COUNTDOWN_N = 6;
@@ -30,22 +31,6 @@ function finish(ok, error) {
   summary.distinctNodes = [...nodes].sort();
   process.stdout.write(JSON.stringify(summary) + '\n');
   process.exit(ok ? 0 : 1);
-}
-
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
-}
-
-/** The JSON-RPC facts of a request body: method (or "response"), tool name. */
-function rpcOf(init) {
-  if (typeof init?.body !== 'string') return {};
-  try {
-    const body = JSON.parse(init.body);
-    const rpc = body.method ?? ('result' in body || 'error' in body ? 'response' : undefined);
-    return { rpc, tool: rpc === 'tools/call' ? body.params?.name : undefined };
-  } catch {
-    return {};
-  }
 }
 
 function chooseNode(seq, http, rpc, tool, lastEventId) {

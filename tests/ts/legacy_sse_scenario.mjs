@@ -15,6 +15,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { check } from './requests.mjs';
 
 const sseUrl = process.argv[2];
 const OVERALL_LIMIT_MS = 50_000;
@@ -27,10 +28,6 @@ function finish(ok, error) {
   summary.postNodes = [...new Set(posts.map(e => e.servedBy))].sort();
   process.stdout.write(JSON.stringify(summary) + '\n');
   process.exit(ok ? 0 : 1);
-}
-
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
 }
 
 async function recordingFetch(url, init) {

@@ -18,6 +18,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { check, rpcOf } from './requests.mjs';
 
 const urls = process.argv.slice(2);
 const OVERALL_LIMIT_MS = 60_000;
@@ -33,22 +34,6 @@ function finish(ok, error) {
   if (error) summary.error = String(error?.stack ?? error);
   process.stdout.write(JSON.stringify(summary) + '\n');
   process.exit(ok ? 0 : 1);
-}
-
-function check(condition, what) {
-  if (!condition) throw new Error(`check failed: ${what}`);
-}
-
-/** The JSON-RPC facts of a request body: method (or "response"), tool name, id. */
-function rpcOf(init) {
-  if (typeof init?.body !== 'string') return {};
-  try {
-    const body = JSON.parse(init.body);
-    const rpc = body.method ?? ('result' in body || 'error' in body ? 'response' : undefined);
-    return { rpc, tool: rpc === 'tools/call' ? body.params?.name : undefined, id: body.id };
-  } catch {
-    return {};
-  }
 }
 
 function chooseNode(seq, http, rpc, tool, lastEventId) {
