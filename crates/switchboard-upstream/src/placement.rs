@@ -43,32 +43,10 @@ use serde_json::Value;
 use switchboard_protocol::codes;
 use tokio::time::Instant;
 
+// The service's interface lives beside `SessionHandle`, which hands it out (one module, no cycle).
+pub use crate::upstream::{Forwarded, Owner, Placement};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 use switchboard_telemetry::trace::logged_session;
-
-/// Where a node-bound upstream's resource of one session lives.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Owner {
-    /// On this node (claimed now, or already ours).
-    Here,
-    /// On that live node.
-    Node(String),
-}
-
-/// How a request sent to its owner node ended ([`Placement::forward`]).
-#[derive(Debug)]
-pub enum Forwarded {
-    /// The owner ran it (or it was cancelled): its outcome.
-    Answered(Result<Value, RpcError>),
-    /// The wait ran out first; the request was cancelled on the owner.
-    TimedOut,
-    /// The owner did not run it, and will not: it is stopping or has stopped, and said so. The
-    /// request may run on another node.
-    Moved,
-    /// The owner stopped heartbeating before it answered: it may have run the request in part
-    /// or in full. The error (-32006) names the upstream and the node.
-    Lost(RpcError),
-}
 
 /// Whether a request may run again on another node after its owner died while running it: it
 /// reads, or sets something to a value (MCP 2025-11-25: lists, `resources/read`, `prompts/get`,
@@ -89,62 +67,6 @@ pub fn runs_again_safely(method: &str) -> bool {
             | "resources/subscribe"
             | "resources/unsubscribe"
     )
-}
-
-/// The cluster service node-bound upstreams use. Implemented by the node.
-#[async_trait]
-pub trait Placement: Send + Sync {
-    /// Finds (claiming it when free, or when its owner is dead) the owner of `upstream`'s
-    /// resource for this session.
-    async fn owner(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError>;
-
-    /// Claims `upstream`'s resource for this node even from a live owner (a compare-and-set in
-    /// the store expecting the owner the session record named when it was loaded, even when
-    /// that was this node): for a resource the caller just made anew, such as the GET stream of
-    /// a re-initialized upstream session. Answers the owner after the claim (another node when
-    /// the record changed meanwhile: the caller must then leave the resource to it). The
-    /// default claims nothing and answers [`Owner::Here`].
-    async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
-        let _ = (session, upstream);
-        Ok(Owner::Here)
-    }
-
-    /// Claims the owner of `upstream`'s resource for this session from node `from`, which
-    /// answered [`Forwarded::Moved`] or [`Forwarded::Lost`]: [`Owner::Here`] when this node now
-    /// owns it, or the node that took it over from `from` first.
-    async fn take_over(
-        &self,
-        session: &dyn SessionHandle,
-        upstream: &str,
-        from: &str,
-    ) -> Result<Owner, RpcError>;
-
-    /// Runs `method` of member `upstream` on `node`, waiting at most `wait` for its outcome (then
-    /// it is cancelled there: [`Forwarded::TimedOut`]). Notifications and server-to-client
-    /// requests it produces reach the client through `ctx.peer`; cancelling `ctx.cancel` cancels
-    /// it there.
-    async fn forward(
-        &self,
-        node: &str,
-        upstream: &str,
-        method: &str,
-        params: &Value,
-        ctx: &RequestContext,
-        wait: Duration,
-    ) -> Forwarded;
-
-    /// Sends a client notification for member `upstream` to the node that owns the session's
-    /// resource of it. `false` when that is this node (or nobody yet): the caller delivers it here.
-    async fn forward_notify(
-        &self,
-        session: &dyn SessionHandle,
-        upstream: &str,
-        method: &str,
-        params: Value,
-    ) -> bool {
-        let _ = (session, upstream, method, params);
-        false
-    }
 }
 
 /// Wraps an upstream whose per-session resources live in one process, so that every request of

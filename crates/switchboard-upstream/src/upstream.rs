@@ -1,6 +1,7 @@
 //! The upstream and client-peer traits.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -140,7 +141,7 @@ pub trait SessionHandle: Send + Sync {
 
     /// The cluster's placement service, when running inside a node; `None` in a single process
     /// (tests, tools), where node-bound upstreams simply run here.
-    fn placement(&self) -> Option<Arc<dyn crate::placement::Placement>> {
+    fn placement(&self) -> Option<Arc<dyn Placement>> {
         None
     }
 
@@ -301,7 +302,7 @@ pub trait Upstream: Send + Sync {
 
     /// `(upstream name, client session)` of every node-bound resource this process holds under
     /// an ownership claim (a per-session stdio child, a legacy SSE connection: see
-    /// [`crate::placement`]). The node stops those whose session record names another owner
+    /// the `placement` module). The node stops those whose session record names another owner
     /// now (a node that stalled past `cluster.node_ttl` and was taken over), by
     /// [`Upstream::session_ended`] of the member of that name. The default: every member's.
     fn owned_sessions(&self) -> Vec<(String, String)> {
@@ -345,4 +346,85 @@ pub trait Upstream: Send + Sync {
     /// current. The caller bounds the wait. The default does nothing; an aggregate or a wrapper
     /// passes it on.
     async fn refresh_statuses(&self) {}
+}
+
+/// Where a node-bound upstream's resource of one session lives.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Owner {
+    /// On this node (claimed now, or already ours).
+    Here,
+    /// On that live node.
+    Node(String),
+}
+
+/// How a request sent to its owner node ended ([`Placement::forward`]).
+#[derive(Debug)]
+pub enum Forwarded {
+    /// The owner ran it (or it was cancelled): its outcome.
+    Answered(Result<Value, RpcError>),
+    /// The wait ran out first; the request was cancelled on the owner.
+    TimedOut,
+    /// The owner did not run it, and will not: it is stopping or has stopped, and said so. The
+    /// request may run on another node.
+    Moved,
+    /// The owner stopped heartbeating before it answered: it may have run the request in part
+    /// or in full. The error (-32006) names the upstream and the node.
+    Lost(RpcError),
+}
+
+/// The cluster service node-bound upstreams use (the `placement` module: owners, forwarding,
+/// failover). Implemented by the node.
+#[async_trait]
+pub trait Placement: Send + Sync {
+    /// Finds (claiming it when free, or when its owner is dead) the owner of `upstream`'s
+    /// resource for this session.
+    async fn owner(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError>;
+
+    /// Claims `upstream`'s resource for this node even from a live owner (a compare-and-set in
+    /// the store expecting the owner the session record named when it was loaded, even when
+    /// that was this node): for a resource the caller just made anew, such as the GET stream of
+    /// a re-initialized upstream session. Answers the owner after the claim (another node when
+    /// the record changed meanwhile: the caller must then leave the resource to it). The
+    /// default claims nothing and answers [`Owner::Here`].
+    async fn take(&self, session: &dyn SessionHandle, upstream: &str) -> Result<Owner, RpcError> {
+        let _ = (session, upstream);
+        Ok(Owner::Here)
+    }
+
+    /// Claims the owner of `upstream`'s resource for this session from node `from`, which
+    /// answered [`Forwarded::Moved`] or [`Forwarded::Lost`]: [`Owner::Here`] when this node now
+    /// owns it, or the node that took it over from `from` first.
+    async fn take_over(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        from: &str,
+    ) -> Result<Owner, RpcError>;
+
+    /// Runs `method` of member `upstream` on `node`, waiting at most `wait` for its outcome (then
+    /// it is cancelled there: [`Forwarded::TimedOut`]). Notifications and server-to-client
+    /// requests it produces reach the client through `ctx.peer`; cancelling `ctx.cancel` cancels
+    /// it there.
+    async fn forward(
+        &self,
+        node: &str,
+        upstream: &str,
+        method: &str,
+        params: &Value,
+        ctx: &RequestContext,
+        wait: Duration,
+    ) -> Forwarded;
+
+    /// Sends a client notification for member `upstream` to the node that owns the session's
+    /// resource of it. `false` when that is this node (or nobody yet): the caller delivers it here.
+    async fn forward_notify(
+        &self,
+        session: &dyn SessionHandle,
+        upstream: &str,
+        method: &str,
+        params: Value,
+    ) -> bool {
+        let _ = (session, upstream, method, params);
+        false
+    }
 }
