@@ -10,7 +10,8 @@
 //! **upstream** (`docs/architecture.md` lists the files).
 //!
 //! Modules:
-//! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits and [`RpcError`].
+//! - [`upstream`]: the [`Upstream`] and [`ClientPeer`] traits, [`RpcError`], and the interface of
+//!   the placement service a node implements ([`upstream::Placement`]).
 //! - [`status`]: [`status::UpstreamStatus`], what a node knows of each upstream's health
 //!   (served on `/upstreamz` and as metrics).
 //! - [`tracked`]: [`tracked::Tracked`], the wrapper that counts every configured upstream's
