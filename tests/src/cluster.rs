@@ -246,10 +246,12 @@ impl Cluster {
     }
 
     /// Every Redis key except the reaper's short-lived lock (`sb:reaper`, held only while a
-    /// pass runs), sorted: what "the keys of the cluster" means when comparing over time.
+    /// pass runs) and the nodes' bus mailboxes (`sb:mbox:<node>`, `sb:mbox:all`: a node's
+    /// or every node's, not a session's; each expires `bus.message_ttl` after its last message),
+    /// sorted: what "the keys of the cluster" means when comparing over time.
     pub fn durable_keys(&self) -> Vec<String> {
         let mut keys = self.redis.all_keys();
-        keys.retain(|k| k != "sb:reaper");
+        keys.retain(|k| !is_transient(k));
         keys
     }
 
@@ -289,7 +291,7 @@ impl Cluster {
             }
             let mut extra: Vec<String> = all
                 .iter()
-                .filter(|k| *k != "sb:reaper" && !baseline.contains(k))
+                .filter(|k| !is_transient(k) && !baseline.contains(k))
                 .cloned()
                 .collect();
             if before != all.len() as i64 {
@@ -376,9 +378,12 @@ impl Cluster {
         ids
     }
 
-    /// Every Redis key carrying some hash tag, i.e. every per-session key.
+    /// Every Redis key carrying some hash tag, i.e. every per-session key (the nodes' bus
+    /// mailboxes carry one in Redis Cluster too, and are left out).
     pub fn all_session_keys(&self) -> Vec<String> {
-        self.redis.keys_matching("*{*}*")
+        let mut keys = self.redis.keys_matching("*{*}*");
+        keys.retain(|k| !is_transient(k));
+        keys
     }
 }
 
@@ -388,4 +393,9 @@ pub fn node_name(i: usize) -> String {
         Ok(b) if b < 26 => ((b'a' + b) as char).to_string(),
         _ => format!("n{i}"),
     }
+}
+
+/// The keys [`Cluster::durable_keys`] leaves out: the reaper's lock and the nodes' mailboxes.
+fn is_transient(key: &str) -> bool {
+    key == "sb:reaper" || key.starts_with("sb:mbox:")
 }

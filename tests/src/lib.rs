@@ -38,6 +38,8 @@
 //! - [`metrics`]: a node's `/metrics` counters and `/upstreamz` statuses.
 //! - [`modern`]: requests of the stateless revision 2026-07-28 (`_meta`, mirrored headers).
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
+//! - [`bus_drop`]: nodes cut off the bus for a while: their pub/sub connections killed and
+//!   their reconnection held off (`maxclients`).
 //! - [`big_upstream`]: an HTTP MCP upstream whose tool streams an answer of any size (1 GB).
 //! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
 //! - [`inspector`]: the MCP Inspector's CLI runs, its web UI as a peer process, and the headless
@@ -54,6 +56,7 @@
 pub mod auth_upstream;
 pub mod balancer;
 pub mod big_upstream;
+pub mod bus_drop;
 pub mod cargo_build;
 pub mod client;
 pub mod cluster;

@@ -142,7 +142,7 @@ async fn deliver(node: &Node, msg: BusMessage) {
             reason,
         } => routing::deliver_cancel(node, &sid, &request_key, reason).await,
         BusMessage::Resubscribed {} => {
-            tracing::warn!("bus inbox reconnected: open streams re-read their logs; client answers sent meanwhile are lost");
+            tracing::warn!("bus inbox subscribed again: open streams re-read their logs for live events missed meanwhile (messages to this replica were kept in its mailboxes and arrive in order)");
             node.hub.catch_up_all();
         }
         BusMessage::Terminated { sid } => node.end_session_here(&sid).await,

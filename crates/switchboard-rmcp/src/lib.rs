@@ -174,9 +174,12 @@
 //!   logged: a request's stream then ends with -32004 ("an event of its stream was lost") and its
 //!   call is cancelled, rather than going on after a gap; [`ResponseStream::notify`] returns an
 //!   error; an event of the standalone stream is lost (logged at error, no signal to the client).
-//! - What travels on the bus while it is down is lost (Redis pub/sub keeps nothing): a client's
-//!   answer to a server-to-client request posted to another replica meanwhile, a cancellation, a
-//!   `DELETE`'s notice to the other replicas. A `DELETE` that could not reach the store is
+//! - What one replica tells another (a client's answer to a server-to-client request posted to
+//!   another replica, a cancellation, a `DELETE`'s notice) is kept in the receiver's mailbox in
+//!   the store until it reads it, through a lapse of its subscription (a dropped connection, a
+//!   slot move, a failover), within `bus.message_ttl` (the store's [`switchboard_store::Bus`]).
+//!   What cannot be written while the store is down fails the request that carried it (a 500
+//!   for the `POST`, rmcp's answer to every manager error). A `DELETE` that could not reach the store is
 //!   retried in the background (up to `idle_ttl`); the replica that took it answers 404 at once,
 //!   the others serve the session until the retry succeeds.
 //! - A request whose `POST` failed (500) but which the store registered anyway is ended by the

@@ -267,8 +267,14 @@ impl Bus for Observed {
         let work = self.inner.route_reply(sid, request_key, message);
         self.op("route_reply", work).await
     }
-    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
-        self.op("send_to", self.inner.send_to(node, msg)).await
+    async fn send_within(
+        &self,
+        node: &str,
+        msg: &BusMessage,
+        within: std::time::Duration,
+    ) -> StoreResult<()> {
+        let work = self.inner.send_within(node, msg, within);
+        self.op("send_to", work).await
     }
     async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()> {
         self.op("broadcast", self.inner.broadcast(msg)).await

@@ -284,17 +284,30 @@ pub trait EventLog: Send + Sync {
 }
 
 /// Cross-node delivery of replies, cancellations and control messages.
+///
+/// What must arrive does: every message another node must act on (a client's answer, a
+/// cancellation, a forwarded call and its messages and outcome, task input, a session's end, a
+/// broadcast) is kept where its receiver reads it after any gap in its subscription (Redis: a
+/// mailbox per node, per session in Cluster, and for broadcasts), and a receiver takes each
+/// message once, in the order its sender sent it, as long as the message's deadline allows
+/// (docs/redis.md, "What the bus guarantees"). Only live events travel without such a copy:
+/// their event log is their durable copy, and a node whose subscription lapsed re-reads it
+/// ([`BusMessage::Resubscribed`]).
 #[async_trait]
 pub trait Bus: Send + Sync {
-    /// This node's inbox. Call once per node; later calls may return `Err`. Messages arrive in the
-    /// order each sender sent them.
+    /// This node's inbox. Call once per node; later calls may return `Err`. Messages arrive
+    /// each once, in the order they were sent to this node (broadcasts in theirs; a broadcast
+    /// and a message to this node may pass each other; in Redis Cluster so may two sessions'
+    /// messages).
     ///
     /// The receiver holds [`crate::INBOX_CAPACITY`] messages; when it is full the reader feeding
-    /// it waits (backpressure), the store never drops a message itself. Messages sent while the
-    /// backend connection is down are lost (Redis pub/sub keeps nothing); the reader reconnects
-    /// and resubscribes by itself. Replies and cancellations always travel through the inbox,
-    /// even to this node; events and takeovers only as [`EventLog::append`] and
-    /// [`EventLog::claim`] say.
+    /// it waits (backpressure), the store never drops a message itself. While the backend
+    /// connection is down messages wait for this node (Redis: in its mailboxes, up to
+    /// `bus.mailbox_len` each and `bus.message_ttl`); the reader reconnects and resubscribes by
+    /// itself, reads what waited, and hands [`BusMessage::Resubscribed`] so that held streams
+    /// catch up on their live events from their logs. Replies and cancellations always travel
+    /// through the inbox, even to this node; events and takeovers only as [`EventLog::append`]
+    /// and [`EventLog::claim`] say.
     async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>>;
 
     /// Records that this node waits for the client's answer to server-issued request `request_key`.
@@ -309,11 +322,24 @@ pub trait Bus: Send + Sync {
     async fn route_reply(&self, sid: &str, request_key: &str, message: &Value)
         -> StoreResult<bool>;
 
-    /// Sends `msg` to `node`'s inbox (fire and forget: a dead node's inbox is nobody's).
-    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()>;
+    /// Sends `msg` to `node`'s inbox, to be taken within `within` (at most `bus.message_ttl`)
+    /// or never: a message its receiver reads later is dropped unread (counted as expired). `Ok`
+    /// once it is kept for `node` (Redis: in its mailbox); a node that is dead never takes it
+    /// (check [`Liveness::is_alive`] where that matters).
+    async fn send_within(
+        &self,
+        node: &str,
+        msg: &BusMessage,
+        within: std::time::Duration,
+    ) -> StoreResult<()>;
 
-    /// Sends `msg` to every node's inbox, this node's included (fire and forget, like
-    /// [`Bus::send_to`]: a node whose inbox connection is down at that moment misses it).
+    /// [`Bus::send_within`] `bus.message_ttl`.
+    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
+        self.send_within(node, msg, std::time::Duration::MAX).await
+    }
+
+    /// Sends `msg` to every node's inbox, this node's included: every node subscribed when it
+    /// is sent, or subscribing again after a gap, takes it once within `bus.message_ttl`.
     async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()>;
 
     /// Sends `notifications/cancelled` for client request `request_key` to the node running it.

@@ -22,6 +22,7 @@ use switchboard_store::StoreConfig;
 use switchboard_upstream::config::{UpstreamConfig, UpstreamsConfig};
 use switchboard_upstream::policy::PolicyConfig;
 
+pub use bus::BusConfig;
 pub use cluster::ClusterConfig;
 pub use http::HttpConfig;
 pub use log::{LogConfig, LogFormat};
@@ -36,6 +37,7 @@ pub use transports::{LegacySseConfig, TransportsConfig, WebSocketConfig};
 pub use units::{NonZeroDuration, Size};
 
 mod auth;
+mod bus;
 mod cluster;
 mod http;
 mod log;
@@ -64,6 +66,8 @@ pub struct Config {
     pub transports: TransportsConfig,
     /// `[cluster]`: node id, heartbeat, liveness, reaper, drain.
     pub cluster: ClusterConfig,
+    /// `[bus]`: how messages between nodes are kept until delivered.
+    pub bus: BusConfig,
     /// `[redis]`: the store.
     pub redis: RedisConfig,
     /// `[session]`: session lifetime and limits.
@@ -100,6 +104,7 @@ impl Default for Config {
             http: HttpConfig::default(),
             transports: TransportsConfig::default(),
             cluster: ClusterConfig::default(),
+            bus: BusConfig::default(),
             redis: RedisConfig::default(),
             session: SessionConfig::default(),
             stateless: StatelessConfig::default(),
@@ -203,6 +208,7 @@ impl Config {
             record_cache_entries: self.redis.record_cache_entries,
             min_replicas_acked: self.redis.min_replicas_acked,
             replicas_ack_timeout: self.redis.replicas_ack_timeout.get(),
+            bus: self.bus.settings(),
         }
     }
 

@@ -84,7 +84,7 @@ async fn deliver(app: &App, msg: BusMessage) {
                 .counters
                 .inbox_resubscribed
                 .inc();
-            tracing::warn!("bus inbox reconnected: open streams re-read their event logs; answers to server requests sent meanwhile are lost (those calls time out)");
+            tracing::warn!("bus inbox subscribed again: open streams re-read their event logs for live events missed meanwhile (messages to this node were kept in its mailboxes and arrive in order)");
             app.hub.catch_up_all();
         }
         BusMessage::Notify { origin, message } => {

@@ -471,7 +471,13 @@ impl Bus for MemoryStore {
         Ok(rx)
     }
 
-    async fn send_to(&self, node: &str, msg: &BusMessage) -> StoreResult<()> {
+    /// Delivered at once within the process (nothing to wait for).
+    async fn send_within(
+        &self,
+        node: &str,
+        msg: &BusMessage,
+        _within: std::time::Duration,
+    ) -> StoreResult<()> {
         self.lock().deliver(node, msg.clone());
         Ok(())
     }

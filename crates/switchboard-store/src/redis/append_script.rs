@@ -148,7 +148,7 @@ local function append_event(stream, data, fin, maxlen, me, sid, inbox, stored, s
   if holder ~= '' and (stream == 'get' or node_of(holder) ~= me) then
     local msg = {t = 'event', sid = sid, stream = stream, holder = holder, position = pos, data = data}
     msg['end'] = fin
-    deliver(inbox, node_of(holder), cjson.encode(msg))
+    ring(inbox, node_of(holder), string.sub(cjson.encode(msg), 1, -2) .. ',"_v":2}')
   end
   return {pos, holder}
 end

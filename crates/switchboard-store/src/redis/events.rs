@@ -85,7 +85,7 @@ impl EventLog for RedisStore {
             .arg(holder)
             .arg(&self.config.node_id)
             .arg(sid)
-            .arg(self.keys.node_route());
+            .arg(self.route());
         let reply: Value = self.invoke(&inv).await?;
         match codec::array(&reply)? {
             [] => {
@@ -254,7 +254,7 @@ impl RedisStore {
         if self.config.min_replicas_acked > 0 {
             "-".to_owned()
         } else {
-            self.keys.node_route()
+            self.route()
         }
     }
 
@@ -287,7 +287,7 @@ impl RedisStore {
             return Ok(());
         }
         let node = holder_node(holder);
-        let json = Self::encode(&BusMessage::Event(BusEvent {
+        let json = serde_json::to_string(&BusMessage::Event(BusEvent {
             sid: sid.to_owned(),
             stream: stream.to_owned(),
             holder: holder.to_owned(),

@@ -19,9 +19,12 @@
 //! - `p:task:{<task id>}` HASH, a task of the tasks extension (fields `prn` principal, `node`,
 //!   `st` status, `msg` status message, `ct`/`up` created/updated ISO 8601, `ttl`, `poll` in ms,
 //!   `out` result or error JSON); expires `ttl` ms after creation;
-//! - channels `p:inbox:<node>` (one per node) and `p:all` (broadcast); in Redis Cluster they are
-//!   sharded channels `p:inbox:{<node>}` and `p:{all}`, and session scripts deliver on the
-//!   session's sharded channel `p:{sid}:bus` instead (see the `sharded` module).
+//! - mailboxes (STREAMs, see the `bus` module): `p:mbox:<node>` one per node, `p:mbox:all`
+//!   (broadcast); in Redis Cluster `p:mbox:{<node>}`, `p:mbox:{all}` and `p:{sid}:mbox` one per
+//!   session;
+//! - channels (the mailboxes' doorbells) `p:inbox:<node>` (one per node) and `p:all`
+//!   (broadcast); in Redis Cluster they are sharded channels `p:inbox:{<node>}` and `p:{all}`,
+//!   and session scripts ring on the session's sharded channel `p:{sid}:bus` instead.
 //!
 //! The `{sid}` hash tag puts every key of a session in one Redis Cluster slot, so one Lua script
 //! can touch them all (scripts build `log:`/`trim:`/`ids:` names from the `p:{sid}:` base they
@@ -54,24 +57,43 @@ impl Keys {
         [self.prefix.as_str(), ":{", sid, "}:bus"].concat()
     }
 
-    /// What session scripts get as the route of a message to one node (`deliver` in
-    /// the `scripts` module): the inbox prefix, or `""` in Redis Cluster.
-    pub fn node_route(&self) -> String {
-        if self.sharded {
-            String::new()
+    /// What the session scripts get as the route of their messages (`ring` and `deliver` in the
+    /// `scripts` module): `<mailbox_len> <message_ttl ms> <p>`, where `<p>` is the key prefix
+    /// and its colon (`sb:`) in standalone and Sentinel (mailboxes `p:mbox:<node>` and
+    /// `p:mbox:all`, doorbells on `p:inbox:<node>` and `p:all`), and empty in Redis Cluster
+    /// (the session's mailbox `p:{sid}:mbox`, doorbells on its channel `p:{sid}:bus`).
+    pub fn route(&self, bus: &crate::model::BusSettings) -> String {
+        let ttl = crate::rules::millis(bus.message_ttl);
+        let p = if self.sharded {
+            ""
         } else {
-            self.inbox_prefix()
+            self.prefix.as_str()
+        };
+        let colon = if self.sharded { "" } else { ":" };
+        format!("{} {ttl} {p}{colon}", bus.mailbox_len.max(1))
+    }
+
+    /// A node's mailbox (STREAM of `m` = message JSON, ids `0-<n>`): what other nodes and the
+    /// session scripts post to it ([`crate::Bus`]): `p:mbox:<node>`; in Redis Cluster
+    /// `p:mbox:{<node>}`, in its inbox channel's slot, so a post and its doorbell are one script.
+    pub fn mailbox(&self, node: &str) -> String {
+        if self.sharded {
+            [self.prefix.as_str(), ":mbox:{", node, "}"].concat()
+        } else {
+            [self.prefix.as_str(), ":mbox:", node].concat()
         }
     }
 
-    /// What session scripts get as the route of a message to every node: the broadcast channel,
-    /// or `""` in Redis Cluster (the session's channel reaches every node that has a part in it).
-    pub fn every_node_route(&self) -> String {
-        if self.sharded {
-            String::new()
-        } else {
-            self.all()
-        }
+    /// The broadcast mailbox (STREAM, as [`Keys::mailbox`]): messages to every node, `p:mbox:all`
+    /// (Redis Cluster: `p:mbox:{all}`, the broadcast channel's slot).
+    pub fn broadcast_mailbox(&self) -> String {
+        self.mailbox("all")
+    }
+
+    /// The mailbox of a session in Redis Cluster (STREAM of `to` = node or `*`, `m` = message
+    /// JSON): what the session scripts post for the nodes taking part in it.
+    pub fn session_mailbox(&self, sid: &str) -> String {
+        [self.prefix.as_str(), ":{", sid, "}:mbox"].concat()
     }
 
     /// The keys of one session.
@@ -115,17 +137,12 @@ impl Keys {
         format!("{}:reaper", self.prefix)
     }
 
-    /// Prefix of the inbox channels; a node's inbox is this plus its id.
-    pub fn inbox_prefix(&self) -> String {
-        format!("{}:inbox:", self.prefix)
-    }
-
     /// A node's inbox channel.
     pub fn inbox(&self, node: &str) -> String {
         if self.sharded {
-            format!("{}{{{node}}}", self.inbox_prefix())
+            format!("{}:inbox:{{{node}}}", self.prefix)
         } else {
-            format!("{}{node}", self.inbox_prefix())
+            format!("{}:inbox:{node}", self.prefix)
         }
     }
 
@@ -210,6 +227,13 @@ mod tests {
         assert_eq!(sharded.inbox("n1"), "sb:inbox:{n1}");
         assert_eq!(sharded.all(), "sb:{all}");
         assert_eq!(sharded.session_channel("abc"), "sb:{abc}:bus");
-        assert_eq!(sharded.node_route(), "");
+        assert_eq!(sharded.session_mailbox("abc"), "sb:{abc}:mbox");
+        let bus = crate::model::BusSettings::default();
+        assert_eq!(sharded.route(&bus), "10000 60000 ");
+        assert_eq!(Keys::new("sb", false).route(&bus), "10000 60000 sb:");
+        assert_eq!(sharded.mailbox("n1"), "sb:mbox:{n1}");
+        assert_eq!(sharded.broadcast_mailbox(), "sb:mbox:{all}");
+        assert_eq!(Keys::new("sb", false).mailbox("n1"), "sb:mbox:n1");
+        assert_eq!(Keys::new("sb", false).broadcast_mailbox(), "sb:mbox:all");
     }
 }

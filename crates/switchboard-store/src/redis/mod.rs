@@ -15,9 +15,10 @@
 //! - `scripts`: the Lua scripts.
 //! - `append_script`: their append path (event-log caps, positions, delivery).
 //! - `codec`: record ↔ hash fields, reply parsing.
-//! - `pubsub`: the inbox reader (standalone, Sentinel); `sharded`: the same in Redis Cluster.
+//! - `bus`: the bus: mailboxes and their doorbells, the inbox reader (standalone and Sentinel:
+//!   `bus::classic`; Redis Cluster: `bus::sharded`).
 //! - `records`: this node's version-checked cache of session records.
-//! - `session`, `events`, `bus`, `tasks`: the trait implementations.
+//! - `session`, `events`, `tasks`: the other trait implementations.
 
 mod admission;
 mod append_script;
@@ -26,14 +27,12 @@ mod codec;
 mod connection;
 mod events;
 mod keys;
-mod pubsub;
 mod rates;
 mod reaper;
 mod records;
 mod scripts;
 mod sentinel;
 mod session;
-mod sharded;
 mod tasks;
 mod topology;
 
@@ -75,9 +74,9 @@ pub struct RedisStore {
 /// Where this node's bus messages come from.
 enum Inbox {
     /// Standalone and Sentinel: classic pub/sub on its own connection.
-    Classic(pubsub::Source),
+    Classic(bus::classic::Source),
     /// Redis Cluster: sharded pub/sub on the cluster connection.
-    Sharded(Arc<sharded::Sharded>),
+    Sharded(Arc<bus::sharded::Sharded>),
 }
 
 impl RedisStore {
@@ -101,15 +100,16 @@ impl RedisStore {
         let (opened, durable) = connection::open_with_lanes(topology, lanes).await?;
         let keys = Keys::new(&config.key_prefix, topology.mode == RedisMode::Cluster);
         let inbox = match (&opened.conn, opened.pushes) {
-            (Conn::Cluster(c), Some(pushes)) => Inbox::Sharded(sharded::Sharded::new(
+            (Conn::Cluster(c), Some(pushes)) => Inbox::Sharded(bus::sharded::Sharded::new(
                 c.clone(),
                 pushes,
                 keys.clone(),
                 &config.node_id,
                 config.idle_ttl,
+                config.bus.clone(),
             )),
-            (Conn::Sentinel(p), _) => Inbox::Classic(pubsub::Source::Sentinel(p.clone())),
-            _ => Inbox::Classic(pubsub::Source::Fixed(Box::new(
+            (Conn::Sentinel(p), _) => Inbox::Classic(bus::classic::Source::Sentinel(p.clone())),
+            _ => Inbox::Classic(bus::classic::Source::Fixed(Box::new(
                 topology.data_client(&topology.url)?,
             ))),
         };
@@ -257,11 +257,6 @@ impl RedisStore {
         }
         let i = self.next_durable.fetch_add(1, Ordering::Relaxed);
         &self.durable[i % self.durable.len()]
-    }
-
-    /// JSON of a bus message.
-    fn encode(msg: &crate::model::BusMessage) -> StoreResult<String> {
-        Ok(serde_json::to_string(msg)?)
     }
 }
 

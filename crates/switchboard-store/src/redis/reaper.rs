@@ -1,5 +1,7 @@
 //! The reaper's pass over the session index, and the terminating script call it shares with
-//! `DELETE` (both broadcast `Terminated` to every node).
+//! `DELETE` (both broadcast `Terminated` to every node: in standalone and Sentinel from the
+//! script, in Redis Cluster, where a script cannot post outside its session's slot, right after
+//! it, [`RedisStore::announce_ended`]).
 
 use ::redis::{cmd, pipe, ScriptInvocation};
 
@@ -10,18 +12,46 @@ use crate::rules;
 use crate::traits::*;
 
 impl RedisStore {
-    /// A `DELETE`/`REAP_ONE` invocation for `sid` (it broadcasts `Terminated`).
+    /// A `DELETE`/`REAP_ONE` invocation for `sid` (it broadcasts `Terminated`, except in Redis
+    /// Cluster: [`RedisStore::announce_ended`]).
     pub(super) fn terminating_call(
         &self,
         script: &'static ::redis::Script,
         sid: &str,
     ) -> StoreResult<ScriptInvocation<'static>> {
-        let terminated = Self::encode(&BusMessage::Terminated {
+        let terminated = BusMessage::Terminated {
             sid: sid.to_owned(),
-        })?;
+        };
+        let terminated = self.letter(&terminated, self.config.bus.message_ttl)?;
         let mut inv = self.session_call(script, &self.session_keys(sid), None);
-        inv.arg(self.keys.every_node_route()).arg(terminated);
+        let route = if self.keys.sharded() {
+            "-".to_owned()
+        } else {
+            self.route()
+        };
+        inv.arg(route).arg(terminated);
         Ok(inv)
+    }
+
+    /// Redis Cluster: broadcasts `Terminated` for each of `sids` (ended by a terminating
+    /// script), through the broadcast mailbox, so that every node taking part in them hears it
+    /// even if its subscription lapses meanwhile. (A session's own mailbox would outlive the
+    /// session it was for.) Elsewhere the scripts did it.
+    pub(super) async fn announce_ended(&self, sids: &[String]) -> StoreResult<()> {
+        if !self.keys.sharded() {
+            return Ok(());
+        }
+        let posts = sids.iter().map(|sid| {
+            self.broadcast_owned(BusMessage::Terminated {
+                sid: sid.to_owned(),
+            })
+        });
+        futures::future::try_join_all(posts).await?;
+        Ok(())
+    }
+
+    async fn broadcast_owned(&self, msg: BusMessage) -> StoreResult<()> {
+        self.broadcast(&msg).await
     }
 
     pub(super) async fn reap_locked(&self, limit: usize) -> StoreResult<Vec<String>> {
@@ -76,6 +106,7 @@ impl RedisStore {
             .arg(2 * self.idle_ms())
             .ignore();
         self.query::<()>(&fix).await?;
+        self.announce_ended(&reaped).await?;
         Ok(reaped)
     }
 }

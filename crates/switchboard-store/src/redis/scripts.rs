@@ -10,6 +10,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use redis::Script;
 
 use super::append_script::APPEND_EVENT;
+use super::bus::DELIVERY;
 use crate::rules::{PRUNE_AT, PRUNE_EVERY};
 
 /// Every script this process has built: what a pipeline that met `NOSCRIPT` loads before it runs
@@ -65,22 +66,11 @@ local function known(stream)
   return redis.call('HEXISTS', KEYS[2], stream) == 1 and (redis.call('HEXISTS', KEYS[3], stream) == 1
     or redis.call('EXISTS', base .. 'log:' .. stream) == 1)
 end
--- A bus message to `node` ('': every node). Standalone and Sentinel: `route` is the inbox channel
--- prefix (or, for every node, the broadcast channel) and the message is PUBLISHed there. Cluster:
--- `route` is '' and the message goes on the session's sharded channel `p:{sid}:bus` (same slot
--- as the script's keys), as `<node>\n<json>` (`*` for every node); see the `sharded` module.
-local function deliver(route, node, msg)
-  if route ~= '' then
-    redis.call('PUBLISH', route .. node, msg)
-  else
-    redis.call('SPUBLISH', base .. 'bus', (node == '' and '*' or node) .. '\n' .. msg)
-  end
-end
 local function clear_session()
   for _, f in ipairs(redis.call('HKEYS', KEYS[2])) do
     redis.call('DEL', base .. 'log:' .. f, base .. 'trim:' .. f, base .. 'ids:' .. f)
   end
-  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'ids:get', base .. 'bytes')
+  redis.call('DEL', base .. 'log:get', base .. 'trim:get', base .. 'ids:get', base .. 'bytes', base .. 'mbox')
   redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 end
 "#;
@@ -88,7 +78,7 @@ end
 /// Builds a session script from the prelude(s) and a body.
 fn session_script(with_append: bool, body: &str) -> Script {
     let append = if with_append { APPEND_EVENT } else { "" };
-    script(&format!("{PRELUDE}{append}{body}"))
+    script(&format!("{PRELUDE}{DELIVERY}{append}{body}"))
 }
 
 /// Prunes the stream registry of streams that are neither running nor logged, now and then (see
@@ -356,7 +346,7 @@ return {applied, rec, redis.call('HGET', KEYS[1], 'ver') or ''}
     session_script(false, &format!("{APPLY_UPDATE}{body}"))
 });
 
-/// `delete_session`. ARGV: broadcast channel, `Terminated` JSON. Returns 1 if it existed.
+/// `delete_session`. ARGV: route, `Terminated` JSON. Returns 1 if it existed.
 pub(crate) static DELETE: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -369,7 +359,7 @@ return existed and 1 or 0
     )
 });
 
-/// One session of a reaper pass. ARGV: broadcast channel, `Terminated` JSON. Returns the record's
+/// One session of a reaper pass. ARGV: route, `Terminated` JSON. Returns the record's
 /// PTTL when it is still alive, else clears everything, broadcasts `Terminated` and returns -2.
 pub(crate) static REAP_ONE: LazyLock<Script> = LazyLock::new(|| {
     session_script(
@@ -383,7 +373,7 @@ return -2
     )
 });
 
-/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, inbox prefix, stored form,
+/// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, route, stored form,
 /// `max_stream_log_bytes`, `max_session_log_bytes`, append id (see `append_script`).
 /// Returns `{position, holder}`, or nil when the session is gone.
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
@@ -397,7 +387,7 @@ return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7]
     )
 });
 
-/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, inbox prefix, and the cap
+/// `abort_running`. ARGV: stream, data, node, maxlen, me, sid, route, and the cap
 /// arguments of [`APPEND`]. Returns `{position, holder}`, or nil when the request is not running
 /// on `node`. No append id: sent again after it ran, it finds the request over and stores
 /// nothing (also [`ABORT_TO_STANDALONE`]).
@@ -434,7 +424,7 @@ return append_event('get', ARGV[4], false, tonumber(ARGV[6]), ARGV[7], ARGV[8], 
     )
 });
 
-/// `claim` (`KEYS[6]` = the stream's log). ARGV: stream, holder, me, sid, inbox prefix.
+/// `claim` (`KEYS[6]` = the stream's log). ARGV: stream, holder, me, sid, route.
 /// Returns `{previous holder or '', newest log position or ''}`, or nil when the session is gone
 /// or the stream is not known (see `known`).
 pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
@@ -449,7 +439,7 @@ redis.call('HSET', KEYS[2], stream, holder)
 redis.call('PEXPIRE', KEYS[2], ttl)
 if prev ~= '' and prev ~= holder and node_of(prev) ~= me then
   local msg = cjson.encode({t = 'takeover', sid = ARGV[6], stream = stream, holder = prev})
-  deliver(ARGV[7], node_of(prev), msg)
+  deliver(ARGV[7], node_of(prev), '{"_v":2,' .. string.sub(msg, 2))
 end
 local last = redis.call('XREVRANGE', KEYS[6], '+', '-', 'COUNT', 1)
 return {prev, last[1] and last[1][1] or ''}
@@ -483,7 +473,7 @@ return 1
     )
 });
 
-/// `route_reply`. ARGV: request_key, inbox prefix, `Reply` JSON. Returns 1 when delivered.
+/// `route_reply`. ARGV: request_key, route, `Reply` JSON. Returns 1 when delivered.
 pub(crate) static ROUTE_REPLY: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -498,7 +488,7 @@ return 1
     )
 });
 
-/// `route_cancel`. ARGV: request_key, inbox prefix, `Cancel` JSON. Returns 1 when delivered.
+/// `route_cancel`. ARGV: request_key, route, `Cancel` JSON. Returns 1 when delivered.
 pub(crate) static ROUTE_CANCEL: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,

@@ -400,6 +400,9 @@ impl SessionStore for RedisStore {
         let (existed, _) = futures::try_join!(self.invoke::<i64>(&inv), async {
             Ok(unindex.query_async::<i64>(&mut conn).await?)
         })?;
+        if existed == 1 {
+            self.announce_ended(&[sid.to_owned()]).await?;
+        }
         Ok(existed == 1)
     }
 

@@ -7,6 +7,7 @@
 //! [`RedisStore`]: switchboard_store::RedisStore
 
 mod bus;
+mod bus_gaps;
 mod caps;
 mod expiry;
 mod failover;

@@ -8,6 +8,7 @@
 //! operations and stream kinds from fixed lists. Never a session id, a request id, a resource URI
 //! or a tool argument.
 
+pub mod bus;
 pub mod labels;
 
 use std::sync::LazyLock;
@@ -199,13 +200,17 @@ pub struct Metrics {
     /// `switchboard_node_fenced`: 1 while this node refuses requests because it cannot reach the
     /// store.
     pub fenced: Gauge,
+    /// The bus's counters ([`bus::BusMetrics`]).
+    pub bus: bus::BusMetrics,
 }
 
 impl Metrics {
     fn new() -> Metrics {
         let mut registry = Registry::default();
         let counters = Counters::registered(&mut registry);
+        let bus = bus::BusMetrics::registered(&mut registry);
         let m = Metrics {
+            bus,
             counters,
             requests: Family::new_with_constructor(seconds),
             upstream_calls: Family::new_with_constructor(seconds),
