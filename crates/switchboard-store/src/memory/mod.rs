@@ -554,6 +554,11 @@ impl Liveness for MemoryStore {
         Ok(())
     }
 
+    /// Nothing to evict: the state is in this process.
+    async fn memory_policy(&self) -> StoreResult<MemoryPolicy> {
+        Ok(MemoryPolicy::NotApplicable)
+    }
+
     async fn heartbeat(&self) -> StoreResult<bool> {
         let now = Instant::now();
         let mut shared = self.lock();

@@ -17,6 +17,7 @@
 //! - `codec`: record ↔ hash fields, reply parsing.
 //! - `pubsub`: the inbox reader (standalone, Sentinel); `sharded`: the same in Redis Cluster.
 //! - `records`: this node's version-checked cache of session records.
+//! - `memory_policy`: the servers' `maxmemory-policy`, from `INFO memory`.
 //! - `session`, `events`, `bus`, `tasks`: the trait implementations.
 
 mod admission;
@@ -26,6 +27,7 @@ mod codec;
 mod connection;
 mod events;
 mod keys;
+mod memory_policy;
 mod pubsub;
 mod rates;
 mod reaper;
@@ -70,6 +72,8 @@ pub struct RedisStore {
     keys: Keys,
     subscribed: AtomicBool,
     records: records::RecordCache,
+    /// The standalone server's URL (password hidden), or the topology described, for messages.
+    server: String,
 }
 
 /// Where this node's bus messages come from.
@@ -122,6 +126,7 @@ impl RedisStore {
             inbox,
             keys,
             subscribed: AtomicBool::new(false),
+            server: topology.describe(),
         }))
     }
 
@@ -338,6 +343,10 @@ impl Liveness for RedisStore {
             )));
         }
         Ok(())
+    }
+
+    async fn memory_policy(&self) -> StoreResult<crate::model::MemoryPolicy> {
+        self.read_memory_policy().await
     }
 
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {
