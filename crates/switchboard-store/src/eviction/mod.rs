@@ -94,7 +94,7 @@ pub enum Lapse {
 /// The start refusal: Redis may evict keys and the opt-in is off. Its text names the Redis
 /// setting to change and the opt-in.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{server} has maxmemory-policy {policy}, which evicts keys at its memory limit, and every key Switchboard writes has a TTL (node heartbeats go first under volatile-ttl, so live nodes look dead to the others; then sessions and event logs). Set `maxmemory-policy noeviction` on that Redis (redis.conf, CONFIG SET, or the managed service's parameter group), or set {opt_in} to start anyway")]
+#[error("Redis at {server} has maxmemory-policy {policy}, which evicts keys at its memory limit, and every key Switchboard writes has a TTL (node heartbeats go first under volatile-ttl, so live nodes look dead to the others; then sessions and event logs). Set `maxmemory-policy noeviction` on that Redis (redis.conf, CONFIG SET, or the managed service's parameter group), or set {opt_in} to start anyway")]
 pub struct EvictionRefused {
     /// The policy found.
     pub policy: String,
@@ -195,13 +195,13 @@ impl EvictionWatch {
             PolicyStatus::Read(MemoryPolicy::NoEviction) => Readiness::Ready,
             PolicyStatus::Read(MemoryPolicy::Evicting { policy, server }) if self.settings.allow => {
                 Readiness::Warn(format!(
-                    "{server} has maxmemory-policy {policy} and may evict Switchboard's keys at its memory limit (allowed by {})",
+                    "Redis at {server} has maxmemory-policy {policy} and may evict Switchboard's keys at its memory limit (allowed by {})",
                     self.opt_in
                 ))
             }
             PolicyStatus::Read(MemoryPolicy::Evicting { policy, server }) => {
                 Readiness::NotReady(format!(
-                    "{server} has maxmemory-policy {policy}, which evicts keys at its memory limit; set `maxmemory-policy noeviction` on it, or set {} to accept it",
+                    "Redis at {server} has maxmemory-policy {policy}, which evicts keys at its memory limit; set `maxmemory-policy noeviction` on it, or set {} to accept it",
                     self.opt_in
                 ))
             }
