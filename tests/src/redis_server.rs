@@ -13,6 +13,8 @@ pub struct RedisServer {
     child: Child,
     port: u16,
     persistence: Persistence,
+    /// Arguments of its own after the harness's (`--maxmemory-policy volatile-ttl`).
+    extra: Vec<String>,
     dir: TempDir,
 }
 
@@ -62,14 +64,23 @@ impl RedisServer {
 
     /// [`RedisServer::start`] keeping its data as `persistence` says, in its own temp dir.
     pub fn start_with(persistence: Persistence) -> RedisServer {
+        RedisServer::start_with_args(persistence, &[])
+    }
+
+    /// [`RedisServer::start_with`] passing `extra` to `redis-server` after the harness's own
+    /// arguments, e.g. `["--maxmemory-policy", "volatile-ttl"]` or `["--rename-command",
+    /// "CONFIG", ""]` (kept for [`RedisServer::restart`]).
+    pub fn start_with_args(persistence: Persistence, extra: &[&str]) -> RedisServer {
+        let extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
         for _attempt in 0..5 {
             let port = free_port();
             let dir = TempDir::new("sb-redis");
-            let child = spawn_redis(port, persistence, &dir);
+            let child = spawn_redis(port, persistence, &extra, &dir);
             let mut server = RedisServer {
                 child,
                 port,
                 persistence,
+                extra: extra.clone(),
                 dir,
             };
             if server.wait_ready(Duration::from_secs(10)) {
@@ -91,7 +102,7 @@ impl RedisServer {
     /// (with AOF, once the file is loaded). `false` when it did not come up.
     pub fn restart(&mut self) -> bool {
         self.kill9();
-        self.child = spawn_redis(self.port, self.persistence, &self.dir);
+        self.child = spawn_redis(self.port, self.persistence, &self.extra, &self.dir);
         self.wait_ready(Duration::from_secs(10))
     }
 
@@ -157,13 +168,14 @@ impl RedisServer {
     }
 }
 
-/// Spawns `redis-server` on 127.0.0.1:`port` with its files in `dir`.
-fn spawn_redis(port: u16, persistence: Persistence, dir: &TempDir) -> Child {
+/// Spawns `redis-server` on 127.0.0.1:`port` with its files in `dir`, then `extra`.
+fn spawn_redis(port: u16, persistence: Persistence, extra: &[String], dir: &TempDir) -> Child {
     let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
     Command::new(&bin)
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(persistence.args())
         .args(["--dir", dir.path().to_str().expect("utf-8 temp dir")])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

@@ -138,7 +138,15 @@ pub struct NodeConfig {
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Rate limits ([`crate::limits`]); none by default.
     pub rate_limits: crate::limits::RateLimitSettings,
+    /// Redis's `maxmemory-policy` ([`switchboard_store::eviction`]): whether a policy that may
+    /// evict keys is accepted (`redis.allow_eviction`, default no: the node refuses to start,
+    /// and reports not ready when the policy changes to one) and how often it is read again
+    /// (`redis.eviction_check_interval`, default 30 s).
+    pub eviction: switchboard_store::eviction::EvictionSettings,
 }
+
+/// The setting that accepts an evicting `maxmemory-policy`, as messages name it.
+pub const EVICTION_OPT_IN: &str = "redis.allow_eviction = true";
 
 impl Default for NodeConfig {
     fn default() -> Self {
@@ -181,6 +189,7 @@ impl Default for NodeConfig {
             mrtr: Default::default(),
             metrics_listen: None,
             rate_limits: Default::default(),
+            eviction: Default::default(),
         }
     }
 }

@@ -73,6 +73,7 @@ use std::sync::Arc;
 
 use axum::serve::ListenerExt;
 pub use config::{NodeConfig, MIN_REQUEST_HEAD_BYTES};
+use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 
@@ -98,6 +99,25 @@ async fn bind_metrics(
 /// How long start-up waits for upstream probes before serving anyway.
 const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// What must hold before the node writes anything to the store: settings that fit together,
+/// and Redis's `maxmemory-policy` (case C38: one that may evict keys refuses the start unless
+/// `redis.allow_eviction` accepts it). The eviction watch as the start found it.
+async fn start_checks(config: &NodeConfig, store: &dyn Store) -> std::io::Result<EvictionWatch> {
+    let refused = |why: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, why);
+    let auth = config.auth.as_ref().map(auth::AuthSettings::problems);
+    let mut problems: Vec<String> = auth.into_iter().flatten().map(|(_, m)| m).collect();
+    problems.extend(config.mrtr.problems());
+    if !problems.is_empty() {
+        return Err(refused(problems.join("; ")));
+    }
+    let eviction = EvictionWatch::new(config.eviction.clone(), config::EVICTION_OPT_IN);
+    eviction
+        .check_at_start(store)
+        .await
+        .map_err(|e| refused(e.to_string()))?;
+    Ok(eviction)
+}
+
 /// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
 /// closes standalone streams (clients reopen them on other nodes), declines requests other nodes
 /// forward here for node-bound upstreams (they run them themselves, see `cluster::forward::owner::execute`),
@@ -106,7 +126,9 @@ const PREPARE_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 ///
 /// `store` holds all shared state (its node id names this node); `upstream` answers tool,
 /// resource and prompt requests. Errors when the listener fails or the store's inbox cannot be
-/// subscribed. The node id must be unique to this process (the binary adds a random suffix).
+/// subscribed, and (kind `InvalidInput`, before anything is written to the store) when the
+/// settings are inconsistent or Redis's `maxmemory-policy` may evict keys and
+/// `config.eviction.allow` is off ([`switchboard_store::eviction`]). The node id must be unique to this process (the binary adds a random suffix).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     config: NodeConfig,
@@ -114,15 +136,7 @@ pub async fn serve(
     upstream: Arc<dyn Upstream>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let auth = config.auth.as_ref().map(auth::AuthSettings::problems);
-    let mut problems: Vec<String> = auth.into_iter().flatten().map(|(_, m)| m).collect();
-    problems.extend(config.mrtr.problems());
-    if !problems.is_empty() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            problems.join("; "),
-        ));
-    }
+    let eviction = start_checks(&config, &*store).await?;
     // Probe the upstreams (their capabilities go into `initialize` answers), but never hold the
     // start for a slow one: after PREPARE_WAIT the probes go on in the background.
     let probing = tokio::spawn({
@@ -137,8 +151,10 @@ pub async fn serve(
         .map_err(std::io::Error::other)?;
     let metrics_listener = bind_metrics(config.metrics_listen).await?;
     let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
-    store.heartbeat().await.map_err(std::io::Error::other)?;
-    let app = state::AppState::new(config, store, upstream);
+    let sent = std::time::Instant::now();
+    let live = store.heartbeat().await.map_err(std::io::Error::other)?;
+    eviction.heartbeat_answered(sent, live, config.node_ttl);
+    let app = state::AppState::with_eviction(config, store, upstream, eviction);
     tokio::spawn(cluster::inbox::listen(app.clone(), inbox));
     cluster::background::spawn_all(&app);
     tokio::spawn(probes::serve_metrics(app.clone(), metrics_listener));

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 use tokio_util::sync::CancellationToken;
@@ -65,6 +66,9 @@ pub struct AppState {
     /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
     /// was sent while it read the owners.
     pub owner_claims: AtomicU64,
+    /// Redis's `maxmemory-policy` as last read, and this node's heartbeat timing
+    /// ([`EvictionWatch`]): behind `/readyz`, fed by the start and `cluster::background`.
+    pub eviction: EvictionWatch,
     conn_seq: AtomicU64,
 }
 
@@ -81,8 +85,21 @@ impl AppState {
         }
     }
 
-    /// Builds the state.
+    /// Builds the state, with nothing read yet of Redis's `maxmemory-policy` (tests; [`crate::serve`]
+    /// builds it with the watch its start checked with).
+    #[cfg(test)]
     pub fn new(cfg: NodeConfig, store: Arc<dyn Store>, upstream: Arc<dyn Upstream>) -> App {
+        let eviction = EvictionWatch::new(cfg.eviction.clone(), crate::config::EVICTION_OPT_IN);
+        AppState::with_eviction(cfg, store, upstream, eviction)
+    }
+
+    /// Builds the state around the `eviction` watch the start checked with.
+    pub fn with_eviction(
+        cfg: NodeConfig,
+        store: Arc<dyn Store>,
+        upstream: Arc<dyn Upstream>,
+        eviction: EvictionWatch,
+    ) -> App {
         let mrtr = key_ring(&cfg.mrtr.decoded_keys());
         Arc::new(AppState {
             mrtr,
@@ -102,6 +119,7 @@ impl AppState {
             fenced: tokio::sync::watch::Sender::new(false),
             shutdown: CancellationToken::new(),
             owner_claims: AtomicU64::new(0),
+            eviction,
             conn_seq: AtomicU64::new(0),
         })
     }

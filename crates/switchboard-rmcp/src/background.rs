@@ -9,12 +9,16 @@
 //! - reaper (every `idle_ttl`, at most 10 s; one replica at a time does the work): removes what
 //!   is left of expired sessions and tells every replica they ended;
 //! - inbox: live events for connections here, takeovers, client answers and cancellations for
-//!   calls running here, the end of sessions.
+//!   calls running here, the end of sessions;
+//! - Redis's `maxmemory-policy` (every `eviction.check_interval`, default 30 s; not on the
+//!   memory store): read again, a change logged ([`switchboard_store::eviction`], the rule the
+//!   gateway applies too).
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use switchboard_store::eviction::Lapse;
 use switchboard_store::BusMessage;
 use switchboard_telemetry::trace::logged_session;
 use tokio::sync::mpsc;
@@ -28,13 +32,25 @@ use crate::routing;
 /// Sessions reaped per pass at most.
 const REAP_LIMIT: usize = 1000;
 
-/// Subscribes this replica's inbox and sends its first heartbeat (so both are in place before it
-/// serves anything), then starts the loops.
+/// Checks Redis's `maxmemory-policy` (refusing one that may evict keys unless
+/// `eviction.allow`: [`Error::Eviction`]) before anything is written, subscribes this replica's
+/// inbox and sends its first heartbeat (so both are in place before it serves anything), then
+/// starts the loops.
 pub(crate) async fn start(node: &Arc<Node>) -> Result<(), Error> {
+    node.eviction.check_at_start(&*node.store).await?;
     let inbox = node.store.subscribe().await?;
-    node.store.heartbeat().await?;
-    node.health.answered(node.config.store.node_ttl);
+    let ttl = node.config.store.node_ttl;
+    let sent = Instant::now();
+    let live = node.store.heartbeat().await?;
+    node.eviction.heartbeat_answered(sent, live, ttl);
+    node.health.answered(ttl);
     let config = &node.config;
+    if node.eviction.applies() {
+        let period = config.eviction.check_interval;
+        tokio::spawn(every(node.clone(), period, |node: Arc<Node>| async move {
+            node.eviction.recheck(&*node.store).await
+        }));
+    }
     tokio::spawn(listen(node.clone(), inbox));
     tokio::spawn(every(node.clone(), config.heartbeat_interval(), heartbeat));
     tokio::spawn(every(node.clone(), config.touch_interval(), keep_alive));
@@ -60,21 +76,31 @@ where
 
 /// Marks this replica alive, and counts how long the store has answered ([`Node::is_dead`]): a
 /// failed heartbeat, one that finds its predecessor lapsed, or one answered more than `node_ttl`
-/// after the previous, restarts the count.
+/// after the previous, restarts the count. A predecessor gone although it was answered well
+/// within `node_ttl` is logged and counted as a probable eviction
+/// ([`switchboard_store::eviction::Lapse::ProbablyEvicted`]) instead of a lapse.
 async fn heartbeat(node: Arc<Node>) {
     let ttl = node.config.store.node_ttl;
+    let sent = Instant::now();
     match tokio::time::timeout(ttl, node.store.heartbeat()).await {
-        Ok(Ok(true)) => node.health.answered(ttl),
+        Ok(Ok(true)) => {
+            node.eviction.heartbeat_answered(sent, true, ttl);
+            node.health.answered(ttl);
+        }
         Ok(Ok(false)) => {
-            tracing::warn!("this replica's heartbeat had lapsed (the store was unreachable, or the process stalled): replicas that found it dead meanwhile may have ended requests it runs");
+            if node.eviction.heartbeat_answered(sent, false, ttl) != Lapse::ProbablyEvicted {
+                tracing::warn!("this replica's heartbeat had lapsed (the store was unreachable, or the process stalled): replicas that found it dead meanwhile may have ended requests it runs");
+            }
             node.health.failed();
             node.health.answered(ttl);
         }
         Ok(Err(e)) => {
+            node.eviction.heartbeat_failed();
             node.health.failed();
             tracing::warn!(error = %e, "liveness heartbeat failed");
         }
         Err(_) => {
+            node.eviction.heartbeat_failed();
             node.health.failed();
             tracing::warn!("liveness heartbeat not answered within node_ttl");
         }

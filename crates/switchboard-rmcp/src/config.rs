@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use switchboard_store::eviction::EvictionSettings;
 use switchboard_store::StoreConfig;
 
 use crate::error::Error;
@@ -51,7 +52,17 @@ pub struct ReplicatedConfig {
     /// How long [`crate::ReplicatedSessionManager::shutdown`] waits for calls still running here
     /// to log their last event (default 10 s).
     pub drain_timeout: Duration,
+    /// Redis's `maxmemory-policy` ([`switchboard_store::eviction`]), read at start and every
+    /// `eviction.check_interval` (default 30 s). A policy that may evict keys (anything but
+    /// `noeviction`: every key of a replica has a TTL, so at Redis's memory limit heartbeats,
+    /// sessions and event logs go) makes the constructors fail with [`Error::Eviction`] unless
+    /// `eviction.allow` is set (default `false`); a change at runtime is logged, and
+    /// [`crate::ReplicatedSessionManager::eviction_readiness`] says not ready.
+    pub eviction: EvictionSettings,
 }
+
+/// The setting that accepts an evicting `maxmemory-policy`, as messages name it.
+pub(crate) const EVICTION_OPT_IN: &str = "ReplicatedConfig::eviction.allow = true";
 
 impl ReplicatedConfig {
     /// The defaults with node id `node_id`.
@@ -64,6 +75,7 @@ impl ReplicatedConfig {
             liveness_check_interval: Duration::from_secs(1),
             log_stateless_streams: false,
             drain_timeout: Duration::from_secs(10),
+            eviction: EvictionSettings::default(),
         }
     }
 
@@ -91,11 +103,19 @@ impl ReplicatedConfig {
         self
     }
 
+    /// These settings accepting a Redis whose `maxmemory-policy` may evict keys (see
+    /// [`ReplicatedConfig::eviction`]): the replica starts with a warning instead of failing.
+    pub fn with_eviction_allowed(mut self) -> ReplicatedConfig {
+        self.eviction.allow = true;
+        self
+    }
+
     /// Checks the values a replica cannot run with.
     ///
     /// # Errors
     /// [`Error::Config`] naming the setting: an empty node id or one with `/`, `@` or a
-    /// character outside visible ASCII; a zero `idle_ttl`, `node_ttl` or `connection_queue`.
+    /// character outside visible ASCII; a zero `idle_ttl`, `node_ttl`, `connection_queue` or
+    /// `eviction.check_interval`.
     pub fn validate(&self) -> Result<(), Error> {
         let id = &self.store.node_id;
         let visible = id.bytes().all(|b| b.is_ascii_graphic());
@@ -111,6 +131,11 @@ impl ReplicatedConfig {
         }
         if self.connection_queue == 0 {
             return Err(Error::Config("connection_queue must be at least 1".into()));
+        }
+        if self.eviction.check_interval.is_zero() {
+            return Err(Error::Config(
+                "eviction.check_interval must be above zero".into(),
+            ));
         }
         Ok(())
     }

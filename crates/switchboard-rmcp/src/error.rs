@@ -6,6 +6,7 @@
 //! `load`. So no variant here has a status of its own: the doc of each says where it comes up.
 
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManagerError;
+use switchboard_store::eviction::EvictionRefused;
 use switchboard_store::StoreError;
 
 /// What went wrong in a replica.
@@ -27,6 +28,11 @@ pub enum Error {
         /// Why.
         source: StoreError,
     },
+    /// Redis's `maxmemory-policy` may evict keys and [`crate::ReplicatedConfig::eviction`]
+    /// does not allow it: the constructors refuse to start the replica. The message names the
+    /// Redis setting to change and the opt-in.
+    #[error(transparent)]
+    Eviction(#[from] EvictionRefused),
     /// rmcp's in-process session layer failed (the session's worker ended, a closed channel).
     #[error(transparent)]
     Local(#[from] LocalSessionManagerError),

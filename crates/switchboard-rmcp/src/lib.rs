@@ -185,6 +185,21 @@
 //! - A request whose `POST` failed (500) but which the store registered anyway is ended by the
 //!   next request refused in its session (or undone in the background once the store answers).
 //!
+//! ## Redis eviction
+//!
+//! Every key a replica writes has a TTL, so a Redis whose `maxmemory-policy` is not `noeviction`
+//! evicts them at its memory limit: heartbeats first under `volatile-ttl` (other replicas then end
+//! this one's requests with -32004), sessions and event logs under the others. The constructors
+//! read the policy (`INFO memory`: on every primary in Cluster mode, and where `CONFIG` is renamed
+//! away) and fail with [`Error::Eviction`] on such a policy unless
+//! [`ReplicatedConfig::eviction`]`.allow` is set ([`ReplicatedConfig::with_eviction_allowed`]: it
+//! then starts with a warning); a policy that cannot be read starts with a warning. It is read again
+//! every `eviction.check_interval` (30 s): a change is logged (an evicting one at error level without
+//! the opt-in) and [`ReplicatedSessionManager::eviction_readiness`] answers not ready, for the
+//! server's own readiness probe. A heartbeat key found gone well within `node_ttl` is logged as a
+//! probable eviction and counted (`switchboard_heartbeats_evicted_total`). The rule is the gateway's,
+//! in `switchboard_store::eviction`.
+//!
 //! ## Cost in memory, and start-up
 //!
 //! - Each replica that served a request of a session holds rmcp's handler for it, about 63 KB

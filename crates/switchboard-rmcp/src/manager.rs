@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use serde_json::Value;
 use switchboard_protocol::{EventId, RequestId, StreamId};
+use switchboard_store::eviction::Readiness;
 use switchboard_store::redis::RedisTopology;
 use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store};
 use tokio_stream::wrappers::ReceiverStream;
@@ -49,7 +50,9 @@ impl ReplicatedSessionManager {
     /// A replica on a standalone Redis at `url` (`redis://host:port/db`, `rediss://` for TLS).
     ///
     /// # Errors
-    /// The settings are invalid, or Redis cannot be reached now (later outages are followed).
+    /// The settings are invalid, Redis cannot be reached now (later outages are followed), or
+    /// its `maxmemory-policy` may evict keys and [`ReplicatedConfig::eviction`] does not allow
+    /// it ([`Error::Eviction`], naming the Redis setting to change).
     pub async fn redis(url: &str, config: ReplicatedConfig) -> Result<Arc<Self>, Error> {
         Self::open(&RedisTopology::standalone(url), config).await
     }
@@ -90,7 +93,8 @@ impl ReplicatedSessionManager {
     /// inbox, sends its first heartbeat and starts its background work.
     ///
     /// # Errors
-    /// The settings are invalid, or the store fails now.
+    /// The settings are invalid, the store fails now, or Redis's `maxmemory-policy` may evict
+    /// keys and `config.eviction` does not allow it ([`Error::Eviction`]).
     pub async fn with_store(
         store: Arc<dyn Store>,
         config: ReplicatedConfig,
@@ -133,6 +137,15 @@ impl ReplicatedSessionManager {
     /// The event store of streams rmcp persists itself (rmcp's `EventStore` trait).
     pub fn events(&self) -> Arc<StoreEvents> {
         self.events.clone()
+    }
+
+    /// Whether this replica should take requests as far as Redis's `maxmemory-policy` goes (as
+    /// last read, every [`ReplicatedConfig::eviction`] `check_interval`): for a server's own
+    /// readiness probe. [`Readiness::NotReady`] once the policy changed to one that may evict
+    /// keys without `eviction.allow`; [`Readiness::Warn`] with it, or when the policy could not
+    /// be read.
+    pub fn eviction_readiness(&self) -> Readiness {
+        self.node.eviction.readiness()
     }
 
     /// This replica's node id.

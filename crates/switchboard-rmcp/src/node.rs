@@ -10,12 +10,13 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
+use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::{holder_node, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::ReplicatedConfig;
+use crate::config::{ReplicatedConfig, EVICTION_OPT_IN};
 use crate::health::StoreHealth;
 use crate::hub::{Hub, StreamEvent};
 use crate::running::Running;
@@ -50,6 +51,9 @@ pub(crate) struct Node {
     /// How long the store has answered this replica's heartbeats (whether another replica whose
     /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
     pub health: StoreHealth,
+    /// Redis's `maxmemory-policy` as last read, and this replica's heartbeat timing
+    /// ([`EvictionWatch`]), fed by `background`.
+    pub eviction: EvictionWatch,
     next_conn: AtomicU64,
     /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
     handlers: Mutex<HashMap<String, u64>>,
@@ -71,6 +75,7 @@ impl Node {
         local.session_config = session_config;
         Node {
             hub: Hub::new(config.connection_queue),
+            eviction: EvictionWatch::new(config.eviction.clone(), EVICTION_OPT_IN),
             store,
             config,
             local,

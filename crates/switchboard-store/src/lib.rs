@@ -21,10 +21,13 @@
 //! - [`task`]: task records of the tasks extension ([`TaskStore`]).
 //! - [`caps`]: the byte caps on the event log and the stand-in for an event over them.
 //! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
+//! - [`eviction`]: Redis's `maxmemory-policy` checked at start and periodically, and heartbeats
+//!   gone before their TTL: the rule the gateway node and library mode both apply.
 //! - [`error`]: the one error type, [`StoreError`].
 
 pub mod caps;
 pub mod error;
+pub mod eviction;
 pub mod memory;
 pub mod model;
 pub mod observed;

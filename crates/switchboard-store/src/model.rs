@@ -227,6 +227,26 @@ impl Default for StoreConfig {
     }
 }
 
+/// What the store's servers do with keys at their memory limit: Redis's `maxmemory-policy`
+/// ([`Liveness::memory_policy`](crate::Liveness::memory_policy); the `eviction` module says why
+/// it matters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MemoryPolicy {
+    /// No Redis: the memory backend keeps its state in this process and evicts nothing.
+    NotApplicable,
+    /// Every server asked runs `noeviction`: at its limit a write fails (`OOM`, a 503 for the
+    /// request) and no key is taken away.
+    NoEviction,
+    /// A server may evict keys at its limit (every policy but `noeviction`).
+    Evicting {
+        /// Its policy (`volatile-ttl`, `allkeys-lru`, …), as Redis spells it.
+        policy: String,
+        /// Which server: its `host:port` (Sentinel's primary, a Cluster primary) or the
+        /// standalone URL (password hidden).
+        server: String,
+    },
+}
+
 /// What `SessionStore::claim_owner` did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OwnerClaim {

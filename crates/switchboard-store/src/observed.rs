@@ -307,6 +307,9 @@ impl Liveness for Observed {
     async fn reachable(&self) -> StoreResult<()> {
         self.op("reachable", self.inner.reachable()).await
     }
+    async fn memory_policy(&self) -> StoreResult<MemoryPolicy> {
+        self.op("memory_policy", self.inner.memory_policy()).await
+    }
 }
 
 #[async_trait]

@@ -378,6 +378,18 @@ pub trait Liveness: Send + Sync {
     /// the primary (each primary) has that many replicas (an error naming
     /// `redis.min_replicas_acked` otherwise). Behind `/readyz`.
     async fn reachable(&self) -> StoreResult<()>;
+
+    /// What the servers the store writes to do at their memory limit (the `eviction` module
+    /// holds the rule that uses it). Redis: `maxmemory_policy` from `INFO memory` (not `CONFIG
+    /// GET`, which managed services rename away), on the server, the sentinels' current primary,
+    /// or every primary `CLUSTER SLOTS` names (each by address, concurrently); the first server
+    /// that may evict, by address, when any does. The memory backend:
+    /// [`MemoryPolicy::NotApplicable`].
+    ///
+    /// # Errors
+    /// A server refused `INFO` (an ACL, `rename-command INFO`), its answer has no
+    /// `maxmemory_policy`, or it could not be reached.
+    async fn memory_policy(&self) -> StoreResult<MemoryPolicy>;
 }
 
 /// Secrets every node of the cluster must agree on without configuration (e.g. the key that

@@ -188,6 +188,7 @@ impl Config {
             mrtr: stateless.mrtr.clone(),
             metrics_listen: self.metrics.listen_addr(),
             rate_limits: rate_limits::for_node(self),
+            eviction: self.redis.eviction(),
         }
     }
 

@@ -38,6 +38,11 @@ pub enum RunError {
     /// The upstreams cannot be set up (an unset `${VAR}` in a header, a table its kind refuses).
     #[error("cannot set up the upstreams: {0}")]
     Upstream(String),
+    /// The node refused to start: its settings do not fit together, or Redis's
+    /// `maxmemory-policy` may evict keys and `redis.allow_eviction` is off (the message names
+    /// the Redis setting to change).
+    #[error("refusing to start: {0}")]
+    Refused(String),
     /// The listener failed while serving.
     #[error("serving failed: {0}")]
     Serve(std::io::Error),
@@ -107,7 +112,10 @@ pub async fn run_on(
     let node_config = config.node_config(local.ip().is_loopback());
     switchboard_node::serve(listener, node_config, store, upstream, shutdown)
         .await
-        .map_err(RunError::Serve)?;
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => RunError::Refused(e.to_string()),
+            _ => RunError::Serve(e),
+        })?;
     tracing::info!(node_id = %config.cluster.node_id, "drained, exiting");
     Ok(())
 }

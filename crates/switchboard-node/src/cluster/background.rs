@@ -1,12 +1,15 @@
-//! The node's periodic work: liveness heartbeat, keeping sessions with open work alive, and the
-//! reaper pass. These keep running while the node drains (its running requests still need a live
-//! heartbeat and a session that does not expire) and end with the process.
+//! The node's periodic work: liveness heartbeat, keeping sessions with open work alive, the
+//! reaper pass, and re-reading Redis's `maxmemory-policy` ([`switchboard_store::eviction`]).
+//! These keep running while the node drains (its running requests still need a live heartbeat
+//! and a session that does not expire) and end with the process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::time::{interval, MissedTickBehavior};
+
+use switchboard_store::eviction::Lapse;
 
 use crate::state::App;
 use crate::telemetry;
@@ -33,6 +36,12 @@ pub fn spawn_all(app: &App) {
         keep_alive,
     ));
     tokio::spawn(every(app.clone(), app.cfg.reaper_interval, reap));
+    if app.eviction.applies() {
+        let period = app.eviction.settings().check_interval;
+        tokio::spawn(every(app.clone(), period, |app: App| async move {
+            app.eviction.recheck(&*app.store).await
+        }));
+    }
 }
 
 async fn every<F, Fut>(app: App, period: Duration, mut f: F)
@@ -51,7 +60,9 @@ where
 /// Marks this node alive; other nodes fail its requests once it stops. A heartbeat that finds
 /// the previous one had lapsed (the node stalled, or could not reach the store, past
 /// `cluster.node_ttl`) checks at once what other nodes may have taken over meanwhile
-/// ([`crate::cluster::held::check`]).
+/// ([`crate::cluster::held::check`]). One that finds it gone although the previous heartbeat
+/// was answered well within `cluster.node_ttl` is logged and counted as a probable eviction
+/// ([`switchboard_store::eviction::Lapse::ProbablyEvicted`]) and checks the same.
 ///
 /// So does the first answered heartbeat after one that failed (`failed`): a heartbeat that timed
 /// out may still run later (its commands were already on the connection, e.g. while a network
@@ -67,6 +78,7 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
     if app.retired.load(Ordering::SeqCst) {
         return;
     }
+    let sent = Instant::now();
     let beat = tokio::time::timeout(app.cfg.node_ttl, app.store.heartbeat()).await;
     let beat = beat.unwrap_or_else(|_| {
         Err(switchboard_store::StoreError::Backend(format!(
@@ -81,7 +93,12 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
                 tracing::warn!("the store answers this node's heartbeat again: serving again");
             }
             let after_failure = failed.swap(false, Ordering::SeqCst);
-            if !live {
+            let lapse = app
+                .eviction
+                .heartbeat_answered(sent, live, app.cfg.node_ttl);
+            if lapse == Lapse::ProbablyEvicted {
+                // Logged and counted as a probable eviction by the watch; the same check follows.
+            } else if !live {
                 tracing::warn!("this node's heartbeat had lapsed: other nodes may have found it dead and taken over node-bound upstreams; checking what it holds now");
             } else if after_failure {
                 tracing::warn!("this node's heartbeat is answered again after failing: it may have lapsed meanwhile (a late heartbeat can have renewed it) and other nodes taken over node-bound upstreams; checking what it holds now");
@@ -92,6 +109,7 @@ async fn heartbeat(app: App, failed: Arc<AtomicBool>, last_ok: Arc<std::sync::Mu
         }
         Err(e) => {
             failed.store(true, Ordering::SeqCst);
+            app.eviction.heartbeat_failed();
             tracing::warn!(error = %e, "liveness heartbeat failed");
             let silent = last_ok.lock().unwrap_or_else(|p| p.into_inner()).elapsed();
             if silent > FENCE_AFTER * app.cfg.node_ttl && !app.fenced.send_replace(true) {

@@ -12,6 +12,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
+use switchboard_store::eviction::Readiness;
 use switchboard_telemetry::metrics;
 
 use crate::state::App;
@@ -87,11 +88,26 @@ pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
 /// outage must not take every replica out of the Service (which would stop all other upstreams
 /// and all session handling too), and restarting a node cannot mend an upstream; `/upstreamz`
 /// and the `switchboard_upstream_*` metrics are where upstreams are watched.
+///
+/// Redis's `maxmemory-policy` as last read ([`switchboard_store::eviction::Readiness`]): one that
+/// may evict keys is 503 `store not ready: …` like too few replicas, unless `redis.allow_eviction`
+/// accepts it; then, and when it could not be read, the answer stays 200 and its body says so
+/// (`ready; warning: …`), as a probe passes on anything 2xx.
 pub(crate) async fn ready(State(app): State<App>) -> Response {
     let probe =
         tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
     match probe {
-        Ok(Ok(_)) => (StatusCode::OK, "ready").into_response(),
+        Ok(Ok(_)) => match app.eviction.readiness() {
+            Readiness::Ready => (StatusCode::OK, "ready".to_owned()).into_response(),
+            Readiness::Warn(warning) => {
+                (StatusCode::OK, format!("ready; warning: {warning}")).into_response()
+            }
+            Readiness::NotReady(why) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("store not ready: {why}"),
+            )
+                .into_response(),
+        },
         // Too few replicas for `redis.min_replicas_acked` is reachable but not ready: say so.
         Ok(Err(e)) if e.to_string().contains("min_replicas_acked") => (
             StatusCode::SERVICE_UNAVAILABLE,

@@ -6,6 +6,7 @@
 //! Expiry works by timestamps (`tokio::time::Instant`): an expired session is gone for every
 //! operation at once, and [`SessionStore::reap`] removes what is left of it.
 
+mod liveness;
 mod rates;
 mod state;
 mod tasks;
@@ -546,54 +547,6 @@ impl Bus for MemoryStore {
         };
         shared.deliver(&node, msg);
         Ok(true)
-    }
-}
-
-#[async_trait]
-impl Liveness for MemoryStore {
-    fn node_id(&self) -> &str {
-        &self.config.node_id
-    }
-
-    /// Always: the memory store is in this process.
-    async fn reachable(&self) -> StoreResult<()> {
-        Ok(())
-    }
-
-    async fn heartbeat(&self) -> StoreResult<bool> {
-        let now = Instant::now();
-        let mut shared = self.lock();
-        shared.nodes.retain(|_, until| *until > now);
-        let previous = shared
-            .nodes
-            .insert(self.config.node_id.clone(), now + self.config.node_ttl);
-        Ok(previous.is_some())
-    }
-
-    async fn retire(&self) -> StoreResult<()> {
-        self.lock().nodes.remove(&self.config.node_id);
-        Ok(())
-    }
-
-    async fn is_alive(&self, node: &str) -> StoreResult<bool> {
-        let now = Instant::now();
-        Ok(self
-            .lock()
-            .nodes
-            .get(node)
-            .is_some_and(|until| *until > now))
-    }
-}
-
-#[async_trait]
-impl Secrets for MemoryStore {
-    async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>> {
-        let mut shared = self.lock();
-        let stored = shared
-            .secrets
-            .entry(name.to_owned())
-            .or_insert_with(|| proposal.to_vec());
-        Ok(stored.clone())
     }
 }
 

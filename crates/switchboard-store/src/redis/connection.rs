@@ -49,6 +49,29 @@ pub(crate) struct Opened {
 /// # Errors
 /// `CLUSTER SLOTS` failed or named no primary, or a primary did not answer.
 pub(crate) async fn cluster_reachable(conn: &ClusterConnection) -> RedisResult<usize> {
+    let (primaries, fewest) = cluster_primaries(conn).await?;
+    on_each(conn, primaries, &redis::cmd("PING")).await?;
+    Ok(fewest)
+}
+
+/// `cmd`'s answer from every primary `CLUSTER SLOTS` names, each asked by address (as
+/// [`cluster_reachable`] does, for the same reason), concurrently: `("host:port", answer)`,
+/// sorted by address.
+///
+/// # Errors
+/// `CLUSTER SLOTS` failed or named no primary, or a primary did not answer or answered with an
+/// error.
+pub(crate) async fn on_every_primary(
+    conn: &ClusterConnection,
+    cmd: &Cmd,
+) -> RedisResult<Vec<(String, Value)>> {
+    let (primaries, _) = cluster_primaries(conn).await?;
+    on_each(conn, primaries, cmd).await
+}
+
+/// The primaries `CLUSTER SLOTS` (any node) names, sorted and each once, and the fewest replicas
+/// any slot range lists.
+async fn cluster_primaries(conn: &ClusterConnection) -> RedisResult<(Vec<(String, u16)>, usize)> {
     let mut any = conn.clone();
     let ranges: Vec<Value> = redis::cmd("CLUSTER")
         .arg("SLOTS")
@@ -73,13 +96,24 @@ pub(crate) async fn cluster_reachable(conn: &ClusterConnection) -> RedisResult<u
         )
             .into());
     }
-    let pings = primaries.into_iter().map(|(host, port)| {
+    Ok((primaries, fewest))
+}
+
+/// `cmd` sent by address to each of `servers`, concurrently: `("host:port", answer)` in their
+/// order.
+async fn on_each(
+    conn: &ClusterConnection,
+    servers: Vec<(String, u16)>,
+    cmd: &Cmd,
+) -> RedisResult<Vec<(String, Value)>> {
+    let asks = servers.into_iter().map(|(host, port)| {
         let mut conn = conn.clone();
+        let address = format!("{host}:{port}");
         let to = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
-        async move { conn.route_command(redis::cmd("PING"), to).await }
+        let cmd = cmd.clone();
+        async move { Ok((address, conn.route_command(cmd, to).await?)) }
     });
-    futures::future::try_join_all(pings).await?;
-    Ok(fewest)
+    futures::future::try_join_all(asks).await
 }
 
 /// The `(host, port)` of the primary in one `CLUSTER SLOTS` entry (`[start, end, [host, port,

@@ -18,6 +18,7 @@
 //! - `bus`: the bus: mailboxes and their doorbells, the inbox reader (standalone and Sentinel:
 //!   `bus::classic`; Redis Cluster: `bus::sharded`).
 //! - `records`: this node's version-checked cache of session records.
+//! - `memory_policy`: the servers' `maxmemory-policy`, from `INFO memory`.
 //! - `session`, `events`, `tasks`: the other trait implementations.
 
 mod admission;
@@ -27,6 +28,7 @@ mod codec;
 mod connection;
 mod events;
 mod keys;
+mod memory_policy;
 mod rates;
 mod reaper;
 mod records;
@@ -69,6 +71,8 @@ pub struct RedisStore {
     keys: Keys,
     subscribed: AtomicBool,
     records: records::RecordCache,
+    /// The standalone server's URL (password hidden), or the topology described, for messages.
+    server: String,
 }
 
 /// Where this node's bus messages come from.
@@ -122,6 +126,7 @@ impl RedisStore {
             inbox,
             keys,
             subscribed: AtomicBool::new(false),
+            server: topology.describe(),
         }))
     }
 
@@ -333,6 +338,10 @@ impl Liveness for RedisStore {
             )));
         }
         Ok(())
+    }
+
+    async fn memory_policy(&self) -> StoreResult<crate::model::MemoryPolicy> {
+        self.read_memory_policy().await
     }
 
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {

@@ -9,6 +9,7 @@
 mod bus;
 mod bus_gaps;
 mod caps;
+mod eviction;
 mod expiry;
 mod failover;
 mod frozen_link;
@@ -137,6 +138,7 @@ both_backends! {
         tasks_are_shared_and_terminal_states_are_final,
         tasks_expire_after_their_ttl,
     ],
+    eviction: [the_memory_policy_is_read],
 }
 
 /// One case of the suite: its name and how to run it on a backend.

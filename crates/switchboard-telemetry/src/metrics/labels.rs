@@ -60,6 +60,31 @@ pub fn method(method: &str) -> &'static str {
         .unwrap_or(OTHER)
 }
 
+/// Redis's `maxmemory-policy` values (Redis 7), each a label of its own; anything else is
+/// [`OTHER`], and a policy that could not be read is [`UNREAD`].
+const MAXMEMORY_POLICIES: [&str; 8] = [
+    "noeviction",
+    "allkeys-lru",
+    "allkeys-lfu",
+    "allkeys-random",
+    "volatile-lru",
+    "volatile-lfu",
+    "volatile-random",
+    "volatile-ttl",
+];
+
+/// The label of a `maxmemory-policy` that could not be read (`INFO` refused).
+pub const UNREAD: &str = "unknown";
+
+/// A Redis `maxmemory-policy` as a label: itself when Redis knows it, else [`OTHER`].
+pub fn maxmemory_policy(policy: &str) -> &'static str {
+    MAXMEMORY_POLICIES
+        .iter()
+        .find(|p| **p == policy)
+        .copied()
+        .unwrap_or(OTHER)
+}
+
 /// A set of interned label values with a cap.
 struct Interned {
     values: RwLock<HashSet<&'static str>>,
@@ -196,6 +221,8 @@ mod tests {
         assert_eq!(tool("answered-name", false), "answered-name");
         assert_eq!(code(-32602), "-32602");
         assert_eq!(code(1000), OTHER);
+        assert_eq!(maxmemory_policy("volatile-ttl"), "volatile-ttl");
+        assert_eq!(maxmemory_policy("made-up"), OTHER);
     }
 
     #[test]

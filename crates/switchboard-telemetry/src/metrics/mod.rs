@@ -82,6 +82,7 @@ counters! {
     notifications_dropped => "switchboard_notifications_dropped", "Notifications of 2026-07-28 requests answered as one JSON body (Accept without text/event-stream), which have no stream to carry them.";
     fences => "switchboard_fences", "Times this node fenced itself (it had not reached the store for two cluster.node_ttl) and refused requests until it reached it again.";
     inbox_resubscribed => "switchboard_inbox_resubscribed", "Times this node's bus inbox lost its Redis subscriptions and subscribed again (a Redis restart or failover); held streams catch up from their logs.";
+    heartbeats_evicted => "switchboard_heartbeats_evicted", "Times this node found its own heartbeat key gone although its previous heartbeat was answered well within cluster.node_ttl: probably evicted by Redis (maxmemory-policy other than noeviction), or lost in a Redis restart without persistence.";
 }
 
 /// Labels of [`Metrics::requests`].
@@ -157,6 +158,13 @@ pub struct StreamLabels {
     pub kind: &'static str,
 }
 
+/// Labels of [`Metrics::redis_evicting`].
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PolicyLabels {
+    /// Redis's `maxmemory-policy` ([`labels::maxmemory_policy`]), or [`labels::UNREAD`].
+    pub policy: &'static str,
+}
+
 /// Every metric of the process.
 #[derive(Debug)]
 pub struct Metrics {
@@ -202,6 +210,11 @@ pub struct Metrics {
     pub fenced: Gauge,
     /// The bus's counters ([`bus::BusMetrics`]).
     pub bus: bus::BusMetrics,
+    /// `switchboard_redis_evicting{policy}`: one series, the `maxmemory-policy` the store's
+    /// Redis reported last ([`Metrics::redis_policy`]); 1 when it may evict keys (anything but
+    /// `noeviction`), else 0 (also `policy="unknown"`, 0, when it could not be read). No series
+    /// on the memory store.
+    pub redis_evicting: Family<PolicyLabels, Gauge>,
 }
 
 impl Metrics {
@@ -226,6 +239,7 @@ impl Metrics {
             calls_running: Gauge::default(),
             listeners_open: Gauge::default(),
             fenced: Gauge::default(),
+            redis_evicting: Family::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -288,6 +302,11 @@ impl Metrics {
             "1 while this node refuses requests because it cannot reach the store, else 0",
             m.fenced.clone(),
         );
+        r.register(
+            "switchboard_redis_evicting",
+            "1 while the store's Redis has a maxmemory-policy that may evict keys (labelled with it), 0 under noeviction or when it could not be read (policy unknown)",
+            m.redis_evicting.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -310,6 +329,15 @@ impl Metrics {
             limit: limit.to_owned(),
         };
         self.rate_limit_decisions.get_or_create(&labels).inc();
+    }
+
+    /// Sets [`Metrics::redis_evicting`] to the one series of `policy` (a label from
+    /// [`labels::maxmemory_policy`] or [`labels::UNREAD`]): 1 when `evicting`, else 0.
+    pub fn redis_policy(&self, policy: &'static str, evicting: bool) {
+        self.redis_evicting.clear();
+        self.redis_evicting
+            .get_or_create(&PolicyLabels { policy })
+            .set(i64::from(evicting));
     }
 
     /// The gauge of open streams of `kind` (see [`StreamLabels::kind`]).

@@ -1,6 +1,7 @@
 //! `[redis]`: the cluster's store: one Redis, a Sentinel-managed primary, or a Redis Cluster.
 
 use serde::{Deserialize, Serialize};
+use switchboard_store::eviction::EvictionSettings;
 use switchboard_store::redis::{RedisMode, RedisTopology};
 
 use super::owners::{positive, store};
@@ -46,12 +47,21 @@ pub struct RedisConfig {
     /// How long that confirmation may take before the write fails; below 5 s (the longest one
     /// Redis command may take).
     pub replicas_ack_timeout: NonZeroDuration,
+    /// Start, and stay ready, although Redis's `maxmemory-policy` may evict keys (anything but
+    /// `noeviction`; default `false`: the node refuses to start, and `/readyz` answers 503 when
+    /// the policy changes to one at runtime). Every key Switchboard writes has a TTL, so at
+    /// Redis's memory limit heartbeats (`volatile-ttl`), sessions and event logs are evicted.
+    pub allow_eviction: bool,
+    /// How often each node reads Redis's `maxmemory-policy` again (`INFO memory`; every
+    /// primary in Cluster mode), default 30 s: a change is noticed at most this late.
+    pub eviction_check_interval: NonZeroDuration,
 }
 
 impl Default for RedisConfig {
     /// No URL (the memory store); the rest are the store's defaults ([`super::owners`]).
     fn default() -> Self {
         let store = store();
+        let eviction = EvictionSettings::default();
         RedisConfig {
             mode: RedisMode::Standalone,
             url: String::new(),
@@ -66,6 +76,8 @@ impl Default for RedisConfig {
             record_cache_entries: store.record_cache_entries,
             min_replicas_acked: store.min_replicas_acked,
             replicas_ack_timeout: positive(store.replicas_ack_timeout),
+            allow_eviction: eviction.allow,
+            eviction_check_interval: positive(eviction.check_interval),
         }
     }
 }
@@ -88,6 +100,14 @@ impl RedisConfig {
             sentinel_username: self.sentinel_username.clone(),
             sentinel_password: self.sentinel_password.clone(),
             tls_ca_file: self.tls_ca_file.clone(),
+        }
+    }
+
+    /// The eviction watch's settings ([`switchboard_store::eviction`]).
+    pub fn eviction(&self) -> EvictionSettings {
+        EvictionSettings {
+            allow: self.allow_eviction,
+            check_interval: self.eviction_check_interval.get(),
         }
     }
 
