@@ -171,6 +171,18 @@ pub fn reply_unmatched(sid: &str, id: &str) {
     );
 }
 
+/// A client's answer reached a node after the node that waited for it had stopped: the client
+/// is told so (410, -32004).
+pub fn reply_lost(sid: &str, id: &str, node: &str) {
+    counters().replies_unmatched.inc();
+    tracing::warn!(
+        session = %logged_session(sid),
+        id,
+        waiter = node,
+        "client response for a server request whose node stopped: the request was lost with it"
+    );
+}
+
 /// A request passed every one of its rate limits.
 pub fn rates_allowed(rates: &[switchboard_store::Rate]) {
     for rate in rates {

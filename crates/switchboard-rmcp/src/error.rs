@@ -40,6 +40,17 @@ pub enum Error {
     /// replica still held it; it is closed here too.
     #[error("the session no longer exists")]
     SessionGone,
+    /// A client's answer to a server-to-client request whose replica stopped (its heartbeat
+    /// lapsed): the request that asked was lost with it, and nobody takes the answer. rmcp
+    /// answers the `POST` that carried it with 500 (the client hears it at once rather than
+    /// waiting on a call that can no longer end).
+    #[error(
+        "the request this answer was for was lost: replica {node}, which waited for it, stopped"
+    )]
+    AnswerLost {
+        /// That replica.
+        node: String,
+    },
     /// `initialize` was refused: the store holds `max_sessions` sessions (rmcp answers 500).
     #[error("the session cap is reached: no new session now")]
     AtCapacity,

@@ -17,7 +17,7 @@ use serde_json::Value;
 use switchboard_protocol::{EventId, RequestId, StreamId};
 use switchboard_store::eviction::Readiness;
 use switchboard_store::redis::RedisTopology;
-use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Store};
+use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Routed, Store};
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::ReplicatedConfig;
@@ -458,8 +458,10 @@ impl SessionManager for ReplicatedSessionManager {
         let value = serde_json::to_value(&message)?;
         if routing::is_response(&value) {
             let key = RequestId(value["id"].clone()).key();
-            if !node.store.route_reply(id, &key, &value).await? {
-                routing::deliver_reply(node, id, value).await;
+            match node.store.route_reply(id, &key, &value).await? {
+                Routed::Delivered => {}
+                Routed::NobodyWaits => routing::deliver_reply(node, id, value).await,
+                Routed::WaiterStopped { node } => return Err(Error::AnswerLost { node }),
             }
             return Ok(());
         }

@@ -247,6 +247,22 @@ pub enum MemoryPolicy {
     },
 }
 
+/// Where [`crate::Bus::route_reply`] sent a client's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Routed {
+    /// To the node waiting for it, which is alive: it takes the answer within the bus's
+    /// deadline (docs/redis.md, "What the bus guarantees").
+    Delivered,
+    /// Nobody waits for it (never asked, answered already, given up, or the session is gone).
+    NobodyWaits,
+    /// The node that waited for it has stopped (its heartbeat lapsed): the request that asked
+    /// was lost with it, and nobody will take the answer.
+    WaiterStopped {
+        /// That node.
+        node: String,
+    },
+}
+
 /// What `SessionStore::claim_owner` did.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OwnerClaim {

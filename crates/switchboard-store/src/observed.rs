@@ -263,7 +263,7 @@ impl Bus for Observed {
         sid: &str,
         request_key: &str,
         message: &Value,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Routed> {
         let work = self.inner.route_reply(sid, request_key, message);
         self.op("route_reply", work).await
     }

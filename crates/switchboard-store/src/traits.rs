@@ -318,9 +318,15 @@ pub trait Bus: Send + Sync {
     async fn forget_pending(&self, sid: &str, request_key: &str) -> StoreResult<()>;
 
     /// Sends the client's response `message` to the node waiting for `request_key` and forgets the
-    /// pending entry. `false` when nobody waits for it (or the session is gone).
-    async fn route_reply(&self, sid: &str, request_key: &str, message: &Value)
-        -> StoreResult<bool>;
+    /// pending entry. [`Routed::NobodyWaits`] when nobody waits for it (or the session is gone);
+    /// [`Routed::WaiterStopped`] when the node that waited has stopped (the answer can reach
+    /// nobody: its client should hear so at once).
+    async fn route_reply(
+        &self,
+        sid: &str,
+        request_key: &str,
+        message: &Value,
+    ) -> StoreResult<Routed>;
 
     /// Sends `msg` to `node`'s inbox, to be taken within `within` (at most `bus.message_ttl`)
     /// or never: a message its receiver reads later is dropped unread (counted as expired). `Ok`

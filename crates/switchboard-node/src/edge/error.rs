@@ -105,6 +105,14 @@ pub enum HttpError {
     /// The shared store failed.
     #[error("Service Unavailable: session store error")]
     Store(String),
+    /// A client's answer (a JSON-RPC response) to a server-to-client request whose node
+    /// stopped before it arrived: the request that asked was lost with that node (its call ends
+    /// with -32004 where the client resumes it), so nobody can take the answer. 410 Gone with
+    /// -32004, at once, instead of a 202 for an answer that goes nowhere (MCP 2025-11-25,
+    /// basic/transports: a POSTed response the server cannot accept gets an HTTP error status,
+    /// the body a JSON-RPC error without an id).
+    #[error("Gone: the request this answer was for was lost: node {0}, which ran it, stopped")]
+    AnswerLost(String),
     /// Authorization is on and the request has no bearer token (MCP 2025-11-25,
     /// basic/authorization: 401; RFC 6750 §3.1: no error code). `challenge` is the
     /// `WWW-Authenticate` value, pointing at the metadata (RFC 9728 §5.1).
@@ -171,7 +179,7 @@ impl HttpError {
             MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             AtCapacity { .. } | Store(_) => StatusCode::SERVICE_UNAVAILABLE,
             TooManySessions { .. } => StatusCode::TOO_MANY_REQUESTS,
-            EventsTrimmed(_) => StatusCode::GONE,
+            EventsTrimmed(_) | AnswerLost(_) => StatusCode::GONE,
             RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
@@ -185,6 +193,7 @@ impl HttpError {
             AtCapacity { .. } | TooManySessions { .. } => codes::OVERLOADED,
             RateLimited { .. } => codes::RATE_LIMITED,
             Store(_) => codes::INTERNAL_ERROR,
+            AnswerLost(_) => codes::REQUEST_ABORTED,
             _ => codes::INVALID_REQUEST,
         }
     }
@@ -282,6 +291,7 @@ mod tests {
             BadLastEventId,
             UnknownStream,
             EventsTrimmed("1-0".into()),
+            AnswerLost("b".into()),
             RateLimited {
                 limit: "principal".into(),
                 retry_after_ms: 1200,

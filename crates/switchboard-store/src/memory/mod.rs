@@ -509,14 +509,17 @@ impl Bus for MemoryStore {
         sid: &str,
         request_key: &str,
         message: &Value,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Routed> {
         let mut shared = self.lock();
+        let now = Instant::now();
         let Some(node) = shared
-            .live(sid, Instant::now())
+            .live(sid, now)
             .and_then(|s| s.pending.remove(request_key))
         else {
-            return Ok(false);
+            return Ok(Routed::NobodyWaits);
         };
+        let alive = node == self.config.node_id
+            || shared.nodes.get(&node).is_some_and(|until| *until > now);
         let msg = BusMessage::Reply {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
@@ -524,7 +527,11 @@ impl Bus for MemoryStore {
             trace: switchboard_telemetry::trace::current(),
         };
         shared.deliver(&node, msg);
-        Ok(true)
+        Ok(if alive {
+            Routed::Delivered
+        } else {
+            Routed::WaiterStopped { node }
+        })
     }
 
     async fn route_cancel(

@@ -473,17 +473,18 @@ return 1
     )
 });
 
-/// `route_reply`. ARGV: request_key, route, `Reply` JSON. Returns 1 when delivered.
+/// `route_reply`. ARGV: request_key, route, `Reply` JSON. Returns the node it was posted to,
+/// or `''` when nobody waits for it.
 pub(crate) static ROUTE_REPLY: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
         r#"
-if not alive() then return 0 end
+if not alive() then return '' end
 local node = redis.call('HGET', KEYS[5], ARGV[3])
-if not node then return 0 end
+if not node then return '' end
 redis.call('HDEL', KEYS[5], ARGV[3])
 deliver(ARGV[4], node, ARGV[5])
-return 1
+return node
 "#,
     )
 });

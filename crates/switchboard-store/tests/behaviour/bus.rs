@@ -11,10 +11,14 @@ pub async fn replies_reach_the_waiting_node(kind: Kind) {
     let env = Env::new(kind, |_| {});
     let (a, b) = (env.node("a").await, env.node("b").await);
     let (mut ra, mut rb) = (a.subscribe().await.unwrap(), b.subscribe().await.unwrap());
+    a.heartbeat().await.unwrap();
     let id = new_session(&a).await;
     a.register_pending(&id, "\"srv-1\"").await.unwrap();
     let answer = json!({"jsonrpc": "2.0", "id": "srv-1", "result": {"roots": []}});
-    assert!(b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap());
+    assert_eq!(
+        b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap(),
+        Routed::Delivered
+    );
     let want = BusMessage::Reply {
         sid: id.clone(),
         request_key: "\"srv-1\"".into(),
@@ -23,21 +27,35 @@ pub async fn replies_reach_the_waiting_node(kind: Kind) {
     };
     assert_eq!(recv(&mut ra).await, want);
     quiet(&mut rb).await;
-    assert!(
-        !b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap(),
+    assert_eq!(
+        b.route_reply(&id, "\"srv-1\"", &answer).await.unwrap(),
+        Routed::NobodyWaits,
         "answered once"
     );
     // A reply to this very node also travels through its inbox.
     b.register_pending(&id, "2").await.unwrap();
-    assert!(b.route_reply(&id, "2", &json!({})).await.unwrap());
+    assert_eq!(
+        b.route_reply(&id, "2", &json!({})).await.unwrap(),
+        Routed::Delivered
+    );
     assert!(
         matches!(recv(&mut rb).await, BusMessage::Reply { request_key, .. } if request_key == "2")
     );
     // A forgotten request has nobody waiting.
     a.register_pending(&id, "3").await.unwrap();
     a.forget_pending(&id, "3").await.unwrap();
-    assert!(!b.route_reply(&id, "3", &json!({})).await.unwrap());
+    assert_eq!(
+        b.route_reply(&id, "3", &json!({})).await.unwrap(),
+        Routed::NobodyWaits
+    );
     quiet(&mut ra).await;
+    // The waiting node stopped: the answer can reach nobody, and its sender hears so.
+    a.register_pending(&id, "4").await.unwrap();
+    a.retire().await.unwrap();
+    assert_eq!(
+        b.route_reply(&id, "4", &json!({})).await.unwrap(),
+        Routed::WaiterStopped { node: "a".into() }
+    );
 }
 
 pub async fn cancellations_reach_the_running_node(kind: Kind) {

@@ -70,7 +70,11 @@ async fn messages_posted_while_the_inbox_is_held_off_arrive_once_in_order() {
         b.send_to("a", &done(call)).await.unwrap();
     }
     let answer = json!({"jsonrpc": "2.0", "id": "s1", "result": {"role": "assistant"}});
-    assert!(b.route_reply(&id, "\"s1\"", &answer).await.unwrap());
+    a.heartbeat().await.unwrap();
+    assert_eq!(
+        b.route_reply(&id, "\"s1\"", &answer).await.unwrap(),
+        Routed::Delivered
+    );
     assert!(b.route_cancel(&id, "7", Some("stop")).await.unwrap());
     let notice = BusMessage::Notify {
         origin: "b".into(),

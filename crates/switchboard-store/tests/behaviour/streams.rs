@@ -376,10 +376,12 @@ pub async fn a_gone_session_takes_no_writes(kind: Kind) {
     );
     assert_eq!(a.claim(&id, "get", "a/1").await.unwrap(), Claim::Unknown);
     a.register_pending(&id, "1").await.unwrap();
-    assert!(!a
-        .route_reply(&id, "1", &serde_json::json!({}))
-        .await
-        .unwrap());
+    assert_eq!(
+        a.route_reply(&id, "1", &serde_json::json!({}))
+            .await
+            .unwrap(),
+        Routed::NobodyWaits
+    );
     assert!(!a.route_cancel(&id, "1", None).await.unwrap());
     assert_eq!(a.running(&id, &s).await.unwrap(), None);
     assert_eq!(a.abort_running(&id, &s, "a", "x").await.unwrap(), None);

@@ -19,7 +19,7 @@ use axum::Extension;
 use http::{HeaderMap, StatusCode};
 use serde_json::Value;
 use switchboard_protocol::{codes, Body, Message, RequestId, SessionId};
-use switchboard_store::{SessionRecord, SessionUpdate};
+use switchboard_store::{Routed, SessionRecord, SessionUpdate};
 use tracing::{Instrument, Span};
 
 use crate::edge::body::BodyDeadline;
@@ -358,8 +358,15 @@ pub(crate) async fn deliver(
             let key = id.key();
             if app.calls.answer(sid, &key, raw.clone()) {
                 let _ = app.store.forget_pending(sid, &key).await;
-            } else if !app.store.route_reply(sid, &key, &raw).await? {
-                telemetry::reply_unmatched(sid, &key);
+            } else {
+                match app.store.route_reply(sid, &key, &raw).await? {
+                    Routed::Delivered => {}
+                    Routed::NobodyWaits => telemetry::reply_unmatched(sid, &key),
+                    Routed::WaiterStopped { node } => {
+                        telemetry::reply_lost(sid, &key, &node);
+                        return Err(HttpError::AnswerLost(node));
+                    }
+                }
             }
         }
         Message::Response { id: None, raw } => {

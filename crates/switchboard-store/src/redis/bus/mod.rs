@@ -112,12 +112,13 @@ impl Bus for RedisStore {
         Ok(())
     }
 
+    /// One script; when it was posted to another node, one `EXISTS` of that node's heartbeat.
     async fn route_reply(
         &self,
         sid: &str,
         request_key: &str,
         message: &Value,
-    ) -> StoreResult<bool> {
+    ) -> StoreResult<Routed> {
         let msg = BusMessage::Reply {
             sid: sid.to_owned(),
             request_key: request_key.to_owned(),
@@ -128,7 +129,14 @@ impl Bus for RedisStore {
         inv.arg(request_key)
             .arg(self.route())
             .arg(self.letter(&msg, self.config.bus.message_ttl)?);
-        Ok(self.invoke::<i64>(&inv).await? == 1)
+        let node: String = self.invoke(&inv).await?;
+        if node.is_empty() {
+            return Ok(Routed::NobodyWaits);
+        }
+        if node == self.config.node_id || self.is_alive(&node).await? {
+            return Ok(Routed::Delivered);
+        }
+        Ok(Routed::WaiterStopped { node })
     }
 
     async fn route_cancel(
