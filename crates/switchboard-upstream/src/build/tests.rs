@@ -39,7 +39,10 @@ async fn build_makes_the_demo_alone_or_an_aggregate() {
 #[test]
 fn every_built_upstream_says_its_timeout() {
     let default = std::time::Duration::from_millis(crate::config::DEFAULT_TIMEOUT_MS);
-    assert_eq!(upstreams(&UpstreamsConfig::default()).unwrap().timeout(), Some(default));
+    assert_eq!(
+        upstreams(&UpstreamsConfig::default()).unwrap().timeout(),
+        Some(default)
+    );
     let config = parse(
         "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\ntimeout_ms = 2500\n\
          [[upstreams]]\nname = \"b\"\nkind = \"demo\"\ntimeout_ms = 900\n",
