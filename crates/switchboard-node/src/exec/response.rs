@@ -443,14 +443,20 @@ impl ResponseStream {
 
     /// The final response must reach the log, or the client's stream would wait forever: it is
     /// tried after the stream's other messages until the call's deadline, registering the
-    /// request first if that failed so far ([`crate::exec::outage`]; when a message of the call
-    /// was given up before, [`ResponseStream::finish`] made it the store error). Every attempt
-    /// carries one append id: a failed one may have stored the response all the same (too few
-    /// replicas confirmed it, or the reply was lost), and the next must not log it a second time.
-    /// Not logged by the deadline, it is written straight to the stream's connection when that is
-    /// open here, past the log (the client reads it; a resume elsewhere cannot).
+    /// request first if that failed so far ([`crate::exec::outage`]). Every attempt carries one
+    /// append id: a failed one may have stored the response all the same (too few replicas
+    /// confirmed it, or the reply was lost), and the next must not log it a second time. Not
+    /// logged by the deadline, it is written straight to the stream's connection when that is
+    /// open here, past the log (the client reads it; a resume elsewhere cannot). When a message
+    /// of the call was given up already (the response is then the store error, see
+    /// [`ResponseStream::finish`]), it is written so first, as the store just kept failing, and
+    /// tried in the log once for a client that resumes elsewhere.
     async fn append_final(&self, response: Value) {
         let data = response.to_string();
+        let written = self.sequence.lost().is_some();
+        if written {
+            self.write_unlogged(data.clone()).await;
+        }
         let once = switchboard_store::rules::new_append_id();
         let logged = self
             .sequence
@@ -466,7 +472,9 @@ impl ResponseStream {
             Err(why) => why,
         };
         tracing::error!(session = %logged_session(&self.sid), error = %why, "could not log a final response before the call's deadline; written to its connection here, if open, unlogged");
-        self.write_unlogged(data).await;
+        if !written {
+            self.write_unlogged(data).await;
+        }
     }
 
     /// The call's answer: `response`, or the store error once one of its messages was given up
