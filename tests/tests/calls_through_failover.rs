@@ -1,0 +1,279 @@
+//! A streaming call while Redis has no primary (issue 32): `countdown` (20 steps, 150 ms apart,
+//! with a progress token) runs on node A when its session's primary is killed. Its
+//! notifications cannot be logged until the replica is promoted; the node tries each again
+//! until the call's deadline (its upstream's `timeout_ms`), in order, so the call rides out the
+//! promotion: it answers with its result and the client gets every progress event 1..20 once,
+//! in order (resuming with `Last-Event-ID` on node B should the stream drop). Before, the first
+//! notification that failed ended the call with -32603 "could not deliver a notification".
+//!
+//! - Sentinel: the primary killed with SIGKILL; the sentinels promote the replica (about 4 s
+//!   here, `down-after-milliseconds` 3 s).
+//! - Redis Cluster: the primary serving the session's slot killed (about 2–3 s).
+//! - A standalone Redis stopped for good, with the demo's `timeout_ms` at 2.5 s: the call ends at
+//!   its deadline with -32603 naming the store (`data.reason = "store_unreachable"`), written
+//!   straight to its open stream, instead of hanging.
+//!
+//! `--nocapture` prints the figures: the promotion, the longest pause between two progress
+//! events, the call's duration.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use switchboard_tests::client::McpClient;
+use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
+use switchboard_tests::eventually::eventually;
+use switchboard_tests::msg;
+use switchboard_tests::peers::available_or_skip;
+use switchboard_tests::redis_process::{
+    redis_cli_binary, redis_sentinel_binary, redis_server_binary,
+};
+use switchboard_tests::sse::{is_response, SseStream};
+use switchboard_tests::temp::TempDir;
+
+const REVISION: &str = "2025-11-25";
+const STEPS: u64 = 20;
+/// How long the promotion may take (2–5 s measured).
+const FAILOVER_LIMIT: Duration = Duration::from_secs(20);
+/// The whole call, promotion included, at most.
+const CALL_LIMIT: Duration = Duration::from_secs(30);
+
+fn tools_or_skip(test: &str) -> bool {
+    available_or_skip(
+        test,
+        &[
+            ("redis-server", redis_server_binary().is_some()),
+            ("redis-cli", redis_cli_binary().is_some()),
+            ("redis-sentinel", redis_sentinel_binary().is_some()),
+        ],
+    )
+}
+
+/// What the client read of one call.
+#[derive(Debug, Default)]
+struct Read {
+    /// `params.progress` of each progress notification, in order of arrival.
+    progress: Vec<u64>,
+    /// When each arrived.
+    arrivals: Vec<Instant>,
+    /// The response, if it came.
+    response: Option<Value>,
+    /// Streams resumed with `Last-Event-ID`.
+    resumes: usize,
+}
+
+impl Read {
+    /// The longest time between two progress events.
+    fn longest_pause(&self) -> Duration {
+        let pauses = self.arrivals.windows(2).map(|w| w[1] - w[0]);
+        pauses.max().unwrap_or_default()
+    }
+}
+
+/// Reads the answer stream of request `id` to its response, counting progress events in
+/// `seen`; a stream that ends first is resumed from its last event id on `urls[1]` (503s while
+/// the store is away are retried).
+async fn read_call(
+    client: McpClient,
+    urls: Vec<String>,
+    mut stream: SseStream,
+    id: Value,
+    seen: Arc<AtomicUsize>,
+) -> Read {
+    let mut read = Read::default();
+    let mut last_id: Option<String> = None;
+    let until = Instant::now() + CALL_LIMIT;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        let Some((event, message)) = stream.next_message(left).await else {
+            if !stream.is_ended() {
+                return read;
+            }
+            let from = last_id
+                .clone()
+                .expect("an event id before the stream ended");
+            let what = format!("the answer stream resumed from {from}");
+            stream = eventually(&what, Duration::from_secs(20), || async {
+                let resumed = client.get_stream(&urls[1], Some(&from)).await;
+                (resumed.status == StatusCode::OK).then(|| resumed.sse())
+            })
+            .await;
+            read.resumes += 1;
+            continue;
+        };
+        last_id = event.id.clone().or(last_id);
+        if is_response(&message, &id) {
+            read.response = Some(message);
+            return read;
+        }
+        if message["method"] == "notifications/progress" {
+            read.progress
+                .push(message["params"]["progress"].as_u64().expect("progress"));
+            read.arrivals.push(event.at);
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Starts `countdown` (`n` steps `interval_ms` apart, with a progress token) as request 2 on
+/// `urls[0]` and its reader; returns the reader's task and its progress counter once three
+/// progress events arrived.
+async fn start_countdown(
+    client: &McpClient,
+    urls: &[String],
+    n: u64,
+    interval_ms: u64,
+) -> (tokio::task::JoinHandle<Read>, Arc<AtomicUsize>) {
+    let args = json!({"n": n, "interval_ms": interval_ms});
+    let reply = client
+        .post(
+            &urls[0],
+            &msg::call_with_progress(2, "countdown", args, "promo"),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    assert!(reply.is_sse(), "countdown with progress streams");
+    let seen = Arc::new(AtomicUsize::new(0));
+    let reader = tokio::spawn(read_call(
+        client.clone(),
+        urls.to_vec(),
+        reply.sse(),
+        json!(2),
+        seen.clone(),
+    ));
+    eventually("three progress events", Duration::from_secs(10), || async {
+        (seen.load(Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await;
+    (reader, seen)
+}
+
+/// A countdown on node A through the primary's loss (`kill` kills it and waits for the
+/// promotion, returning how long that took): the call answers with its result, every progress
+/// event arrives once, in order.
+async fn rides_out(kind: RedisKind, kill: impl FnOnce(&mut Cluster, &str) -> Duration) {
+    let mut cluster = Cluster::start(2, ClusterOptions::new().redis(kind));
+    let urls = cluster.urls();
+    let mut client = McpClient::new();
+    let (sid, _) = client.initialize(&urls[0], REVISION).await;
+    let started = Instant::now();
+    let (reader, seen) = start_countdown(&client, &urls, STEPS, 150).await;
+    let at_kill = seen.load(Ordering::SeqCst);
+    let promotion = tokio::task::block_in_place(|| kill(&mut cluster, &sid));
+    let read = tokio::time::timeout(CALL_LIMIT, reader)
+        .await
+        .expect("the call answers")
+        .expect("the reader");
+    let took = started.elapsed();
+    println!(
+        "== {kind:?}: promotion {} ms after the kill (at progress {at_kill}); call {} ms, \
+         longest pause between progress events {} ms, resumes {} ==",
+        promotion.as_millis(),
+        took.as_millis(),
+        read.longest_pause().as_millis(),
+        read.resumes
+    );
+    let response = read.response.clone().unwrap_or_else(|| {
+        panic!("{kind:?}: no answer; read {read:?}");
+    });
+    assert_eq!(
+        response["result"]["content"][0]["text"], "countdown finished",
+        "{kind:?}: the call rode out the promotion: {response}"
+    );
+    let expected: Vec<u64> = (1..=STEPS).collect();
+    assert_eq!(
+        read.progress, expected,
+        "{kind:?}: every progress event once, in order"
+    );
+    assert!(
+        read.longest_pause() >= promotion / 2,
+        "{kind:?}: the events waited for the promotion ({read:?})"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_countdown_rides_out_a_sentinel_promotion() {
+    if !tools_or_skip("a_countdown_rides_out_a_sentinel_promotion") {
+        return;
+    }
+    rides_out(RedisKind::Sentinel, |cluster, _| {
+        let group = cluster.backend_mut().sentinel_mut();
+        let old = group.primary_port();
+        group.kill(old);
+        group.wait_promotion(old, FAILOVER_LIMIT).1
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_countdown_rides_out_a_cluster_failover() {
+    if !tools_or_skip("a_countdown_rides_out_a_cluster_failover") {
+        return;
+    }
+    rides_out(RedisKind::Cluster, |cluster, sid| {
+        let redis = cluster.backend_mut().cluster_mut();
+        let old = redis.primary_serving(&format!("sb:{{{sid}}}:s"));
+        redis.kill(old);
+        redis.wait_failover(old, FAILOVER_LIMIT).1
+    })
+    .await;
+}
+
+/// The demo as the one upstream, unprefixed, with `timeout_ms` (the call's deadline).
+fn demo_with_timeout(dir: &TempDir, timeout_ms: u64) -> std::path::PathBuf {
+    let path = dir.path().join("switchboard.toml");
+    let toml = format!(
+        "[[upstreams]]\nname = \"demo\"\nkind = \"demo\"\nprefix = \"\"\ntimeout_ms = {timeout_ms}\n"
+    );
+    std::fs::write(&path, toml).expect("write the config");
+    path
+}
+
+/// Redis stopped for longer than the call's deadline (2.5 s): the call ends with the store
+/// error at its deadline, on its open stream, after the progress events logged before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_past_the_deadline_ends_the_call_with_the_store_error() {
+    if !tools_or_skip("an_outage_past_the_deadline_ends_the_call_with_the_store_error") {
+        return;
+    }
+    const DEADLINE: Duration = Duration::from_millis(2500);
+    let dir = TempDir::new("sb-promo");
+    let config = demo_with_timeout(&dir, DEADLINE.as_millis() as u64);
+    let mut cluster = Cluster::start(2, ClusterOptions::new().config_file(&config));
+    let urls = cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], REVISION).await;
+    let started = Instant::now();
+    let (reader, _) = start_countdown(&client, &urls, 40, 100).await;
+    cluster.backend_mut().server_mut().kill9();
+    let read = tokio::time::timeout(CALL_LIMIT, reader)
+        .await
+        .expect("the call ends: no hang")
+        .expect("the reader");
+    let took = started.elapsed();
+    println!(
+        "== outage past the deadline: answered after {} ms (deadline {} ms), {} progress events ==",
+        took.as_millis(),
+        DEADLINE.as_millis(),
+        read.progress.len()
+    );
+    let response = read
+        .response
+        .clone()
+        .unwrap_or_else(|| panic!("no answer; read {read:?}"));
+    assert_eq!(response["error"]["code"], -32603, "{response}");
+    assert_eq!(
+        response["error"]["data"]["reason"], "store_unreachable",
+        "{response}"
+    );
+    let message = response["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("session store"), "{message}");
+    assert!(
+        took >= DEADLINE && took < DEADLINE + Duration::from_secs(3),
+        "at the deadline: {took:?}"
+    );
+    let expected: Vec<u64> = (1..=read.progress.len() as u64).collect();
+    assert_eq!(read.progress, expected, "the events before, once, in order");
+}
