@@ -6,9 +6,9 @@
 //!   waits a random time in [d, 2d), d = min(100 ms × 2^n, 500 ms), so the writers that lost a
 //!   primary together do not come back to the new one in lockstep, and a promotion costs an
 //!   event at most about a second more than the promotion itself.
-//! - They stop at the caller's deadline (a call's own, see the node's `exec::outage`): no
-//!   attempt starts after it, so a write that cannot be done in time fails with an [`Outage`]
-//!   naming the store and how long it was tried.
+//! - They stop at the caller's deadline (a call's own, see the node's `exec::outage`): the last
+//!   one starts at it and none after it, so a write that cannot be done in time fails with an
+//!   [`Outage`] naming the store and how long it was tried.
 //! - Every attempt of one event carries the same append id ([`append_until`],
 //!   [`crate::EventLog::append_once`]): an attempt that looked failed may have been stored all the
 //!   same (its reply lost with the primary, or too few replicas confirming it), and the next one
@@ -57,12 +57,13 @@ impl Backoff {
         }
     }
 
-    /// Counts a failed attempt and answers the pause before the next one, or `None` when the
-    /// next would start after the deadline.
+    /// Counts a failed attempt and answers the pause before the next one (shortened so that
+    /// the last attempt starts at the deadline), or `None` once the deadline has passed.
     pub fn failed(&mut self) -> Option<Duration> {
         self.attempts += 1;
         let pause = self.pauses.next().unwrap_or(MAX_PAUSE * 2);
-        (Instant::now() + pause <= self.deadline).then_some(pause)
+        let left = self.deadline.checked_duration_since(Instant::now())?;
+        (!left.is_zero()).then(|| pause.min(left))
     }
 
     /// The failed attempts so far.
@@ -106,8 +107,8 @@ pub struct Outage {
     pub error: StoreError,
 }
 
-/// Runs `attempt` until it succeeds, it fails with an error no retry cures, or the next attempt
-/// would start after `deadline` (see the module doc for the schedule). Failures are logged at
+/// Runs `attempt` until it succeeds, it fails with an error no retry cures, or `deadline` has
+/// passed (the last attempt starts at it; see the module doc for the schedule). Failures are logged at
 /// debug level; the caller logs the [`Outage`].
 ///
 /// # Errors
@@ -204,8 +205,11 @@ mod tests {
         let outage = until(deadline, || async { Err::<(), _>(down()) })
             .await
             .unwrap_err();
-        assert!(Instant::now() <= deadline, "no attempt after the deadline");
-        assert!(Instant::now() >= deadline - MAX_PAUSE * 2);
+        assert_eq!(
+            Instant::now(),
+            deadline,
+            "the last attempt at the deadline, none after"
+        );
         assert!(outage.attempts > 3, "{outage:?}");
         let text = outage.to_string();
         assert!(
