@@ -1,10 +1,12 @@
-//! A streaming call while Redis has no primary (issue 32): `countdown` (20 steps, 150 ms apart,
-//! with a progress token) runs on node A when its session's primary is killed. Its
-//! notifications cannot be logged until the replica is promoted; the node tries each again
-//! until the call's deadline (its upstream's `timeout_ms`), in order, so the call rides out the
-//! promotion: it answers with its result and the client gets every progress event 1..20 once,
-//! in order (resuming with `Last-Event-ID` on node B should the stream drop). Before, the first
-//! notification that failed ended the call with -32603 "could not deliver a notification".
+//! Streaming calls while Redis has no primary (issue 32): `countdown` (20 steps, 150 ms apart,
+//! with a progress token: progress on its own answer stream) and `notify` (20 log messages 150 ms
+//! apart, on the session's standalone stream, held on node B) run on node A when the session's
+//! primary is killed. Their notifications cannot be logged until the replica is promoted; the
+//! node tries each again until the call's deadline (its upstream's `timeout_ms`), in order, so
+//! the calls ride out the promotion: each answers with its result and the client gets every
+//! event once, in order (resuming with `Last-Event-ID` on the other node should a stream drop).
+//! Before, the first notification that failed ended a call with -32603 "could not deliver a
+//! notification".
 //!
 //! - Sentinel: the primary killed with SIGKILL; the sentinels promote the replica (about 4 s
 //!   here, `down-after-milliseconds` 3 s).
@@ -51,35 +53,39 @@ fn tools_or_skip(test: &str) -> bool {
     )
 }
 
-/// What the client read of one call.
+/// What the client read of one stream.
 #[derive(Debug, Default)]
 struct Read {
-    /// `params.progress` of each progress notification, in order of arrival.
-    progress: Vec<u64>,
-    /// When each arrived.
-    arrivals: Vec<Instant>,
-    /// The response, if it came.
-    response: Option<Value>,
+    /// The counted messages (see [`read_stream`]) with their arrival, in order of arrival.
+    counted: Vec<(Instant, Value)>,
+    /// The message that ended the read, if it came.
+    last: Option<Value>,
     /// Streams resumed with `Last-Event-ID`.
     resumes: usize,
 }
 
 impl Read {
-    /// The longest time between two progress events.
+    /// The longest time between two counted messages.
     fn longest_pause(&self) -> Duration {
-        let pauses = self.arrivals.windows(2).map(|w| w[1] - w[0]);
+        let pauses = self.counted.windows(2).map(|w| w[1].0 - w[0].0);
         pauses.max().unwrap_or_default()
+    }
+
+    /// `pointer` of each counted message.
+    fn values(&self, pointer: &str) -> Vec<u64> {
+        let value = |m: &Value| m.pointer(pointer).and_then(Value::as_u64).expect(pointer);
+        self.counted.iter().map(|(_, m)| value(m)).collect()
     }
 }
 
-/// Reads the answer stream of request `id` to its response, counting progress events in
-/// `seen`; a stream that ends first is resumed from its last event id on `urls[1]` (503s while
-/// the store is away are retried).
-async fn read_call(
+/// Reads `stream` until a message `last` accepts, keeping (and counting in `seen`) the messages
+/// of method `counted`; a stream that ends first is resumed from its last event id on
+/// `resume_on` (503s while the store is away are retried).
+async fn read_stream(
     client: McpClient,
-    urls: Vec<String>,
+    resume_on: String,
     mut stream: SseStream,
-    id: Value,
+    (counted, last): (&'static str, impl Fn(&Value) -> bool),
     seen: Arc<AtomicUsize>,
 ) -> Read {
     let mut read = Read::default();
@@ -94,9 +100,9 @@ async fn read_call(
             let from = last_id
                 .clone()
                 .expect("an event id before the stream ended");
-            let what = format!("the answer stream resumed from {from}");
+            let what = format!("the stream resumed from {from}");
             stream = eventually(&what, Duration::from_secs(20), || async {
-                let resumed = client.get_stream(&urls[1], Some(&from)).await;
+                let resumed = client.get_stream(&resume_on, Some(&from)).await;
                 (resumed.status == StatusCode::OK).then(|| resumed.sse())
             })
             .await;
@@ -104,28 +110,26 @@ async fn read_call(
             continue;
         };
         last_id = event.id.clone().or(last_id);
-        if is_response(&message, &id) {
-            read.response = Some(message);
+        if last(&message) {
+            read.last = Some(message);
             return read;
         }
-        if message["method"] == "notifications/progress" {
-            read.progress
-                .push(message["params"]["progress"].as_u64().expect("progress"));
-            read.arrivals.push(event.at);
+        if message["method"] == counted {
+            read.counted.push((event.at, message));
             seen.fetch_add(1, Ordering::SeqCst);
         }
     }
 }
 
 /// Starts `countdown` (`n` steps `interval_ms` apart, with a progress token) as request 2 on
-/// `urls[0]` and its reader; returns the reader's task and its progress counter once three
+/// `urls[0]` and its reader (resuming on `urls[1]`); returns the reader's task once three
 /// progress events arrived.
 async fn start_countdown(
     client: &McpClient,
     urls: &[String],
     n: u64,
     interval_ms: u64,
-) -> (tokio::task::JoinHandle<Read>, Arc<AtomicUsize>) {
+) -> tokio::task::JoinHandle<Read> {
     let args = json!({"n": n, "interval_ms": interval_ms});
     let reply = client
         .post(
@@ -136,46 +140,89 @@ async fn start_countdown(
     assert_eq!(reply.status, StatusCode::OK);
     assert!(reply.is_sse(), "countdown with progress streams");
     let seen = Arc::new(AtomicUsize::new(0));
-    let reader = tokio::spawn(read_call(
+    let answered = |m: &Value| is_response(m, &json!(2));
+    let reader = tokio::spawn(read_stream(
         client.clone(),
-        urls.to_vec(),
+        urls[1].clone(),
         reply.sse(),
-        json!(2),
+        ("notifications/progress", answered),
         seen.clone(),
     ));
     eventually("three progress events", Duration::from_secs(10), || async {
         (seen.load(Ordering::SeqCst) >= 3).then_some(())
     })
     .await;
-    (reader, seen)
+    reader
 }
 
-/// A countdown on node A through the primary's loss (`kill` kills it and waits for the
-/// promotion, returning how long that took): the call answers with its result, every progress
-/// event arrives once, in order.
+/// Starts `notify` (`n` log messages 150 ms apart, on the standalone stream) as request 3 on
+/// `urls[0]`, its answer's task, and the reader of the standalone stream (held on `urls[1]`,
+/// resumed on `urls[0]`).
+async fn start_notify(
+    client: &McpClient,
+    urls: &[String],
+    n: u64,
+) -> (
+    tokio::task::JoinHandle<Value>,
+    tokio::task::JoinHandle<Read>,
+) {
+    let get = client.get_stream(&urls[1], None).await;
+    assert_eq!(get.status, StatusCode::OK);
+    let updated = |m: &Value| m["method"] == "notifications/resources/updated";
+    let reader = tokio::spawn(read_stream(
+        client.clone(),
+        urls[0].clone(),
+        get.sse(),
+        ("notifications/message", updated),
+        Arc::default(),
+    ));
+    let (c, url) = (client.clone(), urls[0].clone());
+    let call = tokio::spawn(async move {
+        let args = json!({"count": n, "interval_ms": 150});
+        let reply = c.call_tool(&url, 3, "notify", args).await;
+        reply.answer(json!(3), CALL_LIMIT).await.response
+    });
+    (call, reader)
+}
+
+/// A countdown and a `notify` on node A through the primary's loss (`kill` kills it and waits
+/// for the promotion, returning how long that took): both calls answer with their result, and
+/// every progress event and log message arrives once, in order.
 async fn rides_out(kind: RedisKind, kill: impl FnOnce(&mut Cluster, &str) -> Duration) {
-    let mut cluster = Cluster::start(2, ClusterOptions::new().redis(kind));
+    let options = ClusterOptions::new()
+        .redis(kind)
+        .set("http.keepalive_interval", "1s");
+    let mut cluster = Cluster::start(2, options);
     let urls = cluster.urls();
     let mut client = McpClient::new();
     let (sid, _) = client.initialize(&urls[0], REVISION).await;
     let started = Instant::now();
-    let (reader, seen) = start_countdown(&client, &urls, STEPS, 150).await;
-    let at_kill = seen.load(Ordering::SeqCst);
+    let (notify, messages) = start_notify(&client, &urls, STEPS).await;
+    let countdown = start_countdown(&client, &urls, STEPS, 150).await;
     let promotion = tokio::task::block_in_place(|| kill(&mut cluster, &sid));
-    let read = tokio::time::timeout(CALL_LIMIT, reader)
+    let read = tokio::time::timeout(CALL_LIMIT, countdown)
         .await
-        .expect("the call answers")
+        .expect("the countdown answers")
         .expect("the reader");
     let took = started.elapsed();
+    let notified = tokio::time::timeout(CALL_LIMIT, notify)
+        .await
+        .expect("notify answers")
+        .expect("the notify call");
+    let logged = tokio::time::timeout(CALL_LIMIT, messages)
+        .await
+        .expect("the standalone stream's messages")
+        .expect("the reader");
     println!(
-        "== {kind:?}: promotion {} ms after the kill (at progress {at_kill}); call {} ms, \
-         longest pause between progress events {} ms, resumes {} ==",
+        "== {kind:?}: promotion {} ms after the kill; countdown {} ms, longest pause between          progress events {} ms, resumes {}; notify: longest pause {} ms, resumes {} ==",
         promotion.as_millis(),
         took.as_millis(),
         read.longest_pause().as_millis(),
-        read.resumes
+        read.resumes,
+        logged.longest_pause().as_millis(),
+        logged.resumes,
     );
-    let response = read.response.clone().unwrap_or_else(|| {
+    let response = read.last.clone().unwrap_or_else(|| {
         panic!("{kind:?}: no answer; read {read:?}");
     });
     assert_eq!(
@@ -184,12 +231,23 @@ async fn rides_out(kind: RedisKind, kill: impl FnOnce(&mut Cluster, &str) -> Dur
     );
     let expected: Vec<u64> = (1..=STEPS).collect();
     assert_eq!(
-        read.progress, expected,
+        read.values("/params/progress"),
+        expected,
         "{kind:?}: every progress event once, in order"
     );
     assert!(
         read.longest_pause() >= promotion / 2,
         "{kind:?}: the events waited for the promotion ({read:?})"
+    );
+    assert!(
+        notified.get("result").is_some(),
+        "{kind:?}: notify rode out the promotion: {notified}"
+    );
+    assert!(logged.last.is_some(), "{kind:?}: {logged:?}");
+    assert_eq!(
+        logged.values("/params/data/seq"),
+        expected,
+        "{kind:?}: every log message once, in order"
     );
 }
 
@@ -246,7 +304,7 @@ async fn an_outage_past_the_deadline_ends_the_call_with_the_store_error() {
     let mut client = McpClient::new();
     client.initialize(&urls[0], REVISION).await;
     let started = Instant::now();
-    let (reader, _) = start_countdown(&client, &urls, 40, 100).await;
+    let reader = start_countdown(&client, &urls, 40, 100).await;
     cluster.backend_mut().server_mut().kill9();
     let read = tokio::time::timeout(CALL_LIMIT, reader)
         .await
@@ -257,10 +315,10 @@ async fn an_outage_past_the_deadline_ends_the_call_with_the_store_error() {
         "== outage past the deadline: answered after {} ms (deadline {} ms), {} progress events ==",
         took.as_millis(),
         DEADLINE.as_millis(),
-        read.progress.len()
+        read.counted.len()
     );
     let response = read
-        .response
+        .last
         .clone()
         .unwrap_or_else(|| panic!("no answer; read {read:?}"));
     assert_eq!(response["error"]["code"], -32603, "{response}");
@@ -274,6 +332,10 @@ async fn an_outage_past_the_deadline_ends_the_call_with_the_store_error() {
         took >= DEADLINE && took < DEADLINE + Duration::from_secs(3),
         "at the deadline: {took:?}"
     );
-    let expected: Vec<u64> = (1..=read.progress.len() as u64).collect();
-    assert_eq!(read.progress, expected, "the events before, once, in order");
+    let expected: Vec<u64> = (1..=read.counted.len() as u64).collect();
+    assert_eq!(
+        read.values("/params/progress"),
+        expected,
+        "the events before, once, in order"
+    );
 }
