@@ -214,7 +214,7 @@ async fn rides_out(kind: RedisKind, kill: impl FnOnce(&mut Cluster, &str) -> Dur
         .expect("the standalone stream's messages")
         .expect("the reader");
     println!(
-        "== {kind:?}: promotion {} ms after the kill; countdown {} ms, longest pause between          progress events {} ms, resumes {}; notify: longest pause {} ms, resumes {} ==",
+        "== {kind:?}: promotion {} ms after the kill; countdown {} ms, longest pause between progress events {} ms, resumes {}; notify: longest pause {} ms, resumes {} ==",
         promotion.as_millis(),
         took.as_millis(),
         read.longest_pause().as_millis(),
