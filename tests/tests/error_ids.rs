@@ -47,7 +47,12 @@ async fn a_503_while_redis_is_down_answers_with_the_request_id() {
     let call = msg::call(7, "echo", json!({"text": "x"}));
     unavailable(client.post(&url, &call).await, &json!(7), "tools/call").await;
     let cancel = msg::cancelled(7);
-    unavailable(client.post(&url, &cancel).await, &Value::Null, "a notification").await;
+    unavailable(
+        client.post(&url, &cancel).await,
+        &Value::Null,
+        "a notification",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,10 +73,14 @@ async fn a_fenced_nodes_503_answers_a_request_it_read_with_its_id() {
             client.send(Method::POST, &url, &headers, body).await
         })
     };
-    eventually("the call registered in flight", Duration::from_secs(10), || {
-        let node = cluster.in_flight_node(&sid, &json!(42));
-        async move { node.map(|_| ()) }
-    })
+    eventually(
+        "the call registered in flight",
+        Duration::from_secs(10),
+        || {
+            let node = cluster.in_flight_node(&sid, &json!(42));
+            async move { node.map(|_| ()) }
+        },
+    )
     .await;
     cluster.backend_mut().server_mut().kill9();
     let reply = tokio::time::timeout(Duration::from_secs(12), waiting)
@@ -81,5 +90,10 @@ async fn a_fenced_nodes_503_answers_a_request_it_read_with_its_id() {
     unavailable(reply, &json!(42), "the request waiting at the fence").await;
     let list = msg::bare(43, "tools/list");
     let at_once = client.post(&url, &list).await;
-    unavailable(at_once, &Value::Null, "refused by the fence before its body was read").await;
+    unavailable(
+        at_once,
+        &Value::Null,
+        "refused by the fence before its body was read",
+    )
+    .await;
 }
