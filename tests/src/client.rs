@@ -245,6 +245,7 @@ impl McpClient {
         body: Option<String>,
     ) -> Result<Reply, SendError> {
         let mut req = self.http.request(method, url).headers(headers.to_map());
+        let sent_id = body.as_deref().map_or(Value::Null, request_id);
         if let Some(b) = body {
             req = req.body(b);
         }
@@ -260,6 +261,7 @@ impl McpClient {
             headers: response.headers().clone(),
             response,
             sent_at,
+            sent_id,
         })
     }
 }
@@ -293,6 +295,15 @@ pub struct Reply {
     pub headers: HeaderMap,
     response: reqwest::Response,
     sent_at: Instant,
+    sent_id: Value,
+}
+
+/// The id of `body` when it is one JSON-RPC request (a method and an id), else `null`.
+fn request_id(body: &str) -> Value {
+    match serde_json::from_str::<Value>(body) {
+        Ok(m) if m.get("method").is_some() => m.get("id").cloned().unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
 }
 
 impl Reply {
@@ -301,6 +312,13 @@ impl Reply {
         self.headers
             .get(name)
             .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+    }
+
+    /// The id of the JSON-RPC request this answers, when the body sent was one request (not a
+    /// notification, a response or a batch); `null` otherwise. A refusal the node makes after it
+    /// read the body answers with it (JSON-RPC 2.0 §5).
+    pub fn sent_id(&self) -> &Value {
+        &self.sent_id
     }
 
     /// `Mcp-Session-Id`, if present.

@@ -76,9 +76,13 @@ pub async fn refused_plain(reply: Reply, status: StatusCode, what: &str) -> Stri
     reply.text().await
 }
 
-/// Asserts 404 with `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,...}}`.
+/// Asserts 404 with `{"jsonrpc":"2.0","id":<id>,"error":{"code":-32001,...}}`, the id being the
+/// POSTed request's (JSON-RPC 2.0 §5: the node read it before it looked the session up), `null`
+/// for a GET, a DELETE, a notification or a response.
 pub async fn session_not_found(reply: Reply, what: &str) {
-    refused(reply, StatusCode::NOT_FOUND, Some(SESSION_NOT_FOUND), what).await;
+    let id = reply.sent_id().clone();
+    let code = Some(SESSION_NOT_FOUND);
+    refused_with_id(reply, StatusCode::NOT_FOUND, code, &id, what).await;
 }
 
 /// Asserts that every node answers 404 (-32001) for `client`'s session on POST, GET and DELETE.

@@ -27,7 +27,7 @@ async fn a_principal_past_max_sessions_per_principal_gets_429() {
     let body = refused.json().await;
     assert_eq!(
         body,
-        json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32003, "message":
+        json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32003, "message":
             "Too Many Requests: this principal has reached session.max_sessions_per_principal \
              (2 sessions); end one (DELETE) or retry later"}})
     );

@@ -308,13 +308,9 @@ async fn c18_stateless_requests_follow_the_same_accept_policy() {
     );
     let h = modern::headers("subscriptions/listen", None).set("Accept", JSON);
     let reply = modern::post(&url, &h, &listen).await;
-    expect::refused(
-        reply,
-        StatusCode::NOT_ACCEPTABLE,
-        None,
-        "listen with JSON only",
-    )
-    .await;
+    // Refused once the body was read: with the request's id (JSON-RPC 2.0 §5).
+    let what = "listen with JSON only";
+    expect::refused_with_id(reply, StatusCode::NOT_ACCEPTABLE, None, &json!(3), what).await;
 }
 
 /// C18 through a node-bound upstream: a stdio child owned by node A asks for sampling during a

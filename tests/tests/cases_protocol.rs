@@ -327,13 +327,9 @@ async fn c21_lifecycle_order_and_garbage_bodies() {
     let reply = McpClient::new()
         .post(&urls[0], &msg::bare(1, "tools/list"))
         .await;
-    expect::refused(
-        reply,
-        StatusCode::BAD_REQUEST,
-        None,
-        "tools/list with no session",
-    )
-    .await;
+    // Refused once the body was read: with the request's id (JSON-RPC 2.0 §5).
+    let what = "tools/list with no session";
+    expect::refused_with_id(reply, StatusCode::BAD_REQUEST, None, &json!(1), what).await;
     assert!(
         cluster.all_session_keys().is_empty(),
         "a refused request made keys"

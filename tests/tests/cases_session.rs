@@ -217,13 +217,9 @@ async fn c05_unknown_session_is_404_everywhere_and_missing_session_is_400() {
     let anonymous = McpClient::new();
     for url in &urls {
         let reply = anonymous.post(url, &msg::bare(2, "tools/list")).await;
-        expect::refused(
-            reply,
-            StatusCode::BAD_REQUEST,
-            None,
-            "tools/list without a session",
-        )
-        .await;
+        // Refused once the body was read: with the request's id (JSON-RPC 2.0 §5).
+        let what = "tools/list without a session";
+        expect::refused_with_id(reply, StatusCode::BAD_REQUEST, None, &json!(2), what).await;
     }
     assert!(
         cluster.all_session_keys().is_empty(),

@@ -142,7 +142,7 @@ async fn refusals_say_when_to_retry() {
     );
     assert!(refused.session_id().is_none());
     let body = refused.json().await;
-    assert_eq!(body["id"], Value::Null);
+    assert_eq!(body["id"], 1, "the initialize's id (JSON-RPC 2.0 §5)");
     assert_eq!(body["error"]["code"], -32029);
     assert_eq!(body["error"]["data"]["limit"], "principal");
     let wait = body["error"]["data"]["retryAfterMs"].as_u64().unwrap();

@@ -12,7 +12,9 @@
 //!    here (the end of the head), is set too; a body not in by then gets 408 and the
 //!    connection is closed (`edge::body`). Around it, every 503 of the layers below gets
 //!    `Retry-After` (`http.retry_after`) when it has none (a store error; the session cap sets
-//!    its own).
+//!    its own). Inside it, a refusal made once the handler has read the request's id answers
+//!    with that id, whichever layer made it (JSON-RPC 2.0 §5, `edge::request_id`); one made
+//!    before (layers 1 to 5, the fence at once) says `id: null`.
 //! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421. Then a node cut
 //!    off from the store for longer than `cluster.node_ttl` answers 503 at once ([`not_fenced`]).
 //! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
@@ -79,7 +81,7 @@ use tower_service::Service;
 
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
-use crate::edge::{auth, header_checks};
+use crate::edge::{auth, header_checks, request_id};
 use crate::probes;
 use crate::state::App;
 use crate::transport::streamable::{delete, get, post};
@@ -154,6 +156,9 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
                 r
             },
         ))
+        //    A refusal made below once the handler read the request's id answers with that id
+        //    (JSON-RPC 2.0 §5, `edge::request_id`): the fence's 503 too.
+        .layer(middleware::from_fn(request_id::answer_with_id))
         // 2. Origin and Host; then a node cut off from the store refuses at once.
         .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
         .layer(middleware::from_fn_with_state(app.clone(), not_fenced))
@@ -229,7 +234,9 @@ async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Re
 /// goes up is refused the same way then: each of its store calls may wait up to 5 s, and in the
 /// chaos suite's partition a `POST` to the cut-off node got its headers 10,017 ms after it was
 /// sent, at the end of the 10 s partition (RELIABILITY.md, finding 2). Its call is dropped with
-/// it; a streamed answer already under way is closed by the fence instead.
+/// it; a streamed answer already under way is closed by the fence instead. That refusal carries
+/// the request's id when the handler has read it (the layer above fills it in); the one at once
+/// comes before the body is read, with `id: null` (JSON-RPC 2.0 §5: the id could not be read).
 async fn not_fenced(State(app): State<App>, req: Request, next: Next) -> Response {
     let refusal = || {
         HttpError::Store(

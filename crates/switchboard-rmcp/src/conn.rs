@@ -324,10 +324,14 @@ impl ResponseStream {
     /// (its answer included) come after it; ones it sent through rmcp just before may still be
     /// on their way and come after it too.
     ///
+    /// A failing store (a Redis promotion) is tried again until it answers, with one append id,
+    /// so the notification is logged once, as the recorder does for rmcp's own messages.
+    ///
     /// # Errors
     /// The replica is stopping, the notification does not encode, or the store kept failing
-    /// (about 3 s): the notification is lost, and a client reading the stream sees no sign of
-    /// it; a handler that cannot afford the gap should end its call with an error.
+    /// (for `idle_ttl`, or until the replica stopped): the notification is lost, and a client
+    /// reading the stream sees no sign of it; a handler that cannot afford the gap should end
+    /// its call with an error.
     pub async fn notify(&self, notification: ServerNotification) -> Result<(), crate::Error> {
         let node = self
             .node

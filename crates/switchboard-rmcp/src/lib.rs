@@ -169,11 +169,15 @@
 //! - A replica is taken for dead only when its heartbeat key is missing and the replica deciding
 //!   has reached the store without a gap for 2 × `node_ttl`: after an outage, a truly dead
 //!   replica's calls end (-32004) that much later.
-//! - A request's answer is retried until the store takes it (backoff up to 2 s, for `idle_ttl`,
-//!   while the replica runs). An ordinary event the store keeps refusing for about 3 s is not
-//!   logged: a request's stream then ends with -32004 ("an event of its stream was lost") and its
-//!   call is cancelled, rather than going on after a gap; [`ResponseStream::notify`] returns an
-//!   error; an event of the standalone stream is lost (logged at error, no signal to the client).
+//! - Every event, a request's answer and its notifications alike, is tried again until the store
+//!   takes it (a Redis promotion, a restart), as the gateway does (`switchboard_store::retry`:
+//!   jittered attempts 100 ms to 1 s apart, one append id per event, so an attempt that looked
+//!   failed but ran is not logged twice), for `idle_ttl` while the replica runs (an rmcp call has
+//!   no deadline of its own); its stream's later messages wait behind it, so a client gets them
+//!   once, in order. Only an event still refused then (or when the replica stops) is not logged:
+//!   a request's stream then ends with -32004 ("an event of its stream was lost") and its call is
+//!   cancelled, rather than going on after a gap; [`ResponseStream::notify`] returns an error; an
+//!   event of the standalone stream is lost (logged at error, no signal to the client).
 //! - What one replica tells another (a client's answer to a server-to-client request posted to
 //!   another replica, a cancellation, a `DELETE`'s notice) is kept in the receiver's mailbox in
 //!   the store until it reads it, through a lapse of its subscription (a dropped connection, a

@@ -11,7 +11,7 @@ use rmcp::transport::streamable_http_server::session::local::{LocalSessionManage
 use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
 use switchboard_store::eviction::EvictionWatch;
-use switchboard_store::{holder_node, Appended, Store};
+use switchboard_store::{holder_node, retry, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -20,14 +20,6 @@ use crate::config::{ReplicatedConfig, EVICTION_OPT_IN};
 use crate::health::StoreHealth;
 use crate::hub::{Hub, StreamEvent};
 use crate::running::Running;
-
-/// How often an append is tried before its event is given up (a store outage longer than the
-/// backoff below, about 3 s in all, loses the events a running call produces meanwhile).
-const APPEND_ATTEMPTS: u32 = 5;
-/// The first pause between two append attempts; it doubles after each.
-const APPEND_BACKOFF: Duration = Duration::from_millis(100);
-/// The longest pause between two attempts to log a request's end ([`Node::append_final`]).
-const FINAL_BACKOFF_MAX: Duration = Duration::from_secs(2);
 
 /// One replica's shared state.
 pub(crate) struct Node {
@@ -147,71 +139,67 @@ impl Node {
 
     /// Appends an event (not a stream's final one: see [`Node::append_final`]) to a stream's log
     /// and, when the stream's holder is a connection here and the store did not deliver it itself
-    /// (see [`Appended::holder`]), hands it to that connection. Retries a failing store
-    /// ([`APPEND_ATTEMPTS`], about 3 s in all); [`Appending::Lost`] when it kept failing
-    /// (logged): the event is not in the log, and a client would see a gap after it.
+    /// (see [`Appended::holder`]), hands it to that connection. A failing store (a Redis
+    /// promotion, a restart) is tried again as the answer is ([`Node::through_outage`]), with one
+    /// append id for every attempt, so the event is logged once; its recorder waits meanwhile, so
+    /// the stream's later messages stay behind it. [`Appending::Lost`] when the store kept
+    /// failing (logged): the event is not in the log, and a client would see a gap after it.
     pub async fn append(&self, sid: &str, stream: &str, data: String) -> Appending {
-        let mut pause = APPEND_BACKOFF;
-        for attempt in 1..=APPEND_ATTEMPTS {
-            match self.store.append(sid, stream, &data, false).await {
-                Ok(appended) if appended.is_stored() => {
-                    self.deliver_here(sid, stream, &appended, data, false);
-                    return Appending::Logged;
-                }
-                Ok(_) => return Appending::SessionGone,
-                Err(e) if attempt < APPEND_ATTEMPTS => {
-                    tracing::debug!(error = %e, attempt, "event append failed; retrying");
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, session = %logged_session(sid), stream, "event lost: the store kept failing");
-                }
+        let once = switchboard_store::rules::new_append_id();
+        let attempt = || self.store.append_once(sid, stream, &data, false, &once);
+        match self.through_outage(attempt).await {
+            Ok(appended) if appended.is_stored() => {
+                self.deliver_here(sid, stream, &appended, data, false);
+                Appending::Logged
+            }
+            Ok(_) => Appending::SessionGone,
+            Err(why) => {
+                tracing::error!(error = %why, session = %logged_session(sid), stream, "event lost: the store kept failing");
+                Appending::Lost
             }
         }
-        Appending::Lost
     }
 
     /// Logs a request's answer (or the error that ends it) as its stream's final event, but
     /// only while the request is still recorded as running on this replica (the store's
     /// `abort_running`, which checks and appends in one step): a stream that another replica has
-    /// ended already (it took this one for dead) never gets a second final event.
+    /// ended already (it took this one for dead) never gets a second final event, and an attempt
+    /// that looked failed but ran is not logged again by the next.
     ///
-    /// A failing store is retried with backoff ([`APPEND_BACKOFF`] doubling up to
-    /// [`FINAL_BACKOFF_MAX`]) for as long as the session could live (`idle_ttl`) while the
-    /// replica runs: the request stays registered until its end is logged, so giving up early
-    /// would leave it in flight with nobody to end it and its resumers waiting.
+    /// A failing store is tried again ([`Node::through_outage`]): the request stays registered
+    /// until its end is logged, so giving up early would leave it in flight with nobody to end it
+    /// and its resumers waiting.
     pub async fn append_final(&self, sid: &str, stream: &str, data: String) -> Final {
+        let attempt = || self.store.abort_running(sid, stream, self.id(), &data);
+        match self.through_outage(attempt).await {
+            Ok(Some(appended)) => {
+                self.deliver_here(sid, stream, &appended, data, true);
+                Final::Logged
+            }
+            Ok(None) => {
+                tracing::warn!(session = %logged_session(sid), stream, "a request's end came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
+                Final::AlreadyEnded
+            }
+            Err(why) => {
+                tracing::error!(error = %why, session = %logged_session(sid), stream, "a request's end not logged: the store kept failing; its registration is ended once the store answers again (by this replica's next refusal in the session, or as a dead replica's)");
+                Final::Failed
+            }
+        }
+    }
+
+    /// Runs one write through a store outage, the gateway's rule (`switchboard_store::retry`:
+    /// jittered attempts 100 ms to 1 s apart) for as long as a session could live (`idle_ttl`)
+    /// while the replica runs (an rmcp call has no deadline of its own); once it stops, one more
+    /// attempt, then the write is given up.
+    async fn through_outage<T, F, Fut>(&self, attempt: F) -> Result<T, String>
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = switchboard_store::StoreResult<T>>,
+    {
         let deadline = tokio::time::Instant::now() + self.config.store.idle_ttl;
-        let mut pause = APPEND_BACKOFF;
-        loop {
-            let e = match self
-                .store
-                .abort_running(sid, stream, self.id(), &data)
-                .await
-            {
-                Ok(Some(appended)) => {
-                    self.deliver_here(sid, stream, &appended, data, true);
-                    return Final::Logged;
-                }
-                Ok(None) => {
-                    tracing::warn!(session = %logged_session(sid), stream, "a request's end came after its stream had ended (another replica took this one for dead, or the session ended); not logged");
-                    return Final::AlreadyEnded;
-                }
-                Err(e) => e,
-            };
-            let now = tokio::time::Instant::now();
-            if self.stopped.is_cancelled() || now + pause > deadline {
-                tracing::error!(error = %e, session = %logged_session(sid), stream, "a request's end not logged: the store kept failing; its registration is ended once the store answers again (by this replica's next refusal in the session, or as a dead replica's)");
-                return Final::Failed;
-            }
-            tracing::debug!(error = %e, "logging a request's end failed; retrying");
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                // One more try, then give up.
-                () = self.stopped.cancelled() => {}
-            }
-            pause = (pause * 2).min(FINAL_BACKOFF_MAX);
+        tokio::select! {
+            tried = retry::until(deadline, &attempt) => tried.map_err(|o| o.to_string()),
+            () = self.stopped.cancelled() => attempt().await.map_err(|e| e.to_string()),
         }
     }
 

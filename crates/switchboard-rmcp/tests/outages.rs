@@ -15,6 +15,7 @@ use switchboard_rmcp::{ReplicatedConfig, ReplicatedSessionManager};
 use switchboard_store::{BeginOutcome, InflightRequest};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::eventually::eventually;
+use switchboard_tests::redis_backend::{RedisBackend, RedisKind};
 
 use common::{sampled, session, text_of, Env, Kind, WAIT};
 
@@ -245,7 +246,7 @@ async fn an_answer_produced_during_an_outage_is_logged_after_it() {
         .sse();
     let priming = call.next_event(WAIT).await.expect("the priming event");
     let resume_from = priming.id.expect("an event id");
-    // Longer than the retries of an ordinary event (about 3 s).
+    // Longer than a promotion: the answer waits for Redis.
     redis_blip(&mut env, Duration::from_secs(5)).await;
     let mut on_b = resume(&client, &b.url, &resume_from).await;
     let answered = on_b.until_response(&json!(2), WAIT).await;
@@ -287,4 +288,52 @@ async fn a_delete_during_an_outage_takes_effect_after_it() {
         .await;
     }
     drop((a, b));
+}
+
+/// A call's progress notifications while its Redis has no primary (a Sentinel promotion, about
+/// 4 s): each is tried again until the replica is promoted, with one append id, and the recorder
+/// keeps the later ones behind it, so the call answers and its client gets every progress event
+/// once, in order. Before, an event was given up after about 3 s and the call ended with -32004.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_calls_notifications_ride_out_a_sentinel_promotion() {
+    let backend = std::sync::Arc::new(RedisBackend::start(RedisKind::Sentinel));
+    let mut env = Env::new(Kind::Shared(backend), Duration::from_secs(60));
+    let a = env.replica("a").await;
+    let (client, _) = session(&a.url).await;
+    let args = json!({"n": 20, "ms": 150});
+    let call = switchboard_tests::msg::call_with_progress(2, "progress", args, "promo");
+    let mut stream = client.post(&a.url, &call).await.sse();
+    let third = |m: &Value| m["params"]["progress"].as_f64() == Some(3.0);
+    let before = stream.until(WAIT, third).await;
+    assert!(before.matched.is_some(), "three steps: {:?}", before.events);
+    let group = env.backend_mut().sentinel_mut();
+    let old = group.primary_port();
+    let promotion = tokio::task::block_in_place(|| {
+        group.kill(old);
+        group.wait_promotion(old, Duration::from_secs(20)).1
+    });
+    let after = stream
+        .until_response(&json!(2), Duration::from_secs(30))
+        .await;
+    let answer = after
+        .matched
+        .clone()
+        .unwrap_or_else(|| panic!("no answer: {:?}", after.events));
+    println!(
+        "== rmcp, Sentinel: promotion {} ms after the kill; answered {} ms after the call ==",
+        promotion.as_millis(),
+        stream.sent_at.elapsed().as_millis()
+    );
+    assert_eq!(text_of(&answer), "counted", "{answer}");
+    let steps: Vec<f64> = (before.messages.iter().map(|(_, m)| m))
+        .chain(&before.matched)
+        .chain(after.messages.iter().map(|(_, m)| m))
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| m["params"]["progress"].as_f64().expect("progress"))
+        .collect();
+    let mut sorted = steps.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert_eq!(steps, sorted, "in order");
+    let expected: Vec<f64> = (1..=20).map(f64::from).collect();
+    assert_eq!(sorted, expected, "every step once");
 }

@@ -20,6 +20,8 @@
 //! - [`rate`]: rate limits (GCRA), checked in a request's admission.
 //! - [`task`]: task records of the tasks extension ([`TaskStore`]).
 //! - [`caps`]: the byte caps on the event log and the stand-in for an event over them.
+//! - [`retry`]: writing through a store outage (a promotion, a restart): jittered attempts until
+//!   the caller's deadline, one append id per event.
 //! - [`rules`]: rules both backends share ([`INBOX_CAPACITY`], stream pruning, positions).
 //! - [`eviction`]: Redis's `maxmemory-policy` checked at start and periodically, and heartbeats
 //!   gone before their TTL: the rule the gateway node and library mode both apply.
@@ -33,6 +35,7 @@ pub mod model;
 pub mod observed;
 pub mod rate;
 pub mod redis;
+pub mod retry;
 pub mod rules;
 pub mod task;
 pub mod traits;

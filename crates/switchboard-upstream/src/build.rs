@@ -72,15 +72,13 @@ fn demo() -> Arc<dyn Upstream> {
 }
 
 /// One upstream, its header values expanded from the process environment, inside the
-/// [`Tracked`] wrapper that counts its calls.
+/// [`Tracked`] wrapper that counts its calls and knows its `timeout_ms`.
 pub fn upstream(config: &UpstreamConfig) -> Result<Arc<dyn Upstream>, String> {
     let config = config.expanded(|var| std::env::var(var).ok())?;
     let inner = kind(&config)?;
-    Ok(Arc::new(Tracked::new(
-        &config.name,
-        config.kind.as_str(),
-        inner,
-    )))
+    let timeout = std::time::Duration::from_millis(config.timeout_ms);
+    let tracked = Tracked::new(&config.name, config.kind.as_str(), inner).with_timeout(timeout);
+    Ok(Arc::new(tracked))
 }
 
 /// The upstream of one (expanded) table, by kind.

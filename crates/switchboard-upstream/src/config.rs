@@ -110,7 +110,10 @@ pub struct UpstreamConfig {
     /// How long one request may take, in ms (default 60000); then the client gets -32005 naming
     /// the upstream. Enforced by the upstream kinds that talk to a server (stdio, http, sse); for
     /// per-session stdio and sse it bounds the whole request wherever it runs (forwarded to the
-    /// owner node, and run again on a live node after the owner stopped; see `placement`).
+    /// owner node, and run again on a live node after the owner stopped; see `placement`). For
+    /// every kind, the demo included, it also bounds how long a call's messages may wait for the
+    /// store (a Redis promotion or restart), counted from the call's start; past it the call
+    /// ends with -32603 naming the store.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// stdio: the program to run (looked up in `PATH` when it has no `/`).

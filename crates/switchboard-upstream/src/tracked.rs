@@ -12,7 +12,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -36,6 +36,8 @@ pub struct Tracked {
     calls: AtomicU64,
     call_errors: AtomicU64,
     last: Mutex<Last>,
+    /// The configured `timeout_ms` ([`Upstream::timeout`]).
+    timeout: Duration,
 }
 
 /// What the last calls said.
@@ -59,7 +61,16 @@ impl Tracked {
             calls: AtomicU64::new(0),
             call_errors: AtomicU64::new(0),
             last: Mutex::default(),
+            timeout: Duration::from_millis(crate::config::DEFAULT_TIMEOUT_MS),
         }
+    }
+
+    /// This upstream with its configured `timeout_ms` (default 60 s) as its
+    /// [`Upstream::timeout`]. The kinds that talk to a server end a request there themselves;
+    /// the demo server's calls are bounded by it only where they wait for the node's store.
+    pub fn with_timeout(mut self, timeout: Duration) -> Tracked {
+        self.timeout = timeout;
+        self
     }
 
     fn record(&self, outcome: &Result<Value, RpcError>) {
@@ -189,6 +200,10 @@ impl Upstream for Tracked {
 
     fn serves_stateless(&self) -> bool {
         self.inner.serves_stateless()
+    }
+
+    fn timeout(&self) -> Option<Duration> {
+        Some(self.timeout)
     }
 
     async fn request(

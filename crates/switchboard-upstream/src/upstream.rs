@@ -242,6 +242,15 @@ pub trait Upstream: Send + Sync {
         self.instructions()
     }
 
+    /// The longest one request to this upstream may take: its `timeout_ms` (the configured
+    /// upstream's [`crate::tracked::Tracked`] knows it). The node bounds by it how long a call's
+    /// messages may wait for its store (a promotion, a restart; the node's `exec::outage`). The
+    /// default: the longest of [`Upstream::members`]' (an aggregate's calls go to one member,
+    /// which ends a call at its own timeout anyway); `None` when no member says.
+    fn timeout(&self) -> Option<std::time::Duration> {
+        self.members().iter().filter_map(|m| m.timeout()).max()
+    }
+
     /// Whether this upstream keeps no per-session state, so that a request without a session
     /// (MCP 2026-07-28, stateless) may be re-run from the start on any node (MRTR re-run mode).
     /// `false` (the default) for upstreams that keep it (a stdio child per session, an upstream

@@ -23,7 +23,7 @@ pub fn headers(ctx: &Ctx) -> Vec<Row> {
         "two Mcp-Session-Id",
         Target::Node(0),
         http("POST", &two_sids, LIST.as_bytes()),
-        Want::Rpc(400, INVALID, "Mcp-Session-Id", Value::Null),
+        Want::Rpc(400, INVALID, "Mcp-Session-Id", json!(30)),
     ));
     let two_ct = base(&[("Content-Type", "text/plain".into())]);
     let two_last = get_headers(&ctx.s1125, Some("a_1-0"))
@@ -47,7 +47,7 @@ pub fn headers(ctx: &Ctx) -> Vec<Row> {
         "two MCP-Protocol-Version",
         Target::Node(0),
         http("POST", &two_pv, LIST.as_bytes()),
-        Want::Rpc(400, INVALID, "MCP-Protocol-Version", Value::Null),
+        Want::Rpc(400, INVALID, "MCP-Protocol-Version", json!(30)),
     ));
     let two_hosts = base(&[("Host", "evil.example".into())]);
     rows.push(row(
@@ -130,7 +130,8 @@ pub fn injection(ctx: &Ctx) -> Vec<Row> {
         http("POST", &h, LIST.as_bytes())
     };
     let get = |last: &str| http("GET", &get_headers(&ctx.s1125, Some(last)), b"");
-    let nf = || Want::Rpc(404, NOT_FOUND, "", Value::Null);
+    // Refused once the body was read: with the request's id (JSON-RPC 2.0 §5).
+    let nf = || Want::Rpc(404, NOT_FOUND, "", json!(30));
     let bad_last = || Want::Rpc(400, INVALID, "Last-Event-ID", Value::Null);
     let (stream, _) = ctx.bystander_event.split_once('_').expect("event id");
     vec![
@@ -358,7 +359,7 @@ pub fn protocol(ctx: &Ctx) -> Vec<Row> {
             "tools/list before initialize",
             Target::Node(0),
             post("", "2025-06-18", LIST),
-            Want::Rpc(400, INVALID, "Mcp-Session-Id", Value::Null),
+            Want::Rpc(400, INVALID, "Mcp-Session-Id", json!(30)),
         ),
         row(
             "notifications/initialized before initialize",
@@ -395,7 +396,7 @@ pub fn protocol(ctx: &Ctx) -> Vec<Row> {
             "MCP-Protocol-Version unknown",
             Target::Node(0),
             post(&ctx.s0618, "1999-01-01", LIST),
-            Want::Rpc(400, INVALID, "MCP-Protocol-Version", Value::Null),
+            Want::Rpc(400, INVALID, "MCP-Protocol-Version", json!(30)),
         ),
         row(
             "answer to a server request that never happened",

@@ -1,8 +1,10 @@
 //! Every way the HTTP edge refuses a request, each with exactly one HTTP status and one JSON-RPC
-//! error code, declared here beside the type. Error bodies are JSON-RPC error responses with
-//! `id: null` (MCP 2025-11-25, basic/transports: the body MAY be a JSON-RPC error without an id),
-//! except [`HttpError::InvalidMessage`], whose id was read (JSON-RPC 2.0 §5), and never carry
-//! `Mcp-Session-Id`.
+//! error code, declared here beside the type. Error bodies are JSON-RPC error responses (MCP
+//! 2025-11-25, basic/transports: the body MAY be a JSON-RPC error without an id) whose `id` is
+//! the request's whenever it was read (JSON-RPC 2.0 §5): [`HttpError::InvalidMessage`] carries
+//! it, and every other refusal gets it from [`HttpError::answering`] (the edge answers a refusal
+//! made after the parse with it, `edge::request_id`); `null` only where it could not be read.
+//! They never carry `Mcp-Session-Id`.
 
 use axum::response::{IntoResponse, Response};
 use http::{header, HeaderValue, StatusCode};
@@ -209,12 +211,21 @@ impl From<switchboard_store::StoreError> for HttpError {
 /// The value of `Allow` on the MCP endpoint.
 pub const ALLOW: &str = "GET, POST, DELETE";
 
-impl IntoResponse for HttpError {
-    fn into_response(self) -> Response {
-        let id = match &self {
+/// Marks a refusal's response built without the request's id ([`HttpError::into_response`]),
+/// with the refusal, so that the edge can answer it with the id once the handler read it
+/// (`edge::request_id`).
+#[derive(Clone, Debug)]
+pub struct WithoutId(pub HttpError);
+
+impl HttpError {
+    /// The refusal as the answer to request `id` (JSON-RPC 2.0 §5: its id when it was read);
+    /// `None`: `id: null`. [`HttpError::InvalidMessage`] answers with the id it holds.
+    pub fn answering(self, id: Option<&jsonrpc::RequestId>) -> Response {
+        let own = match &self {
             HttpError::InvalidMessage { id, .. } => Some(jsonrpc::RequestId(id.clone())),
             _ => None,
         };
+        let id = own.as_ref().or(id);
         let data = match &self {
             HttpError::RateLimited {
                 limit,
@@ -223,9 +234,17 @@ impl IntoResponse for HttpError {
             } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
             _ => None,
         };
-        let body = jsonrpc::error_response(id.as_ref(), self.code(), self.to_string(), data);
+        let body = jsonrpc::error_response(id, self.code(), self.to_string(), data);
         let mut resp = (self.status(), axum::Json(body)).into_response();
-        let headers = resp.headers_mut();
+        if id.is_none() {
+            resp.extensions_mut().insert(WithoutId(self.clone()));
+        }
+        self.headers(resp.headers_mut());
+        resp
+    }
+
+    /// The headers a refusal sets besides `Content-Type`.
+    fn headers(self, headers: &mut http::HeaderMap) {
         match self {
             HttpError::MissingToken { challenge }
             | HttpError::InvalidToken { challenge, .. }
@@ -254,7 +273,14 @@ impl IntoResponse for HttpError {
             } => crate::limits::answer::headers(headers, &limit, retry_after_ms, policy),
             _ => {}
         }
-        resp
+    }
+}
+
+impl IntoResponse for HttpError {
+    /// The refusal with `id: null` (unless it holds its id), marked [`WithoutId`]: the edge
+    /// answers it with the request's id when the handler read one.
+    fn into_response(self) -> Response {
+        self.answering(None)
     }
 }
 
@@ -328,6 +354,42 @@ mod tests {
             let resp = e.clone().into_response();
             assert_eq!(resp.status(), status);
             assert!(resp.headers().get("mcp-session-id").is_none());
+        }
+    }
+
+    /// JSON-RPC 2.0 §5: every refusal answers with the request's id once it was read, and with
+    /// `null` (marked for the edge to fill in) before; the status, code and headers stay the same.
+    #[tokio::test]
+    async fn every_variant_answers_with_the_request_id_when_known() {
+        let id = jsonrpc::RequestId(serde_json::json!("req-9"));
+        for e in every_variant() {
+            let own = match &e {
+                HttpError::InvalidMessage { id, .. } => id.clone(),
+                _ => serde_json::Value::Null,
+            };
+            let bare = e.clone().into_response();
+            assert_eq!(
+                bare.extensions().get::<WithoutId>().is_some(),
+                own.is_null()
+            );
+            let known = e.clone().answering(Some(&id));
+            assert_eq!(known.status(), e.status(), "{e:?}");
+            assert!(known.extensions().get::<WithoutId>().is_none());
+            let names = |r: &Response| r.headers().keys().cloned().collect::<Vec<_>>();
+            assert_eq!(names(&known), names(&bare), "{e:?}");
+            let answered = if own.is_null() {
+                id.0.clone()
+            } else {
+                own.clone()
+            };
+            for (resp, want) in [(bare, own), (known, answered)] {
+                let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+                    .await
+                    .unwrap();
+                let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+                assert_eq!(body["id"], want, "{e:?}");
+                assert_eq!(body["error"]["code"], e.code(), "{e:?}");
+            }
         }
     }
 

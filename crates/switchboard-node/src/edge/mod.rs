@@ -8,8 +8,10 @@
 //! - [`body`]: reading a POST body within `http.max_body` and `http.body_read_timeout`.
 //! - [`auth`]: the optional OAuth 2.1 resource-server layer.
 //! - [`error`]: every refusal of the edge, each with one HTTP status and one JSON-RPC code.
+//! - [`request_id`]: the request's id, once read, for the refusals that answer it.
 
 pub mod auth;
 pub mod body;
 pub mod error;
 pub mod header_checks;
+pub mod request_id;

@@ -222,6 +222,7 @@ fn context(
         route: Route::Local(job.response.clone()),
         cancel: cancel.clone(),
         no_requests: job.response.refuses_requests().map(str::to_owned),
+        sequence: job.response.sequence(),
     };
     RequestContext {
         session_id: job.session.id.clone(),

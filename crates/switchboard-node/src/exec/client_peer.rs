@@ -15,9 +15,11 @@ use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::exec::outage::Sequence;
 use crate::exec::response::ResponseStream;
 use crate::state::App;
 use switchboard_store::BusMessage;
+use switchboard_telemetry::trace::logged_session;
 
 /// Where messages that belong on the request's stream go.
 pub enum Route {
@@ -33,28 +35,24 @@ pub enum Route {
     },
     /// Not tied to any request: the session's standalone GET stream (an upstream's unsolicited
     /// notifications and requests).
-    Standalone {
-        /// The session.
-        sid: String,
-    },
+    Standalone,
 }
 
 impl Route {
-    async fn send(&self, app: &App, message: &Value) -> Result<(), PeerError> {
+    /// Sends `message` of `peer` this way.
+    async fn send(&self, peer: &NodePeer, message: &Value) -> Result<(), PeerError> {
         match self {
-            Route::Standalone { sid } => app
-                .store
-                .append(sid, StreamId::STANDALONE, &message.to_string(), false)
-                .await
-                .map(|_| ())
-                .map_err(|e| PeerError::Delivery(e.to_string())),
+            Route::Standalone => peer.log_standalone(message).await,
             Route::Local(response) => response.send(message).await,
+            // Not tried again: the origin appends what arrives, and a message sent twice would
+            // be logged twice.
             Route::Remote { origin, call } => {
                 let msg = BusMessage::ForwardMessage {
                     call: call.clone(),
                     message: message.clone(),
                 };
-                app.store
+                peer.app
+                    .store
                     .send_to(origin, &msg)
                     .await
                     .map_err(|e| PeerError::Delivery(e.to_string()))
@@ -74,6 +72,10 @@ pub struct NodePeer {
     /// Why server-to-client requests cannot reach the client during this call (it accepts only
     /// JSON, or the call is part of a batch); `None` when they can.
     pub(crate) no_requests: Option<String>,
+    /// The messages this peer sends on the session's standalone stream, logged in order until
+    /// the deadline ([`crate::exec::outage`]); a call's own ([`ResponseStream::sequence`]) when
+    /// the client's POST is here.
+    pub(crate) sequence: Arc<Sequence>,
 }
 
 impl NodePeer {
@@ -93,6 +95,25 @@ impl NodePeer {
     }
 }
 
+impl NodePeer {
+    /// Appends `message` to the session's standalone stream, after this peer's earlier ones,
+    /// tried again through a store outage until the deadline. The store delivers
+    /// standalone-stream events to the holder through the bus (one ordered path for all
+    /// writers), so nothing is handed to the local hub here.
+    async fn log_standalone(&self, message: &Value) -> Result<(), PeerError> {
+        let (data, once) = (
+            message.to_string(),
+            switchboard_store::rules::new_append_id(),
+        );
+        let (sid, store) = (self.sid.as_str(), &self.app.store);
+        let append = || store.append_once(sid, StreamId::STANDALONE, &data, false, &once);
+        self.sequence.log(false, append).await.map(|_| ()).map_err(|why| {
+            tracing::warn!(session = %logged_session(sid), error = %why, "a message for the standalone stream could not be logged before its deadline");
+            PeerError::Delivery(why)
+        })
+    }
+}
+
 fn new_server_request_id() -> RequestId {
     const A: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
     let bytes: [u8; 16] = rand::random();
@@ -106,25 +127,18 @@ impl ClientPeer for NodePeer {
         if self.filtered(&message) {
             return Ok(());
         }
-        self.route.send(&self.app, &message).await
+        self.route.send(self, &message).await
     }
 
     async fn send_raw(&self, message: Value) -> Result<(), PeerError> {
-        self.route.send(&self.app, &message).await
+        self.route.send(self, &message).await
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
         if self.filtered(&message) {
             return Ok(());
         }
-        // The store delivers standalone-stream events to the holder through the bus (one ordered
-        // path for all writers), so nothing is handed to the local hub here.
-        self.app
-            .store
-            .append(&self.sid, StreamId::STANDALONE, &message.to_string(), false)
-            .await
-            .map(|_| ())
-            .map_err(|e| PeerError::Delivery(e.to_string()))
+        self.log_standalone(&message).await
     }
 
     fn refuses_requests(&self) -> Option<String> {
@@ -186,7 +200,7 @@ impl NodePeer {
                 .await
                 .map_err(|e| PeerError::Delivery(e.to_string()))?;
             self.route
-                .send(&self.app, &jsonrpc::request(&id, method, params))
+                .send(self, &jsonrpc::request(&id, method, params))
                 .await
         };
         if let Err(e) = sent.await {

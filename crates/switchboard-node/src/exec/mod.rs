@@ -5,12 +5,14 @@
 //!   upstream) in its own task.
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
+//! - [`outage`]: a call's messages through a store outage (tried in order until its deadline).
 //! - [`running`]: the requests running here, their cancellation, and the server requests
 //!   waiting for an answer.
 //! - [`traced`]: the span of one MCP message and what a finished request reports (metrics).
 
 pub mod call;
 pub mod client_peer;
+pub mod outage;
 pub mod response;
 pub mod running;
 pub mod traced;

@@ -16,17 +16,21 @@
 //! session's standalone stream instead ([`ResponseStream::for_standalone`]): every message of the
 //! request, its response included, is appended to that log and reaches whichever connection holds
 //! it, on any node.
+//!
+//! A message the store cannot take (a Redis promotion, a restart) is tried again until the
+//! call's deadline, one message at a time in order ([`crate::exec::outage`]).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 use switchboard_protocol::StreamId;
-use switchboard_store::InflightRequest;
+use switchboard_store::{InflightRequest, StoreError};
 use switchboard_upstream::PeerError;
 use tokio::sync::oneshot;
 
+use crate::exec::outage::{self, Deadline, Sequence};
 use crate::state::App;
-use crate::streams::hub::StreamEvent;
+use crate::streams::hub::{Outbound, StreamEvent};
 use crate::telemetry;
 use switchboard_telemetry::trace::logged_session;
 
@@ -62,6 +66,9 @@ pub struct ResponseStream {
     gate: Mutex<Gate>,
     sink: Sink,
     mode: Mutex<Mode>,
+    /// The call's messages (this channel's, and those its peer sends to the standalone
+    /// stream), logged in order until the call's deadline.
+    sequence: Arc<Sequence>,
 }
 
 /// A lazy registration's state: a JSON answer that finishes first closes it, so a registration
@@ -91,6 +98,15 @@ pub enum Registration {
 
 /// Why an event of a request whose registration failed is not sent.
 const UNREGISTERED: &str = "the request's stream could not be registered in the store";
+
+/// Which log a message goes to.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Log {
+    /// The request's own stream.
+    Own,
+    /// The session's standalone stream.
+    Standalone,
+}
 
 /// Where a channel's messages go.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -171,6 +187,7 @@ impl ResponseStream {
         sink: Sink,
     ) -> (ResponseStream, oneshot::Receiver<First>) {
         let (tx, rx) = oneshot::channel();
+        let sequence = Arc::new(Sequence::new(Deadline::of_call(&app)));
         let rs = ResponseStream {
             app,
             sid: sid.to_owned(),
@@ -179,6 +196,7 @@ impl ResponseStream {
             gate: Mutex::new(Gate::Open),
             sink,
             mode: Mutex::new(Mode::Pending(Some(tx))),
+            sequence,
         };
         (rs, rx)
     }
@@ -233,7 +251,9 @@ impl ResponseStream {
         false
     }
 
-    /// Sends a request or notification on this stream (switching to SSE if still pending).
+    /// Sends a request or notification on this stream (switching to SSE if still pending),
+    /// after the messages sent before it, logged first (tried again through a store outage until
+    /// the call's deadline, [`crate::exec::outage`]).
     pub async fn send(&self, message: &Value) -> Result<(), PeerError> {
         if let Some(why) = self.refuses_requests() {
             if message.get("id").is_some() {
@@ -241,7 +261,7 @@ impl ResponseStream {
             }
             let method = message.get("method").and_then(Value::as_str);
             telemetry::notification_rerouted(&self.sid, method.unwrap_or("?"));
-            return self.append_standalone(message.to_string(), None).await;
+            return self.log(message.to_string(), Log::Standalone).await;
         }
         {
             let mut mode = self.lock();
@@ -256,17 +276,23 @@ impl ResponseStream {
                 Mode::Done => return Err(PeerError::Cancelled),
             }
         }
-        self.registered_or_fail().await?;
-        self.append(message.to_string(), false, None).await
+        self.log(message.to_string(), Log::Own).await
     }
 
-    /// [`ResponseStream::register`], as a delivery error when it did not take: an event appended
-    /// to a stream no node knows would carry an id no client could resume from.
-    async fn registered_or_fail(&self) -> Result<(), PeerError> {
-        match self.register().await {
-            Registration::Registered => Ok(()),
-            Registration::SessionGone => Err(PeerError::Cancelled),
-            Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
+    /// Logs a message that is not the stream's last ([`Sequence::log`]).
+    async fn log(&self, data: String, to: Log) -> Result<(), PeerError> {
+        let once = switchboard_store::rules::new_append_id();
+        let logged = self
+            .sequence
+            .log(false, || self.log_once(&data, false, &once, to))
+            .await;
+        match logged {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(PeerError::Cancelled),
+            Err(why) => {
+                tracing::warn!(session = %logged_session(&self.sid), error = %why, "a message of a call could not be logged before the call's deadline; the call ends");
+                Err(PeerError::Delivery(why))
+            }
         }
     }
 
@@ -283,9 +309,11 @@ impl ResponseStream {
         }
     }
 
-    /// Sends the final response: as the JSON answer when still pending, else as the stream's last
-    /// event. Then records the end of the request (idle clock restarts).
+    /// Sends the final response (the store error instead once a message of the call was given
+    /// up, [`crate::exec::outage`]): as the JSON answer when still pending, else as the stream's
+    /// last event. Then records the end of the request (idle clock restarts).
     pub async fn finish(&self, response: Value) {
+        let response = self.answer_of(response);
         let json = {
             let mut mode = self.lock();
             let prev = std::mem::replace(&mut *mode, Mode::Done);
@@ -302,7 +330,7 @@ impl ResponseStream {
         match json {
             Some(_) => self.settle_json().await,
             None => {
-                self.append_final(response.to_string()).await;
+                self.append_final(response).await;
                 // A standalone-sink request's own stream was only its registration: drop it.
                 let registration = (self.sink == Sink::Standalone).then_some(&self.inflight.stream);
                 if let Err(e) = store
@@ -413,89 +441,112 @@ impl ResponseStream {
         started || self.registered.try_lock().map_or(true, |r| r.is_some())
     }
 
-    /// The final response must reach the log, or the client's stream would wait forever: retry
-    /// through a store outage (0.5 s, 1 s, 2 s, 4 s, 8 s), registering the request first if that
-    /// failed so far; if it still fails, close the local connection so the client sees the
-    /// stream end and can resume or retry. Every attempt carries one append id: a failed one may
-    /// have stored the response all the same (too few replicas confirmed it, or the reply was
-    /// lost), and the next must not log it a second time.
-    async fn append_final(&self, data: String) {
-        let once = switchboard_store::rules::new_append_id();
-        let mut delay = std::time::Duration::from_millis(500);
-        for attempt in 1..=6 {
-            let appended = match self.register().await {
-                Registration::Registered => self.append(data.clone(), true, Some(&once)).await,
-                Registration::Failed => Err(PeerError::Delivery(UNREGISTERED.into())),
-                Registration::SessionGone => {
-                    tracing::warn!(session = %logged_session(&self.sid), "the session ended before a final response could be logged; closing its stream");
-                    break;
-                }
-            };
-            match appended {
-                Ok(()) => return,
-                Err(e) if attempt < 6 => {
-                    tracing::warn!(error = %e, session = %logged_session(&self.sid), attempt, "could not log a final response; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-                Err(e) => {
-                    tracing::error!(error = %e, session = %logged_session(&self.sid), "could not log a final response; closing its stream")
-                }
-            }
+    /// The final response must reach the log, or the client's stream would wait forever: it is
+    /// tried after the stream's other messages until the call's deadline, registering the
+    /// request first if that failed so far ([`crate::exec::outage`]). Every attempt carries one
+    /// append id: a failed one may have stored the response all the same (too few replicas
+    /// confirmed it, or the reply was lost), and the next must not log it a second time. Not
+    /// logged by the deadline, it is written straight to the stream's connection when that is
+    /// open here, past the log (the client reads it; a resume elsewhere cannot). When a message
+    /// of the call was given up already (the response is then the store error, see
+    /// [`ResponseStream::finish`]), it is written so first, as the store just kept failing, and
+    /// tried in the log once for a client that resumes elsewhere.
+    async fn append_final(&self, response: Value) {
+        let data = response.to_string();
+        let written = self.sequence.lost().is_some();
+        if written {
+            self.write_unlogged(data.clone()).await;
         }
-        self.app
-            .hub
-            .close(&self.sid, &self.inflight.stream, &self.inflight.holder);
+        let once = switchboard_store::rules::new_append_id();
+        let logged = self
+            .sequence
+            .log(true, || self.log_once(&data, true, &once, Log::Own))
+            .await;
+        let why = match logged {
+            Ok(true) => return,
+            Ok(false) => {
+                tracing::warn!(session = %logged_session(&self.sid), "the session ended before a final response could be logged; closing its stream");
+                let (stream, holder) = (&self.inflight.stream, &self.inflight.holder);
+                return self.app.hub.close(&self.sid, stream, holder);
+            }
+            Err(why) => why,
+        };
+        tracing::error!(session = %logged_session(&self.sid), error = %why, "could not log a final response before the call's deadline; written to its connection here, if open, unlogged");
+        if !written {
+            self.write_unlogged(data).await;
+        }
     }
 
-    /// Appends to this request's stream; with `once`, as [`switchboard_store::EventLog::append_once`] with that id.
-    async fn append(&self, data: String, end: bool, once: Option<&str>) -> Result<(), PeerError> {
-        if self.sink == Sink::Standalone {
-            return self.append_standalone(data, once).await;
+    /// The call's answer: `response`, or the store error once one of its messages was given up
+    /// ([`crate::exec::outage`]: an answer after a gap would hide the gap).
+    fn answer_of(&self, response: Value) -> Value {
+        match self.sequence.lost() {
+            Some(why) => outage::store_unreachable(&response["id"], why),
+            None => response,
         }
-        let (sid, stream) = (&self.sid, &self.inflight.stream);
-        let appended = match once {
-            Some(id) => {
-                self.app
-                    .store
-                    .append_once(sid, stream, &data, end, id)
-                    .await
-            }
-            None => self.app.store.append(sid, stream, &data, end).await,
+    }
+
+    /// Writes the stream's final event straight to its connection when that is open here (the
+    /// store could not log it), past the log ([`crate::streams::hub::PAST_THE_LOG`]), and takes
+    /// the connection out of the hub.
+    async fn write_unlogged(&self, data: String) {
+        let (stream, holder) = (&self.inflight.stream, &self.inflight.holder);
+        let Some(conn) = self.app.hub.detach(&self.sid, stream, holder) else {
+            return;
         };
-        let appended = appended.map_err(|e| PeerError::Delivery(e.to_string()))?;
+        let event = Outbound::Event(Box::new(StreamEvent {
+            position: crate::streams::hub::PAST_THE_LOG.to_owned(),
+            data,
+            end: true,
+        }));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), conn.send(event)).await;
+    }
+
+    /// One attempt to log `data` with append id `once`
+    /// ([`switchboard_store::EventLog::append_once`]): on this request's stream (registered
+    /// first; a registration that fails is an error, so that no event carries an id no node
+    /// could resume from) and handed to its connection when that is here, or on the session's
+    /// standalone stream (`to`, or every message of a standalone-sink channel; it never ends),
+    /// whose events the store delivers itself (one ordered path for every writer). `Ok(false)`:
+    /// the session is gone.
+    async fn log_once(
+        &self,
+        data: &str,
+        end: bool,
+        once: &str,
+        to: Log,
+    ) -> Result<bool, StoreError> {
+        let (sid, store) = (self.sid.as_str(), &self.app.store);
+        if to == Log::Standalone || self.sink == Sink::Standalone {
+            let stream = StreamId::STANDALONE;
+            let appended = store.append_once(sid, stream, data, false, once).await;
+            return appended.map(|_| true);
+        }
+        match self.register().await {
+            Registration::Registered => {}
+            Registration::SessionGone => return Ok(false),
+            Registration::Failed => return Err(StoreError::Backend(UNREGISTERED.into())),
+        }
+        let stream = &self.inflight.stream;
+        let appended = store.append_once(sid, stream, data, end, once).await?;
         if let Some(holder) = appended.holder {
             if self.app.is_local(&holder) {
                 let ev = StreamEvent {
                     position: appended.position,
-                    data,
+                    data: data.to_owned(),
                     end,
                 };
-                self.app
-                    .hub
-                    .deliver(&self.sid, &self.inflight.stream, &holder, ev);
+                self.app.hub.deliver(sid, stream, &holder, ev);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
-    /// Appends to the session's standalone stream. It never ends, and the store itself delivers
-    /// its events to the holder (local or not) through the bus, one ordered path for every
-    /// writer.
-    async fn append_standalone(&self, data: String, once: Option<&str>) -> Result<(), PeerError> {
-        let (sid, stream) = (&self.sid, StreamId::STANDALONE);
-        let appended = match once {
-            Some(id) => {
-                self.app
-                    .store
-                    .append_once(sid, stream, &data, false, id)
-                    .await
-            }
-            None => self.app.store.append(sid, stream, &data, false).await,
-        };
-        appended
-            .map(|_| ())
-            .map_err(|e| PeerError::Delivery(e.to_string()))
+    /// The call's messages in order ([`Sequence`]): its peer logs the ones for the session's
+    /// standalone stream through it too, so a message given up anywhere ends the call with the
+    /// store error.
+    pub(crate) fn sequence(&self) -> Arc<Sequence> {
+        self.sequence.clone()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Mode> {

@@ -22,6 +22,7 @@ use switchboard_upstream::{ClientPeer, LocalSession, Principal, SessionHandle};
 use crate::cluster::ownership::NodePlacement;
 use crate::edge::error::HttpError;
 use crate::exec::client_peer::{NodePeer, Route};
+use crate::exec::outage::{call_wait, Deadline, Sequence};
 pub(crate) use crate::limits::admission::Admit;
 use crate::state::App;
 use crate::telemetry;
@@ -427,10 +428,13 @@ impl SessionHandle for NodeSession {
                     .unwrap_or_default(),
             ),
             log_level: self.log_level.clone(),
-            route: Route::Standalone { sid: sid.clone() },
+            route: Route::Standalone,
             // Ends with the session on this node (the dispatcher ends its calls).
             cancel: self.app.calls.session_token(&sid),
             no_requests: None,
+            // Not a call's: each message may wait for the store as long as a call of the
+            // upstream may take.
+            sequence: Arc::new(Sequence::new(Deadline::Each(call_wait(&self.app)))),
         };
         Some(Arc::new(peer))
     }

@@ -54,6 +54,7 @@ use switchboard_store::SessionUpdate;
 
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
+use crate::edge::request_id::KnownId;
 use crate::exec::call::{start_call, AnswerTo, Request, Started};
 use crate::exec::traced::message_span;
 use crate::state::App;
@@ -133,9 +134,10 @@ pub async fn message(
     uri: Uri,
     headers: HeaderMap,
     Extension(deadline): Extension<BodyDeadline>,
+    Extension(known): Extension<KnownId>,
     body: HttpBody,
 ) -> Response {
-    match accept_message(app, uri, headers, (body, deadline)).await {
+    match accept_message(app, uri, headers, (body, deadline, known)).await {
         Ok(()) => StatusCode::ACCEPTED.into_response(),
         Err(e) => e.into_response(),
     }
@@ -145,7 +147,7 @@ async fn accept_message(
     app: App,
     uri: Uri,
     headers: HeaderMap,
-    body: (HttpBody, BodyDeadline),
+    body: (HttpBody, BodyDeadline, KnownId),
 ) -> Result<(), HttpError> {
     // Step 3: the session id, then the body: JSON, one message.
     let sid = session_param(&uri)?;

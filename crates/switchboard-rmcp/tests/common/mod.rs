@@ -143,11 +143,17 @@ impl Env {
 
     /// The test's private `redis-server` (a [`Kind::Redis`] env), to stop and restart it.
     pub fn redis_server(&mut self) -> &mut RedisServer {
-        let backend = self.redis.as_mut().expect("a Redis backend");
-        match Arc::get_mut(backend).expect("a private Redis") {
+        match self.backend_mut() {
             RedisBackend::Standalone(server) => server,
             _ => panic!("not a standalone Redis"),
         }
+    }
+
+    /// The test's Redis, when the env alone holds it (a [`Kind::Redis`] env, or a
+    /// [`Kind::Shared`] one given the only handle), to kill and restart its servers.
+    pub fn backend_mut(&mut self) -> &mut RedisBackend {
+        let backend = self.redis.as_mut().expect("a Redis backend");
+        Arc::get_mut(backend).expect("a private Redis")
     }
 
     /// Keys (Redis, on whichever server holds them) or their equivalent (memory) still held by

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use rmcp::handler::server::{router::tool::ToolRouter, wrapper::Parameters};
-use rmcp::model::{CustomRequest, ServerNotification, ServerRequest};
+use rmcp::model::{CustomRequest, ProgressNotificationParam, ServerNotification, ServerRequest};
 use rmcp::service::RequestContext;
 use rmcp::{schemars, tool, tool_handler, tool_router, ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
@@ -23,6 +23,14 @@ pub struct Chatter {
     n: u32,
     /// Close the call's stream first (the client resumes it).
     close: bool,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+pub struct Steps {
+    /// Progress notifications to send.
+    n: u32,
+    /// Milliseconds before each.
+    ms: u64,
 }
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -84,6 +92,24 @@ impl TestServer {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
         Ok("done".into())
+    }
+
+    #[tool(description = "n progress notifications `ms` apart, with the call's progress token")]
+    async fn progress(
+        &self,
+        Parameters(Steps { n, ms }): Parameters<Steps>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<String, ErrorData> {
+        let token = context
+            .meta
+            .get_progress_token()
+            .ok_or_else(|| internal("no progress token"))?;
+        for i in 1..=n {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            let step = ProgressNotificationParam::new(token.clone(), f64::from(i));
+            context.peer.notify_progress(step).await.map_err(internal)?;
+        }
+        Ok("counted".into())
     }
 
     #[tool(description = "A log message on the session's standalone stream")]

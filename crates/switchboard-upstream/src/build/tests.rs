@@ -37,6 +37,25 @@ async fn build_makes_the_demo_alone_or_an_aggregate() {
 }
 
 #[test]
+fn every_built_upstream_says_its_timeout() {
+    let default = std::time::Duration::from_millis(crate::config::DEFAULT_TIMEOUT_MS);
+    assert_eq!(
+        upstreams(&UpstreamsConfig::default()).unwrap().timeout(),
+        Some(default)
+    );
+    let config = parse(
+        "[[upstreams]]\nname = \"a\"\nkind = \"demo\"\ntimeout_ms = 2500\n\
+         [[upstreams]]\nname = \"b\"\nkind = \"demo\"\ntimeout_ms = 900\n",
+    )
+    .unwrap();
+    let agg = upstreams(&config).unwrap();
+    let ms = std::time::Duration::from_millis;
+    assert_eq!(agg.timeout(), Some(ms(2500)), "an aggregate: its longest");
+    let b = &agg.members()[1];
+    assert_eq!(b.timeout(), Some(ms(900)));
+}
+
+#[test]
 fn build_refuses_bad_configs_and_unset_variables() {
     let bad = parse("[[upstreams]]\nname = \"a b\"\nkind = \"demo\"\n").unwrap();
     let err = upstreams(&bad).err().unwrap();

@@ -12,6 +12,7 @@ use switchboard_upstream::{RequestContext, RpcError, Upstream};
 use tokio_util::sync::CancellationToken;
 
 use crate::exec::client_peer::{NodePeer, Route};
+use crate::exec::outage::{Deadline, Sequence};
 use crate::session::NodeSession;
 use crate::state::App;
 use switchboard_telemetry::trace::logged_session;
@@ -172,6 +173,7 @@ async fn run_member(
         },
         cancel: cancel.clone(),
         no_requests: context.no_requests.clone(),
+        sequence: std::sync::Arc::new(Sequence::new(Deadline::of_call(app))),
     };
     let ctx = RequestContext {
         session_id: inc.sid.clone(),

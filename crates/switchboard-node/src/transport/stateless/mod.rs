@@ -123,6 +123,7 @@ pub async fn serve_request(
         None
     };
     // Dropping the guard (the client went away before the answer) cancels the request.
+    let rid = id.clone();
     let (rx, guard): (_, Box<dyn Send>) = match retry {
         Some(mrtr::Retry::Resume(r)) if r.node == app.node_id() => {
             let (rx, guard) = park::resume_here(app, id, &r.park, &principal, r.answers);
@@ -137,14 +138,13 @@ pub async fn serve_request(
                 Some(mrtr::Retry::Run(inputs)) => Some(Arc::new(inputs)),
                 _ => None,
             };
-            let rid = id.clone();
             match call::spawn(app, id, method, raw, checked, inputs, principal) {
                 Ok((rx, guard)) => (rx, Box::new(guard)),
                 Err(refusal) => return refusal.respond(Some(&rid)),
             }
         }
     };
-    answer_run(app, answers, rx, guard).await
+    answer_run(app, answers, (rx, guard), &rid).await
 }
 
 /// The request's rate limits ([`crate::limits`]), the same limits a session's request of
@@ -177,13 +177,13 @@ async fn rate_limited(
     }
 }
 
-/// The answer of a running request, in a form `answers` allows: SSE-only always a stream,
+/// The answer of running request `id`, in a form `answers` allows: SSE-only always a stream,
 /// JSON-only always one body, else JSON when the response comes first within `sse_after`.
 async fn answer_run(
     app: &App,
     answers: Answers,
-    mut rx: tokio::sync::mpsc::Receiver<Item>,
-    guard: Box<dyn Send>,
+    (mut rx, guard): (tokio::sync::mpsc::Receiver<Item>, Box<dyn Send>),
+    id: &RequestId,
 ) -> Response {
     let waited = {
         // Pinned on the stack: no allocation per request (`recv` is cancel-safe).
@@ -197,18 +197,20 @@ async fn answer_run(
         Waited::Late => None,
     };
     match answers {
-        Answers::JsonOnly => json_only_answer(first, rx, guard).await,
+        Answers::JsonOnly => json_only_answer(first, rx, guard, id).await,
         _ => stream_answer(first, rx, guard),
     }
 }
 
 /// The one JSON answer of a client that accepts only JSON: the notifications before it have no
 /// stream to ride (2026-07-28 has no standalone stream), so they are dropped and counted. The
-/// guard is held until then: a client that hangs up still cancels the request.
+/// guard is held until then: a client that hangs up still cancels the request. A request that
+/// ends without one is answered -32603 with its `id` (JSON-RPC 2.0 §5).
 async fn json_only_answer(
     first: Option<Item>,
     mut rx: tokio::sync::mpsc::Receiver<Item>,
     guard: Box<dyn Send>,
+    id: &RequestId,
 ) -> Response {
     let _held = guard;
     let mut next = match first {
@@ -225,7 +227,7 @@ async fn json_only_answer(
     let message = "the request ended without an answer";
     answer(
         Answers::JsonOnly,
-        jsonrpc::error_response(None, codes::INTERNAL_ERROR, message, None),
+        jsonrpc::error_response(Some(id), codes::INTERNAL_ERROR, message, None),
     )
 }
 

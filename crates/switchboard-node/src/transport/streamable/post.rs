@@ -25,6 +25,7 @@ use tracing::{Instrument, Span};
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::{Answers, Waited};
+use crate::edge::request_id::KnownId;
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::exec::response::{First, Registration, ResponseStream};
 use crate::exec::traced::{message_span, observed};
@@ -40,10 +41,11 @@ pub async fn on_post(
     State(app): State<App>,
     Extension(answers): Extension<Answers>,
     Extension(deadline): Extension<BodyDeadline>,
+    Extension(known): Extension<KnownId>,
     headers: HeaderMap,
     body: HttpBody,
 ) -> Response {
-    match post(app, headers, answers, (body, deadline)).await {
+    match post(app, headers, answers, (body, deadline, known)).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     }
@@ -53,27 +55,31 @@ pub async fn on_post(
 /// endpoint and the legacy transport's message endpoint. The edge limits the body
 /// (`crate::app`, layer 1): a body that declares more gets 413 before it is read, one that
 /// turns out longer while it is read fails here with 413 too, and one not in by `deadline`
-/// (`http.body_read_timeout` after its head) with 408 ([`crate::edge::body`]).
+/// (`http.body_read_timeout` after its head) with 408 ([`crate::edge::body`]). A request's id
+/// goes into `known`, so that every refusal of it from here on answers with it (JSON-RPC 2.0
+/// §5, [`crate::edge::request_id`]).
 pub(crate) async fn read_body(
     app: &App,
-    (body, deadline): (HttpBody, BodyDeadline),
+    (body, deadline, known): (HttpBody, BodyDeadline, KnownId),
 ) -> Result<Body, HttpError> {
     let bytes = crate::edge::body::collect(body, deadline, app.cfg.max_body_bytes).await?;
-    Body::parse(&bytes).map_err(|e| match (e.code(), e.id()) {
+    let parsed = Body::parse(&bytes).map_err(|e| match (e.code(), e.id()) {
         (codes::PARSE_ERROR, _) => HttpError::Parse(e.message().to_owned()),
         (_, Some(id)) => HttpError::InvalidMessage {
             reason: e.message().to_owned(),
             id: id.0.clone(),
         },
         (_, None) => HttpError::InvalidRequest(e.message().to_owned()),
-    })
+    })?;
+    known.read(&parsed);
+    Ok(parsed)
 }
 
 async fn post(
     app: App,
     headers: HeaderMap,
     answers: Answers,
-    body: (HttpBody, BodyDeadline),
+    body: (HttpBody, BodyDeadline, KnownId),
 ) -> Result<Response, HttpError> {
     let parsed = read_body(&app, body).await?;
     if crate::edge::header_checks::is_modern(&headers, &parsed) {

@@ -243,7 +243,12 @@ impl Conn {
         match appended {
             Ok(a) if a.is_stored() => Step::Continue,
             Ok(_) => self.close(close::SESSION_ENDED, "session ended").await,
-            Err(e) => self.failed(e.into()).await,
+            Err(e) => {
+                // The message answers a request (an `initialize`, a refusal): the error does.
+                let id = message.get("id").filter(|v| !v.is_null());
+                let id = id.map(|v| RequestId(v.clone()));
+                self.failed(e.into(), id.as_ref()).await
+            }
         }
     }
 

@@ -40,7 +40,7 @@ impl Conn {
                 }
                 (Some(s), m) => match post::deliver(&self.app, &s.record, m).await {
                     Ok(()) => Step::Continue,
-                    Err(e) => self.failed(e).await,
+                    Err(e) => self.failed(e, None).await,
                 },
             },
         }
@@ -73,7 +73,7 @@ impl Conn {
         };
         match attached.await {
             Ok((a, _)) => self.session = Some(a),
-            Err(e) => return self.failed(e).await,
+            Err(e) => return self.failed(e, Some(&id)).await,
         }
         self.log(&frame::with_session_id(answer, sid.as_str()))
             .await
@@ -89,7 +89,7 @@ impl Conn {
             return Step::Continue;
         };
         let app = self.app.clone();
-        let request = Request::new(id, method, raw);
+        let request = Request::new(id.clone(), method, raw);
         let (sid, revision) = (record.id.as_str(), record.revision.as_str());
         let span = message_span(
             None,
@@ -106,16 +106,17 @@ impl Conn {
                 }
                 Step::Continue
             }
-            Err(e) => self.failed(e).await,
+            Err(e) => self.failed(e, Some(&id)).await,
         }
     }
 
     /// A store or session failure while handling a frame: an ended session closes the socket
-    /// (4404); anything else is reported as a JSON-RPC error and the socket stays.
-    pub(super) async fn failed(&mut self, e: HttpError) -> Step {
+    /// (4404); anything else is reported as a JSON-RPC error, with the id of the request it
+    /// answers when the frame was one (JSON-RPC 2.0 §5), and the socket stays.
+    pub(super) async fn failed(&mut self, e: HttpError, id: Option<&RequestId>) -> Step {
         if e == HttpError::UnknownSession {
             return self.close(close::SESSION_ENDED, "session not found").await;
         }
-        self.direct(None, e.code(), e.to_string()).await
+        self.direct(id, e.code(), e.to_string()).await
     }
 }
