@@ -303,14 +303,22 @@ async fn a_rate_limited_call_costs_one_round_trip() {
     assert_eq!(trips, n, "round trips for {n} rate-limited echo calls");
     assert_eq!(calls_of(&cluster, "evalsha"), n, "admission scripts");
     assert_eq!(calls_of(&cluster, "exec"), 0, "admission transactions");
-    inside_rate_scripts(&cluster, n, direct);
+    inside_rate_scripts(&cluster, n, direct, false);
 }
 
 /// The GCRA scripts read (`GET`) and write (`SET … PX`) each limit's state once per call, inside
-/// the script (`INFO commandstats` counts those too); nothing else is sent outside scripts.
-fn inside_rate_scripts(cluster: &Cluster, n: u64, direct: Vec<String>) {
+/// the script (`INFO commandstats` counts those too); nothing else is sent outside scripts. On
+/// Redis Cluster (`take_ids`) each call's `RATES` script also looks up its take id (`EXISTS`)
+/// and leaves it (`SET … PX`), so a take the cluster client sends again counts once.
+fn inside_rate_scripts(cluster: &Cluster, n: u64, direct: Vec<String>, take_ids: bool) {
+    let ids = u64::from(take_ids) * n;
     assert_eq!(calls_of(cluster, "get"), 2 * n, "limit states read");
-    assert_eq!(calls_of(cluster, "set"), 2 * n, "limit states written");
+    assert_eq!(calls_of(cluster, "exists"), ids, "take ids looked up");
+    assert_eq!(
+        calls_of(cluster, "set"),
+        2 * n + ids,
+        "limit states and take ids written"
+    );
     let direct: Vec<String> = direct
         .into_iter()
         .filter(|c| !c.starts_with("get=") && !c.starts_with("set="))
@@ -335,7 +343,7 @@ async fn a_rate_limited_call_on_redis_cluster_sends_two_commands_at_once() {
     assert_eq!(trips, 2 * n, "commands for {n} rate-limited echo calls");
     assert_eq!(calls_of(&cluster, "exec"), n, "admission transactions");
     assert_eq!(calls_of(&cluster, "evalsha"), n, "rate scripts");
-    inside_rate_scripts(&cluster, n, direct);
+    inside_rate_scripts(&cluster, n, direct, true);
 }
 
 /// `n` 2026-07-28 `tools/call`s of `echo` on node 0 after a warm-up call (which loads the
@@ -379,5 +387,5 @@ async fn a_rate_limited_stateless_call_costs_one_round_trip() {
         "round trips for {n} rate-limited stateless echo calls"
     );
     assert_eq!(calls_of(&cluster, "evalsha"), n, "rate scripts");
-    inside_rate_scripts(&cluster, n, direct);
+    inside_rate_scripts(&cluster, n, direct, false);
 }

@@ -29,12 +29,19 @@ pub trait SessionStore: Send + Sync {
     /// session index and the record together. Redis Cluster, where the index lives in a slot of
     /// its own: two round trips, an atomic reservation in the index, then the record, so the cap
     /// is exact there too.)
+    ///
+    /// The same record stored again (a call sent twice: the Redis Cluster client sends a command
+    /// again when its connection dropped after it ran) is one session: the session id is the
+    /// call's token, a reservation of an id already in the index counts nothing again and passes
+    /// every cap, and every sending answers `Created`.
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome>;
 
     /// The hot path of every request on a session, in one round trip: loads the record, pushes its
     /// expiry (and that of all its keys) to `idle_ttl` from now, and, when `inflight` is given,
     /// registers the request (request id → node; stream → running request and holder). A request
-    /// id already in flight in the session is refused with [`BeginOutcome::DuplicateId`].
+    /// id already in flight in the session is refused with [`BeginOutcome::DuplicateId`], unless
+    /// its entry is this registration's own (same node and stream, and a stream id is one
+    /// request's): the call was sent again after it ran, and is `Ready` without registering again.
     async fn begin(
         &self,
         sid: &str,
@@ -65,7 +72,8 @@ pub trait SessionStore: Send + Sync {
     /// request registers only when it passed them all, a refusal is [`BeginOutcome::Limited`]
     /// and registers nothing. For requests registered with their admission (a 2025-03-26
     /// batch's members, the legacy HTTP+SSE and WebSocket transports' requests). Where
-    /// [`SessionStore::folds_rates`] is `false` the rates are ignored, as by `check`.
+    /// [`SessionStore::folds_rates`] is `false` the rates are ignored, as by `check`. Sent again
+    /// after it registered the request, it is `Ready` as `begin` is, its rates not taken again.
     async fn begin_rated(
         &self,
         sid: &str,
@@ -82,6 +90,11 @@ pub trait SessionStore: Send + Sync {
     /// Checks and takes `rates` on their own, for a request without a session (`initialize`) or
     /// beside [`SessionStore::check`] where that cannot fold them. One round trip (Redis Cluster:
     /// one script per [`Rate::tag`], sent at the same time). No rates: `Allowed`, no round trip.
+    ///
+    /// One call takes its rates at most once, even when the backend's client sends it again
+    /// underneath: on Redis Cluster each call carries a take id, remembered with a take that
+    /// passed for [`crate::redis::RESEND_WINDOW`]. (No other backend's client sends a command
+    /// again, and an id costs Redis CPU on every take.)
     async fn take_rates(&self, rates: &[Rate]) -> StoreResult<RateDecision>;
 
     /// Registers a request admitted by [`SessionStore::check`] as in flight: request id → node,
@@ -165,7 +178,10 @@ pub trait SessionStore: Send + Sync {
     /// Compare-and-set in the upstream-session map: when `upstream`'s entry equals `expected`
     /// (`None`: absent), applies `entries` in order (`None` removes one), all in one step.
     /// Otherwise stores nothing and answers the map as it is, so a node that lost a race to
-    /// initialize an upstream session adopts the winner's.
+    /// initialize an upstream session adopts the winner's; but a swap that sets `upstream`'s
+    /// entry and finds every one of `entries` stored as given was applied already (sent again
+    /// after it ran) and answers [`UpstreamSwap::Swapped`], so its node does not take its own
+    /// upstream session for a winner's.
     async fn swap_upstream_sessions(
         &self,
         sid: &str,

@@ -6,6 +6,7 @@
 //! Expiry works by timestamps (`tokio::time::Instant`): an expired session is gone for every
 //! operation at once, and [`SessionStore::reap`] removes what is left of it.
 
+mod admission;
 mod liveness;
 mod rates;
 mod state;
@@ -79,8 +80,7 @@ impl MemoryStore {
             .unwrap_or(0)
     }
 
-    /// `check` and `begin_rated` under one lock: the session's checks, then `rates`, then (only
-    /// when all passed) the registration of `register`.
+    /// `check` and `begin_rated` under one lock ([`state::Shared::admit`]).
     fn admit(
         &self,
         sid: &str,
@@ -89,26 +89,8 @@ impl MemoryStore {
         register: Option<&InflightRequest>,
     ) -> BeginOutcome {
         let now = Instant::now();
-        let mut shared = self.lock();
-        let outcome = shared.check(&self.config, sid, request_key, now);
-        let BeginOutcome::Ready(record) = outcome else {
-            return outcome;
-        };
-        if let crate::RateDecision::Limited {
-            limit,
-            retry_after_ms,
-        } = shared.rates.take(rates, now)
-        {
-            return BeginOutcome::Limited {
-                record,
-                limit,
-                retry_after_ms,
-            };
-        }
-        if let Some(inflight) = register {
-            shared.register(&self.config, sid, inflight, now);
-        }
-        BeginOutcome::Ready(record)
+        self.lock()
+            .admit(&self.config, sid, request_key, rates, register, now)
     }
 
     fn lock(&self) -> MutexGuard<'_, Shared> {
@@ -285,17 +267,10 @@ impl SessionStore for MemoryStore {
         expected: Option<&str>,
         entries: Vec<(String, Option<String>)>,
     ) -> StoreResult<UpstreamSwap> {
-        let mut shared = self.lock();
-        let Some(s) = shared.live(sid, Instant::now()) else {
-            return Ok(UpstreamSwap::Missing);
-        };
-        if s.record.upstream_sessions.get(upstream).map(String::as_str) != expected {
-            return Ok(UpstreamSwap::Changed(s.record.upstream_sessions.clone()));
-        }
-        for (upstream, id) in entries {
-            set_upstream_entry(&mut s.record, upstream, id);
-        }
-        Ok(UpstreamSwap::Swapped)
+        let now = Instant::now();
+        Ok(self
+            .lock()
+            .swap_upstream(sid, upstream, expected, entries, now))
     }
 
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
@@ -326,13 +301,6 @@ impl SessionStore for MemoryStore {
 }
 
 /// Records `upstream`'s entry of the upstream-session map (`None` removes it).
-fn set_upstream_entry(record: &mut SessionRecord, upstream: String, id: Option<String>) {
-    match id {
-        Some(id) => record.upstream_sessions.insert(upstream, id),
-        None => record.upstream_sessions.remove(&upstream),
-    };
-}
-
 #[async_trait]
 impl EventLog for MemoryStore {
     async fn append(

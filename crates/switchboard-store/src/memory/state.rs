@@ -131,7 +131,7 @@ impl Session {
     }
 
     /// Drops streams with no running request and no retained log (see [`rules::should_prune`]).
-    fn prune_streams(&mut self, now: Instant) {
+    pub fn prune_streams(&mut self, now: Instant) {
         if !rules::should_prune(self.streams.len()) {
             return;
         }
@@ -218,78 +218,35 @@ impl Shared {
         CreateOutcome::Created
     }
 
-    /// [`crate::SessionStore::begin`].
-    pub fn begin(
+    /// [`crate::SessionStore::swap_upstream_sessions`]. A swap that sets `upstream`'s entry and
+    /// finds every one of its entries as it gives them was made already (sent again): `Swapped`.
+    pub fn swap_upstream(
         &mut self,
-        cfg: &StoreConfig,
         sid: &str,
-        inflight: Option<&InflightRequest>,
+        upstream: &str,
+        expected: Option<&str>,
+        entries: Vec<(String, Option<String>)>,
         now: Instant,
-    ) -> BeginOutcome {
-        let Some(req) = inflight else {
-            return match self.live(sid, now) {
-                Some(s) => {
-                    s.touch(now + cfg.idle_ttl);
-                    BeginOutcome::Ready(s.record.clone())
-                }
-                None => BeginOutcome::Missing,
-            };
-        };
-        let outcome = self.check(cfg, sid, &req.request_key, now);
-        if let BeginOutcome::Ready(_) = outcome {
-            self.register(cfg, sid, req, now);
-        }
-        outcome
-    }
-
-    /// [`crate::SessionStore::check`].
-    pub fn check(
-        &mut self,
-        cfg: &StoreConfig,
-        sid: &str,
-        request_key: &str,
-        now: Instant,
-    ) -> BeginOutcome {
+    ) -> UpstreamSwap {
         let Some(s) = self.live(sid, now) else {
-            return BeginOutcome::Missing;
+            return UpstreamSwap::Missing;
         };
-        s.touch(now + cfg.idle_ttl);
-        let record = s.record.clone();
-        if let Some((node, _)) = s.inflight.get(request_key) {
-            return BeginOutcome::DuplicateId {
-                record,
-                node: node.clone(),
+        let map = &mut s.record.upstream_sessions;
+        if map.get(upstream).map(String::as_str) != expected {
+            let stored = |(name, id): &(String, Option<String>)| map.get(name) == id.as_ref();
+            let again = entries.iter().any(|(name, _)| name == upstream);
+            if again && entries.iter().all(stored) {
+                return UpstreamSwap::Swapped;
+            }
+            return UpstreamSwap::Changed(map.clone());
+        }
+        for (name, id) in entries {
+            match id {
+                Some(id) => map.insert(name, id),
+                None => map.remove(&name),
             };
         }
-        if s.inflight.len() as u64 >= cfg.max_inflight_per_session {
-            return BeginOutcome::Busy(record);
-        }
-        BeginOutcome::Ready(record)
-    }
-
-    /// [`crate::SessionStore::register`].
-    pub fn register(
-        &mut self,
-        cfg: &StoreConfig,
-        sid: &str,
-        req: &InflightRequest,
-        now: Instant,
-    ) -> bool {
-        let Some(s) = self.live(sid, now) else {
-            return false;
-        };
-        s.touch(now + cfg.idle_ttl);
-        s.prune_streams(now);
-        s.inflight
-            .entry(req.request_key.clone())
-            .or_insert_with(|| (req.node.clone(), req.stream.clone()));
-        let run = RunningRequest {
-            node: req.node.clone(),
-            request_key: req.request_key.clone(),
-        };
-        s.running.insert(req.stream.clone(), run);
-        s.streams.insert(req.stream.clone(), req.holder.clone());
-        true
+        UpstreamSwap::Swapped
     }
 
     /// [`crate::SessionStore::finish`].

@@ -110,6 +110,13 @@ impl Keys {
         [self.prefix.as_str(), ":rl:{", &rate.tag, "}:", &rate.key].concat()
     }
 
+    /// A take id of the limits of `tag` (Redis Cluster only, see the `rates` module):
+    /// `p:rlt:{<tag>}:<id>`, an empty STRING that lives [`super::RESEND_WINDOW`], in the slot of
+    /// the tag's limits.
+    pub fn rate_take(&self, tag: &str, id: &str) -> String {
+        [self.prefix.as_str(), ":rlt:{", tag, "}:", id].concat()
+    }
+
     /// The session index (ZSET).
     pub fn sessions(&self) -> String {
         format!("{}:sessions", self.prefix)

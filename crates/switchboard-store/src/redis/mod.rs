@@ -50,7 +50,9 @@ use crate::rules;
 use crate::traits::*;
 use connection::Conn;
 use keys::{Keys, SessionKeys};
-pub use topology::{redact_url, url_problem, RedisMode, RedisTopology, RESPONSE_TIMEOUT};
+pub use topology::{
+    redact_url, url_problem, RedisMode, RedisTopology, RESEND_WINDOW, RESPONSE_TIMEOUT,
+};
 
 /// How many connections carry the writes that wait for replicas (`min_replicas_acked` above 0):
 /// that many such writes can wait for their `WAIT` at once; more queue behind them.

@@ -8,6 +8,16 @@
 //! the principal's tag; an upstream's has its own), sent at the same time as the admission: one
 //! more command per tag on the wire, no extra sequential round trip. There, a request refused by
 //! one tag's limits may still have moved another tag's.
+//!
+//! A take counts once however often it is sent. The Redis Cluster client sends a command again
+//! when its connection dropped before the reply came (`RetryMethod::Reconnect`, redis 1.8.1
+//! `cluster_handling/async_connection/request.rs`), and a take whose first sending ran then
+//! counted twice against the client's limits. There each call gives its `RATES` scripts one take
+//! id: a take that passed leaves `p:rlt:{<tag>}:<id>` for [`super::RESEND_WINDOW`], and a
+//! sending that finds it takes nothing and answers `Allowed`. Standalone and Sentinel
+//! connections never send a command again and the node does not retry a take, so there a take
+//! carries no id (the `BEGIN` script's folded limits neither): an id costs Redis CPU on every
+//! take (docs/redis.md, "What a failover can lose").
 
 use ::redis::{ScriptInvocation, Value};
 
@@ -16,6 +26,7 @@ use super::{codec, RedisStore};
 use crate::error::StoreError;
 use crate::model::{BeginOutcome, SessionRecord};
 use crate::rate::{Rate, RateDecision};
+use crate::rules;
 use crate::traits::StoreResult;
 
 impl RedisStore {
@@ -41,14 +52,26 @@ impl RedisStore {
         } else {
             vec![rates.to_vec()]
         };
-        let runs = groups.iter().map(|group| self.run_rates(group));
+        let take = self
+            .keys
+            .sharded()
+            .then(|| format!("{:016x}", rand::random::<u64>()));
+        let runs = groups
+            .iter()
+            .map(|group| self.run_rates(group, take.as_deref()));
         let decisions = futures::future::try_join_all(runs).await?;
         Ok(longest(decisions))
     }
 
-    async fn run_rates(&self, rates: &[Rate]) -> StoreResult<RateDecision> {
+    /// One `RATES` script over `rates` (one tag's, on Redis Cluster), with the call's take id
+    /// when it has one.
+    async fn run_rates(&self, rates: &[Rate], take: Option<&str>) -> StoreResult<RateDecision> {
         let mut inv = RATES.prepare_invoke();
         add_rates(&mut inv, rates, |r| self.keys.rate(r));
+        if let (Some(take), Some(first)) = (take, rates.first()) {
+            inv.key(self.keys.rate_take(&first.tag, take))
+                .arg(rules::millis(super::RESEND_WINDOW));
+        }
         let reply: Vec<i64> = self.invoke(&inv).await?;
         match reply.as_slice() {
             [0] => Ok(RateDecision::Allowed),

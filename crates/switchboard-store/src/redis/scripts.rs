@@ -114,7 +114,8 @@ end
 /// request without registering it: `SessionStore::check`). Returns `{0}` (missing), or
 /// `{status, running, record, version}` with status 1 (ready), 2 (duplicate; `running` is
 /// `'<node>\n<stream>'`) or 3 (too many in flight); `record` is the flat hash, or empty when the
-/// cached version is current.
+/// cached version is current. A registration that finds its own in-flight entry (same id, node
+/// and stream) was sent again after it ran: ready, nothing taken or written again.
 pub(crate) static BEGIN: LazyLock<Script> = LazyLock::new(|| {
     let body = r#"
 pcall(redis.replicate_commands)
@@ -130,6 +131,8 @@ if key then
   local cur = redis.call('HGET', KEYS[4], key)
   if cur then
     touch_due()
+    -- Its own entry (a stream id is one request's): this registration sent again, admitted.
+    if stream ~= '' and cur == node .. '\n' .. stream then return {1, '', rec, ver} end
     return {2, cur, rec, ver}
   end
   if redis.call('HLEN', KEYS[4]) >= tonumber(ARGV[8]) then
@@ -182,10 +185,22 @@ end
 
 /// `take_rates` on its own: `KEYS` are the rate keys, `ARGV` as `take_rates(1, 1)` reads it.
 /// Returns `{0}` when every limit passed, else `{index, wait ms}`.
+///
+/// With a take id (Redis Cluster, whose client may send a command again: see `rates`), its key
+/// follows the rate keys and its lifetime in ms follows the limits' arguments: a take that passed
+/// leaves that key behind, and a sending that finds it there takes nothing and answers `{0}`. A
+/// refused take moved nothing and leaves nothing; a sending of it again decides anew.
 pub(crate) static RATES: LazyLock<Script> = LazyLock::new(|| {
-    script(&format!(
-        "pcall(redis.replicate_commands)\n{GCRA}\nreturn take_rates(1, 1) or {{0}}\n"
-    ))
+    let body = r#"
+local n = tonumber(ARGV[1])
+local once = KEYS[n + 1]
+if once and redis.call('EXISTS', once) == 1 then return {0} end
+local limited = take_rates(1, 1)
+if limited then return limited end
+if once then redis.call('SET', once, '', 'PX', ARGV[2 * n + 2]) end
+return {0}
+"#;
+    script(&format!("pcall(redis.replicate_commands)\n{GCRA}{body}"))
 });
 
 /// `register`: a request admitted by `check` outlived the quick-answer window. ARGV: request_key,
@@ -263,7 +278,9 @@ return {1}
 
 /// `swap_upstream_sessions`. ARGV: upstream, expected (`''`: absent), a JSON array of
 /// `[name, value]` pairs (`value` null removes `name`). Returns `{1}` when applied, `{2, ups}`
-/// (the map's JSON) when the entry was not as expected, `{0}` when the session is gone.
+/// (the map's JSON) when the entry was not as expected, `{0}` when the session is gone. A swap
+/// that sets `upstream`'s entry and finds every one of its entries stored as it gives them (it
+/// ran, and was sent again) is applied: `{1}`, nothing written.
 pub(crate) static SWAP_UPSTREAM: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         false,
@@ -272,8 +289,17 @@ if not alive() then return {0} end
 local name, expected = ARGV[3], ARGV[4]
 local raw = redis.call('HGET', KEYS[1], 'ups') or '{}'
 local ups = cjson.decode(raw)
-if (ups[name] or '') ~= expected then return {2, raw} end
-for _, pair in ipairs(cjson.decode(ARGV[5])) do
+local entries = cjson.decode(ARGV[5])
+if (ups[name] or '') ~= expected then
+  -- This swap sent again after it ran: every entry, `name`'s among them, stored as given.
+  local again = false
+  for _, p in ipairs(entries) do
+    if ups[p[1]] ~= (p[2] ~= cjson.null and p[2] or nil) then return {2, raw} end
+    again = again or p[1] == name
+  end
+  return again and {1} or {2, raw}
+end
+for _, pair in ipairs(entries) do
   if pair[2] == cjson.null then ups[pair[1]] = nil else ups[pair[1]] = pair[2] end
 end
 redis.call('HSET', KEYS[1], 'ups', next(ups) == nil and '{}' or cjson.encode(ups))

@@ -275,6 +275,12 @@ const CERTIFICATE: &str = "-----BEGIN CERTIFICATE-----";
 
 /// How long one command may wait for its reply.
 pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long after a command's first sending ran a sending of it again may still run: the
+/// cluster client sends every retry while its caller waits, at most [`RESPONSE_TIMEOUT`] (its
+/// overall timeout; it drops a request nobody waits for, redis 1.8.1
+/// `cluster_handling/async_connection/mod.rs`), and twice that leaves room for a sending held in
+/// a server's queue. What makes a write safe to send again is remembered this long.
+pub const RESEND_WINDOW: Duration = Duration::from_secs(2 * RESPONSE_TIMEOUT.as_secs());
 /// How long connecting to one server may take.
 pub(crate) const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 

@@ -6,6 +6,7 @@
 //! [`MemoryStore`]: switchboard_store::MemoryStore
 //! [`RedisStore`]: switchboard_store::RedisStore
 
+mod again;
 mod bus;
 mod bus_gaps;
 mod caps;
@@ -65,6 +66,11 @@ macro_rules! both_backends {
 }
 
 both_backends! {
+    again: [
+        a_creation_sent_again_creates_one_session,
+        a_registration_sent_again_is_admitted_once,
+        an_upstream_swap_sent_again_is_swapped,
+    ],
     rates: [
         a_burst_passes_then_the_limit_refuses_on_every_node,
         rates_are_taken_without_a_session,
