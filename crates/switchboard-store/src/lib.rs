@@ -41,6 +41,12 @@ pub mod task;
 pub mod traits;
 
 pub use error::StoreError;
+
+/// The format version of what this release writes to Redis: bus messages (field `_v`), session
+/// and task records (field `fv`), and node heartbeats (the value of `p:node:<id>`). The releases
+/// before wrote none (format 1). A node reads both and writes what both can read
+/// (docs/redis.md, "What the bus guarantees", "Rolling upgrades").
+pub const FORMAT: u32 = 2;
 pub use memory::MemoryStore;
 pub use model::*;
 pub use observed::Observed;

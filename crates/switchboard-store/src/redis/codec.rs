@@ -9,7 +9,9 @@ use crate::model::*;
 use crate::rules;
 use crate::traits::StoreResult;
 
-/// The record's hash fields (the id is the key, not a field; `lvl` is absent when unset).
+/// The record's hash fields (the id is the key, not a field; `lvl` is absent when unset; `fv`
+/// is the format it was written in, [`crate::FORMAT`], absent in records of format 1: read
+/// alike).
 pub(crate) fn record_fields(record: &SessionRecord) -> StoreResult<Vec<(&'static str, String)>> {
     let mut fields = vec![
         ("rev", record.revision.clone()),
@@ -22,6 +24,7 @@ pub(crate) fn record_fields(record: &SessionRecord) -> StoreResult<Vec<(&'static
         ("prn", record.principal.clone()),
         ("ups", serde_json::to_string(&record.upstream_sessions)?),
         ("ct", record.created_ms.to_string()),
+        ("fv", crate::FORMAT.to_string()),
     ];
     if !record.owners.is_empty() {
         fields.push(("own", serde_json::to_string(&record.owners)?));

@@ -284,7 +284,7 @@ impl Liveness for RedisStore {
             .arg(&node)
             .cmd("SET")
             .arg(&node)
-            .arg("1")
+            .arg(crate::FORMAT)
             .arg("PX")
             .arg(rules::millis(self.config.node_ttl))
             .ignore();

@@ -13,13 +13,14 @@ use crate::task::*;
 use crate::traits::*;
 
 /// Creates a task unless its key exists. KEYS[1] the task; ARGV: principal, node, status,
-/// created, updated, ttl ms, poll ms, message (`''`: none). Returns 1, or 0 when it existed.
+/// created, updated, ttl ms, poll ms, message (`''`: none), format ([`crate::FORMAT`]).
+/// Returns 1, or 0 when it existed.
 static CREATE: LazyLock<Script> = LazyLock::new(|| {
     super::scripts::script(
         r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'prn', ARGV[1], 'node', ARGV[2], 'st', ARGV[3], 'ct', ARGV[4],
-  'up', ARGV[5], 'ttl', ARGV[6], 'poll', ARGV[7])
+  'up', ARGV[5], 'ttl', ARGV[6], 'poll', ARGV[7], 'fv', ARGV[9])
 if ARGV[8] ~= '' then redis.call('HSET', KEYS[1], 'msg', ARGV[8]) end
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1
@@ -62,7 +63,8 @@ impl TaskStore for RedisStore {
             .arg(&r.last_updated_at)
             .arg(r.ttl_ms.max(1))
             .arg(r.poll_interval_ms)
-            .arg(r.status_message.as_deref().unwrap_or(""));
+            .arg(r.status_message.as_deref().unwrap_or(""))
+            .arg(crate::FORMAT);
         Ok(self.invoke::<i64>(&inv).await? == 1)
     }
 

@@ -27,7 +27,7 @@ use crate::model::BusMessage;
 use crate::traits::StoreResult;
 
 /// The bus format this release writes.
-pub(crate) const FORMAT: u32 = 2;
+pub(crate) use crate::FORMAT;
 
 /// A message as it travels: its envelope and the message.
 #[derive(Debug, Clone, PartialEq)]
