@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::eventually::eventually;
 
 use crate::node::{Node, Place};
+use crate::ports::free_port;
 use crate::redis_backend::RedisBackend;
 pub use crate::redis_backend::RedisKind;
 use crate::redis_server::RedisServer;
@@ -21,6 +22,7 @@ pub struct ClusterOptions {
     config: Option<std::path::PathBuf>,
     redis: RedisKind,
     replicas: Option<usize>,
+    program: Option<std::path::PathBuf>,
 }
 
 impl ClusterOptions {
@@ -48,6 +50,13 @@ impl ClusterOptions {
     /// `redis.min_replicas_acked = 1`.
     pub fn redis_replicas(mut self, replicas: usize) -> ClusterOptions {
         self.replicas = Some(replicas);
+        self
+    }
+
+    /// Every node runs `program` (e.g. the previous release's, [`crate::previous::binary`])
+    /// instead of this workspace's node binary.
+    pub fn program(mut self, program: &std::path::Path) -> ClusterOptions {
+        self.program = Some(program.to_owned());
         self
     }
 
@@ -102,8 +111,14 @@ impl Cluster {
         }
         let logs = TempDir::new("sb-nodes");
         let url = redis.url();
+        let place = Place {
+            program: options.program.clone(),
+            ..Place::default()
+        };
         let spawn = |i: usize| {
-            Node::spawn_with_config(
+            Node::spawn_placed(
+                &place,
+                free_port(),
                 &node_name(i),
                 url.as_deref(),
                 &options.settings,
@@ -141,8 +156,12 @@ impl Cluster {
     pub fn restart(&mut self, i: usize) {
         let node = &mut self.nodes[i];
         assert!(node.pid().is_none(), "node {} still runs", node.id());
+        let place = Place {
+            program: self.options.program.clone(),
+            ..node.place().clone()
+        };
         let mut fresh = Node::spawn_placed(
-            node.place(),
+            &place,
             node.port(),
             node.id(),
             self.redis.url().as_deref(),
@@ -157,6 +176,12 @@ impl Cluster {
             fresh.log_tail(40)
         );
         *node = fresh;
+    }
+
+    /// The nodes started from now on ([`Cluster::restart`]) run `program` (`None`: this
+    /// workspace's node binary): how a rolling upgrade replaces one node after another.
+    pub fn set_program_for_new_nodes(&mut self, program: Option<&std::path::Path>) {
+        self.options.program = program.map(ToOwned::to_owned);
     }
 
     /// Sets `key` to `value` for the nodes started from now on ([`Cluster::restart`],

@@ -25,6 +25,8 @@
 //! - [`node`]: one `switchboard` node process (built once, started, killed by PID, logged), on
 //!   loopback or placed on another address or network namespace.
 //! - [`cluster`]: a Redis plus N nodes `a`, `b`, `c`, … as one test's cluster.
+//! - [`previous`]: the previous release's node binary (built once, from a commit of this
+//!   repository's history), for rolling upgrades.
 //! - [`replicated`]: switchboard-rmcp's example servers as processes (library mode): N replicas
 //!   of `replicated` on a private Redis, or N `plain` rmcp servers; what a session left in Redis.
 //! - [`replicated_sdk`]: the checks of the SDK clients' scenario runs against those replicas.
@@ -78,6 +80,7 @@ pub mod node;
 pub mod otlp;
 pub mod peers;
 pub mod ports;
+pub mod previous;
 pub mod raw_http;
 pub mod redis_backend;
 pub mod redis_cluster;

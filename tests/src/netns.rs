@@ -175,6 +175,7 @@ impl Netns {
         let place = Place {
             host: self.layout.node_host(),
             netns: Some(self.name.clone()),
+            program: None,
         };
         Ok(cluster.add_node(&place, free_port(), &url))
     }

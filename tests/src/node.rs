@@ -35,14 +35,17 @@ pub fn binary() -> &'static Path {
     })
 }
 
-/// Where a node process runs: the address it listens on and, optionally, the network namespace
-/// (`ip netns`) it runs in.
+/// Where a node process runs: the address it listens on, optionally the network namespace
+/// (`ip netns`) it runs in, and which build of the node it is.
 #[derive(Clone, Debug)]
 pub struct Place {
     /// The listen host (default `127.0.0.1`).
     pub host: String,
     /// The network namespace, if not the test's own.
     pub netns: Option<String>,
+    /// The node program; `None` (default): this workspace's ([`binary`]), else e.g. the
+    /// previous release's ([`crate::previous::binary`]).
+    pub program: Option<PathBuf>,
 }
 
 impl Default for Place {
@@ -50,6 +53,7 @@ impl Default for Place {
         Place {
             host: "127.0.0.1".into(),
             netns: None,
+            program: None,
         }
     }
 }
@@ -129,13 +133,14 @@ impl Node {
             .open(&log)
             .expect("node log file");
         let err = out.try_clone().expect("clone log file");
+        let program = place.program.as_deref().unwrap_or_else(|| binary());
         let mut cmd = match &place.netns {
             Some(ns) => {
                 let mut cmd = Command::new("ip");
-                cmd.args(["netns", "exec", ns]).arg(binary());
+                cmd.args(["netns", "exec", ns]).arg(program);
                 cmd
             }
-            None => Command::new(binary()),
+            None => Command::new(program),
         };
         cmd.arg("serve")
             .args([
@@ -163,7 +168,7 @@ impl Node {
         }
         let child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", binary().display()));
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         Node {
             id: id.to_owned(),
             place: place.clone(),
