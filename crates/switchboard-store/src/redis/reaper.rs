@@ -36,18 +36,21 @@ impl RedisStore {
     /// Redis Cluster: broadcasts `Terminated` for each of `sids` (ended by a terminating
     /// script), through the broadcast mailbox, so that every node taking part in them hears it
     /// even if its subscription lapses meanwhile. (A session's own mailbox would outlive the
-    /// session it was for.) Elsewhere the scripts did it.
-    pub(super) async fn announce_ended(&self, sids: &[String]) -> StoreResult<()> {
+    /// session it was for.) Elsewhere the scripts did it. A broadcast that cannot be posted is
+    /// logged, not returned: the session is gone all the same, and each node that held
+    /// something of it finds that out at its next keep-alive (`session.touch_interval`).
+    pub(super) async fn announce_ended(&self, sids: &[String]) {
         if !self.keys.sharded() {
-            return Ok(());
+            return;
         }
         let posts = sids.iter().map(|sid| {
             self.broadcast_owned(BusMessage::Terminated {
                 sid: sid.to_owned(),
             })
         });
-        futures::future::try_join_all(posts).await?;
-        Ok(())
+        if let Err(e) = futures::future::try_join_all(posts).await {
+            tracing::warn!(error = %e, sessions = sids.len(), "could not tell every node that sessions ended; they find out at their next keep-alive");
+        }
     }
 
     async fn broadcast_owned(&self, msg: BusMessage) -> StoreResult<()> {
@@ -106,7 +109,7 @@ impl RedisStore {
             .arg(2 * self.idle_ms())
             .ignore();
         self.query::<()>(&fix).await?;
-        self.announce_ended(&reaped).await?;
+        self.announce_ended(&reaped).await;
         Ok(reaped)
     }
 }

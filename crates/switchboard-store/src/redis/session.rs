@@ -401,7 +401,7 @@ impl SessionStore for RedisStore {
             Ok(unindex.query_async::<i64>(&mut conn).await?)
         })?;
         if existed == 1 {
-            self.announce_ended(&[sid.to_owned()]).await?;
+            self.announce_ended(&[sid.to_owned()]).await;
         }
         Ok(existed == 1)
     }

@@ -5,6 +5,8 @@
 //! the owner's heartbeat lapses or the caller's deadline passes, and [`decode_forwarded`] reads
 //! the outcome.
 
+use std::time::Duration;
+
 use serde_json::Value;
 use switchboard_protocol::codes;
 use switchboard_store::BusMessage;
@@ -42,7 +44,12 @@ pub async fn await_outcome(
     cancel: &CancellationToken,
     deadline: Option<tokio::time::Instant>,
 ) -> Awaited {
-    if let Err(e) = app.store.send_to(node, &msg).await {
+    // The message lives no longer than the caller waits: an owner that reads it later (its
+    // subscription lapsed meanwhile) drops it rather than run a call whose client was answered.
+    let within = deadline.map_or(Duration::MAX, |at| {
+        at.saturating_duration_since(tokio::time::Instant::now())
+    });
+    if let Err(e) = app.store.send_within(node, &msg, within).await {
         return Awaited::NotSent(e.to_string());
     }
     let stop = BusMessage::ForwardCancel {

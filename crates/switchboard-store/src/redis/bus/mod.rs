@@ -50,6 +50,10 @@ return id
     )
 });
 
+/// How long a node goes on trying to post one message through an outage: about a Redis
+/// promotion's length (2–5 s measured, docs/redis.md "Failover").
+pub const POST_PATIENCE: Duration = Duration::from_secs(5);
+
 #[async_trait]
 impl Bus for RedisStore {
     /// Subscribes to `p:inbox:<node>` and `p:all` before returning (Redis Cluster: the sharded
@@ -180,7 +184,10 @@ impl RedisStore {
         wire::encode(msg, rules::now_ms() + rules::millis(within))
     }
 
-    /// Posts `msg` to `mailbox` and rings `channel` ([`POST`]).
+    /// Posts `msg` to `mailbox` and rings `channel` ([`POST`]). Through an outage (a
+    /// promotion, a dropped connection) the post is tried again, for up to [`POST_PATIENCE`]
+    /// (less when `within` is shorter), with the same message: a post that looked failed but
+    /// ran leaves two copies with one id, which the receiver takes once.
     async fn post(
         &self,
         mailbox: &str,
@@ -195,7 +202,17 @@ impl RedisStore {
             .arg(self.config.bus.mailbox_len.max(1))
             .arg(rules::millis(self.config.bus.message_ttl))
             .arg(self.letter(msg, within)?);
-        self.invoke::<String>(&inv).await?;
-        Ok(())
+        let deadline = tokio::time::Instant::now() + within.min(POST_PATIENCE);
+        let mut backoff = crate::retry::Backoff::until(deadline);
+        loop {
+            match self.invoke::<String>(&inv).await {
+                Ok(_) => return Ok(()),
+                Err(e) if crate::retry::retryable(&e) => match backoff.failed() {
+                    Some(pause) => tokio::time::sleep(pause).await,
+                    None => return Err(e),
+                },
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
