@@ -4,10 +4,11 @@
 //! drop. Nodes can be killed and restarted (same port, same `nodes.conf`) to watch failovers.
 //!
 //! Modules: [`nodes`] parses `CLUSTER NODES`; `health` holds the waits (healthy, failed over,
-//! rejoined).
+//! rejoined); [`reshape`] moves a slot by hand and fails a shard over gracefully (case C36).
 
 mod health;
 pub mod nodes;
+pub mod reshape;
 
 use std::collections::BTreeMap;
 use std::process::Command;
