@@ -225,14 +225,24 @@ impl Sharded {
     }
 
     /// Subscribes again to `channels`, one `SSUBSCRIBE` each (they live in different slots),
-    /// concurrently (`SSUBSCRIBE` of a channel a connection already has is a no-op).
+    /// concurrently (`SSUBSCRIBE` of a channel a connection already has is a no-op). Each is
+    /// preceded by an `EXISTS` of the channel's name as a key (same slot): after a graceful
+    /// failover the client's slot map still names the demoted server, which takes an
+    /// `SSUBSCRIBE` for its old slots without a `MOVED` (a replica does) but answers a key
+    /// command with one, and the client then learns the new owner.
     ///
     /// # Errors
     /// The first `SSUBSCRIBE` that failed (e.g. its slot's shard has no primary yet).
     async fn resubscribe(&self, channels: Vec<String>) -> StoreResult<()> {
         let subscribes = channels.into_iter().map(|channel| {
             let mut conn = self.conn.clone();
-            async move { conn.ssubscribe(channel).await }
+            async move {
+                redis::cmd("EXISTS")
+                    .arg(&channel)
+                    .query_async::<i64>(&mut conn)
+                    .await?;
+                conn.ssubscribe(channel).await
+            }
         });
         futures::future::try_join_all(subscribes).await?;
         Ok(())
