@@ -30,8 +30,10 @@
 //! A subscribed URI the listener's principal may not see (`[policy]`) is acknowledged as asked
 //! and never delivered ([`Filter::hidden`]).
 //!
-//! Delivery is at most once: Redis pub/sub keeps nothing for a node whose inbox connection is
-//! down (the inbox logs its reconnection), and 2026-07-28 listen streams are not resumable.
+//! Delivery to every node is the bus's broadcast: each node subscribed, or subscribing again
+//! after a gap, takes each notification once within `bus.message_ttl` (docs/redis.md, "What the
+//! bus guarantees"). A listen stream that drops loses what came meanwhile: 2026-07-28 listen
+//! streams are not resumable.
 
 pub mod filter;
 pub mod registry;

@@ -24,9 +24,11 @@
 //!   hands them to the waiting call; keys not open are ignored. When no question is left open
 //!   the task is `working` again.
 //!
-//! Not built yet: `notifications/tasks` through `subscriptions/listen`, a cap on tasks per
-//! principal, and a store-side fallback for a cancellation or an answer whose bus message was
-//! lost (pub/sub keeps nothing while a node reconnects).
+//! A cancellation or an answer for a task running on another node travels on the bus, which
+//! keeps it until that node takes it (docs/redis.md, "What the bus guarantees").
+//!
+//! Not built yet: `notifications/tasks` through `subscriptions/listen`, and a cap on tasks per
+//! principal.
 
 pub mod create;
 pub mod methods;
