@@ -529,17 +529,41 @@ impl ResponseStream {
         }
         let stream = &self.inflight.stream;
         let appended = store.append_once(sid, stream, data, end, once).await?;
-        if let Some(holder) = appended.holder {
-            if self.app.is_local(&holder) {
-                let ev = StreamEvent {
-                    position: appended.position,
-                    data: data.to_owned(),
-                    end,
-                };
-                self.app.hub.deliver(sid, stream, &holder, ev);
+        let holder = match appended.holder {
+            Some(holder) => Some(holder),
+            None if appended.is_stored()
+                && self.app.hub.holds(sid, stream, &self.inflight.holder) =>
+            {
+                self.registration_lost(end).await;
+                Some(self.inflight.holder.clone())
             }
+            None => None,
+        };
+        if let Some(holder) = holder.filter(|h| self.app.is_local(h)) {
+            let ev = StreamEvent {
+                position: appended.position,
+                data: data.to_owned(),
+                end,
+            };
+            self.app.hub.deliver(sid, stream, &holder, ev);
         }
         Ok(true)
+    }
+
+    /// The store knows no holder of this request's stream although its connection is still here:
+    /// a failover lost the writes that registered it (a graceful Sentinel failover, or one with
+    /// `redis.min_replicas_acked = 0`, can lose the old primary's last writes). The event is
+    /// handed to the connection all the same (it is logged), and, unless it ends the stream, the
+    /// request is registered again, so that later events, a cancellation and a resumption find
+    /// it. (Before, its client waited for events that no node delivered.)
+    async fn registration_lost(&self, end: bool) {
+        tracing::warn!(session = %logged_session(&self.sid), stream = %self.inflight.stream, "the store lost this request's registration (a failover lost a write): registering it again");
+        if end {
+            return;
+        }
+        if let Err(e) = self.app.store.register(&self.sid, &self.inflight).await {
+            tracing::warn!(error = %e, session = %logged_session(&self.sid), "could not register a request in flight again");
+        }
     }
 
     /// The call's messages in order ([`Sequence`]): its peer logs the ones for the session's

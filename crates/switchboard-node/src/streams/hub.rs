@@ -192,6 +192,14 @@ impl Hub {
         }
     }
 
+    /// Whether the stream's connection here is `holder`'s.
+    pub fn holds(&self, sid: &str, stream: &str, holder: &str) -> bool {
+        self.lock()
+            .get(sid)
+            .and_then(|s| s.get(stream))
+            .is_some_and(|conn| conn.holder == holder)
+    }
+
     /// Hands an event to the stream's connection if `holder` is still the one held here.
     pub fn deliver(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
         let map = self.lock();
