@@ -225,6 +225,23 @@ async fn a_mailbox_that_began_again_is_read_from_its_start() {
     quiet(&mut ra).await;
 }
 
+/// The same with a mailbox that held one message: its next message is numbered `0-1` again, the
+/// number the receiver's cursor already names (found by a break run: in Redis Cluster a session's
+/// mailbox expires `bus.message_ttl` after its last message while the nodes keep their cursor,
+/// and the second sampling answer of a session, a minute after its first, was lost).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mailbox_that_began_again_at_the_receivers_cursor_is_read_from_its_start() {
+    let env = Env::new(Kind::Redis, quick);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut ra = a.subscribe().await.unwrap();
+    b.send_to("a", &done(0)).await.unwrap();
+    assert_eq!(next_messages(&mut ra, 1).await, vec![done(0)]);
+    let _: i64 = env.redis().query(&["DEL", "sbt:mbox:a"]).unwrap();
+    b.send_to("a", &done(1)).await.unwrap();
+    assert_eq!(next_messages(&mut ra, 1).await, vec![done(1)]);
+    quiet(&mut ra).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mailboxes_are_capped_and_expire() {
     let env = Env::new(Kind::Redis, |c| {

@@ -161,9 +161,15 @@ impl Intake {
                 Ok(())
             }
             Some(cursor) if n <= cursor => {
-                // Taken already, unless the mailbox began again (a read finds out).
+                // Taken already, unless the mailbox began again. A message at or below the
+                // cursor that this node never took says it did: the new mailbox may already
+                // number as many messages as the cursor (its first one is `0-1` when the cursor
+                // is 1), so a read after the cursor would skip them; it is read from its start
+                // (what was taken before is not taken again).
                 let fresh = letter.id.as_deref().is_some_and(|id| !self.seen.has(id));
                 if for_me && fresh && !self.expired(&letter) {
+                    tracing::info!(%mailbox, "a bus mailbox began again (it expired, or Redis lost it): reading it from its start");
+                    self.cursors.insert(mailbox.to_owned(), 0);
                     self.catch_up(mailbox).await?;
                 }
                 Ok(())
