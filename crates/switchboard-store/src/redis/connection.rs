@@ -25,15 +25,52 @@ pub(crate) enum Conn {
     Single(ConnectionManager),
     /// The sentinels' current primary.
     Sentinel(Primary),
-    /// Redis Cluster; it also carries this node's sharded subscriptions (RESP3 pushes).
+    /// Redis Cluster (commands only: the node's sharded subscriptions have a cluster connection
+    /// of their own, [`Subscriber`]).
     Cluster(ClusterConnection),
 }
 
-/// A new connection and, in Cluster mode, the receiver of its pushes (sharded pub/sub messages,
-/// subscription confirmations and disconnections).
+/// Redis Cluster: the cluster connection that carries this node's sharded subscriptions and
+/// nothing else, and the receiver of its pushes (sharded pub/sub messages, subscription
+/// confirmations, Redis unsubscribing a channel by itself, disconnections).
+///
+/// Kept apart from the command connection because `redis` (1.8) takes every subscription-kind
+/// push for the reply of the oldest command waiting on that server's connection: an unsolicited
+/// `sunsubscribe` (a slot moved, a failover demoted the server) arriving while commands were in
+/// flight shifted every later reply onto the wrong command, until the connection failed (seen
+/// under load: `Incompatible type` errors, then a panic in the crate's reply bookkeeping and
+/// every command timing out; the node stayed fenced). Here only `SSUBSCRIBE` and `SUNSUBSCRIBE`
+/// travel, so such a push finds nothing or one such command waiting (which takes it as its
+/// confirmation, no error), and the connection's bookkeeping is right again once that command
+/// is answered. (An `EXISTS` sent here to make it learn a new slot owner got such a push as its
+/// reply, failed, and left the connection finding no server at all.)
+pub(crate) struct Subscriber {
+    pub conn: ClusterConnection,
+    pub pushes: mpsc::UnboundedReceiver<PushInfo>,
+    /// What makes another such connection (its pushes to the same receiver).
+    pub renew: Renew,
+}
+
+/// Makes a new subscriber connection, whose pushes go where the first one's go: a cluster
+/// connection learns the slot map when it connects, and a subscriber sends nothing that would
+/// make it learn a change (a demoted server takes an `SSUBSCRIBE` without a `MOVED`).
+#[derive(Clone)]
+pub(crate) struct Renew {
+    topology: RedisTopology,
+    pushes: mpsc::UnboundedSender<PushInfo>,
+}
+
+impl Renew {
+    /// A new subscriber connection (no subscriptions yet).
+    pub async fn connect(&self) -> RedisResult<ClusterConnection> {
+        cluster(&self.topology, Some(self.pushes.clone())).await
+    }
+}
+
+/// A new command connection and, in Cluster mode, this node's subscriber.
 pub(crate) struct Opened {
     pub conn: Conn,
-    pub pushes: Option<mpsc::UnboundedReceiver<PushInfo>>,
+    pub subscriber: Option<Subscriber>,
 }
 
 /// Whether every primary of the cluster answers: `CLUSTER SLOTS` (any node), then `PING` sent by
@@ -152,11 +189,24 @@ pub(crate) async fn open_with_lanes(
             .collect();
         let opened = Opened {
             conn: Conn::Sentinel(primary),
-            pushes: None,
+            subscriber: None,
         };
         return Ok((opened, lanes));
     }
-    let opened = open(topology).await?;
+    let mut opened = open(topology).await?;
+    if topology.mode == RedisMode::Cluster {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let renew = Renew {
+            topology: topology.clone(),
+            pushes: tx,
+        };
+        let conn = renew.connect().await?;
+        opened.subscriber = Some(Subscriber {
+            conn,
+            pushes: rx,
+            renew,
+        });
+    }
     let mut more = Vec::with_capacity(lanes);
     for _ in 0..lanes {
         more.push(open(topology).await?.conn);
@@ -178,41 +228,47 @@ async fn open(topology: &RedisTopology) -> RedisResult<Opened> {
             check_standalone(&manager).await?;
             Ok(Opened {
                 conn: Conn::Single(manager),
-                pushes: None,
+                subscriber: None,
             })
         }
         RedisMode::Sentinel => Ok(Opened {
             conn: Conn::Sentinel(Primary::connect(topology, 0).await?),
-            pushes: None,
+            subscriber: None,
         }),
-        RedisMode::Cluster => {
-            let (tx, rx) = mpsc::unbounded_channel();
-            let mut builder = ClusterClientBuilder::new(topology.node_infos()?)
-                .use_protocol(ProtocolVersion::RESP3)
-                .push_sender(tx)
-                .connection_timeout(CONNECTION_TIMEOUT)
-                .response_timeout(RESPONSE_TIMEOUT)
-                .retries(3);
-            if !topology.username.is_empty() {
-                builder = builder.username(&topology.username);
-            }
-            if !topology.password.is_empty() {
-                builder = builder.password(&topology.password);
-            }
-            if let Some(certs) = topology.tls_certs()? {
-                builder = builder.certs(certs);
-            }
-            let conn = builder
-                .build()?
-                .get_async_connection()
-                .await
-                .map_err(cluster_auth_hint)?;
-            Ok(Opened {
-                conn: Conn::Cluster(conn),
-                pushes: Some(rx),
-            })
-        }
+        RedisMode::Cluster => Ok(Opened {
+            conn: Conn::Cluster(cluster(topology, None).await?),
+            subscriber: None,
+        }),
     }
+}
+
+/// A cluster connection (RESP3), its pushes sent to `pushes` when given.
+async fn cluster(
+    topology: &RedisTopology,
+    pushes: Option<mpsc::UnboundedSender<PushInfo>>,
+) -> RedisResult<ClusterConnection> {
+    let mut builder = ClusterClientBuilder::new(topology.node_infos()?)
+        .use_protocol(ProtocolVersion::RESP3)
+        .connection_timeout(CONNECTION_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .retries(3);
+    if let Some(tx) = pushes {
+        builder = builder.push_sender(tx);
+    }
+    if !topology.username.is_empty() {
+        builder = builder.username(&topology.username);
+    }
+    if !topology.password.is_empty() {
+        builder = builder.password(&topology.password);
+    }
+    if let Some(certs) = topology.tls_certs()? {
+        builder = builder.certs(certs);
+    }
+    builder
+        .build()?
+        .get_async_connection()
+        .await
+        .map_err(cluster_auth_hint)
 }
 
 /// A standalone server must answer (`PING`: a missing or wrong password fails here, not at the

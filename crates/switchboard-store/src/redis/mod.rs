@@ -105,10 +105,10 @@ impl RedisStore {
         };
         let (opened, durable) = connection::open_with_lanes(topology, lanes).await?;
         let keys = Keys::new(&config.key_prefix, topology.mode == RedisMode::Cluster);
-        let inbox = match (&opened.conn, opened.pushes) {
-            (Conn::Cluster(c), Some(pushes)) => Inbox::Sharded(bus::sharded::Sharded::new(
+        let inbox = match (&opened.conn, opened.subscriber) {
+            (Conn::Cluster(c), Some(subscriber)) => Inbox::Sharded(bus::sharded::Sharded::new(
                 c.clone(),
-                pushes,
+                subscriber,
                 keys.clone(),
                 &config.node_id,
                 config.idle_ttl,

@@ -19,6 +19,7 @@ mod rates;
 mod redis_only;
 mod resent;
 mod sessions;
+mod slots_under_load;
 mod streams;
 mod tasks;
 mod tls;

@@ -66,7 +66,7 @@ use super::probe::Prober;
 use super::wire;
 use crate::error::StoreError;
 use crate::model::{BusMessage, BusSettings};
-use crate::redis::connection::Conn;
+use crate::redis::connection::{Conn, Renew, Subscriber};
 use crate::redis::keys::Keys;
 use crate::rules::INBOX_CAPACITY;
 use crate::traits::StoreResult;
@@ -92,7 +92,13 @@ const RESUBSCRIBE_AGAIN: Duration = Duration::from_secs(1);
 
 /// The sharded inbox and this node's session subscriptions.
 pub(crate) struct Sharded {
+    /// The command connection (probes, the slot map; the intake reads mailboxes over it too).
     conn: ClusterConnection,
+    /// The subscriber connection: `SSUBSCRIBE`/`SUNSUBSCRIBE` only ([`Subscriber`]); replaced
+    /// by a new one when the slot map changes ([`Sharded::renew`]).
+    sub: Mutex<ClusterConnection>,
+    /// What makes a new subscriber connection.
+    renewal: Renew,
     pushes: Mutex<Option<mpsc::UnboundedReceiver<PushInfo>>>,
     /// Session id → when this node last used it, for the sessions whose channel it subscribes.
     interest: Mutex<HashMap<String, Instant>>,
@@ -106,10 +112,10 @@ pub(crate) struct Sharded {
 }
 
 impl Sharded {
-    /// The inbox of `node_id` over `conn`, whose pushes arrive on `pushes`.
+    /// The inbox of `node_id`: commands over `conn`, subscriptions over `subscriber`.
     pub fn new(
         conn: ClusterConnection,
-        pushes: mpsc::UnboundedReceiver<PushInfo>,
+        subscriber: Subscriber,
         keys: Keys,
         node_id: &str,
         idle: Duration,
@@ -117,7 +123,9 @@ impl Sharded {
     ) -> Arc<Sharded> {
         Arc::new(Sharded {
             conn,
-            pushes: Mutex::new(Some(pushes)),
+            sub: Mutex::new(subscriber.conn),
+            renewal: subscriber.renew,
+            pushes: Mutex::new(Some(subscriber.pushes)),
             interest: Mutex::new(HashMap::new()),
             leaving: Mutex::new(HashMap::new()),
             keys,
@@ -155,7 +163,7 @@ impl Sharded {
         let slots = self.slot_map().await.ok();
         // One command per channel: they live in different slots.
         for channel in [self.keys.inbox(&self.node_id), self.keys.all()] {
-            self.conn.clone().ssubscribe(channel).await?;
+            self.sub().ssubscribe(channel).await?;
         }
         let mut reader = Reader::new(Arc::downgrade(self), intake, &self.settings);
         reader.slots = slots;
@@ -171,8 +179,7 @@ impl Sharded {
         if self.used(sid) {
             return Ok(false);
         }
-        self.conn
-            .clone()
+        self.sub()
             .ssubscribe(self.keys.session_channel(sid))
             .await?;
         self.lock().insert(sid.to_owned(), Instant::now());
@@ -225,27 +232,34 @@ impl Sharded {
     }
 
     /// Subscribes again to `channels`, one `SSUBSCRIBE` each (they live in different slots),
-    /// concurrently (`SSUBSCRIBE` of a channel a connection already has is a no-op). Each is
-    /// preceded by an `EXISTS` of the channel's name as a key (same slot): after a graceful
-    /// failover the client's slot map still names the demoted server, which takes an
-    /// `SSUBSCRIBE` for its old slots without a `MOVED` (a replica does) but answers a key
-    /// command with one, and the client then learns the new owner.
+    /// concurrently (`SSUBSCRIBE` of a channel a connection already has is a no-op).
     ///
     /// # Errors
     /// The first `SSUBSCRIBE` that failed (e.g. its slot's shard has no primary yet).
     async fn resubscribe(&self, channels: Vec<String>) -> StoreResult<()> {
-        let subscribes = channels.into_iter().map(|channel| {
-            let mut conn = self.conn.clone();
-            async move {
-                redis::cmd("EXISTS")
-                    .arg(&channel)
-                    .query_async::<i64>(&mut conn)
-                    .await?;
-                conn.ssubscribe(channel).await
-            }
-        });
-        futures::future::try_join_all(subscribes).await?;
+        subscribe_all(&self.sub(), channels).await
+    }
+
+    /// Replaces the subscriber connection with a new one, subscribed to every channel this node
+    /// wants before it takes over (the old one's subscriptions end with it). A new connection
+    /// reads the slot map afresh: after a graceful failover the old one still sends a slot's
+    /// `SSUBSCRIBE` to the demoted server, which takes it (a replica does) with no `MOVED` to
+    /// correct it.
+    async fn renew(&self) -> StoreResult<()> {
+        let fresh = self.renewal.connect().await?;
+        subscribe_all(&fresh, self.wanted()).await?;
+        let old = std::mem::replace(&mut *self.sub_lock(), fresh);
+        drop(old);
         Ok(())
+    }
+
+    /// A handle on the subscriber connection.
+    fn sub(&self) -> ClusterConnection {
+        self.sub_lock().clone()
+    }
+
+    fn sub_lock(&self) -> std::sync::MutexGuard<'_, ClusterConnection> {
+        self.sub.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A fingerprint of the cluster's slot map (`CLUSTER SLOTS`: ranges and their servers).
@@ -273,7 +287,7 @@ impl Sharded {
     /// Stops receiving the messages of `sid`.
     pub fn forget(&self, sid: &str) {
         if self.lock().remove(sid).is_some() {
-            let mut conn = self.conn.clone();
+            let mut conn = self.sub();
             let channel = self.keys.session_channel(sid);
             *self.leaving().entry(channel.clone()).or_default() += 1;
             tokio::spawn(async move {
@@ -318,6 +332,8 @@ struct Heal {
     all: bool,
     /// Channels Redis unsubscribed by itself.
     channels: HashSet<String>,
+    /// On a new subscriber connection ([`Sharded::renew`]): the slot map changed.
+    renew: bool,
     /// What made it due, counted once it is done (`None` for a repetition within the window).
     cause: Option<&'static str>,
 }
@@ -482,11 +498,18 @@ impl Reader {
                 .cloned()
                 .collect()
         };
-        if let Err(e) = sharded.resubscribe(channels.clone()).await {
-            tracing::warn!(error = %e, "bus inbox could not subscribe again; retrying");
+        let renew = self.heal.renew && all;
+        let subscribed = if renew {
+            sharded.renew().await
+        } else {
+            sharded.resubscribe(channels.clone()).await
+        };
+        if let Err(e) = subscribed {
+            tracing::warn!(error = %e, renew, "bus inbox could not subscribe again; retrying");
             self.heal.at = Some(tokio::time::Instant::now() + RESUBSCRIBE_RETRY);
             return Ok(());
         }
+        self.heal.renew = false;
         let mut mailboxes: Vec<String> = channels
             .iter()
             .filter_map(|c| sharded.mailbox_of(c))
@@ -538,8 +561,9 @@ impl Reader {
         match sharded.slot_map().await {
             Ok(map) => {
                 if self.slots.is_some_and(|old| old != map) {
-                    tracing::warn!("the cluster's slot map changed: subscribing again to every channel of this node");
+                    tracing::warn!("the cluster's slot map changed: subscribing again to every channel of this node, on a new connection that knows the new map");
                     self.heal.all = true;
+                    self.heal.renew = true;
                     self.heal.due(Duration::ZERO, "slot_map");
                 }
                 self.slots = Some(map);
@@ -557,6 +581,16 @@ impl Reader {
             .retain(|mailbox| own.iter().any(|m| m == mailbox) || interest.contains(mailbox));
         self.intake.check(&own).await
     }
+}
+
+/// `SSUBSCRIBE` of each of `channels` on `sub`, concurrently.
+async fn subscribe_all(sub: &ClusterConnection, channels: Vec<String>) -> StoreResult<()> {
+    let subscribes = channels.into_iter().map(|channel| {
+        let mut sub = sub.clone();
+        async move { sub.ssubscribe(channel).await }
+    });
+    futures::future::try_join_all(subscribes).await?;
+    Ok(())
 }
 
 async fn wait_until(at: Option<tokio::time::Instant>) {
