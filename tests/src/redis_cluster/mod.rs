@@ -4,10 +4,13 @@
 //! drop. Nodes can be killed and restarted (same port, same `nodes.conf`) to watch failovers.
 //!
 //! Modules: [`nodes`] parses `CLUSTER NODES`; `health` holds the waits (healthy, failed over,
-//! rejoined).
+//! rejoined); `slots` moves one slot by hand and fails a shard over gracefully; `scale` adds a
+//! shard and removes it again.
 
 mod health;
 pub mod nodes;
+mod scale;
+mod slots;
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -1,20 +1,23 @@
 //! One chaos client: a session initialized through the balancer, its standalone stream held open,
-//! and a loop of `notify` and `countdown` calls (one of each at a time, side by side) until told
-//! to stop; then every sequence is checked.
+//! and a loop of rounds until told to stop: a `notify` and a `countdown` side by side, and with
+//! the full workload a `sample` and a node-bound call beside them (see [`crate::workload`]);
+//! then every sequence is checked.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::json;
+use serde_json::{json, Value};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::msg;
 
-use crate::call::{call, end_of, init_answer, kind, Call, End};
+use crate::args::Workload;
+use crate::call::{call, end_of, init_answer, kind, Call, End, Hooks};
 use crate::check::{check_sequence, note, NotifyCall};
 use crate::report::Counts;
 use crate::standalone::StandaloneReader;
+use crate::workload;
 
 /// The revision the clients speak (resumable streams with priming events).
 const REVISION: &str = "2025-11-25";
@@ -34,7 +37,7 @@ pub struct ClientRun {
 }
 
 /// Runs client `k` against `url` (the balancer) until `stop` is set.
-pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
+pub async fn run(k: usize, url: String, workload: Workload, stop: Arc<AtomicBool>) -> ClientRun {
     let mut run = ClientRun {
         counts: Counts::default(),
         successes: Vec::new(),
@@ -51,43 +54,14 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
     let mut n: u64 = 0;
     while !stop.load(Ordering::SeqCst) && !reader.session_lost() {
         n += 1;
-        let (count, steps) = (2 + n % 5, 3 + n % 4);
-        let (notify_id, countdown_id) = (2 * n + 1, 2 * n + 2);
-        let (t1, t2) = (format!("c{k}-{notify_id}"), format!("c{k}-{countdown_id}"));
-        let notify = msg::call_with_progress(
-            notify_id,
-            "notify",
-            // The tag is the call's index among this client's `notify` calls: its events are
-            // told apart from any other call's, even one that failed and was logged anyway.
-            json!({"count": count, "interval_ms": INTERVAL_MS, "tag": notifies.len().to_string()}),
-            &t1,
-        );
-        let countdown = msg::call_with_progress(
-            countdown_id,
-            "countdown",
-            json!({"n": steps, "interval_ms": INTERVAL_MS}),
-            &t2,
-        );
-        let mut c2 = Counts::default();
-        let (a, b) = tokio::join!(
-            call(&client, &url, &notify, &t1, &mut run.counts),
-            call(&client, &url, &countdown, &t2, &mut c2),
-        );
-        run.counts.merge(c2);
-        notifies.push(NotifyCall {
-            count,
-            complete: a.end == End::Result,
-        });
-        let progress = check_sequence(&b.progress, steps, b.end == End::Result);
-        if progress.lost + progress.duplicated + progress.out_of_order > 0 {
-            let what = format!(
-                "countdown #{n} (n {steps}, {:?}): got {:?}",
-                b.end, b.progress
-            );
-            note(&mut run.counts.examples, format!("client {k}: {what}"));
-        }
-        run.counts.events.add(progress);
-        let failed = tally(&mut run, k, a) | tally(&mut run, k, b);
+        let round = Round {
+            k,
+            n,
+            full: workload == Workload::Full,
+            url: &url,
+            client: &client,
+        };
+        let failed = round.run(&mut run, &mut notifies).await;
         if failed {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -103,17 +77,109 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
     run
 }
 
+/// One round of a client's loop: a `notify` and a `countdown` side by side, and with the full
+/// workload a `sample` and a node-bound call beside them (see [`crate::workload`]).
+struct Round<'a> {
+    k: usize,
+    n: u64,
+    full: bool,
+    url: &'a str,
+    client: &'a McpClient,
+}
+
+impl Round<'_> {
+    /// Runs the round's calls and counts them; whether one of them failed.
+    async fn run(&self, run: &mut ClientRun, notifies: &mut Vec<NotifyCall>) -> bool {
+        let (k, n) = (self.k, self.n);
+        let cancel = self.full && workload::cancels(n);
+        let (count, steps) = (2 + n % 5, 3 + n % 4);
+        let (steps, interval) = if cancel {
+            (workload::CANCEL_STEPS, workload::CANCEL_INTERVAL_MS)
+        } else {
+            (steps, INTERVAL_MS)
+        };
+        let ids: [u64; 4] = std::array::from_fn(|i| 4 * n + 1 + i as u64);
+        let (t1, t2) = (format!("c{k}-{}", ids[0]), format!("c{k}-{}", ids[1]));
+        let notify = msg::call_with_progress(
+            ids[0],
+            "notify",
+            // The tag is the call's index among this client's `notify` calls: its events are
+            // told apart from any other call's, even one that failed and was logged anyway.
+            json!({"count": count, "interval_ms": INTERVAL_MS, "tag": notifies.len().to_string()}),
+            &t1,
+        );
+        let countdown = msg::call_with_progress(
+            ids[1],
+            "countdown",
+            json!({"n": steps, "interval_ms": interval}),
+            &t2,
+        );
+        let tag = format!("c{k}-r{n}");
+        let (sample, sample_hooks) = workload::sample(ids[2], &tag);
+        let forwarded = workload::forwarded(ids[3], &tag);
+        let (none, countdown_hooks) = (Hooks::default(), workload::countdown_hooks(n));
+        let mut c: [Counts; 4] = Default::default();
+        let [c0, c1, c2, c3] = &mut c;
+        let (a, b, s, f) = tokio::join!(
+            call(self.client, self.url, &notify, &t1, &none, c0),
+            call(self.client, self.url, &countdown, &t2, &countdown_hooks, c1),
+            self.extra(&sample, &sample_hooks, c2),
+            self.extra(&forwarded, &none, c3),
+        );
+        for counts in c {
+            run.counts.merge(counts);
+        }
+        notifies.push(NotifyCall {
+            count,
+            complete: a.end == End::Result,
+        });
+        let progress = check_sequence(&b.progress, steps, b.end == End::Result);
+        if progress.lost + progress.duplicated + progress.out_of_order > 0 {
+            let what = format!(
+                "countdown #{n} (n {steps}, {:?}): got {:?}",
+                b.end, b.progress
+            );
+            note(&mut run.counts.examples, format!("client {k}: {what}"));
+        }
+        run.counts.events.add(progress);
+        if self.full {
+            workload::judge_cancel(&mut run.counts, k, n, &b);
+        }
+        let mut failed = tally(run, k, a) | tally(run, k, b);
+        if let Some(s) = s {
+            workload::judge_sample(&mut run.counts, k, &tag, &s);
+            failed |= tally(run, k, s);
+        }
+        if let Some(f) = f {
+            workload::judge_forwarded(&mut run.counts, k, &tag, &f);
+            failed |= tally(run, k, f);
+        }
+        failed
+    }
+
+    /// One call of the full workload; `None` with the events-only workload.
+    async fn extra(&self, body: &Value, hooks: &Hooks, counts: &mut Counts) -> Option<Call> {
+        if !self.full {
+            return None;
+        }
+        Some(call(self.client, self.url, body, "", hooks, counts).await)
+    }
+}
+
 /// Counts one call's end; whether it failed.
 fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
     let counts = &mut run.counts;
     counts.calls += 1;
+    if crate::workload::waited_out(&c) {
+        counts.waited_out += 1;
+    }
     let took = c.finished.duration_since(c.started);
     if took > counts.slowest {
         counts.slowest = took;
         counts.slowest_trail = format!("client {k}: {}", c.trail.join("; "));
     }
     match c.end {
-        End::Result => {
+        End::Result | End::Cancelled => {
             counts.calls_ok += 1;
             run.successes.push((c.started, c.finished));
             return false;
@@ -133,6 +199,13 @@ fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
             note(
                 &mut counts.examples,
                 format!("client {k}: session lost: {how}"),
+            );
+        }
+        End::ToolError(text) => {
+            counts.error(format!("tool error: {text}"));
+            note(
+                &mut counts.examples,
+                format!("client {k}: tool error {text}"),
             );
         }
         End::Failed(what) => counts.error(what),
@@ -171,7 +244,8 @@ async fn open_session(url: &str, counts: &mut Counts) -> Option<McpClient> {
 
 /// One `initialize`; the session id when it answered with a result.
 async fn initialize(client: &McpClient, url: &str, counts: &mut Counts) -> Option<String> {
-    let body = msg::init(REVISION, json!({})).to_string();
+    // The `sample` calls of the full workload need the sampling capability.
+    let body = msg::init(REVISION, json!({"sampling": {}})).to_string();
     let headers = client.post_headers();
     let reply = match client
         .try_send(Method::POST, url, &headers, Some(body))

@@ -99,7 +99,11 @@ async fn hold(client: McpClient, url: String, shared: Arc<Shared>) -> Counts {
         match client.try_send(Method::GET, &url, &headers, None).await {
             Ok(reply) if reply.status == StatusCode::OK => {
                 shared.opened.store(true, Ordering::SeqCst);
-                read(reply.sse(), &shared, &mut last_id).await;
+                let live = Live {
+                    since_ms: unix_ms(),
+                    counts: &mut counts,
+                };
+                read(reply.sse(), &shared, &mut last_id, live).await;
                 if !shared.stop.load(Ordering::SeqCst) {
                     counts.resumes += 1;
                 }
@@ -122,8 +126,46 @@ async fn hold(client: McpClient, url: String, shared: Arc<Shared>) -> Counts {
     counts
 }
 
+/// Where one open stream's live-event delays go: events logged at or after `since_ms` (Unix
+/// ms, when the stream answered 200) count as live.
+struct Live<'a> {
+    since_ms: u64,
+    counts: &'a mut Counts,
+}
+
+impl Live<'_> {
+    /// Counts event `id`'s delay when it is live: from its log position's timestamp (positions
+    /// are `<redis ms>-<seq>`, ids `<stream>_<position>`) to now.
+    fn observe(&mut self, id: &str) {
+        let Some(logged) = logged_ms(id) else { return };
+        if logged < self.since_ms {
+            return;
+        }
+        let delay = Duration::from_millis(unix_ms().saturating_sub(logged));
+        self.counts.live_events += 1;
+        self.counts.live_delay_max = self.counts.live_delay_max.max(delay);
+    }
+}
+
+/// The Redis timestamp (ms) of event id `<stream>_<ms>-<seq>`.
+fn logged_ms(id: &str) -> Option<u64> {
+    let (_, position) = id.rsplit_once('_')?;
+    position.split_once('-')?.0.parse().ok()
+}
+
+/// Milliseconds since the Unix epoch (Redis runs on the same clock: loopback).
+fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.unwrap_or_default().as_millis() as u64
+}
+
 /// Reads one stream until it ends or the reader is told to stop.
-async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<String>) {
+async fn read(
+    mut stream: SseStream,
+    shared: &Shared,
+    last_id: &mut Option<String>,
+    mut live: Live<'_>,
+) {
     while !shared.stop.load(Ordering::SeqCst) {
         let Some(event) = stream.next_event(POLL).await else {
             if stream.is_ended() {
@@ -133,6 +175,9 @@ async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<Strin
         };
         if let Some(id) = &event.id {
             *last_id = Some(id.clone());
+            if event.data.as_deref().is_some_and(|d| !d.is_empty()) {
+                live.observe(id);
+            }
         }
         let Some(msg) = event.json() else { continue };
         let parsed = match msg["method"].as_str() {
@@ -161,4 +206,19 @@ async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<Strin
 /// The call index a `notify` tag names (the client tags each call with its index).
 fn tag_of(tag: &serde_json::Value) -> Option<usize> {
     tag.as_str().and_then(|t| t.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logged_ms;
+
+    #[test]
+    fn an_event_id_names_when_it_was_logged() {
+        assert_eq!(
+            logged_ms("ussrgoks4pik_1764000000123-0"),
+            Some(1_764_000_000_123)
+        );
+        assert_eq!(logged_ms("a_b_17-3"), Some(17));
+        assert_eq!(logged_ms("nounderscore"), None);
+    }
 }
