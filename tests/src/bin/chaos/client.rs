@@ -15,6 +15,7 @@ use switchboard_tests::msg;
 use crate::args::Workload;
 use crate::call::{call, end_of, init_answer, kind, Call, End, Hooks};
 use crate::check::{check_sequence, note, NotifyCall};
+use crate::replay;
 use crate::report::Counts;
 use crate::standalone::StandaloneReader;
 use crate::workload;
@@ -66,7 +67,15 @@ pub async fn run(k: usize, url: String, workload: Workload, stop: Arc<AtomicBool
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
-    let (report, reader_counts) = reader.finish(&notifies, SETTLE).await;
+    let done = reader.finish(&notifies, SETTLE).await;
+    let (report, reader_counts) = (done.report, done.counts);
+    if let (Some(first), 0) = (done.first_id, reader_counts.sessions_lost) {
+        let replayed = replay::check_log(&client, &url, &first, &done.live_ids).await;
+        run.counts.gone_from_log += replayed.gone;
+        if let Some(e) = replayed.example {
+            note(&mut run.counts.examples, format!("client {k}: {e}"));
+        }
+    }
     run.counts.merge(reader_counts);
     run.counts.events.add(report.counts);
     run.counts.stray += report.stray;

@@ -21,6 +21,7 @@
 //! - `workload`: the extended workload (sampling, cancellation, forwarded calls) and its judging.
 //! - `call`: one request followed to its end, its stream resumed with `Last-Event-ID`.
 //! - `standalone`: the session's standalone `GET` stream, held and resumed.
+//! - `replay`: the end-of-run check that every event received live is still in the log.
 //! - `check`: the sequence checks (lost, duplicated, out of order).
 //! - `report`: the counts, the targets and the table.
 //!
@@ -33,6 +34,7 @@ mod client;
 mod ops;
 mod pressure;
 mod primary;
+mod replay;
 mod report;
 mod rig;
 mod standalone;

@@ -53,7 +53,11 @@ fn busy_channels(cluster: &Cluster) -> (Vec<String>, Vec<String>) {
 /// its owner.
 pub fn slot_move(cluster: &Cluster, round: usize, out: &mut Outcome) {
     let (sessions, inboxes) = busy_channels(cluster);
-    let pool = if round.is_multiple_of(2) { &sessions } else { &inboxes };
+    let pool = if round.is_multiple_of(2) {
+        &sessions
+    } else {
+        &inboxes
+    };
     let Some(channel) = pick(pool, round / 2) else {
         out.notes
             .push(format!("slot-move round {round}: no busy channel in Redis"));

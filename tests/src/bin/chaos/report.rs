@@ -54,6 +54,9 @@ pub struct Counts {
     pub live_events: u64,
     /// See [`Counts::live_events`].
     pub live_delay_max: Duration,
+    /// Standalone events received live that a replay of the stream's log at the end no longer
+    /// holds (see `replay`).
+    pub gone_from_log: u64,
 }
 
 /// How many of something were made, and how many of those were lost.
@@ -105,6 +108,7 @@ impl Counts {
         self.waited_out += other.waited_out;
         self.live_events += other.live_events;
         self.live_delay_max = self.live_delay_max.max(other.live_delay_max);
+        self.gone_from_log += other.gone_from_log;
     }
 }
 
@@ -211,6 +215,12 @@ impl Row {
         if c.ended_32004 > 0 {
             m.push(format!("{} requests ended with -32004", c.ended_32004));
         }
+        if c.gone_from_log > 0 {
+            m.push(format!(
+                "{} events received live are gone from the log",
+                c.gone_from_log
+            ));
+        }
         for (what, lost) in [
             ("sampling answers", c.sampling),
             ("cancellations", c.cancels),
@@ -293,8 +303,8 @@ pub fn table(rows: &[Row]) -> String {
         "| scenario | faults | calls ok / made | events checked | lost | duplicated | out of order \
          | sessions lost | -32004 | resumes | other errors | recovery p50 / max (ms) \
          | slowest call (ms) | sampling lost / answered | cancels lost / sent \
-         | forwarded lost / made | waited out | live delay max (ms) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | forwarded lost / made | waited out | live delay max (ms) | gone from log |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let c = &r.counts;
@@ -309,7 +319,7 @@ pub fn table(rows: &[Row]) -> String {
         };
         t.push_str(&format!(
             "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} \
-             | {} / {} | {} / {} | {} / {} | {} | {} |\n",
+             | {} / {} | {} / {} | {} / {} | {} | {} | {} |\n",
             r.scenario.name(),
             r.faults,
             c.calls_ok,
@@ -333,6 +343,7 @@ pub fn table(rows: &[Row]) -> String {
             c.forwarded.made,
             c.waited_out,
             c.live_delay_max.as_millis(),
+            c.gone_from_log,
         ));
     }
     t
@@ -442,6 +453,8 @@ mod tests {
         assert_eq!(row.misses().len(), 3, "{:?}", row.misses());
         row.counts.cancels.made = 0;
         assert_eq!(row.misses().len(), 4, "{:?}", row.misses());
-        assert!(table(&[row]).contains("| 1 / 3 | 1 | 1200 |"));
+        row.counts.gone_from_log = 2;
+        assert_eq!(row.misses().len(), 5, "{:?}", row.misses());
+        assert!(table(&[row]).contains("| 1 / 3 | 1 | 1200 | 2 |"));
     }
 }

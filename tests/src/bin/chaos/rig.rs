@@ -25,6 +25,10 @@ const EXIT_LIMIT: Duration = Duration::from_secs(40);
 /// the client's call limit, so a lost answer shows as a call left waiting for it.
 const CLIENT_REQUEST_TIMEOUT: &str = "10s";
 
+/// `session.max_events_per_stream`: a 60 s run logs a few thousand events per standalone
+/// stream, and the end-of-run check replays them all (the default 1000 would trim them).
+const MAX_EVENTS_PER_STREAM: u64 = 100_000;
+
 /// `timeout_ms` of the node-bound upstream `fx`: a forwarded call lost shows as -32005.
 const FORWARD_TIMEOUT_MS: u64 = 10_000;
 
@@ -98,6 +102,8 @@ impl Rig {
         let mut options = ClusterOptions::new()
             .fast_liveness(args.node_ttl_ms)
             .set("session.client_request_timeout", CLIENT_REQUEST_TIMEOUT)
+            // The end-of-run log check replays each standalone stream from its start.
+            .set("session.max_events_per_stream", MAX_EVENTS_PER_STREAM)
             .config_file(&config.path().join("switchboard.toml"));
         if args.min_replicas_acked > 0 {
             options = options.set("redis.min_replicas_acked", args.min_replicas_acked);

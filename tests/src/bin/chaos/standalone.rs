@@ -2,6 +2,7 @@
 //! balancer with `Last-Event-ID` each time it drops (kill -9, a drain closing it, Redis gone);
 //! it records every `notify` event in arrival order.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,9 +23,24 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(Default)]
 struct Shared {
     events: Mutex<Vec<Standalone>>,
+    /// The id of the first event the stream sent (its priming event), and the ids of every
+    /// event with data since, whichever connection brought them.
+    ids: Mutex<(Option<String>, BTreeSet<String>)>,
     opened: AtomicBool,
     session_lost: AtomicBool,
     stop: AtomicBool,
+}
+
+/// What [`StandaloneReader::finish`] returns.
+pub struct Finished {
+    /// The sequence check of the `notify` events.
+    pub report: StandaloneReport,
+    /// The reader's own counts (resumes, errors, live-event delays).
+    pub counts: Counts,
+    /// The id of the first event the stream sent.
+    pub first_id: Option<String>,
+    /// The ids of every event with data received.
+    pub live_ids: BTreeSet<String>,
 }
 
 /// The running reader of one session's standalone stream.
@@ -53,14 +69,21 @@ impl StandaloneReader {
         false
     }
 
+    /// The id of the first event received (the replay's starting point) and the ids of every
+    /// event with data received since.
+    pub fn ids(&self) -> (Option<String>, BTreeSet<String>) {
+        self.shared.ids.lock().expect("ids lock").clone()
+    }
+
     /// Whether a reopen answered 404.
     pub fn session_lost(&self) -> bool {
         self.shared.session_lost.load(Ordering::SeqCst)
     }
 
     /// Waits (at most `limit`) until every event of `calls` has arrived (the check finds nothing
-    /// lost), stops reading and returns the check with the reader's own counts.
-    pub async fn finish(self, calls: &[NotifyCall], limit: Duration) -> (StandaloneReport, Counts) {
+    /// lost), stops reading and returns the check with the reader's own counts and its
+    /// [`StandaloneReader::ids`].
+    pub async fn finish(self, calls: &[NotifyCall], limit: Duration) -> Finished {
         let deadline = Instant::now() + limit;
         loop {
             let report = self.check(calls);
@@ -71,12 +94,18 @@ impl StandaloneReader {
         }
         self.shared.stop.store(true, Ordering::SeqCst);
         let report = self.check(calls);
+        let ids = self.ids();
         let counts = self.task.await.unwrap_or_else(|e| {
             let mut c = Counts::default();
             c.error(format!("standalone reader failed: {e}"));
             c
         });
-        (report, counts)
+        Finished {
+            report,
+            counts,
+            first_id: ids.0,
+            live_ids: ids.1,
+        }
     }
 
     fn check(&self, calls: &[NotifyCall]) -> StandaloneReport {
@@ -175,8 +204,11 @@ async fn read(
         };
         if let Some(id) = &event.id {
             *last_id = Some(id.clone());
+            let mut ids = shared.ids.lock().expect("ids lock");
+            ids.0.get_or_insert_with(|| id.clone());
             if event.data.as_deref().is_some_and(|d| !d.is_empty()) {
                 live.observe(id);
+                ids.1.insert(id.clone());
             }
         }
         let Some(msg) = event.json() else { continue };

@@ -16,6 +16,8 @@
 //! loss: its client was told. Calls that ended because some timeout ran out are counted apart
 //! (`waited_out`): the targets allow none.
 
+use std::time::Duration;
+
 use serde_json::{json, Value};
 use switchboard_tests::msg;
 
@@ -87,8 +89,17 @@ fn result_text(response: Option<&Value>) -> String {
         .to_owned()
 }
 
-/// Whether `c` ended because a timeout ran out rather than with a prompt answer or error.
+/// The rig's timeouts (`session.client_request_timeout`, the `fx` upstream's `timeout_ms`): a
+/// call of this workload (each designed to take at most 3 s) that takes this long was left
+/// waiting for something, whatever it ended with.
+pub const HANG: Duration = Duration::from_secs(10);
+
+/// Whether `c` ended because a timeout ran out rather than with a prompt answer or error, or
+/// took [`HANG`] or longer.
 pub fn waited_out(c: &Call) -> bool {
+    if c.finished.duration_since(c.started) >= HANG {
+        return true;
+    }
     match &c.end {
         End::Failed(what) => what == "call timed out",
         End::Rpc(code, _) => *code == -32005,
@@ -142,22 +153,26 @@ pub fn judge_cancel(counts: &mut Counts, k: usize, n: u64, c: &Call) {
     counts.cancel_effect_max = counts.cancel_effect_max.max(effect);
 }
 
-/// Judges client `k`'s node-bound call of tag `tag`.
+/// Judges client `k`'s node-bound call of tag `tag`. Besides its end, one that took longer
+/// than its upstream's `timeout_ms` ([`HANG`]) plus 2 s hung (that timeout bounds the whole
+/// call, forwarding included).
 pub fn judge_forwarded(counts: &mut Counts, k: usize, tag: &str, c: &Call) {
     counts.forwarded.made += 1;
-    let lost = match &c.end {
-        End::Result => {
-            let got = result_text(c.response.as_ref());
-            if got != tag {
-                let what = format!("client {k}: {FORWARDED_TOOL} {tag} answered {got:?}");
-                note(&mut counts.examples, what);
+    let hung = c.finished.duration_since(c.started) > HANG + Duration::from_secs(2);
+    let lost = hung
+        || match &c.end {
+            End::Result => {
+                let got = result_text(c.response.as_ref());
+                if got != tag {
+                    let what = format!("client {k}: {FORWARDED_TOOL} {tag} answered {got:?}");
+                    note(&mut counts.examples, what);
+                }
+                false
             }
-            false
-        }
-        End::Rpc(code, _) => matches!(code, -32005 | -32004),
-        End::Failed(what) => what == "call timed out",
-        _ => false,
-    };
+            End::Rpc(code, _) => matches!(code, -32005 | -32004),
+            End::Failed(what) => what == "call timed out",
+            _ => false,
+        };
     if lost {
         counts.forwarded.lost += 1;
         let took = c.finished.duration_since(c.started).as_millis();
@@ -173,7 +188,7 @@ pub fn judge_forwarded(counts: &mut Counts, k: usize, tag: &str, c: &Call) {
 mod tests {
     use super::*;
     use crate::call::Sent;
-    use std::time::{Duration, Instant};
+    use std::time::Instant;
 
     fn call(end: End, response: Option<Value>) -> Call {
         let now = Instant::now();
