@@ -6,9 +6,11 @@
 //! In Redis Cluster a node's subscriptions ride on its command connections (RESP3), so there the
 //! node loses its commands to that server too while held off.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use redis::Connection;
+
+use crate::eventually::always_for;
 
 /// A Redis whose pub/sub clients were killed and which refuses new connections until released.
 pub struct HeldOff {
@@ -16,6 +18,7 @@ pub struct HeldOff {
     port: u16,
     maxclients: String,
     released: bool,
+    since: Instant,
 }
 
 /// Kills the pub/sub clients of the Redis on 127.0.0.1:`port` (with `password`, if any) and
@@ -67,6 +70,7 @@ pub fn hold_off(port: u16, password: Option<&str>) -> (HeldOff, i64) {
         port,
         maxclients,
         released: false,
+        since: Instant::now(),
     };
     (held, killed)
 }
@@ -83,6 +87,39 @@ fn is_subscriber_field(field: &str) -> bool {
 }
 
 impl HeldOff {
+    /// When the pub/sub clients were killed.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// Subscribers of the classic channel `channel` now (`PUBSUB NUMSUB`, over the admin
+    /// connection: the one connection the Redis keeps while it refuses new ones). Panics when
+    /// the Redis does not answer.
+    pub fn numsub(&mut self, channel: &str) -> i64 {
+        let (_, n): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query(&mut self.admin)
+            .unwrap_or_else(|e| panic!("PUBSUB NUMSUB on redis:{}: {e}", self.port));
+        n
+    }
+
+    /// Keeps the clients out until `until` (a bounded wait that is also the check that the
+    /// drop is in effect): every 50 ms asserts that none of `channels` has a subscriber, and
+    /// panics the first time one does. Returns at once when `until` has passed.
+    pub async fn away_until(&mut self, until: Instant, channels: &[String]) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        let what = format!("no subscriber of {channels:?} while held off");
+        always_for(&what, left, || {
+            let none = channels.iter().all(|c| self.numsub(c) == 0);
+            async move { none }
+        })
+        .await;
+    }
+
     /// Lets clients connect again (restores `maxclients`).
     pub fn release(mut self) {
         self.restore();

@@ -40,6 +40,8 @@
 //! - [`legacy_sse`]: a client of the 2024-11-05 HTTP+SSE transport.
 //! - [`bus_drop`]: nodes cut off the bus for a while: their pub/sub connections killed and
 //!   their reconnection held off (`maxclients`).
+//! - [`bus_probes`]: what the bus cases send from node to node and time (a sampling answer, a
+//!   `notify` on a GET stream held elsewhere), node ids, the bus counters of `/metrics`.
 //! - [`big_upstream`]: an HTTP MCP upstream whose tool streams an answer of any size (1 GB).
 //! - [`sse_upstream`]: a 2024-11-05 HTTP+SSE MCP server, for `kind = "sse"` upstreams.
 //! - [`inspector`]: the MCP Inspector's CLI runs, its web UI as a peer process, and the headless
@@ -57,6 +59,7 @@ pub mod auth_upstream;
 pub mod balancer;
 pub mod big_upstream;
 pub mod bus_drop;
+pub mod bus_probes;
 pub mod cargo_build;
 pub mod client;
 pub mod cluster;

@@ -5,9 +5,10 @@
 //! (same port, same dir and config) to watch promotions.
 //!
 //! Modules: [`config`] writes the config files; `wait` holds the waits (ready, promoted,
-//! rejoined as a replica).
+//! rejoined as a replica); [`switch`] is the graceful `SENTINEL FAILOVER`.
 
 pub mod config;
+pub mod switch;
 mod wait;
 
 use std::collections::BTreeMap;

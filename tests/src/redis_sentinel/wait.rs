@@ -1,6 +1,5 @@
 //! The Sentinel group's bounded waits: ready (every sentinel sees the whole group), a new
-//! primary promoted, a data node back as a replica that every sentinel sees; and the graceful
-//! failover (`SENTINEL FAILOVER`, nothing killed) that waits for both.
+//! primary promoted, a data node back as a replica that every sentinel sees.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -138,29 +137,5 @@ impl SentinelGroup {
             Ok(())
         });
         started.elapsed()
-    }
-
-    /// A graceful failover, as managed Redis maintenance does it: `SENTINEL FAILOVER <name>`
-    /// sent to the first running sentinel (nothing is killed; the old primary keeps running),
-    /// then a wait (at most `limit` in all) until every sentinel names a new primary that
-    /// answers `ROLE` as `master`, and until the old primary replicates it with its link up and
-    /// every sentinel lists it as a healthy replica (the sentinels demote it a few seconds after
-    /// the switch). Returns the old and the new primary's ports and the time from the command
-    /// to the promotion.
-    ///
-    /// Panics when the sentinel refuses (`INPROG`, `NOGOODSLAVE`) or at the limit.
-    pub fn failover_gracefully(&self, limit: Duration) -> (u16, u16, Duration) {
-        let started = Instant::now();
-        let old = self.primary_port();
-        let sentinel = *self
-            .running_sentinels()
-            .first()
-            .expect("a running sentinel");
-        self.query_port::<()>(sentinel, &["SENTINEL", "FAILOVER", self.master_name()])
-            .unwrap_or_else(|e| panic!("SENTINEL FAILOVER on sentinel:{sentinel}: {e}"));
-        let (new, _) = self.wait_promotion(old, limit);
-        let promoted = started.elapsed();
-        self.wait_replica_of(old, new, limit.saturating_sub(promoted));
-        (old, new, promoted)
     }
 }

@@ -2,7 +2,7 @@
 //! its inbox cannot reconnect wait in its mailboxes and arrive once, in order; a lost doorbell is
 //! made up for at the next check; a message past its deadline is dropped; a message posted twice
 //! is taken once; a mailbox that began again is read from its start. Against a private
-//! standalone Redis (the Cluster's slot moves: `tests/tests/bus_slot_move.rs`).
+//! standalone Redis (the Cluster's slot moves and failovers: `tests/tests/cases_bus_slots.rs`).
 
 use std::time::Duration;
 

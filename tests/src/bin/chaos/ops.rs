@@ -4,11 +4,12 @@
 //! off (`bus-drop`). Nothing here stops a switchboard node. Each fault's problems go to `notes`
 //! (they miss the target), what it measured to `facts`.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchboard_tests::bus_drop;
 use switchboard_tests::cluster::Cluster;
 use switchboard_tests::redis_backend::RedisBackend;
+use switchboard_tests::redis_cluster::reshape::SlotMove;
 use switchboard_tests::redis_cluster::RedisCluster;
 
 use crate::primary::{caught, say};
@@ -84,15 +85,22 @@ fn move_channel(
 ) -> Result<(), String> {
     let moved = caught(|| {
         let slot = redis.keyslot(channel);
-        let from = redis.slot_owner(slot);
-        let to = to(from);
-        if to == from {
-            return Ok(None);
+        let to = to(redis.slot_owner(slot));
+        if to == redis.slot_owner(slot) {
+            return None;
         }
-        let (keys, took) = redis.move_slot(slot, to)?;
-        Ok(Some((slot, from, to, keys, took)))
+        let started = Instant::now();
+        let moved = redis.move_slot(slot, to);
+        Some((moved, started.elapsed()))
     });
-    if let Some((slot, from, to, keys, took)) = moved.and_then(|r| r)? {
+    if let Some((moved, took)) = moved? {
+        let SlotMove {
+            slot,
+            from,
+            to,
+            keys,
+            ..
+        } = moved;
         let ms = took.as_millis();
         say(format!(
             "slot {slot} of {channel} moved :{from} -> :{to}, {keys} keys, {ms} ms"
@@ -131,10 +139,16 @@ pub fn graceful_failover(cluster: &mut Cluster, round: usize, out: &mut Outcome)
                     primaries[round % primaries.len()]
                 }
             };
-            let (new, took) = redis.failover_gracefully(primary, FAILOVER_LIMIT);
-            (primary, new, took)
+            let handover = redis.graceful_failover(primary, FAILOVER_LIMIT);
+            (handover.old, handover.new, handover.took)
         }),
-        RedisBackend::Sentinel(group) => caught(|| group.failover_gracefully(FAILOVER_LIMIT)),
+        RedisBackend::Sentinel(group) => caught(|| {
+            let switch = group.graceful_failover(FAILOVER_LIMIT);
+            // The sentinels demote the old primary a few seconds after the switch; the next
+            // failover needs it as a replica.
+            group.wait_replica_of(switch.old, switch.new, FAILOVER_LIMIT);
+            (switch.old, switch.new, switch.took)
+        }),
         RedisBackend::Standalone(_) => Err("graceful-failover needs Sentinel or Cluster".into()),
     };
     match done {

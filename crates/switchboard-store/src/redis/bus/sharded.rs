@@ -150,11 +150,15 @@ impl Sharded {
         for mailbox in self.own_mailboxes() {
             intake.start_at_tail(&mailbox).await?;
         }
+        // The slot map the subscriptions are made under, which the first check compares with
+        // (else a move in the node's first `check_interval` would go unseen).
+        let slots = self.slot_map().await.ok();
         // One command per channel: they live in different slots.
         for channel in [self.keys.inbox(&self.node_id), self.keys.all()] {
             self.conn.clone().ssubscribe(channel).await?;
         }
-        let reader = Reader::new(Arc::downgrade(self), intake, &self.settings);
+        let mut reader = Reader::new(Arc::downgrade(self), intake, &self.settings);
+        reader.slots = slots;
         tokio::spawn(reader.run(pushes));
         tokio::spawn(sweep(Arc::downgrade(self)));
         Ok(rx)
