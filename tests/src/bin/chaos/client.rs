@@ -1,14 +1,14 @@
 //! One chaos client: a session initialized through the balancer, its standalone stream held open,
-//! and a loop of rounds until told to stop: a `notify` and a `countdown` side by side, and with
-//! the full workload a `sample` and a node-bound call beside them (see [`crate::workload`]);
-//! then every sequence is checked.
+//! and until told to stop two loops side by side: rounds of a `notify` and a `countdown`, and
+//! with the full workload rounds of a `sample` and a node-bound call (see [`crate::workload`]);
+//! then every sequence is checked, and the standalone stream's log replayed (`replay`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::{json, Value};
+use serde_json::json;
 use switchboard_tests::client::McpClient;
 use switchboard_tests::msg;
 
@@ -30,6 +30,7 @@ const INTERVAL_MS: u64 = 30;
 const SETTLE: Duration = Duration::from_secs(15);
 
 /// What one client measured.
+#[derive(Default)]
 pub struct ClientRun {
     /// Its counts.
     pub counts: Counts,
@@ -51,22 +52,41 @@ pub async fn run(k: usize, url: String, workload: Workload, stop: Arc<AtomicBool
     if !reader.wait_open(Duration::from_secs(15)).await {
         run.counts.error("standalone GET never opened");
     }
+    // The event streams and the extended workload run side by side, each in its own loop, so
+    // one waiting out a fault (a sampling answer held in a mailbox) does not hold up the other
+    // (a cancellation sent meanwhile).
     let mut notifies = Vec::new();
-    let mut n: u64 = 0;
-    while !stop.load(Ordering::SeqCst) && !reader.session_lost() {
-        n += 1;
-        let round = Round {
-            k,
-            n,
-            full: workload == Workload::Full,
-            url: &url,
-            client: &client,
-        };
-        let failed = round.run(&mut run, &mut notifies).await;
-        if failed {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut extra = ClientRun::default();
+    let full = workload == Workload::Full;
+    let going = || !stop.load(Ordering::SeqCst) && !reader.session_lost();
+    let round = |n| Round {
+        k,
+        n,
+        full,
+        url: &url,
+        client: &client,
+    };
+    let events = async {
+        let mut n: u64 = 0;
+        while going() {
+            n += 1;
+            if round(n).events(&mut run, &mut notifies).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
-    }
+    };
+    let extras = async {
+        let mut n: u64 = 0;
+        while full && going() {
+            n += 1;
+            if round(n).extras(&mut extra).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    tokio::join!(events, extras);
+    run.counts.merge(extra.counts);
+    run.successes.extend(extra.successes);
     let done = reader.finish(&notifies, SETTLE).await;
     let (report, reader_counts) = (done.report, done.counts);
     if let (Some(first), 0) = (done.first_id, reader_counts.sessions_lost) {
@@ -86,8 +106,11 @@ pub async fn run(k: usize, url: String, workload: Workload, stop: Arc<AtomicBool
     run
 }
 
-/// One round of a client's loop: a `notify` and a `countdown` side by side, and with the full
-/// workload a `sample` and a node-bound call beside them (see [`crate::workload`]).
+/// One round of one of a client's loops (see [`crate::workload`]): the events loop runs a
+/// `notify` and a `countdown` side by side (with the full workload every third countdown is
+/// cancelled); the extras loop (full workload) a `sample` and a node-bound call side by side.
+/// Request ids: `4n + 1` … `4n + 4`, the first two the events loop's, the others the extras
+/// loop's, so the loops never reuse each other's.
 struct Round<'a> {
     k: usize,
     n: u64,
@@ -97,17 +120,20 @@ struct Round<'a> {
 }
 
 impl Round<'_> {
-    /// Runs the round's calls and counts them; whether one of them failed.
-    async fn run(&self, run: &mut ClientRun, notifies: &mut Vec<NotifyCall>) -> bool {
-        let (k, n) = (self.k, self.n);
+    fn ids(&self) -> [u64; 4] {
+        std::array::from_fn(|i| 4 * self.n + 1 + i as u64)
+    }
+
+    /// Runs the events round and counts it; whether a call failed.
+    async fn events(&self, run: &mut ClientRun, notifies: &mut Vec<NotifyCall>) -> bool {
+        let (k, n, ids) = (self.k, self.n, self.ids());
         let cancel = self.full && workload::cancels(n);
-        let (count, steps) = (2 + n % 5, 3 + n % 4);
+        let count = 2 + n % 5;
         let (steps, interval) = if cancel {
             (workload::CANCEL_STEPS, workload::CANCEL_INTERVAL_MS)
         } else {
-            (steps, INTERVAL_MS)
+            (3 + n % 4, INTERVAL_MS)
         };
-        let ids: [u64; 4] = std::array::from_fn(|i| 4 * n + 1 + i as u64);
         let (t1, t2) = (format!("c{k}-{}", ids[0]), format!("c{k}-{}", ids[1]));
         let notify = msg::call_with_progress(
             ids[0],
@@ -123,21 +149,14 @@ impl Round<'_> {
             json!({"n": steps, "interval_ms": interval}),
             &t2,
         );
-        let tag = format!("c{k}-r{n}");
-        let (sample, sample_hooks) = workload::sample(ids[2], &tag);
-        let forwarded = workload::forwarded(ids[3], &tag);
-        let (none, countdown_hooks) = (Hooks::default(), workload::countdown_hooks(n));
-        let mut c: [Counts; 4] = Default::default();
-        let [c0, c1, c2, c3] = &mut c;
-        let (a, b, s, f) = tokio::join!(
-            call(self.client, self.url, &notify, &t1, &none, c0),
-            call(self.client, self.url, &countdown, &t2, &countdown_hooks, c1),
-            self.extra(&sample, &sample_hooks, c2),
-            self.extra(&forwarded, &none, c3),
+        let (none, hooks) = (Hooks::default(), workload::countdown_hooks(self.full, n));
+        let (mut c0, mut c1) = (Counts::default(), Counts::default());
+        let (a, b) = tokio::join!(
+            call(self.client, self.url, &notify, &t1, &none, &mut c0),
+            call(self.client, self.url, &countdown, &t2, &hooks, &mut c1),
         );
-        for counts in c {
-            run.counts.merge(counts);
-        }
+        run.counts.merge(c0);
+        run.counts.merge(c1);
         notifies.push(NotifyCall {
             count,
             complete: a.end == End::Result,
@@ -151,27 +170,29 @@ impl Round<'_> {
             note(&mut run.counts.examples, format!("client {k}: {what}"));
         }
         run.counts.events.add(progress);
-        if self.full {
+        if cancel {
             workload::judge_cancel(&mut run.counts, k, n, &b);
         }
-        let mut failed = tally(run, k, a) | tally(run, k, b);
-        if let Some(s) = s {
-            workload::judge_sample(&mut run.counts, k, &tag, &s);
-            failed |= tally(run, k, s);
-        }
-        if let Some(f) = f {
-            workload::judge_forwarded(&mut run.counts, k, &tag, &f);
-            failed |= tally(run, k, f);
-        }
-        failed
+        tally(run, k, a) | tally(run, k, b)
     }
 
-    /// One call of the full workload; `None` with the events-only workload.
-    async fn extra(&self, body: &Value, hooks: &Hooks, counts: &mut Counts) -> Option<Call> {
-        if !self.full {
-            return None;
-        }
-        Some(call(self.client, self.url, body, "", hooks, counts).await)
+    /// Runs the extras round (full workload) and counts it; whether a call failed.
+    async fn extras(&self, run: &mut ClientRun) -> bool {
+        let (k, n, ids) = (self.k, self.n, self.ids());
+        let tag = format!("c{k}-r{n}");
+        let (sample, hooks) = workload::sample(ids[2], &tag);
+        let forwarded = workload::forwarded(ids[3], &tag);
+        let none = Hooks::default();
+        let (mut c0, mut c1) = (Counts::default(), Counts::default());
+        let (s, f) = tokio::join!(
+            call(self.client, self.url, &sample, "", &hooks, &mut c0),
+            call(self.client, self.url, &forwarded, "", &none, &mut c1),
+        );
+        run.counts.merge(c0);
+        run.counts.merge(c1);
+        workload::judge_sample(&mut run.counts, k, &tag, &s);
+        workload::judge_forwarded(&mut run.counts, k, &tag, &f);
+        tally(run, k, s) | tally(run, k, f)
     }
 }
 

@@ -45,10 +45,10 @@ pub fn cancels(n: u64) -> bool {
     n.is_multiple_of(3)
 }
 
-/// The hooks of round `n`'s countdown.
-pub fn countdown_hooks(n: u64) -> Hooks {
+/// The hooks of round `n`'s countdown (`full`: the full workload, which cancels some).
+pub fn countdown_hooks(full: bool, n: u64) -> Hooks {
     Hooks {
-        cancel_after: cancels(n).then_some(CANCEL_AFTER),
+        cancel_after: (full && cancels(n)).then_some(CANCEL_AFTER),
         ..Hooks::default()
     }
 }
