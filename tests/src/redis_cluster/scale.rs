@@ -80,6 +80,7 @@ impl RedisCluster {
             ]),
         }
         let took = started.elapsed();
+        self.wait_slots_agreed();
         self.wait_healthy(SETTLE_LIMIT);
         (primary, took)
     }
@@ -101,6 +102,8 @@ impl RedisCluster {
             .collect();
         let started = Instant::now();
         for (i, &other) in others.iter().enumerate() {
+            // redis-cli refuses to reshard while the nodes disagree (gossip after a move).
+            self.wait_slots_agreed();
             let owned = self.slots_of(port);
             let count = owned / (others.len() - i);
             if count == 0 {
@@ -122,6 +125,7 @@ impl RedisCluster {
         }
         let took = started.elapsed();
         assert_eq!(self.slots_of(port), 0, "redis:{port} still serves slots");
+        self.wait_slots_agreed();
         for removed in replicas.iter().chain([&port]) {
             let removed_id = self.node_id(*removed);
             self.cli(&["del-node", &seed, &removed_id]);
@@ -154,6 +158,24 @@ impl RedisCluster {
             })
             .map(|l| l.split_whitespace().skip(8).map(slot_count).sum())
             .unwrap_or(0)
+    }
+
+    /// Waits (at most [`SETTLE_LIMIT`]) until every running node's `CLUSTER SLOTS` names the
+    /// same primary for every range (gossip spreads a slot's new owner to the replicas).
+    pub fn wait_slots_agreed(&self) {
+        crate::eventually::eventually_ok("every node to agree on the slots", SETTLE_LIMIT, || {
+            let mut maps = Vec::new();
+            for p in self.up_ports() {
+                let slots: Vec<redis::Value> = self
+                    .query_port(p, &["CLUSTER", "SLOTS"])
+                    .map_err(|e| format!("CLUSTER SLOTS on redis:{p}: {e}"))?;
+                maps.push((p, slot_map(&slots)));
+            }
+            match maps.iter().find(|(_, m)| *m != maps[0].1) {
+                Some((p, _)) => Err(format!("redis:{p} and redis:{} disagree", maps[0].0)),
+                None => Ok(()),
+            }
+        });
     }
 
     /// `127.0.0.1:<port>` of a running primary not in `except`: the node `redis-cli` talks to.
@@ -228,6 +250,29 @@ impl RedisCluster {
             out.stderr
         );
     }
+}
+
+/// A `CLUSTER SLOTS` reply as sorted `(start, end, primary port)` ranges.
+fn slot_map(reply: &[redis::Value]) -> Vec<(i64, i64, i64)> {
+    let int = |v: Option<&redis::Value>| match v {
+        Some(redis::Value::Int(n)) => *n,
+        _ => -1,
+    };
+    let mut ranges: Vec<(i64, i64, i64)> = reply
+        .iter()
+        .filter_map(|range| match range {
+            redis::Value::Array(items) => {
+                let port = match items.get(2) {
+                    Some(redis::Value::Array(node)) => int(node.get(1)),
+                    _ => -1,
+                };
+                Some((int(items.first()), int(items.get(1)), port))
+            }
+            _ => None,
+        })
+        .collect();
+    ranges.sort_unstable();
+    ranges
 }
 
 /// Slots in one `CLUSTER NODES` slot field: `5` is one, `0-5460` is 5461, an importing or

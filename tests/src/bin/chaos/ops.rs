@@ -91,7 +91,10 @@ fn move_channel(
         }
         let started = Instant::now();
         let moved = redis.move_slot(slot, to);
-        Some((moved, started.elapsed()))
+        let took = started.elapsed();
+        // The next move (or redis-cli) needs every node to know this one.
+        redis.wait_slot_agreed(&moved);
+        Some((moved, took))
     });
     if let Some((moved, took)) = moved? {
         let SlotMove {

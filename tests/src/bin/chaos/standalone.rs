@@ -173,6 +173,13 @@ impl Live<'_> {
         let delay = Duration::from_millis(unix_ms().saturating_sub(logged));
         self.counts.live_events += 1;
         self.counts.live_delay_max = self.counts.live_delay_max.max(delay);
+        if delay > crate::report::LIVE_DELAY_LIMIT {
+            let what = format!(
+                "live event {id} arrived {} ms after it was logged (at Unix ms {logged})",
+                delay.as_millis()
+            );
+            crate::check::note(&mut self.counts.examples, what);
+        }
     }
 }
 
