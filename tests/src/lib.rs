@@ -16,7 +16,8 @@
 //! - [`redis_server`]: a private `redis-server` per test on a free port, with key inspection
 //!   through the `redis` crate; optionally with AOF, killed and restarted in place.
 //! - [`redis_cluster`]: a private Redis Cluster (3 primaries × 1 replica by default) whose nodes
-//!   can be killed and restarted, with failover waits.
+//!   can be killed and restarted, with failover waits; slots moved by hand, graceful failovers,
+//!   a shard added and removed.
 //! - [`redis_sentinel`]: a private Sentinel group (a primary, a replica, three sentinels) with
 //!   promotion waits.
 //! - [`redis_process`]: what those two share: the binaries, one killable, restartable Redis

@@ -4,11 +4,14 @@
 //! drop. Nodes can be killed and restarted (same port, same `nodes.conf`) to watch failovers.
 //!
 //! Modules: [`nodes`] parses `CLUSTER NODES`; `health` holds the waits (healthy, failed over,
-//! rejoined); [`reshape`] moves a slot by hand and fails a shard over gracefully (case C36).
+//! rejoined); [`reshape`] moves a slot by hand and fails a shard over gracefully (case C36);
+//! `scale` adds a shard (a primary and its replicas) and removes it again (the chaos suite's
+//! `scale-out`).
 
 mod health;
 pub mod nodes;
 pub mod reshape;
+mod scale;
 
 use std::collections::BTreeMap;
 use std::process::Command;

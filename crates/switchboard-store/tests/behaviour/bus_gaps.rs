@@ -242,6 +242,46 @@ async fn a_mailbox_that_began_again_at_the_receivers_cursor_is_read_from_its_sta
     quiet(&mut ra).await;
 }
 
+/// A doorbell whose message its mailbox no longer holds (evicted, or lost with a demoted
+/// primary) delivers the copy it carries: after a gap, and after the mailbox began again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_doorbell_whose_mailbox_lost_its_message_delivers_its_copy() {
+    let env = Env::new(Kind::Redis, quick);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut ra = a.subscribe().await.unwrap();
+    for call in 0..3 {
+        b.send_to("a", &done(call)).await.unwrap();
+    }
+    assert_eq!(
+        next_messages(&mut ra, 3).await,
+        (0..3).map(done).collect::<Vec<_>>()
+    );
+    // Rung as the post script rings, but the mailbox does not hold the message: a gap (number
+    // 9 after 3), then an earlier number once the mailbox is gone (it began again).
+    let ring = |number: &str, id: &str, call: &str| {
+        let text = letter(id, call);
+        let payload = format!("{{\"_q\":\"{number}\",{}", &text[1..]);
+        let _: i64 = env
+            .redis()
+            .query(&["PUBLISH", "sbt:inbox:a", &payload])
+            .unwrap();
+    };
+    ring("0-9", "00000000000000e1", "gap");
+    let got = recv(&mut ra).await;
+    assert!(
+        matches!(&got, BusMessage::ForwardDone { call, .. } if call == "gap"),
+        "{got:?}"
+    );
+    let _: i64 = env.redis().query(&["DEL", "sbt:mbox:a"]).unwrap();
+    ring("0-1", "00000000000000e2", "began again");
+    let got = recv(&mut ra).await;
+    assert!(
+        matches!(&got, BusMessage::ForwardDone { call, .. } if call == "began again"),
+        "{got:?}"
+    );
+    quiet(&mut ra).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mailboxes_are_capped_and_expire() {
     let env = Env::new(Kind::Redis, |c| {

@@ -23,6 +23,24 @@ pub enum Scenario {
     /// the promotion, restarts the killed process (it rejoins as a replica) and waits until it
     /// replicates again. Needs `--redis sentinel|cluster`.
     PrimaryKill,
+    /// The slot of a busy session's channel `sb:{<sid>}:bus` or of a node inbox
+    /// `sb:inbox:{<node id>}` (in turn) moved by hand to another primary, under load. Needs
+    /// `--redis cluster`.
+    SlotMove,
+    /// A graceful failover, nothing killed: `CLUSTER FAILOVER` sent to a replica (Cluster) or
+    /// `SENTINEL FAILOVER` (Sentinel), awaited until the old primary replicates the new one.
+    /// Needs `--redis sentinel|cluster`.
+    GracefulFailover,
+    /// A fourth shard added (a primary and its replica on free ports), slots rebalanced onto it
+    /// under load, then resharded off and the shard removed again. Needs `--redis cluster`.
+    ScaleOut,
+    /// The nodes' pub/sub connections killed and their reconnection held off for
+    /// `--restart-after` (`maxclients`). Needs `--redis standalone`.
+    BusDrop,
+    /// Redis with a small `maxmemory`, an evicting policy and non-expiring ballast: a node
+    /// without `redis.allow_eviction` must refuse to start; the nodes run with it while each
+    /// fault fills Redis to its limit for `--restart-after`. Needs `--redis standalone`.
+    Eviction,
 }
 
 impl Scenario {
@@ -43,6 +61,48 @@ impl Scenario {
             Scenario::RedisRestart => "redis-restart",
             Scenario::Partition => "partition",
             Scenario::PrimaryKill => "primary-kill",
+            Scenario::SlotMove => "slot-move",
+            Scenario::GracefulFailover => "graceful-failover",
+            Scenario::ScaleOut => "scale-out",
+            Scenario::BusDrop => "bus-drop",
+            Scenario::Eviction => "eviction",
+        }
+    }
+
+    /// The scenarios of issue 32 (the operations managed Redis performs): no node is stopped,
+    /// and the extended targets hold (see `report::Row::misses`).
+    pub fn is_managed_op(self) -> bool {
+        matches!(
+            self,
+            Scenario::SlotMove
+                | Scenario::GracefulFailover
+                | Scenario::ScaleOut
+                | Scenario::BusDrop
+                | Scenario::Eviction
+        )
+    }
+
+    /// The scenarios only named ones run (not part of `all`).
+    const NAMED: [Scenario; 6] = [
+        Scenario::PrimaryKill,
+        Scenario::SlotMove,
+        Scenario::GracefulFailover,
+        Scenario::ScaleOut,
+        Scenario::BusDrop,
+        Scenario::Eviction,
+    ];
+
+    /// The topologies it runs on (`None`: every one).
+    fn needs(self) -> Option<&'static [RedisTopology]> {
+        use RedisTopology::*;
+        match self {
+            Scenario::Kill9 | Scenario::Rolling => None,
+            Scenario::RedisRestart
+            | Scenario::Partition
+            | Scenario::BusDrop
+            | Scenario::Eviction => Some(&[Standalone]),
+            Scenario::PrimaryKill | Scenario::GracefulFailover => Some(&[Sentinel, Cluster]),
+            Scenario::SlotMove | Scenario::ScaleOut => Some(&[Cluster]),
         }
     }
 
@@ -52,13 +112,14 @@ impl Scenario {
         }
         Scenario::ALL
             .into_iter()
-            .chain([Scenario::PrimaryKill])
+            .chain(Scenario::NAMED)
             .find(|sc| sc.name() == s)
             .map(|sc| vec![sc])
             .ok_or_else(|| {
                 format!(
                     "unknown scenario `{s}` (kill9, rolling, redis-restart, partition, \
-                     primary-kill, all)"
+                     primary-kill, slot-move, graceful-failover, scale-out, bus-drop, eviction, \
+                     all)"
                 )
             })
     }
@@ -79,6 +140,15 @@ pub enum RedisTopology {
 }
 
 impl RedisTopology {
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            RedisTopology::Standalone => "standalone",
+            RedisTopology::Sentinel => "sentinel",
+            RedisTopology::Cluster => "cluster",
+        }
+    }
+
     fn parse(s: &str) -> Result<RedisTopology, String> {
         match s {
             "standalone" => Ok(RedisTopology::Standalone),
@@ -129,13 +199,35 @@ pub struct Args {
     /// 0 each Redis primary gets 2 replicas, so a promoted one still has a replica to confirm
     /// writes.
     pub min_replicas_acked: u64,
+    /// What each client does besides `notify` and `countdown` (`--workload`; default: `full`).
+    pub workload: Workload,
+    /// `eviction`: Redis's `maxmemory` in MiB (`--maxmemory-mb`, default 32).
+    pub maxmemory_mb: u64,
+    /// `eviction`: Redis's `maxmemory-policy` (`--eviction-policy`, default `volatile-ttl`).
+    pub eviction_policy: String,
+    /// `scale-out`: how many slots the new shard takes (`--scale-slots N`, resharded from every
+    /// primary); `None` (the default, or 0): its even share (`--cluster rebalance`).
+    pub scale_slots: Option<usize>,
 }
 
-const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|primary-kill|all] \
+/// What the clients do (`--workload`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Only the event streams: one `notify` and one `countdown` at a time (issue 14).
+    Events,
+    /// Besides those, each round also a `sample` call answered through the balancer, every
+    /// third `countdown` cancelled through the balancer, and a call of the session's stdio
+    /// upstream (pinned to one node, so usually forwarded there).
+    Full,
+}
+
+const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|primary-kill|slot-move|\
+graceful-failover|scale-out|bus-drop|eviction|all] \
 [--nodes 3] [--clients 8] [--duration-secs 60] [--fault-every-ms 4000] [--restart-after-ms 1000] \
 [--partition-secs 10] \
 [--node-ttl-ms 1500] [--redis standalone|sentinel|cluster] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
-[--lb-health tcp|readyz] [--min-replicas-acked N] [--check] [--seed N]";
+[--lb-health tcp|readyz] [--min-replicas-acked N] [--workload events|full] [--maxmemory-mb 32] \
+[--eviction-policy volatile-ttl] [--scale-slots N] [--check] [--seed N]";
 
 impl Args {
     /// Parses `std::env::args()`; prints the usage and exits 2 on a bad argument.
@@ -168,6 +260,10 @@ impl Args {
             check: false,
             seed: 1,
             min_replicas_acked: 0,
+            workload: Workload::Full,
+            maxmemory_mb: 32,
+            eviction_policy: "volatile-ttl".into(),
+            scale_slots: None,
         };
         while let Some(flag) = it.next() {
             if flag == "--check" {
@@ -180,16 +276,17 @@ impl Args {
         if a.nodes < 2 || a.clients == 0 {
             return Err("--nodes must be at least 2 and --clients at least 1".into());
         }
-        let needs_standalone = a
-            .scenarios
-            .iter()
-            .any(|s| matches!(s, Scenario::RedisRestart | Scenario::Partition));
-        if needs_standalone && a.redis != RedisTopology::Standalone {
-            return Err("redis-restart and partition need --redis standalone".into());
-        }
-        let primary_kill = a.scenarios.contains(&Scenario::PrimaryKill);
-        if primary_kill && a.redis == RedisTopology::Standalone {
-            return Err("primary-kill needs --redis sentinel or cluster".into());
+        for scenario in &a.scenarios {
+            if let Some(topologies) = scenario.needs() {
+                if !topologies.contains(&a.redis) {
+                    let names: Vec<&str> = topologies.iter().map(|t| t.name()).collect();
+                    return Err(format!(
+                        "{} needs --redis {}",
+                        scenario.name(),
+                        names.join(" or ")
+                    ));
+                }
+            }
         }
         if a.min_replicas_acked > 0 && a.redis == RedisTopology::Standalone {
             return Err("--min-replicas-acked needs --redis sentinel or cluster".into());
@@ -214,6 +311,18 @@ impl Args {
             "--logs" => self.logs = Some(PathBuf::from(value)),
             "--seed" => self.seed = num(value)?,
             "--min-replicas-acked" => self.min_replicas_acked = num(value)?,
+            "--maxmemory-mb" => self.maxmemory_mb = num(value)?,
+            "--eviction-policy" => self.eviction_policy = value.to_owned(),
+            "--scale-slots" => {
+                self.scale_slots = Some(num(value)? as usize).filter(|&n| n > 0);
+            }
+            "--workload" => {
+                self.workload = match value {
+                    "events" => Workload::Events,
+                    "full" => Workload::Full,
+                    other => return Err(format!("--workload {other}: events or full")),
+                }
+            }
             "--lb-health" => {
                 self.lb_health = match value {
                     "tcp" => None,
@@ -269,5 +378,19 @@ mod tests {
         assert_eq!(a.min_replicas_acked, 1);
         let a = parse("--scenario primary-kill --redis cluster").unwrap();
         assert_eq!((a.redis, a.min_replicas_acked), (RedisTopology::Cluster, 0));
+    }
+
+    #[test]
+    fn the_managed_redis_operations_run_where_they_can() {
+        assert!(parse("--scenario slot-move").is_err());
+        assert!(parse("--scenario slot-move --redis cluster").is_ok());
+        assert!(parse("--scenario scale-out --redis sentinel").is_err());
+        assert!(parse("--scenario graceful-failover --redis sentinel").is_ok());
+        assert!(parse("--scenario graceful-failover --redis cluster").is_ok());
+        assert!(parse("--scenario bus-drop").is_ok());
+        assert!(parse("--scenario eviction --redis cluster").is_err());
+        let a = parse("--scenario eviction --maxmemory-mb 16 --workload events").unwrap();
+        assert_eq!((a.maxmemory_mb, a.workload), (16, Workload::Events));
+        assert!(Scenario::Eviction.is_managed_op() && !Scenario::Kill9.is_managed_op());
     }
 }

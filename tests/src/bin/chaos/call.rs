@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use reqwest::{Method, StatusCode};
-use serde_json::Value;
+use serde_json::{json, Value};
 use switchboard_tests::client::{McpClient, Reply, SendError};
 use switchboard_tests::sse::{is_response, SseStream};
 
@@ -26,10 +26,35 @@ pub enum End {
     Result,
     /// Answered with a JSON-RPC error: its code and message.
     Rpc(i64, String),
+    /// Answered with a tool result flagged `isError`: its text.
+    ToolError(String),
+    /// Its cancellation was accepted and then its stream ended without a result (with an error
+    /// response, or none).
+    Cancelled,
     /// The session answered 404.
     SessionLost(String),
     /// No answer: the kind of failure (a table error kind).
     Failed(String),
+}
+
+/// What a call does along the way besides reading (the extended workload).
+#[derive(Clone, Debug, Default)]
+pub struct Hooks {
+    /// Answer each server request on the call's stream (`sampling/createMessage`) with a
+    /// sampling result of this text, POSTed through the balancer.
+    pub answer: Option<String>,
+    /// POST `notifications/cancelled` for the call through the balancer once this progress
+    /// value arrived.
+    pub cancel_after: Option<u64>,
+}
+
+/// A POST the call sent besides its request (an answer, a cancellation).
+#[derive(Clone, Copy, Debug)]
+pub struct Sent {
+    /// The status of its last attempt (0: no answer at all).
+    pub status: u16,
+    /// When that attempt was answered.
+    pub at: Instant,
 }
 
 /// A finished call.
@@ -37,8 +62,14 @@ pub enum End {
 pub struct Call {
     /// How it ended.
     pub end: End,
+    /// The JSON-RPC response, when one arrived.
+    pub response: Option<Value>,
     /// The `progress` values of its `notifications/progress`, in arrival order.
     pub progress: Vec<u64>,
+    /// The answer POSTed to a server request, if one came.
+    pub answered: Option<Sent>,
+    /// The cancellation POSTed, if [`Hooks::cancel_after`] was reached.
+    pub cancelled: Option<Sent>,
     /// When it was sent.
     pub started: Instant,
     /// When it ended.
@@ -78,22 +109,24 @@ pub fn end_of(response: &Value) -> End {
         return End::Rpc(code, e["message"].as_str().unwrap_or_default().to_owned());
     }
     if response["result"]["isError"] == true {
-        return End::Failed("tool error".into());
+        let text = response["result"]["content"][0]["text"].as_str();
+        return End::ToolError(text.unwrap_or_default().to_owned());
     }
     End::Result
 }
 
 /// POSTs `body` (a request with `id`, whose progress notifications carry `token`) and follows it
-/// to its end; resumes and errors along the way go into `counts`.
+/// to its end, doing what `hooks` say on the way; resumes and errors along the way go into
+/// `counts`.
 pub async fn call(
     client: &McpClient,
     url: &str,
     body: &Value,
     token: &str,
+    hooks: &Hooks,
     counts: &mut Counts,
 ) -> Call {
     let started = Instant::now();
-    let mut progress = Vec::new();
     let mut trail = Trail {
         started,
         steps: Vec::new(),
@@ -108,76 +141,203 @@ pub async fn call(
         unix.as_secs(),
         unix.subsec_millis()
     ));
-    let end = follow(client, url, body, token, &mut progress, counts, &mut trail).await;
-    trail.mark(format_args!("ended: {end:?}"));
+    let mut f = Follow {
+        client,
+        url,
+        id: body["id"].clone(),
+        token,
+        hooks,
+        deadline: started + CALL_LIMIT,
+        progress: Vec::new(),
+        last_id: None,
+        response: None,
+        answered: None,
+        cancelled: None,
+        counts,
+        trail,
+    };
+    let end = f.run(body).await;
+    f.trail.mark(format_args!("ended: {end:?}"));
     Call {
         end,
-        progress,
+        response: f.response,
+        progress: f.progress,
+        answered: f.answered,
+        cancelled: f.cancelled,
         started,
         finished: Instant::now(),
-        trail: trail.steps,
+        trail: f.trail.steps,
     }
 }
 
-async fn follow(
-    client: &McpClient,
-    url: &str,
-    body: &Value,
-    token: &str,
-    progress: &mut Vec<u64>,
-    counts: &mut Counts,
-    trail: &mut Trail,
-) -> End {
-    let deadline = Instant::now() + CALL_LIMIT;
-    let headers = client.post_headers();
-    let reply = match client
-        .try_send(Method::POST, url, &headers, Some(body.to_string()))
-        .await
-    {
-        Ok(reply) => reply,
-        Err(e) => return End::Failed(kind("POST", &e)),
-    };
-    trail.mark(format_args!(
-        "POST {} {}",
-        reply.status.as_u16(),
-        if reply.is_json() { "JSON" } else { "SSE" }
-    ));
-    match reply.status {
-        StatusCode::OK => {}
-        StatusCode::NOT_FOUND => return End::SessionLost("POST 404".into()),
-        other => return End::Failed(format!("POST {}", other.as_u16())),
-    }
-    if reply.is_json() {
-        return match reply.try_text().await {
-            Ok(text) => serde_json::from_str(&text)
-                .map(|v: Value| end_of(&v))
-                .unwrap_or_else(|_| End::Failed("POST: not JSON".into())),
-            Err(e) => End::Failed(kind("POST body", &e)),
+/// One call being followed.
+struct Follow<'a> {
+    client: &'a McpClient,
+    url: &'a str,
+    id: Value,
+    token: &'a str,
+    hooks: &'a Hooks,
+    deadline: Instant,
+    progress: Vec<u64>,
+    last_id: Option<String>,
+    response: Option<Value>,
+    answered: Option<Sent>,
+    cancelled: Option<Sent>,
+    counts: &'a mut Counts,
+    trail: Trail,
+}
+
+impl Follow<'_> {
+    async fn run(&mut self, body: &Value) -> End {
+        let headers = self.client.post_headers();
+        let reply = match self
+            .client
+            .try_send(Method::POST, self.url, &headers, Some(body.to_string()))
+            .await
+        {
+            Ok(reply) => reply,
+            Err(e) => return End::Failed(kind("POST", &e)),
         };
-    }
-    let id = body["id"].clone();
-    let mut stream = reply.sse();
-    let mut last_id: Option<String> = None;
-    loop {
-        match read(&mut stream, &id, token, progress, &mut last_id, deadline).await {
-            Read::Answer(response) => return end_of(&response),
-            Read::Timeout => return End::Failed("call timed out".into()),
-            Read::Ended => {}
+        self.trail.mark(format_args!(
+            "POST {} {}",
+            reply.status.as_u16(),
+            if reply.is_json() { "JSON" } else { "SSE" }
+        ));
+        match reply.status {
+            StatusCode::OK => {}
+            StatusCode::NOT_FOUND => return End::SessionLost("POST 404".into()),
+            other => return End::Failed(format!("POST {}", other.as_u16())),
         }
-        trail.mark(format_args!("stream ended after {last_id:?}"));
-        let Some(from) = last_id.clone() else {
-            return End::Failed("stream dropped before its first event".into());
-        };
-        counts.resumes += 1;
-        let before = counts.errors.values().sum::<u64>();
-        stream = match reopen(client, url, &from, deadline, counts).await {
-            Ok(stream) => stream,
-            Err(end) => return end,
-        };
-        let refused = counts.errors.values().sum::<u64>() - before;
-        trail.mark(format_args!("resumed ({refused} refused first)"));
+        if reply.is_json() {
+            return match reply.try_text().await {
+                Ok(text) => match serde_json::from_str::<Value>(&text) {
+                    Ok(v) => self.answered_with(v),
+                    Err(_) => End::Failed("POST: not JSON".into()),
+                },
+                Err(e) => End::Failed(kind("POST body", &e)),
+            };
+        }
+        let mut stream = reply.sse();
+        loop {
+            match self.read(&mut stream).await {
+                Read::Answer(response) => return self.answered_with(response),
+                Read::Timeout => return End::Failed("call timed out".into()),
+                Read::Ended => {}
+            }
+            let last_id = self.last_id.clone();
+            self.trail
+                .mark(format_args!("stream ended after {last_id:?}"));
+            if self.cancelled.is_some_and(|c| c.status == 202) {
+                return End::Cancelled;
+            }
+            let Some(from) = last_id else {
+                return End::Failed("stream dropped before its first event".into());
+            };
+            self.counts.resumes += 1;
+            let before = self.counts.errors.values().sum::<u64>();
+            stream = match reopen(self.client, self.url, &from, self.deadline, self.counts).await {
+                Ok(stream) => stream,
+                Err(end) => return end,
+            };
+            let refused = self.counts.errors.values().sum::<u64>() - before;
+            self.trail
+                .mark(format_args!("resumed ({refused} refused first)"));
+        }
+    }
+
+    /// The end a response makes. After an accepted cancellation an error response (the node
+    /// answers a cancelled request -32004 `request cancelled`) is the cancellation's effect.
+    fn answered_with(&mut self, response: Value) -> End {
+        let mut end = end_of(&response);
+        let cancelled = self.cancelled.is_some_and(|c| c.status == 202);
+        if cancelled && matches!(end, End::Rpc(..)) {
+            end = End::Cancelled;
+        }
+        self.response = Some(response);
+        end
+    }
+
+    async fn read(&mut self, stream: &mut SseStream) -> Read {
+        loop {
+            let left = self.deadline.saturating_duration_since(Instant::now());
+            let Some(event) = stream.next_event(left).await else {
+                return if stream.is_ended() {
+                    Read::Ended
+                } else {
+                    Read::Timeout
+                };
+            };
+            if let Some(event_id) = &event.id {
+                self.last_id = Some(event_id.clone());
+            }
+            let Some(msg) = event.json() else { continue };
+            if is_response(&msg, &self.id) {
+                return Read::Answer(msg);
+            }
+            self.on_message(&msg).await;
+        }
+    }
+
+    /// A progress notification is counted (and may trigger the cancellation); a server request
+    /// is answered.
+    async fn on_message(&mut self, msg: &Value) {
+        let params = &msg["params"];
+        if msg["method"] == "notifications/progress" && params["progressToken"] == self.token {
+            let value = params["progress"].as_u64().unwrap_or(0);
+            self.progress.push(value);
+            if self.hooks.cancel_after == Some(value) && self.cancelled.is_none() {
+                let cancel = switchboard_tests::msg::cancelled(self.id.clone());
+                let sent = self.post(&cancel, "cancel").await;
+                self.cancelled = Some(sent);
+            }
+            return;
+        }
+        let is_request = msg.get("method").is_some() && msg.get("id").is_some();
+        if let (true, Some(text)) = (is_request, &self.hooks.answer) {
+            let answer = json!({"role": "assistant", "model": "chaos",
+                "content": {"type": "text", "text": text}});
+            let answer = switchboard_tests::msg::result(&msg["id"], answer);
+            let sent = self.post(&answer, "answer").await;
+            self.answered = Some(sent);
+        }
+    }
+
+    /// POSTs `body` (a notification or a response: 202 expected) through the balancer; a 503
+    /// (the store paused, `Retry-After`) is tried again, at most [`POST_TRIES`] times.
+    async fn post(&mut self, body: &Value, what: &str) -> Sent {
+        let headers = self.client.post_headers();
+        let mut status = 0;
+        for attempt in 1..=POST_TRIES {
+            let sent = self
+                .client
+                .try_send(Method::POST, self.url, &headers, Some(body.to_string()))
+                .await;
+            status = match sent {
+                Ok(reply) => reply.status.as_u16(),
+                Err(e) => {
+                    self.counts.error(kind(&format!("{what} POST"), &e));
+                    0
+                }
+            };
+            self.trail.mark(format_args!("{what} POST {status}"));
+            if status != 503 || attempt == POST_TRIES {
+                break;
+            }
+            self.counts.error(format!("{what} POST 503"));
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        if status != 202 && status != 0 {
+            self.counts.error(format!("{what} POST {status}"));
+        }
+        Sent {
+            status,
+            at: Instant::now(),
+        }
     }
 }
+
+/// How many times an answer or cancellation refused with 503 is sent.
+const POST_TRIES: usize = 5;
 
 /// What reading a stream came to.
 enum Read {
@@ -187,37 +347,6 @@ enum Read {
     Ended,
     /// The deadline passed.
     Timeout,
-}
-
-async fn read(
-    stream: &mut SseStream,
-    id: &Value,
-    token: &str,
-    progress: &mut Vec<u64>,
-    last_id: &mut Option<String>,
-    deadline: Instant,
-) -> Read {
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Some(event) = stream.next_event(left).await else {
-            return if stream.is_ended() {
-                Read::Ended
-            } else {
-                Read::Timeout
-            };
-        };
-        if let Some(event_id) = &event.id {
-            *last_id = Some(event_id.clone());
-        }
-        let Some(msg) = event.json() else { continue };
-        if is_response(&msg, id) {
-            return Read::Answer(msg);
-        }
-        let params = &msg["params"];
-        if msg["method"] == "notifications/progress" && params["progressToken"] == token {
-            progress.push(params["progress"].as_u64().unwrap_or(0));
-        }
-    }
 }
 
 /// Opens `GET` with `Last-Event-ID: from` through the balancer until it streams (200), the

@@ -1,6 +1,7 @@
 //! One chaos client: a session initialized through the balancer, its standalone stream held open,
-//! and a loop of `notify` and `countdown` calls (one of each at a time, side by side) until told
-//! to stop; then every sequence is checked.
+//! and until told to stop two loops side by side: rounds of a `notify` and a `countdown`, and
+//! with the full workload rounds of a `sample` and a node-bound call (see [`crate::workload`]);
+//! then every sequence is checked, and the standalone stream's log replayed (`replay`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,10 +12,13 @@ use serde_json::json;
 use switchboard_tests::client::McpClient;
 use switchboard_tests::msg;
 
-use crate::call::{call, end_of, init_answer, kind, Call, End};
+use crate::args::Workload;
+use crate::call::{call, end_of, init_answer, kind, Call, End, Hooks};
 use crate::check::{check_sequence, note, NotifyCall};
+use crate::replay;
 use crate::report::Counts;
 use crate::standalone::StandaloneReader;
+use crate::workload;
 
 /// The revision the clients speak (resumable streams with priming events).
 const REVISION: &str = "2025-11-25";
@@ -26,6 +30,7 @@ const INTERVAL_MS: u64 = 30;
 const SETTLE: Duration = Duration::from_secs(15);
 
 /// What one client measured.
+#[derive(Default)]
 pub struct ClientRun {
     /// Its counts.
     pub counts: Counts,
@@ -34,7 +39,7 @@ pub struct ClientRun {
 }
 
 /// Runs client `k` against `url` (the balancer) until `stop` is set.
-pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
+pub async fn run(k: usize, url: String, workload: Workload, stop: Arc<AtomicBool>) -> ClientRun {
     let mut run = ClientRun {
         counts: Counts::default(),
         successes: Vec::new(),
@@ -47,15 +52,91 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
     if !reader.wait_open(Duration::from_secs(15)).await {
         run.counts.error("standalone GET never opened");
     }
+    // The event streams and the extended workload run side by side, each in its own loop, so
+    // one waiting out a fault (a sampling answer held in a mailbox) does not hold up the other
+    // (a cancellation sent meanwhile).
     let mut notifies = Vec::new();
-    let mut n: u64 = 0;
-    while !stop.load(Ordering::SeqCst) && !reader.session_lost() {
-        n += 1;
-        let (count, steps) = (2 + n % 5, 3 + n % 4);
-        let (notify_id, countdown_id) = (2 * n + 1, 2 * n + 2);
-        let (t1, t2) = (format!("c{k}-{notify_id}"), format!("c{k}-{countdown_id}"));
+    let mut extra = ClientRun::default();
+    let full = workload == Workload::Full;
+    let going = || !stop.load(Ordering::SeqCst) && !reader.session_lost();
+    let round = |n| Round {
+        k,
+        n,
+        full,
+        url: &url,
+        client: &client,
+    };
+    let events = async {
+        let mut n: u64 = 0;
+        while going() {
+            n += 1;
+            if round(n).events(&mut run, &mut notifies).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let extras = async {
+        let mut n: u64 = 0;
+        while full && going() {
+            n += 1;
+            if round(n).extras(&mut extra).await {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    tokio::join!(events, extras);
+    run.counts.merge(extra.counts);
+    run.successes.extend(extra.successes);
+    let done = reader.finish(&notifies, SETTLE).await;
+    let (report, reader_counts) = (done.report, done.counts);
+    if let (Some(first), 0) = (done.first_id, reader_counts.sessions_lost) {
+        let replayed = replay::check_log(&client, &url, &first, &done.live_ids).await;
+        run.counts.gone_from_log += replayed.gone;
+        if let Some(e) = replayed.example {
+            note(&mut run.counts.examples, format!("client {k}: {e}"));
+        }
+    }
+    run.counts.merge(reader_counts);
+    run.counts.events.add(report.counts);
+    run.counts.stray += report.stray;
+    for e in report.examples {
+        note(&mut run.counts.examples, format!("client {k}: {e}"));
+    }
+    run.counts.sessions_lost = run.counts.sessions_lost.min(1);
+    run
+}
+
+/// One round of one of a client's loops (see [`crate::workload`]): the events loop runs a
+/// `notify` and a `countdown` side by side (with the full workload every third countdown is
+/// cancelled); the extras loop (full workload) a `sample` and a node-bound call side by side.
+/// Request ids: `4n + 1` … `4n + 4`, the first two the events loop's, the others the extras
+/// loop's, so the loops never reuse each other's.
+struct Round<'a> {
+    k: usize,
+    n: u64,
+    full: bool,
+    url: &'a str,
+    client: &'a McpClient,
+}
+
+impl Round<'_> {
+    fn ids(&self) -> [u64; 4] {
+        std::array::from_fn(|i| 4 * self.n + 1 + i as u64)
+    }
+
+    /// Runs the events round and counts it; whether a call failed.
+    async fn events(&self, run: &mut ClientRun, notifies: &mut Vec<NotifyCall>) -> bool {
+        let (k, n, ids) = (self.k, self.n, self.ids());
+        let cancel = self.full && workload::cancels(n);
+        let count = 2 + n % 5;
+        let (steps, interval) = if cancel {
+            (workload::CANCEL_STEPS, workload::CANCEL_INTERVAL_MS)
+        } else {
+            (3 + n % 4, INTERVAL_MS)
+        };
+        let (t1, t2) = (format!("c{k}-{}", ids[0]), format!("c{k}-{}", ids[1]));
         let notify = msg::call_with_progress(
-            notify_id,
+            ids[0],
             "notify",
             // The tag is the call's index among this client's `notify` calls: its events are
             // told apart from any other call's, even one that failed and was logged anyway.
@@ -63,17 +144,19 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
             &t1,
         );
         let countdown = msg::call_with_progress(
-            countdown_id,
+            ids[1],
             "countdown",
-            json!({"n": steps, "interval_ms": INTERVAL_MS}),
+            json!({"n": steps, "interval_ms": interval}),
             &t2,
         );
-        let mut c2 = Counts::default();
+        let (none, hooks) = (Hooks::default(), workload::countdown_hooks(self.full, n));
+        let (mut c0, mut c1) = (Counts::default(), Counts::default());
         let (a, b) = tokio::join!(
-            call(&client, &url, &notify, &t1, &mut run.counts),
-            call(&client, &url, &countdown, &t2, &mut c2),
+            call(self.client, self.url, &notify, &t1, &none, &mut c0),
+            call(self.client, self.url, &countdown, &t2, &hooks, &mut c1),
         );
-        run.counts.merge(c2);
+        run.counts.merge(c0);
+        run.counts.merge(c1);
         notifies.push(NotifyCall {
             count,
             complete: a.end == End::Result,
@@ -87,33 +170,46 @@ pub async fn run(k: usize, url: String, stop: Arc<AtomicBool>) -> ClientRun {
             note(&mut run.counts.examples, format!("client {k}: {what}"));
         }
         run.counts.events.add(progress);
-        let failed = tally(&mut run, k, a) | tally(&mut run, k, b);
-        if failed {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        if cancel {
+            workload::judge_cancel(&mut run.counts, k, n, &b);
         }
+        tally(run, k, a) | tally(run, k, b)
     }
-    let (report, reader_counts) = reader.finish(&notifies, SETTLE).await;
-    run.counts.merge(reader_counts);
-    run.counts.events.add(report.counts);
-    run.counts.stray += report.stray;
-    for e in report.examples {
-        note(&mut run.counts.examples, format!("client {k}: {e}"));
+
+    /// Runs the extras round (full workload) and counts it; whether a call failed.
+    async fn extras(&self, run: &mut ClientRun) -> bool {
+        let (k, n, ids) = (self.k, self.n, self.ids());
+        let tag = format!("c{k}-r{n}");
+        let (sample, hooks) = workload::sample(ids[2], &tag);
+        let forwarded = workload::forwarded(ids[3], &tag);
+        let none = Hooks::default();
+        let (mut c0, mut c1) = (Counts::default(), Counts::default());
+        let (s, f) = tokio::join!(
+            call(self.client, self.url, &sample, "", &hooks, &mut c0),
+            call(self.client, self.url, &forwarded, "", &none, &mut c1),
+        );
+        run.counts.merge(c0);
+        run.counts.merge(c1);
+        workload::judge_sample(&mut run.counts, k, &tag, &s);
+        workload::judge_forwarded(&mut run.counts, k, &tag, &f);
+        tally(run, k, s) | tally(run, k, f)
     }
-    run.counts.sessions_lost = run.counts.sessions_lost.min(1);
-    run
 }
 
 /// Counts one call's end; whether it failed.
 fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
     let counts = &mut run.counts;
     counts.calls += 1;
+    if crate::workload::waited_out(&c) {
+        counts.waited_out += 1;
+    }
     let took = c.finished.duration_since(c.started);
     if took > counts.slowest {
         counts.slowest = took;
         counts.slowest_trail = format!("client {k}: {}", c.trail.join("; "));
     }
     match c.end {
-        End::Result => {
+        End::Result | End::Cancelled => {
             counts.calls_ok += 1;
             run.successes.push((c.started, c.finished));
             return false;
@@ -133,6 +229,13 @@ fn tally(run: &mut ClientRun, k: usize, c: Call) -> bool {
             note(
                 &mut counts.examples,
                 format!("client {k}: session lost: {how}"),
+            );
+        }
+        End::ToolError(text) => {
+            counts.error(format!("tool error: {text}"));
+            note(
+                &mut counts.examples,
+                format!("client {k}: tool error {text}"),
             );
         }
         End::Failed(what) => counts.error(what),
@@ -171,7 +274,8 @@ async fn open_session(url: &str, counts: &mut Counts) -> Option<McpClient> {
 
 /// One `initialize`; the session id when it answered with a result.
 async fn initialize(client: &McpClient, url: &str, counts: &mut Counts) -> Option<String> {
-    let body = msg::init(REVISION, json!({})).to_string();
+    // The `sample` calls of the full workload need the sampling capability.
+    let body = msg::init(REVISION, json!({"sampling": {}})).to_string();
     let headers = client.post_headers();
     let reply = match client
         .try_send(Method::POST, url, &headers, Some(body))

@@ -14,9 +14,14 @@
 //! - `args`: the command line, the scenarios and the Redis topology hook.
 //! - `rig`: the processes (through the harness) and the fault schedules.
 //! - `primary`: the primary-kill fault (Sentinel and Cluster failovers).
+//! - `ops`: the operations managed Redis performs (slot moves, graceful failovers, a shard added
+//!   and removed, pub/sub connections dropped).
+//! - `pressure`: the eviction scenario (refusal, ballast, Redis held at its memory limit).
 //! - `client`: one client's session and call loop.
+//! - `workload`: the extended workload (sampling, cancellation, forwarded calls) and its judging.
 //! - `call`: one request followed to its end, its stream resumed with `Last-Event-ID`.
 //! - `standalone`: the session's standalone `GET` stream, held and resumed.
+//! - `replay`: the end-of-run check that every event received live is still in the log.
 //! - `check`: the sequence checks (lost, duplicated, out of order).
 //! - `report`: the counts, the targets and the table.
 //!
@@ -26,10 +31,14 @@ mod args;
 mod call;
 mod check;
 mod client;
+mod ops;
+mod pressure;
 mod primary;
+mod replay;
 mod report;
 mod rig;
 mod standalone;
+mod workload;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -70,6 +79,16 @@ fn main() {
         for e in &row.counts.examples {
             println!("- {} evidence: {e}", row.scenario.name());
         }
+        for f in &row.facts {
+            println!("- {} measured: {f}", row.scenario.name());
+        }
+        if row.counts.cancels.made > 0 {
+            println!(
+                "- {} slowest cancellation: {} ms from its 202 to the end of its stream",
+                row.scenario.name(),
+                row.counts.cancel_effect_max.as_millis()
+            );
+        }
         println!(
             "- {} slowest call ({} ms): {}",
             row.scenario.name(),
@@ -99,14 +118,16 @@ async fn run_scenario(args: &Args, scenario: Scenario) -> Row {
         .unwrap_or_else(|e| panic!("scenario {}: cannot set up: {e}", scenario.name()));
     let stop = Arc::new(AtomicBool::new(false));
     let clients: Vec<_> = (0..args.clients)
-        .map(|k| tokio::spawn(client::run(k, rig.url(), Arc::clone(&stop))))
+        .map(|k| {
+            let stop = Arc::clone(&stop);
+            tokio::spawn(client::run(k, rig.url(), args.workload, stop))
+        })
         .collect();
     let until = Instant::now() + args.duration;
     let faults = FaultLog::default();
-    let schedule_notes = tokio::task::block_in_place(|| {
-        let notes = rig.inject(args, scenario, until, &faults);
+    tokio::task::block_in_place(|| {
+        rig.inject(args, scenario, until, &faults);
         std::thread::sleep(until.saturating_duration_since(Instant::now()));
-        notes
     });
     stop.store(true, Ordering::SeqCst);
     let faults = faults.into_inner().expect("fault log");
@@ -125,6 +146,7 @@ async fn run_scenario(args: &Args, scenario: Scenario) -> Row {
             Err(_) => counts.error("client did not stop in 60 s"),
         }
     }
+    let outcome = std::mem::take(&mut rig.outcome);
     tokio::task::block_in_place(|| {
         if let Some(dir) = &args.logs {
             let dir = dir.join(scenario.name());
@@ -140,7 +162,9 @@ async fn run_scenario(args: &Args, scenario: Scenario) -> Row {
         promotions: promotions.len() as u64,
         clients: args.clients as u64,
         min_replicas_acked: args.min_replicas_acked,
-        schedule_notes,
+        schedule_notes: outcome.notes,
+        facts: outcome.facts,
+        workload: args.workload,
         counts,
     }
 }

@@ -124,7 +124,7 @@ fn cluster_round(
 }
 
 /// Runs `f`, turning a panic of the fixtures (a wait that hit its limit) into its message.
-fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+pub fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
     catch_unwind(AssertUnwindSafe(f)).map_err(|panic| {
         panic
             .downcast_ref::<String>()
@@ -136,7 +136,7 @@ fn caught<T>(f: impl FnOnce() -> T) -> Result<T, String> {
 
 /// Prints `msg` on stderr with the wall-clock time (seconds since the Unix epoch, ms), to line
 /// the schedule up with the node logs.
-fn say(msg: String) {
+pub fn say(msg: String) {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

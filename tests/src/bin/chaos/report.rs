@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::args::Scenario;
+use crate::args::{Scenario, Workload};
 use crate::check::SeqCounts;
 
 /// The counts of one client, or of a whole scenario once merged.
@@ -35,6 +35,44 @@ pub struct Counts {
     pub slowest_trail: String,
     /// The first problems seen, as evidence.
     pub examples: Vec<String>,
+    /// `sample` calls whose sampling request was answered (202) / whose call then did not end
+    /// with that answer (an error, a timeout).
+    pub sampling: Lost,
+    /// `countdown`s cancelled (the cancellation accepted with 202) / that ran to their end
+    /// anyway.
+    pub cancels: Lost,
+    /// The longest from an accepted cancellation to the end of its call's stream.
+    pub cancel_effect_max: Duration,
+    /// Calls of the node-bound (stdio) upstream / ended with -32005, -32004 or no answer
+    /// within the call limit.
+    pub forwarded: Lost,
+    /// Calls that ended because a timeout ran out: the client's own limit, -32005, or a tool
+    /// result saying the client did not answer within the limit.
+    pub waited_out: u64,
+    /// Events of the held `GET` stream logged after that stream was (re)opened: how many, and
+    /// the longest from their log position's timestamp to their arrival.
+    pub live_events: u64,
+    /// See [`Counts::live_events`].
+    pub live_delay_max: Duration,
+    /// Standalone events received live that a replay of the stream's log at the end no longer
+    /// holds (see `replay`).
+    pub gone_from_log: u64,
+}
+
+/// How many of something were made, and how many of those were lost.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Lost {
+    /// Made (sent, answered, cancelled).
+    pub made: u64,
+    /// Lost.
+    pub lost: u64,
+}
+
+impl Lost {
+    fn add(&mut self, other: Lost) {
+        self.made += other.made;
+        self.lost += other.lost;
+    }
 }
 
 impl Counts {
@@ -63,6 +101,14 @@ impl Counts {
         for e in other.examples {
             crate::check::note(&mut self.examples, e);
         }
+        self.sampling.add(other.sampling);
+        self.cancels.add(other.cancels);
+        self.cancel_effect_max = self.cancel_effect_max.max(other.cancel_effect_max);
+        self.forwarded.add(other.forwarded);
+        self.waited_out += other.waited_out;
+        self.live_events += other.live_events;
+        self.live_delay_max = self.live_delay_max.max(other.live_delay_max);
+        self.gone_from_log += other.gone_from_log;
     }
 }
 
@@ -81,6 +127,11 @@ pub struct Row {
     pub min_replicas_acked: u64,
     /// Problems of the fault schedule itself (a node that did not exit 0 after SIGTERM, …).
     pub schedule_notes: Vec<String>,
+    /// What the schedule measured besides the clients (how long each slot move took, keys
+    /// Redis evicted, …), printed after the table.
+    pub facts: Vec<String>,
+    /// The clients' workload.
+    pub workload: Workload,
     /// The merged counts.
     pub counts: Counts,
 }
@@ -100,7 +151,8 @@ impl Row {
         let strict = matches!(
             self.scenario,
             Scenario::Kill9 | Scenario::Rolling | Scenario::Partition
-        ) || (primary_kill && self.min_replicas_acked > 0);
+        ) || (primary_kill && self.min_replicas_acked > 0)
+            || self.scenario.is_managed_op();
         if strict && c.events.lost > 0 {
             m.push(format!("{} events lost", c.events.lost));
         }
@@ -122,6 +174,9 @@ impl Row {
                 max.as_millis()
             ));
         }
+        if self.scenario.is_managed_op() {
+            m.extend(self.managed_misses());
+        }
         if (strict || primary_kill) && c.sessions_lost > 0 {
             m.push(format!("{} sessions lost", c.sessions_lost));
         }
@@ -141,6 +196,56 @@ impl Row {
             ));
         }
         m.extend(self.schedule_notes.iter().cloned());
+        m
+    }
+}
+
+/// The most a live event may take from its log position's timestamp to the held `GET` stream
+/// (issue 32).
+pub const LIVE_DELAY_LIMIT: Duration = Duration::from_secs(1);
+
+impl Row {
+    /// The targets of issue 32's scenarios (the operations managed Redis performs) beyond the
+    /// strict ones: no node stops there, so no request may end with -32004; no sampling answer,
+    /// cancellation or forwarded call lost; no call left waiting for a timeout; every live
+    /// event within [`LIVE_DELAY_LIMIT`]; with the full workload, some of each kind made.
+    fn managed_misses(&self) -> Vec<String> {
+        let c = &self.counts;
+        let mut m = Vec::new();
+        if c.ended_32004 > 0 {
+            m.push(format!("{} requests ended with -32004", c.ended_32004));
+        }
+        if c.gone_from_log > 0 {
+            m.push(format!(
+                "{} events received live are gone from the log",
+                c.gone_from_log
+            ));
+        }
+        for (what, lost) in [
+            ("sampling answers", c.sampling),
+            ("cancellations", c.cancels),
+            ("forwarded calls", c.forwarded),
+        ] {
+            if lost.lost > 0 {
+                m.push(format!("{} of {} {what} lost", lost.lost, lost.made));
+            }
+            if self.workload == Workload::Full && lost.made == 0 {
+                m.push(format!("no {what} made"));
+            }
+        }
+        if c.waited_out > 0 {
+            m.push(format!("{} calls left waiting for a timeout", c.waited_out));
+        }
+        if c.live_delay_max > LIVE_DELAY_LIMIT {
+            m.push(format!(
+                "a live event {} ms late (limit {} ms)",
+                c.live_delay_max.as_millis(),
+                LIVE_DELAY_LIMIT.as_millis()
+            ));
+        }
+        if c.live_events == 0 {
+            m.push("no live event measured".into());
+        }
         m
     }
 }
@@ -197,8 +302,9 @@ pub fn table(rows: &[Row]) -> String {
     let mut t = String::from(
         "| scenario | faults | calls ok / made | events checked | lost | duplicated | out of order \
          | sessions lost | -32004 | resumes | other errors | recovery p50 / max (ms) \
-         | slowest call (ms) |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         | slowest call (ms) | sampling lost / answered | cancels lost / sent \
+         | forwarded lost / made | waited out | live delay max (ms) | gone from log |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         let c = &r.counts;
@@ -212,7 +318,8 @@ pub fn table(rows: &[Row]) -> String {
                 .join("; ")
         };
         t.push_str(&format!(
-            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} |\n",
+            "| {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} / {} | {} \
+             | {} / {} | {} / {} | {} / {} | {} | {} | {} |\n",
             r.scenario.name(),
             r.faults,
             c.calls_ok,
@@ -228,6 +335,15 @@ pub fn table(rows: &[Row]) -> String {
             quantile_ms(&c.recovery, 0.5),
             quantile_ms(&c.recovery, 1.0),
             c.slowest.as_millis(),
+            c.sampling.lost,
+            c.sampling.made,
+            c.cancels.lost,
+            c.cancels.made,
+            c.forwarded.lost,
+            c.forwarded.made,
+            c.waited_out,
+            c.live_delay_max.as_millis(),
+            c.gone_from_log,
         ));
     }
     t
@@ -263,6 +379,8 @@ mod tests {
             clients: 1,
             min_replicas_acked: 0,
             schedule_notes: Vec::new(),
+            facts: Vec::new(),
+            workload: Workload::Events,
             counts: counts.clone(),
         };
         assert!(row(Scenario::Kill9, &counts).misses().is_empty());
@@ -291,6 +409,8 @@ mod tests {
             clients: 1,
             min_replicas_acked: 0,
             schedule_notes: Vec::new(),
+            facts: Vec::new(),
+            workload: Workload::Events,
             counts,
         };
         assert!(row.misses().is_empty(), "{:?}", row.misses());
@@ -301,5 +421,40 @@ mod tests {
         assert_eq!(row.misses().len(), 1, "{:?}", row.misses());
         row.counts.recovery.pop();
         assert_eq!(row.misses().len(), 1, "{:?}", row.misses());
+    }
+
+    #[test]
+    fn the_managed_operations_hold_the_extended_targets() {
+        let counts = Counts {
+            calls: 10,
+            calls_ok: 10,
+            live_events: 5,
+            live_delay_max: Duration::from_millis(300),
+            sampling: Lost { made: 3, lost: 0 },
+            cancels: Lost { made: 1, lost: 0 },
+            forwarded: Lost { made: 3, lost: 0 },
+            ..Counts::default()
+        };
+        let mut row = Row {
+            scenario: Scenario::SlotMove,
+            faults: 2,
+            promotions: 0,
+            clients: 1,
+            min_replicas_acked: 0,
+            schedule_notes: Vec::new(),
+            facts: Vec::new(),
+            workload: Workload::Full,
+            counts,
+        };
+        assert!(row.misses().is_empty(), "{:?}", row.misses());
+        row.counts.live_delay_max = Duration::from_millis(1200);
+        row.counts.forwarded.lost = 1;
+        row.counts.waited_out = 1;
+        assert_eq!(row.misses().len(), 3, "{:?}", row.misses());
+        row.counts.cancels.made = 0;
+        assert_eq!(row.misses().len(), 4, "{:?}", row.misses());
+        row.counts.gone_from_log = 2;
+        assert_eq!(row.misses().len(), 5, "{:?}", row.misses());
+        assert!(table(&[row]).contains("| 1 / 3 | 1 | 1200 | 2 |"));
     }
 }

@@ -2,6 +2,7 @@
 //! balancer with `Last-Event-ID` each time it drops (kill -9, a drain closing it, Redis gone);
 //! it records every `notify` event in arrival order.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,9 +23,24 @@ const POLL: Duration = Duration::from_millis(200);
 #[derive(Default)]
 struct Shared {
     events: Mutex<Vec<Standalone>>,
+    /// The id of the first event the stream sent (its priming event), and the ids of every
+    /// event with data since, whichever connection brought them.
+    ids: Mutex<(Option<String>, BTreeSet<String>)>,
     opened: AtomicBool,
     session_lost: AtomicBool,
     stop: AtomicBool,
+}
+
+/// What [`StandaloneReader::finish`] returns.
+pub struct Finished {
+    /// The sequence check of the `notify` events.
+    pub report: StandaloneReport,
+    /// The reader's own counts (resumes, errors, live-event delays).
+    pub counts: Counts,
+    /// The id of the first event the stream sent.
+    pub first_id: Option<String>,
+    /// The ids of every event with data received.
+    pub live_ids: BTreeSet<String>,
 }
 
 /// The running reader of one session's standalone stream.
@@ -53,14 +69,21 @@ impl StandaloneReader {
         false
     }
 
+    /// The id of the first event received (the replay's starting point) and the ids of every
+    /// event with data received since.
+    pub fn ids(&self) -> (Option<String>, BTreeSet<String>) {
+        self.shared.ids.lock().expect("ids lock").clone()
+    }
+
     /// Whether a reopen answered 404.
     pub fn session_lost(&self) -> bool {
         self.shared.session_lost.load(Ordering::SeqCst)
     }
 
     /// Waits (at most `limit`) until every event of `calls` has arrived (the check finds nothing
-    /// lost), stops reading and returns the check with the reader's own counts.
-    pub async fn finish(self, calls: &[NotifyCall], limit: Duration) -> (StandaloneReport, Counts) {
+    /// lost), stops reading and returns the check with the reader's own counts and its
+    /// [`StandaloneReader::ids`].
+    pub async fn finish(self, calls: &[NotifyCall], limit: Duration) -> Finished {
         let deadline = Instant::now() + limit;
         loop {
             let report = self.check(calls);
@@ -71,12 +94,18 @@ impl StandaloneReader {
         }
         self.shared.stop.store(true, Ordering::SeqCst);
         let report = self.check(calls);
+        let ids = self.ids();
         let counts = self.task.await.unwrap_or_else(|e| {
             let mut c = Counts::default();
             c.error(format!("standalone reader failed: {e}"));
             c
         });
-        (report, counts)
+        Finished {
+            report,
+            counts,
+            first_id: ids.0,
+            live_ids: ids.1,
+        }
     }
 
     fn check(&self, calls: &[NotifyCall]) -> StandaloneReport {
@@ -99,7 +128,11 @@ async fn hold(client: McpClient, url: String, shared: Arc<Shared>) -> Counts {
         match client.try_send(Method::GET, &url, &headers, None).await {
             Ok(reply) if reply.status == StatusCode::OK => {
                 shared.opened.store(true, Ordering::SeqCst);
-                read(reply.sse(), &shared, &mut last_id).await;
+                let live = Live {
+                    since_ms: unix_ms(),
+                    counts: &mut counts,
+                };
+                read(reply.sse(), &shared, &mut last_id, live).await;
                 if !shared.stop.load(Ordering::SeqCst) {
                     counts.resumes += 1;
                 }
@@ -122,8 +155,53 @@ async fn hold(client: McpClient, url: String, shared: Arc<Shared>) -> Counts {
     counts
 }
 
+/// Where one open stream's live-event delays go: events logged at or after `since_ms` (Unix
+/// ms, when the stream answered 200) count as live.
+struct Live<'a> {
+    since_ms: u64,
+    counts: &'a mut Counts,
+}
+
+impl Live<'_> {
+    /// Counts event `id`'s delay when it is live: from its log position's timestamp (positions
+    /// are `<redis ms>-<seq>`, ids `<stream>_<position>`) to now.
+    fn observe(&mut self, id: &str) {
+        let Some(logged) = logged_ms(id) else { return };
+        if logged < self.since_ms {
+            return;
+        }
+        let delay = Duration::from_millis(unix_ms().saturating_sub(logged));
+        self.counts.live_events += 1;
+        self.counts.live_delay_max = self.counts.live_delay_max.max(delay);
+        if delay > crate::report::LIVE_DELAY_LIMIT {
+            let what = format!(
+                "live event {id} arrived {} ms after it was logged (at Unix ms {logged})",
+                delay.as_millis()
+            );
+            crate::check::note(&mut self.counts.examples, what);
+        }
+    }
+}
+
+/// The Redis timestamp (ms) of event id `<stream>_<ms>-<seq>`.
+fn logged_ms(id: &str) -> Option<u64> {
+    let (_, position) = id.rsplit_once('_')?;
+    position.split_once('-')?.0.parse().ok()
+}
+
+/// Milliseconds since the Unix epoch (Redis runs on the same clock: loopback).
+fn unix_ms() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.unwrap_or_default().as_millis() as u64
+}
+
 /// Reads one stream until it ends or the reader is told to stop.
-async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<String>) {
+async fn read(
+    mut stream: SseStream,
+    shared: &Shared,
+    last_id: &mut Option<String>,
+    mut live: Live<'_>,
+) {
     while !shared.stop.load(Ordering::SeqCst) {
         let Some(event) = stream.next_event(POLL).await else {
             if stream.is_ended() {
@@ -133,6 +211,12 @@ async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<Strin
         };
         if let Some(id) = &event.id {
             *last_id = Some(id.clone());
+            let mut ids = shared.ids.lock().expect("ids lock");
+            ids.0.get_or_insert_with(|| id.clone());
+            if event.data.as_deref().is_some_and(|d| !d.is_empty()) {
+                live.observe(id);
+                ids.1.insert(id.clone());
+            }
         }
         let Some(msg) = event.json() else { continue };
         let parsed = match msg["method"].as_str() {
@@ -161,4 +245,19 @@ async fn read(mut stream: SseStream, shared: &Shared, last_id: &mut Option<Strin
 /// The call index a `notify` tag names (the client tags each call with its index).
 fn tag_of(tag: &serde_json::Value) -> Option<usize> {
     tag.as_str().and_then(|t| t.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::logged_ms;
+
+    #[test]
+    fn an_event_id_names_when_it_was_logged() {
+        assert_eq!(
+            logged_ms("ussrgoks4pik_1764000000123-0"),
+            Some(1_764_000_000_123)
+        );
+        assert_eq!(logged_ms("a_b_17-3"), Some(17));
+        assert_eq!(logged_ms("nounderscore"), None);
+    }
 }

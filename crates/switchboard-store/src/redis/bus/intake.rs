@@ -11,6 +11,10 @@
 //!   again meanwhile (it expired, or Redis restarted without its data), which a read finds: the
 //!   mailbox's last number is below the cursor, and it is read from the start.
 //!
+//! In both of the last cases the message in hand is taken after the read when the read did not
+//! take it: its mailbox lost it (evicted under an evicting `maxmemory-policy`, or written to a
+//! primary that was demoted before its replica had it), and the doorbell's copy is the only one.
+//!
 //! A message taken once is not taken again ([`Seen`] keeps ids until their deadline), so a
 //! mailbox read from the start, or a message posted twice by a resent command, delivers nothing
 //! twice. A message past its deadline is dropped and counted.
@@ -171,10 +175,17 @@ impl Intake {
                     tracing::info!(%mailbox, "a bus mailbox began again (it expired, or Redis lost it): reading it from its start");
                     self.cursors.insert(mailbox.to_owned(), 0);
                     self.catch_up(mailbox).await?;
+                    self.take(letter, Via::Doorbell).await?;
                 }
                 Ok(())
             }
-            _ => self.catch_up(mailbox).await,
+            _ => {
+                self.catch_up(mailbox).await?;
+                if for_me {
+                    self.take(letter, Via::Doorbell).await?;
+                }
+                Ok(())
+            }
         }
     }
 
