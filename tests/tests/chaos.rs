@@ -144,11 +144,10 @@ fn slots_moved_under_load_lose_no_message_and_keep_events_live() {
     run_managed("slot-move", "cluster", &[]);
 }
 
-/// Passed its bounded run, but the full run (8 clients, 60 s) lost 4 forwarded calls to
-/// finding 7 (RELIABILITY.md: an unsolicited `sunsubscribe` push taken as the reply of the post
-/// of a forwarded call's outcome), so it fails at random. Run with `--ignored`.
+/// Findings 7 (an unsolicited `sunsubscribe` push taken as a command's reply) and 11 (a live
+/// event on a restored subscription moving its stream past missed ones) made this fail; both
+/// are fixed (RELIABILITY.md).
 #[test]
-#[ignore = "loses forwarded calls at random: RELIABILITY.md finding 7"]
 fn a_graceful_cluster_failover_loses_no_message() {
     run_managed("graceful-failover", "cluster", &[]);
 }
@@ -158,12 +157,10 @@ fn a_fourth_shard_added_and_removed_under_load_loses_no_message() {
     run_managed("scale-out", "cluster", &["--scale-slots", "512"]);
 }
 
-/// Misses "live events within 1 s" (RELIABILITY.md, finding 9: a node whose pub/sub connection
-/// is held off reads neither its held streams' logs nor its mailboxes until it reconnects, and
-/// the reconnect backoff adds up to about 1.4 s after the hold); nothing is lost. Run with
-/// `--ignored`.
+/// Finding 9 (a node whose pub/sub connection is held off read neither its held streams' logs
+/// nor its mailboxes until it reconnected) made this miss "live events within 1 s"; fixed
+/// (RELIABILITY.md).
 #[test]
-#[ignore = "misses the 1 s live-event target: RELIABILITY.md finding 9"]
 fn pubsub_connections_dropped_and_held_off_lose_no_message() {
     run_managed("bus-drop", "standalone", &[]);
 }
