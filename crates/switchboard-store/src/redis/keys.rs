@@ -134,6 +134,11 @@ impl Keys {
         format!("{}:node:{node}", self.prefix)
     }
 
+    /// The node roster (ZSET: node id → ms of its last heartbeat; see the `liveness` module).
+    pub fn nodes(&self) -> String {
+        format!("{}:nodes", self.prefix)
+    }
+
     /// A task's record.
     pub fn task(&self, task_id: &str) -> String {
         format!("{}:task:{{{task_id}}}", self.prefix)

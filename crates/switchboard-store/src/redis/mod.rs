@@ -18,6 +18,7 @@
 //! - `bus`: the bus: mailboxes and their doorbells, the inbox reader (standalone and Sentinel:
 //!   `bus::classic`; Redis Cluster: `bus::sharded`).
 //! - `records`: this node's version-checked cache of session records.
+//! - `liveness`: heartbeats and which nodes are alive.
 //! - `memory_policy`: the servers' `maxmemory-policy`, from `INFO memory`.
 //! - `session`, `events`, `tasks`: the other trait implementations.
 
@@ -28,6 +29,7 @@ mod codec;
 mod connection;
 mod events;
 mod keys;
+mod liveness;
 mod memory_policy;
 mod rates;
 mod reaper;
@@ -264,95 +266,6 @@ impl RedisStore {
         }
         let i = self.next_durable.fetch_add(1, Ordering::Relaxed);
         &self.durable[i % self.durable.len()]
-    }
-}
-
-#[async_trait]
-impl Liveness for RedisStore {
-    fn node_id(&self) -> &str {
-        &self.config.node_id
-    }
-
-    /// Also keeps the session index alive (its TTL is `2 × idle_ttl`, pushed by every heartbeat,
-    /// create and reaper pass), so it cannot lapse while any node is running. Two commands sent
-    /// together (they live in different slots): a pipeline of `EXISTS` of the liveness key (was
-    /// the previous heartbeat live?) then `SET … PX`, and `PEXPIRE` of the index.
-    async fn heartbeat(&self) -> StoreResult<bool> {
-        let node = self.keys.node(&self.config.node_id);
-        let mut beat = ::redis::pipe();
-        beat.cmd("EXISTS")
-            .arg(&node)
-            .cmd("SET")
-            .arg(&node)
-            .arg(crate::FORMAT)
-            .arg("PX")
-            .arg(rules::millis(self.config.node_ttl))
-            .ignore();
-        let mut index = ::redis::pipe();
-        index
-            .cmd("PEXPIRE")
-            .arg(self.keys.sessions())
-            .arg(2 * self.idle_ms())
-            .ignore();
-        let (live, ()) = futures::try_join!(self.query::<(i64,)>(&beat), self.query::<()>(&index))?;
-        Ok(live.0 == 1)
-    }
-
-    async fn retire(&self) -> StoreResult<()> {
-        let mut conn = self.conn.clone();
-        ::redis::cmd("DEL")
-            .arg(self.keys.node(&self.config.node_id))
-            .query_async::<i64>(&mut conn)
-            .await?;
-        Ok(())
-    }
-
-    /// `PING`; in Cluster mode one to every primary `CLUSTER SLOTS` names, each by address
-    /// ([`connection::cluster_reachable`]).
-    /// With `min_replicas_acked` above 0, also whether the primary (every primary, in Redis
-    /// Cluster) has that many replicas: without them every write that waits for them fails, so
-    /// the node is not ready.
-    async fn reachable(&self) -> StoreResult<()> {
-        let wanted = self.config.min_replicas_acked;
-        if let Conn::Cluster(cluster) = &self.conn {
-            let fewest = connection::cluster_reachable(cluster).await?;
-            if fewest < wanted as usize {
-                return Err(StoreError::Backend(format!(
-                    "a slot range has {fewest} replicas; redis.min_replicas_acked needs {wanted}"
-                )));
-            }
-            return Ok(());
-        }
-        let mut conn = self.conn.clone();
-        if wanted == 0 {
-            ::redis::cmd("PING").query_async::<()>(&mut conn).await?;
-            return Ok(());
-        }
-        // `ROLE` of a primary: ["master", offset, [[ip, port, offset], …]].
-        let role: Vec<::redis::Value> = ::redis::cmd("ROLE").query_async(&mut conn).await?;
-        let replicas = match role.get(2) {
-            Some(::redis::Value::Array(replicas)) => replicas.len(),
-            _ => 0,
-        };
-        if replicas < wanted as usize {
-            return Err(StoreError::Backend(format!(
-                "the primary has {replicas} replicas connected; redis.min_replicas_acked needs {wanted}"
-            )));
-        }
-        Ok(())
-    }
-
-    async fn memory_policy(&self) -> StoreResult<crate::model::MemoryPolicy> {
-        self.read_memory_policy().await
-    }
-
-    async fn is_alive(&self, node: &str) -> StoreResult<bool> {
-        let mut conn = self.conn.clone();
-        let n: i64 = ::redis::cmd("EXISTS")
-            .arg(self.keys.node(node))
-            .query_async(&mut conn)
-            .await?;
-        Ok(n == 1)
     }
 }
 

@@ -44,7 +44,11 @@ async fn every_key_has_a_ttl_and_session_keys_share_the_hash_tag() {
             format!("sbt:{tag}:ids:{s}"),
             format!("sbt:{tag}:log:get"),
         ])
-        .chain(["sbt:sessions".to_owned(), "sbt:node:a".to_owned()]);
+        .chain([
+            "sbt:sessions".to_owned(),
+            "sbt:node:a".to_owned(),
+            "sbt:nodes".to_owned(),
+        ]);
     let mut want: Vec<String> = want.collect();
     want.sort();
     assert_eq!(keys, want);
@@ -204,4 +208,35 @@ fn config_defaults() {
     assert_eq!(c.idle_ttl, Duration::from_secs(1800));
     assert_eq!((c.max_sessions, c.max_events_per_stream), (100_000, 1_000));
     assert!(StoreConfig::default().node_id.starts_with("node-"));
+}
+
+/// A node whose liveness key is gone (evicted under an evicting `maxmemory-policy`, allowed with
+/// `redis.allow_eviction`) is alive while the node roster has a heartbeat of it within
+/// `node_ttl`; dead once that is older, or once it retired.
+#[tokio::test]
+async fn a_node_whose_liveness_key_was_evicted_is_still_alive() {
+    let env = Env::new(Kind::Redis, |c| c.node_ttl = Duration::from_millis(600));
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    a.heartbeat().await.unwrap();
+    let _: i64 = env.redis().query(&["DEL", "sbt:node:a"]).unwrap();
+    assert!(
+        b.is_alive("a").await.unwrap(),
+        "the roster's heartbeat is fresh"
+    );
+    let pttl = pttl(&env, "sbt:nodes");
+    assert!(pttl > 0, "the roster has a TTL ({pttl})");
+    // Silent past node_ttl: dead.
+    switchboard_tests::eventually::eventually(
+        "a's heartbeat to age out",
+        Duration::from_secs(5),
+        || {
+            let b = b.clone();
+            async move { (!b.is_alive("a").await.unwrap()).then_some(()) }
+        },
+    )
+    .await;
+    a.heartbeat().await.unwrap();
+    assert!(b.is_alive("a").await.unwrap());
+    a.retire().await.unwrap();
+    assert!(!b.is_alive("a").await.unwrap(), "retired at once");
 }
