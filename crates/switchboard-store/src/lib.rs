@@ -14,6 +14,7 @@
 //!
 //! Modules:
 //! - [`model`]: records and messages (session record, event, bus message, outcomes).
+//! - [`bus`]: the bus's settings ([`BusSettings`]) and where an answer went ([`Routed`]).
 //! - [`traits`]: the store traits.
 //! - [`memory`]: the in-process backend.
 //! - [`redis`]: the Redis backend (keys, Lua scripts, pub/sub inbox).
@@ -27,6 +28,7 @@
 //!   gone before their TTL: the rule the gateway node and library mode both apply.
 //! - [`error`]: the one error type, [`StoreError`].
 
+pub mod bus;
 pub mod caps;
 pub mod error;
 pub mod eviction;

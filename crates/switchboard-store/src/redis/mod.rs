@@ -14,6 +14,7 @@
 //! - `keys`: key and channel names (the data model, and which slot each key lives in).
 //! - `scripts`: the Lua scripts.
 //! - `append_script`: their append path (event-log caps, positions, delivery).
+//! - `delivery`: their Lua that posts a message to a mailbox and rings its doorbell.
 //! - `codec`: record ↔ hash fields, reply parsing.
 //! - `bus`: the bus: mailboxes and their doorbells, the inbox reader (standalone and Sentinel:
 //!   `bus::classic`; Redis Cluster: `bus::sharded`).
@@ -27,6 +28,7 @@ mod append_script;
 mod bus;
 mod codec;
 mod connection;
+mod delivery;
 mod events;
 mod keys;
 mod liveness;

@@ -10,7 +10,7 @@ use std::sync::{LazyLock, Mutex, PoisonError};
 use redis::Script;
 
 use super::append_script::APPEND_EVENT;
-use super::bus::DELIVERY;
+use super::delivery::DELIVERY;
 use crate::rules::{PRUNE_AT, PRUNE_EVERY};
 
 /// Every script this process has built: what a pipeline that met `NOSCRIPT` loads before it runs

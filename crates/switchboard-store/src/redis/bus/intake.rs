@@ -30,7 +30,8 @@ use redis::streams::StreamRangeReply;
 use tokio::sync::mpsc;
 
 use super::wire::{self, Letter, Seen};
-use crate::model::{BusMessage, BusSettings};
+use crate::bus::BusSettings;
+use crate::model::BusMessage;
 use crate::redis::connection::Conn;
 use crate::rules;
 

@@ -5,7 +5,6 @@
 //! doorbell rung (pub/sub, carrying the message) in one script, so a receiver whose subscription
 //! lapsed reads what it missed from the mailbox when it notices (docs/redis.md, "What the bus
 //! guarantees"). Modules:
-//! - `delivery`: the session scripts' Lua that posts and rings;
 //! - `wire`: the message format (version, id, deadline) and the ids a node has taken;
 //! - `intake`: a node's cursors over its mailboxes; each message taken once, in order;
 //! - `probe`: the self-check of a subscription;
@@ -13,7 +12,6 @@
 //! - `sharded`: the inbox in Redis Cluster (sharded pub/sub on the cluster connection).
 
 pub(crate) mod classic;
-mod delivery;
 mod intake;
 mod probe;
 pub(crate) mod sharded;
@@ -27,8 +25,6 @@ use ::redis::{cmd, Script};
 use async_trait::async_trait;
 use serde_json::Value;
 use tokio::sync::mpsc;
-
-pub(crate) use delivery::DELIVERY;
 
 use super::scripts::*;
 use super::{Inbox, RedisStore};
