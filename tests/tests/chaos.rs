@@ -186,3 +186,13 @@ fn a_graceful_sentinel_failover_loses_nothing_acknowledged() {
         &["--min-replicas-acked", "1"],
     );
 }
+
+/// A rolling upgrade under load: three nodes of the previous release
+/// ([`switchboard_tests::previous`]), replaced one by one (drain, start of this build), then
+/// rolled on; held to the issue-32 targets (nothing lost, told, late or stopped).
+#[test]
+fn a_rolling_upgrade_from_the_previous_release_loses_nothing() {
+    let previous = switchboard_tests::previous::binary();
+    let previous = previous.to_str().expect("a UTF-8 path");
+    run_managed("upgrade", "standalone", &["--previous-bin", previous]);
+}

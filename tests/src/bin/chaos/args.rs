@@ -41,6 +41,9 @@ pub enum Scenario {
     /// without `redis.allow_eviction` must refuse to start; the nodes run with it while each
     /// fault fills Redis to its limit for `--restart-after`. Needs `--redis standalone`.
     Eviction,
+    /// A rolling upgrade: the nodes start as the previous release (`--previous-bin`), then, as in
+    /// `rolling`, one at a time drains (SIGTERM) and starts again, as this build.
+    Upgrade,
 }
 
 impl Scenario {
@@ -66,11 +69,13 @@ impl Scenario {
             Scenario::ScaleOut => "scale-out",
             Scenario::BusDrop => "bus-drop",
             Scenario::Eviction => "eviction",
+            Scenario::Upgrade => "upgrade",
         }
     }
 
-    /// The scenarios of issue 32 (the operations managed Redis performs): no node is stopped,
-    /// and the extended targets hold (see `report::Row::misses`).
+    /// The scenarios of issue 32 (the operations managed Redis performs, and a rolling
+    /// upgrade): no node is stopped but by a drain, and the extended targets hold (see
+    /// `report::Row::misses`).
     pub fn is_managed_op(self) -> bool {
         matches!(
             self,
@@ -79,24 +84,26 @@ impl Scenario {
                 | Scenario::ScaleOut
                 | Scenario::BusDrop
                 | Scenario::Eviction
+                | Scenario::Upgrade
         )
     }
 
     /// The scenarios only named ones run (not part of `all`).
-    const NAMED: [Scenario; 6] = [
+    const NAMED: [Scenario; 7] = [
         Scenario::PrimaryKill,
         Scenario::SlotMove,
         Scenario::GracefulFailover,
         Scenario::ScaleOut,
         Scenario::BusDrop,
         Scenario::Eviction,
+        Scenario::Upgrade,
     ];
 
     /// The topologies it runs on (`None`: every one).
     fn needs(self) -> Option<&'static [RedisTopology]> {
         use RedisTopology::*;
         match self {
-            Scenario::Kill9 | Scenario::Rolling => None,
+            Scenario::Kill9 | Scenario::Rolling | Scenario::Upgrade => None,
             Scenario::RedisRestart
             | Scenario::Partition
             | Scenario::BusDrop
@@ -119,7 +126,7 @@ impl Scenario {
                 format!(
                     "unknown scenario `{s}` (kill9, rolling, redis-restart, partition, \
                      primary-kill, slot-move, graceful-failover, scale-out, bus-drop, eviction, \
-                     all)"
+                     upgrade, all)"
                 )
             })
     }
@@ -184,6 +191,8 @@ pub struct Args {
     pub redis: RedisTopology,
     /// A prebuilt `switchboard` binary (default: the harness builds one).
     pub switchboard_bin: Option<PathBuf>,
+    /// The previous release's node binary (`--previous-bin`), which `upgrade` starts from.
+    pub previous_bin: Option<PathBuf>,
     /// Where to write the markdown table too.
     pub out: Option<PathBuf>,
     /// Where to copy the node logs of each scenario (`<dir>/<scenario>/node-<id>.log`).
@@ -222,7 +231,7 @@ pub enum Workload {
 }
 
 const USAGE: &str = "usage: chaos [--scenario kill9|rolling|redis-restart|partition|primary-kill|slot-move|\
-graceful-failover|scale-out|bus-drop|eviction|all] \
+graceful-failover|scale-out|bus-drop|eviction|upgrade|all] [--previous-bin PATH] \
 [--nodes 3] [--clients 8] [--duration-secs 60] [--fault-every-ms 4000] [--restart-after-ms 1000] \
 [--partition-secs 10] \
 [--node-ttl-ms 1500] [--redis standalone|sentinel|cluster] [--switchboard-bin PATH] [--out FILE] [--logs DIR] \
@@ -254,6 +263,7 @@ impl Args {
             node_ttl_ms: 1500,
             redis: RedisTopology::Standalone,
             switchboard_bin: None,
+            previous_bin: None,
             out: None,
             logs: None,
             lb_health: None,
@@ -291,6 +301,11 @@ impl Args {
         if a.min_replicas_acked > 0 && a.redis == RedisTopology::Standalone {
             return Err("--min-replicas-acked needs --redis sentinel or cluster".into());
         }
+        if a.scenarios.contains(&Scenario::Upgrade) && a.previous_bin.is_none() {
+            return Err(
+                "--scenario upgrade needs --previous-bin (the release to roll from)".into(),
+            );
+        }
         Ok(a)
     }
 
@@ -307,6 +322,7 @@ impl Args {
             "--node-ttl-ms" => self.node_ttl_ms = num(value)?,
             "--redis" => self.redis = RedisTopology::parse(value)?,
             "--switchboard-bin" => self.switchboard_bin = Some(PathBuf::from(value)),
+            "--previous-bin" => self.previous_bin = Some(PathBuf::from(value)),
             "--out" => self.out = Some(PathBuf::from(value)),
             "--logs" => self.logs = Some(PathBuf::from(value)),
             "--seed" => self.seed = num(value)?,

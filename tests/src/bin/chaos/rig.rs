@@ -111,6 +111,9 @@ impl Rig {
         if scenario == Scenario::Eviction {
             options = options.set("redis.allow_eviction", true);
         }
+        if let (Scenario::Upgrade, Some(previous)) = (scenario, &args.previous_bin) {
+            options = options.program(previous);
+        }
         let (cluster, netns) = if scenario == Scenario::Partition {
             let netns = Netns::create(netns::CHAOS)?;
             let mut cluster = Cluster::start_on(redis, args.nodes - 1, options);
@@ -119,6 +122,9 @@ impl Rig {
         } else {
             (Cluster::start_on(redis, args.nodes, options), None)
         };
+        // An upgrade starts every node as the previous release; each restart is this build.
+        let mut cluster = cluster;
+        cluster.set_program_for_new_nodes(None);
         let backends: Vec<String> = (0..cluster.len()).map(|i| cluster.node(i).addr()).collect();
         let lb = BalancerOptions {
             redispatch: true,
@@ -197,7 +203,7 @@ impl Rig {
         let out = &mut self.outcome;
         match scenario {
             Scenario::Kill9 => self.kill9(next(rng) as usize % self.cluster.len(), args),
-            Scenario::Rolling => self.roll(round % self.cluster.len()),
+            Scenario::Rolling | Scenario::Upgrade => self.roll(round % self.cluster.len()),
             Scenario::RedisRestart => self.restart_redis(args),
             Scenario::Partition => self.partition(args),
             Scenario::PrimaryKill => {
