@@ -256,7 +256,12 @@ async fn run(mut reader: Reader, first: Connected) {
 async fn away(reader: &mut Reader) -> Result<(), Closed> {
     let mailboxes = reader.mailboxes.clone();
     reader.intake.check(&mailboxes).await?;
-    reader.intake.hand(BusMessage::Resubscribed {}).await
+    // Only when the store answers: a held stream that re-reads its log while Redis is
+    // unreachable ends (seen through a Sentinel promotion, where neither connection works).
+    if reader.intake.all_read() {
+        reader.intake.hand(BusMessage::Resubscribed {}).await?;
+    }
+    Ok(())
 }
 
 /// Forwards messages until the connection or the receiver goes away; pings now and then so a

@@ -245,6 +245,11 @@ impl Intake {
         Ok(())
     }
 
+    /// Whether every mailbox read so far succeeded (none waits for the next check).
+    pub fn all_read(&self) -> bool {
+        self.behind.is_empty()
+    }
+
     /// The periodic check: reads `mailboxes` (the node's own and the broadcast one) and every
     /// mailbox a read failed for, and forgets ids past their deadline.
     pub async fn check(&mut self, mailboxes: &[String]) -> Result<(), Closed> {
