@@ -85,12 +85,14 @@ async fn thousand_abandoned_sessions_are_reaped_everywhere() {
     assert_eq!(unique.len(), 1000, "session ids must be distinct");
     wait_back_to_baseline(&cluster, &baseline, Duration::from_secs(30)).await;
     assert_sample_gone(&cluster, &sids, 50).await;
-    // Liveness keys, and the agreed MRTR sealing key (one per cluster, never per session).
-    let cluster_wide =
-        |k: &String| k.starts_with("sb:node:") || k == "sb:secret:mrtr-request-state";
+    // Liveness keys and the node roster, and the agreed MRTR sealing key (one per cluster,
+    // never per session).
+    let cluster_wide = |k: &String| {
+        k.starts_with("sb:node:") || k == "sb:nodes" || k == "sb:secret:mrtr-request-state"
+    };
     assert!(
         baseline.iter().all(cluster_wide),
-        "an idle cluster holds only liveness keys and its agreed secret: {baseline:?}"
+        "an idle cluster holds only liveness keys, the roster and its agreed secret: {baseline:?}"
     );
     let extra = cluster.keys_beyond(&baseline);
     assert!(
