@@ -103,7 +103,7 @@ impl Liveness for RedisStore {
     /// Cluster) has that many replicas: without them every write that waits for them fails, so
     /// the node is not ready.
     async fn reachable(&self) -> StoreResult<()> {
-        let wanted = self.config.min_replicas_acked;
+        let wanted = self.replicas_wanted();
         if let Conn::Cluster(cluster) = &self.conn {
             let fewest = connection::cluster_reachable(cluster).await?;
             if fewest < wanted as usize {

@@ -244,7 +244,7 @@ impl RedisStore {
         &self,
         inv: &ScriptInvocation<'_>,
     ) -> StoreResult<T> {
-        let wanted = self.config.min_replicas_acked;
+        let wanted = self.replicas_wanted();
         if wanted == 0 {
             return self.invoke(inv).await;
         }
@@ -255,9 +255,30 @@ impl RedisStore {
             .arg(rules::millis(self.config.replicas_ack_timeout));
         let (reply, acked): (T, u32) = self.query_on(self.durable_conn(), &p).await?;
         if acked < wanted {
-            return Err(StoreError::NotReplicated { acked, wanted });
+            return Err(self.short_of_replicas(acked, wanted));
         }
         Ok(reply)
+    }
+
+    /// How many replicas a write waits for: `redis.min_replicas_acked`, except in Sentinel mode
+    /// just after a switch, while the former primary is not a replica yet (at most the replicas
+    /// the new primary has connected: [`sentinel::Primary::replicas_ceiling`]).
+    pub(crate) fn replicas_wanted(&self) -> u32 {
+        let wanted = self.config.min_replicas_acked;
+        match &self.conn {
+            Conn::Sentinel(primary) => wanted.min(primary.replicas_ceiling()),
+            _ => wanted,
+        }
+    }
+
+    /// The error of a write `acked` by fewer than `wanted` replicas. In Sentinel mode it also
+    /// asks the sentinels again at once: a replica that stopped confirming may have been promoted
+    /// (a `SENTINEL FAILOVER`), and every write waits until the node follows it.
+    pub(crate) fn short_of_replicas(&self, acked: u32, wanted: u32) -> StoreError {
+        if let Conn::Sentinel(primary) = &self.conn {
+            primary.re_resolve();
+        }
+        StoreError::NotReplicated { acked, wanted }
     }
 
     /// The next of the connections for writes that wait for replicas (`conn` when there are

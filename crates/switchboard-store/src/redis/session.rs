@@ -52,7 +52,7 @@ impl SessionStore for RedisStore {
         if !sharded {
             reserve.arg(idle).arg(&fields).arg("ver").arg(1);
         }
-        let wanted = self.config.min_replicas_acked;
+        let wanted = self.replicas_wanted();
         // The record and its `WAIT` on one connection (`WAIT` counts that client's writes), one
         // of those kept for waiting writes; `WAIT` follows the record's slot (it has no key).
         let conn = if wanted == 0 {
@@ -105,7 +105,7 @@ impl SessionStore for RedisStore {
                 if let Err(e) = self.delete_session(&record.id).await {
                     tracing::warn!(error = %e, session = %switchboard_telemetry::trace::logged_session(&record.id), "could not remove a session whose creation was not confirmed by replicas");
                 }
-                return Err(StoreError::NotReplicated { acked, wanted });
+                return Err(self.short_of_replicas(acked, wanted));
             }
         }
         let touch_due_at = Instant::now() + rules::touch_window(idle);

@@ -14,6 +14,7 @@ mod eviction;
 mod expiry;
 mod failover;
 mod frozen_link;
+mod graceful_sentinel;
 mod harness;
 mod rates;
 mod redis_only;

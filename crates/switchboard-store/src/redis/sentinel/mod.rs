@@ -11,20 +11,24 @@
 //! milliseconds, so a node notices a failover even when no client is calling. Besides, the
 //! sentinels are asked again every second (`recheck`): a primary they stopped naming can go on
 //! accepting writes for seconds (see there), and the inbox (the `pubsub` module) moves when the
-//! address changes.
+//! address changes. After a switch, the former primary is excused from the replicas a write
+//! waits for until the sentinels have turned it into a replica ([`conversion`]).
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+mod conversion;
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
-    Client, Cmd, ConnectionAddr, ErrorKind, Pipeline, RedisError, RedisFuture, RedisResult,
-    ServerErrorKind, TlsMode, Value,
+    Client, Cmd, ConnectionAddr, ConnectionInfo, ErrorKind, Pipeline, RedisError, RedisFuture,
+    RedisResult, ServerErrorKind, TlsMode, Value,
 };
 
 use super::topology::{manager_config, RedisTopology};
+use conversion::{Former, Standing};
 
 /// The shortest time between two re-resolutions.
 const RESOLVE_EVERY: Duration = Duration::from_millis(250);
@@ -50,6 +54,10 @@ struct Inner {
     /// empty and still a primary for seconds, until the sentinels demote it) until a
     /// re-resolution has opened a fresh one to the server the sentinels name then.
     stale: AtomicBool,
+    /// The primary before the last switch, while it may not have become a replica yet.
+    former: Mutex<Option<Former>>,
+    /// The most replicas a write may wait for ([`Primary::replicas_ceiling`]).
+    ceiling: AtomicU32,
 }
 
 struct Current {
@@ -57,6 +65,8 @@ struct Current {
     /// The lanes: connections of their own to the same primary, replaced with `manager`.
     lanes: Vec<ConnectionManager>,
     address: String,
+    /// The settings `manager` connected with.
+    info: ConnectionInfo,
 }
 
 /// `n` more connections to the primary `client` names.
@@ -81,7 +91,8 @@ impl Primary {
             Ok(client) => client,
             Err(e) => return Err(blame(topology, e).await),
         };
-        let address = client.get_connection_info().addr().to_string();
+        let info = client.get_connection_info().clone();
+        let address = info.addr().to_string();
         let primary = format!("primary {address}");
         let at_primary = |e| during(e, PRIMARY_STEP, &primary, "redis.password");
         let manager = client
@@ -97,9 +108,12 @@ impl Primary {
                     manager,
                     lanes,
                     address,
+                    info,
                 }),
                 resolving: AtomicBool::new(false),
                 stale: AtomicBool::new(false),
+                former: Mutex::new(None),
+                ceiling: AtomicU32::new(u32::MAX),
             }),
             lane: None,
         };
@@ -185,7 +199,8 @@ impl Primary {
                 return;
             }
         };
-        let address = client.get_connection_info().addr().to_string();
+        let info = client.get_connection_info().clone();
+        let address = info.addr().to_string();
         let stale = self.inner.stale.load(Ordering::SeqCst);
         if address == self.address() && !stale {
             return;
@@ -200,26 +215,80 @@ impl Primary {
         };
         match opened {
             Ok((manager, lanes)) => {
-                let mut current = self
-                    .inner
-                    .current
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner());
-                if current.address != address {
-                    tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
-                } else {
-                    tracing::info!(primary = %address, "connected again to the primary the sentinels name");
-                }
-                *current = Current {
-                    manager,
-                    lanes,
-                    address,
+                let switched = {
+                    let mut current = self
+                        .inner
+                        .current
+                        .write()
+                        .unwrap_or_else(|e| e.into_inner());
+                    let switched = current.address != address;
+                    if switched {
+                        tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
+                        *self.former() = Some(Former::new(current.info.addr(), &info));
+                    } else {
+                        tracing::info!(primary = %address, "connected again to the primary the sentinels name");
+                    }
+                    *current = Current {
+                        manager,
+                        lanes,
+                        address,
+                        info,
+                    };
+                    switched
                 };
                 self.inner.stale.store(false, Ordering::SeqCst);
+                if switched {
+                    self.review_former().await;
+                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, primary = %address, "cannot connect to the new primary yet")
             }
+        }
+    }
+}
+
+impl Primary {
+    /// The most replicas a write may wait for now: `u32::MAX` (no bound but
+    /// `redis.min_replicas_acked`) except just after a switch, while the former primary is still
+    /// a primary ([`conversion`]): then the replicas the new primary has connected, at least 1.
+    pub fn replicas_ceiling(&self) -> u32 {
+        self.inner.ceiling.load(Ordering::SeqCst)
+    }
+
+    fn former(&self) -> std::sync::MutexGuard<'_, Option<Former>> {
+        self.inner.former.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the former primary is still one; sets [`Primary::replicas_ceiling`] accordingly,
+    /// and forgets the former primary once it is a replica, unreachable, or excused for
+    /// [`conversion::EXCUSED_AT_MOST`].
+    async fn review_former(&self) {
+        let Some((info, since)) = self.former().as_ref().map(|f| (f.info.clone(), f.since)) else {
+            return;
+        };
+        let former = Former { info, since };
+        let standing = if since.elapsed() > conversion::EXCUSED_AT_MOST {
+            Standing::Done
+        } else {
+            conversion::standing(&former).await
+        };
+        let address = former.info.addr().to_string();
+        if standing == Standing::Done {
+            *self.former() = None;
+            if self.inner.ceiling.swap(u32::MAX, Ordering::SeqCst) != u32::MAX {
+                tracing::info!(former = %address, "the former primary is a replica now (or gone): writes wait for redis.min_replicas_acked replicas again");
+            }
+            return;
+        }
+        let mut manager = self.manager();
+        let connected = conversion::connected_replicas(&mut manager)
+            .await
+            .unwrap_or(0)
+            .max(1);
+        let before = self.inner.ceiling.swap(connected, Ordering::SeqCst);
+        if before == u32::MAX {
+            tracing::warn!(former = %address, replicas = connected, "the former primary is not a replica of the new one yet: until it is, writes wait for at most the replicas connected to the new primary");
         }
     }
 }
@@ -238,6 +307,7 @@ async fn recheck(inner: std::sync::Weak<Inner>) {
             me.resolve().await;
             me.inner.resolving.store(false, Ordering::SeqCst);
         }
+        me.review_former().await;
     }
 }
 
