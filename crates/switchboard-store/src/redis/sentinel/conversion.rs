@@ -52,15 +52,43 @@ pub(super) enum Standing {
 
 /// `ROLE` on the former primary (a connection of its own, at most [`ASK_TIMEOUT`]).
 pub(super) async fn standing(former: &Former) -> Standing {
+    if is_primary(&former.info).await {
+        Standing::Primary
+    } else {
+        Standing::Done
+    }
+}
+
+/// Whether the server `info` names answers `ROLE` as a primary (a connection of its own, at
+/// most [`ASK_TIMEOUT`]); `false` when it does not answer.
+pub(super) async fn is_primary(info: &ConnectionInfo) -> bool {
     let ask = async {
-        let client = Client::open(former.info.clone())?;
+        let client = Client::open(info.clone())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
         redis::cmd("ROLE").query_async::<Value>(&mut conn).await
     };
-    match tokio::time::timeout(ASK_TIMEOUT, ask).await {
-        Ok(Ok(role)) if role_name(&role) == Some("master") => Standing::Primary,
-        _ => Standing::Done,
-    }
+    matches!(
+        tokio::time::timeout(ASK_TIMEOUT, ask).await,
+        Ok(Ok(role)) if role_name(&role) == Some("master")
+    )
+}
+
+/// `info` (credentials, TLS) for the server at `host:port`.
+pub(super) fn at(info: &ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
+    let addr = match info.addr() {
+        ConnectionAddr::TcpTls {
+            insecure,
+            tls_params,
+            ..
+        } => ConnectionAddr::TcpTls {
+            host,
+            port,
+            insecure: *insecure,
+            tls_params: tls_params.clone(),
+        },
+        _ => ConnectionAddr::Tcp(host, port),
+    };
+    info.clone().set_addr(addr)
 }
 
 /// How many replicas the primary behind `conn` has connected (`ROLE`: `["master", offset,

@@ -15,6 +15,7 @@
 //! waits for until the sentinels have turned it into a replica ([`conversion`]).
 
 mod conversion;
+mod leader;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -47,6 +48,8 @@ pub(crate) struct Primary {
 
 struct Inner {
     sentinels: tokio::sync::Mutex<SentinelClient>,
+    /// Where the sentinels are, for [`leader::promoted`].
+    topology: RedisTopology,
     current: RwLock<Current>,
     resolving: AtomicBool,
     /// The connection to `current` failed as a lost primary would: it is not used again (its
@@ -104,6 +107,7 @@ impl Primary {
         let primary = Primary {
             inner: Arc::new(Inner {
                 sentinels: tokio::sync::Mutex::new(sentinels),
+                topology: topology.clone(),
                 current: RwLock::new(Current {
                     manager,
                     lanes,
@@ -171,7 +175,7 @@ impl Primary {
         if !self.inner.resolving.swap(true, Ordering::SeqCst) {
             let me = self.clone();
             tokio::spawn(async move {
-                me.resolve().await;
+                me.resolve(true).await;
                 tokio::time::sleep(RESOLVE_EVERY).await;
                 me.inner.resolving.store(false, Ordering::SeqCst);
             });
@@ -191,8 +195,21 @@ impl Primary {
         Ok(self.manager())
     }
 
-    async fn resolve(&self) {
-        let client = match self.client().await {
+    /// Asks the sentinels for the primary and, when they name another one (or the connection is
+    /// stale), connects to it and replaces the current connections. With `leader_first` (after
+    /// a failed command), a replica a failover's leader has already promoted is taken before the
+    /// sentinels name it ([`leader`]).
+    async fn resolve(&self, leader_first: bool) {
+        let promoted = if leader_first {
+            self.promoted_client().await
+        } else {
+            None
+        };
+        let named = match promoted {
+            Some(client) => Ok(client),
+            None => self.client().await,
+        };
+        let client = match named {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "the sentinels name no reachable primary");
@@ -215,31 +232,30 @@ impl Primary {
         };
         match opened {
             Ok((manager, lanes)) => {
-                let switched = {
-                    let mut current = self
-                        .inner
-                        .current
-                        .write()
-                        .unwrap_or_else(|e| e.into_inner());
-                    let switched = current.address != address;
-                    if switched {
-                        tracing::warn!(from = %current.address, to = %address, "the sentinels promoted another primary; following it");
-                        *self.former() = Some(Former::new(current.info.addr(), &info));
-                    } else {
-                        tracing::info!(primary = %address, "connected again to the primary the sentinels name");
-                    }
-                    *current = Current {
-                        manager,
-                        lanes,
-                        address,
-                        info,
-                    };
-                    switched
+                let (from, from_addr) = {
+                    let current = self.read();
+                    (current.address.clone(), current.info.addr().clone())
+                };
+                if from != address {
+                    tracing::warn!(from = %from, to = %address, "the sentinels promoted another primary; following it");
+                    // Before any write reaches the new primary: one waiting for the former
+                    // primary there would wait its whole `replicas_ack_timeout` in vain.
+                    *self.former() = Some(Former::new(&from_addr, &info));
+                    self.review_former_on(manager.clone()).await;
+                } else {
+                    tracing::info!(primary = %address, "connected again to the primary the sentinels name");
+                }
+                *self
+                    .inner
+                    .current
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner()) = Current {
+                    manager,
+                    lanes,
+                    address,
+                    info,
                 };
                 self.inner.stale.store(false, Ordering::SeqCst);
-                if switched {
-                    self.review_former().await;
-                }
             }
             Err(e) => {
                 tracing::warn!(error = %e, primary = %address, "cannot connect to the new primary yet")
@@ -249,6 +265,17 @@ impl Primary {
 }
 
 impl Primary {
+    /// A client for the replica a failover's leading sentinel has promoted, when there is one
+    /// and it answers `ROLE` as a primary.
+    async fn promoted_client(&self) -> Option<Client> {
+        let (host, port) = leader::promoted(&self.inner.topology).await?;
+        let info = conversion::at(&self.read().info, host, port);
+        if info.addr().to_string() == self.address() || !conversion::is_primary(&info).await {
+            return None;
+        }
+        Client::open(info).ok()
+    }
+
     /// The most replicas a write may wait for now: `u32::MAX` (no bound but
     /// `redis.min_replicas_acked`) except just after a switch, while the former primary is still
     /// a primary ([`conversion`]): then the replicas the new primary has connected, at least 1.
@@ -264,6 +291,11 @@ impl Primary {
     /// and forgets the former primary once it is a replica, unreachable, or excused for
     /// [`conversion::EXCUSED_AT_MOST`].
     async fn review_former(&self) {
+        self.review_former_on(self.manager()).await;
+    }
+
+    /// [`Primary::review_former`] with `manager` a connection to the new primary.
+    async fn review_former_on(&self, mut manager: ConnectionManager) {
         let Some((info, since)) = self.former().as_ref().map(|f| (f.info.clone(), f.since)) else {
             return;
         };
@@ -281,7 +313,6 @@ impl Primary {
             }
             return;
         }
-        let mut manager = self.manager();
         let connected = conversion::connected_replicas(&mut manager)
             .await
             .unwrap_or(0)
@@ -304,7 +335,7 @@ async fn recheck(inner: std::sync::Weak<Inner>) {
         let Some(inner) = inner.upgrade() else { return };
         let me = Primary { inner, lane: None };
         if !me.inner.resolving.swap(true, Ordering::SeqCst) {
-            me.resolve().await;
+            me.resolve(false).await;
             me.inner.resolving.store(false, Ordering::SeqCst);
         }
         me.review_former().await;
