@@ -1,6 +1,6 @@
 //! [`EventLog`] over Redis.
 
-use ::redis::{pipe, Value};
+use ::redis::{pipe, FromRedisValue, Value};
 use async_trait::async_trait;
 use switchboard_protocol::StreamId;
 
@@ -10,6 +10,9 @@ use crate::error::StoreError;
 use crate::model::*;
 use crate::rules::{self, order};
 use crate::traits::*;
+
+/// How long the mark a confirmed log read writes lives (ms): it only has to reach the replicas.
+const READ_MARK_TTL_MS: u64 = 1_000;
 
 #[async_trait]
 impl EventLog for RedisStore {
@@ -53,7 +56,7 @@ impl EventLog for RedisStore {
         limit: usize,
     ) -> StoreResult<Replay> {
         let p = self.log_reads(sid, stream, after, limit);
-        let reads: LogReads = self.query(&p).await?;
+        let reads: LogReads = self.read_confirmed(sid, &p).await?;
         decide_replay(stream, after, reads)
     }
 
@@ -68,7 +71,7 @@ impl EventLog for RedisStore {
     ) -> StoreResult<(Option<RunningRequest>, Replay)> {
         let mut p = self.log_reads(sid, stream, after, limit);
         p.cmd("HGET").arg(self.session_keys(sid).run()).arg(stream);
-        let reads: WithRunning = self.query(&p).await?;
+        let reads: WithRunning = self.read_confirmed(sid, &p).await?;
         let (alive, registered, running, cut, log_exists, first, rest, run) = reads;
         let request = match run {
             Some(json) if alive == 1 => Some(parse_running(&json)?),
@@ -244,6 +247,51 @@ impl RedisStore {
             .arg("COUNT")
             .arg(limit.max(1));
         p
+    }
+
+    /// Runs the log reads `p` ([`Self::log_reads`]) and, with `min_replicas_acked`, a `WAIT` on
+    /// the same connection after them: a log is read on the primary, which holds entries its
+    /// replicas may never get (an append whose `WAIT` failed; writes the old primary took after
+    /// a `SENTINEL FAILOVER` promoted its replica). Sent to a client and then lost with that
+    /// primary, such an event was "received live, gone from the log" and came again under
+    /// another position (the chaos suite's `graceful-failover --redis sentinel`, 2026-12-07).
+    /// Fewer confirmations: [`StoreError::NotReplicated`] (the reader tries again later).
+    async fn read_confirmed<T: FromRedisValue>(
+        &self,
+        sid: &str,
+        reads: &::redis::Pipeline,
+    ) -> StoreResult<T> {
+        let wanted = self.replicas_wanted();
+        if wanted == 0 {
+            return self.query(reads).await;
+        }
+        // The reads in a `MULTI` of their own, a write of this connection (so that `WAIT`
+        // covers every entry read), then `WAIT`: one pipeline, which follows the session's slot.
+        let mut p = pipe();
+        p.cmd("MULTI").ignore();
+        for cmd in reads.cmd_iter() {
+            p.add_command(cmd.clone()).ignore();
+        }
+        p.cmd("SET")
+            .arg(self.session_keys(sid).read_mark())
+            .arg(1)
+            .arg("PX")
+            .arg(READ_MARK_TTL_MS)
+            .ignore()
+            .cmd("EXEC")
+            .cmd("WAIT")
+            .arg(wanted)
+            .arg(rules::millis(self.config.replicas_ack_timeout));
+        let (exec, acked): (Vec<Value>, u32) = self.query_on(self.durable_conn(), &p).await?;
+        if acked < wanted {
+            return Err(self.short_of_replicas(acked, wanted));
+        }
+        // EXEC's replies: the reads', then the mark's.
+        let reads = exec.len().saturating_sub(1);
+        let mut exec = exec;
+        exec.truncate(reads);
+        T::from_redis_value(Value::Array(exec))
+            .map_err(|e| StoreError::Corrupt(format!("a confirmed log read: {e}")))
     }
 
     /// The route the append scripts get for the event they write: the usual one, or `-` (the

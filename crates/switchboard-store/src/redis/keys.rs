@@ -222,6 +222,12 @@ impl SessionKeys {
     pub fn trim(&self, stream: &str) -> String {
         [self.base.as_str(), "trim:", stream].concat()
     }
+
+    /// The short-lived key a log read writes with `min_replicas_acked`, so that its `WAIT`
+    /// covers every entry it read (`RedisStore::confirm_read`).
+    pub fn read_mark(&self) -> String {
+        [self.base.as_str(), "rd"].concat()
+    }
 }
 
 #[cfg(test)]

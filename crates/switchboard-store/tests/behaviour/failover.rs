@@ -90,7 +90,19 @@ async fn carries_on(
     })
     .await;
     let recovered = promoted.elapsed();
-    match a.replay(id, s, "0-0", 10).await.unwrap() {
+    // `a` waits for one replica on every append and log read; the promoted primary has none
+    // until the old one comes back as its replica, so until then `a`'s appends fail (503 at the
+    // node) and its log reads too (nothing the replicas do not hold is shown), by design.
+    let unconfirmed = StoreConfig {
+        min_replicas_acked: 0,
+        ..config("a2")
+    };
+    let a2: Arc<dyn Store> = RedisStore::open(topology, unconfirmed).await.unwrap();
+    assert!(matches!(
+        a.replay(id, s, "0-0", 10).await,
+        Err(StoreError::NotReplicated { acked: 0, .. })
+    ));
+    match a2.replay(id, s, "0-0", 10).await.unwrap() {
         Replay::Events(events) => assert_eq!(
             events.iter().map(|e| e.data.as_str()).collect::<Vec<_>>(),
             ["before"],
@@ -109,13 +121,6 @@ async fn carries_on(
             other => panic!("b's inbox did not listen again after the failover: {other:?}"),
         }
     }
-    // `a` waits for one replica on every append; the promoted one has none until the old primary
-    // comes back as its replica, so until then `a`'s appends fail (503 at the node) by design.
-    let unconfirmed = StoreConfig {
-        min_replicas_acked: 0,
-        ..config("a2")
-    };
-    let a2: Arc<dyn Store> = RedisStore::open(topology, unconfirmed).await.unwrap();
     assert!(matches!(
         a.append(id, s, "unconfirmed", false).await,
         Err(StoreError::NotReplicated {

@@ -86,7 +86,15 @@ async fn an_append_sent_again_after_its_connection_dropped_is_logged_once() {
         waits >= 2,
         "the cluster client sent the append again ({waits} WAITs)"
     );
-    let logged = match a.replay(&id, &s, "0-0", 10).await.unwrap() {
+    // `a` shows nothing its replicas do not hold: with none, its log reads are refused too.
+    assert!(
+        matches!(
+            a.replay(&id, &s, "0-0", 10).await,
+            Err(StoreError::NotReplicated { acked: 0, .. })
+        ),
+        "a log read confirmed by no replica"
+    );
+    let logged = match setup.replay(&id, &s, "0-0", 10).await.unwrap() {
         Replay::Events(events) => events,
         other => panic!("the stream's log is gone: {other:?}"),
     };

@@ -112,7 +112,8 @@ impl Bus for RedisStore {
         Ok(())
     }
 
-    /// One script; when it was posted to another node, one `EXISTS` of that node's heartbeat.
+    /// One script (with `min_replicas_acked`, and its `WAIT`); when it was posted to another
+    /// node, one `EXISTS` of that node's heartbeat.
     async fn route_reply(
         &self,
         sid: &str,
@@ -129,7 +130,7 @@ impl Bus for RedisStore {
         inv.arg(request_key)
             .arg(self.route())
             .arg(self.letter(&msg, self.config.bus.message_ttl)?);
-        let node: String = self.invoke(&inv).await?;
+        let node: String = self.invoke_durably(&inv).await?;
         if node.is_empty() {
             return Ok(Routed::NobodyWaits);
         }
@@ -154,7 +155,7 @@ impl Bus for RedisStore {
         inv.arg(request_key)
             .arg(self.route())
             .arg(self.letter(&msg, self.config.bus.message_ttl)?);
-        Ok(self.invoke::<i64>(&inv).await? == 1)
+        Ok(self.invoke_durably::<i64>(&inv).await? == 1)
     }
 }
 
@@ -183,7 +184,10 @@ impl RedisStore {
     /// Posts `msg` to `mailbox` and rings `channel` ([`POST`]). Through an outage (a
     /// promotion, a dropped connection) the post is tried again, for up to [`POST_PATIENCE`]
     /// (less when `within` is shorter), with the same message: a post that looked failed but
-    /// ran leaves two copies with one id, which the receiver takes once.
+    /// ran leaves two copies with one id, which the receiver takes once. With
+    /// `min_replicas_acked`, a post counts once that many replicas hold it, as an event append
+    /// does (a message the old primary alone held was lost with it: a sampling answer accepted
+    /// with 202 and never delivered, `graceful-failover --redis sentinel`).
     async fn post(
         &self,
         mailbox: &str,
@@ -201,7 +205,7 @@ impl RedisStore {
         let deadline = tokio::time::Instant::now() + within.min(POST_PATIENCE);
         let mut backoff = crate::retry::Backoff::until(deadline);
         loop {
-            match self.invoke::<String>(&inv).await {
+            match self.invoke_durably::<String>(&inv).await {
                 Ok(_) => return Ok(()),
                 Err(e) if crate::retry::retryable(&e) => match backoff.failed() {
                     Some(pause) => tokio::time::sleep(pause).await,
