@@ -58,7 +58,7 @@ impl Source {
     async fn client(&self) -> redis::RedisResult<Client> {
         match self {
             Source::Fixed(c) => Ok(Client::clone(c)),
-            Source::Sentinel(p) => p.client().await,
+            Source::Sentinel(p) => p.inbox_client().await,
         }
     }
 

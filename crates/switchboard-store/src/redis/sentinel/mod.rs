@@ -125,10 +125,22 @@ impl Primary {
         Ok(primary)
     }
 
-    /// A client for the primary the sentinels name now (the inbox connects with it after every
-    /// loss of its connection).
-    pub async fn client(&self) -> RedisResult<Client> {
+    /// A client for the primary the sentinels name now.
+    async fn client(&self) -> RedisResult<Client> {
         self.inner.sentinels.lock().await.async_get_client().await
+    }
+
+    /// A client for the primary the inbox should listen on (it connects with it after every
+    /// loss of its connection): the one the sentinels name, except the former primary while it
+    /// is not yet a replica, where the sentinels lag behind a promotion this node already
+    /// follows: then the primary the commands go to (an inbox that listened on the old primary
+    /// heard nothing for 2 s, until its probe failed).
+    pub async fn inbox_client(&self) -> RedisResult<Client> {
+        let named = self.client().await?;
+        if self.is_former(&named.get_connection_info().addr().to_string()) {
+            return Client::open(self.read().info.clone());
+        }
+        Ok(named)
     }
 
     /// The primary's address as last resolved (`host:port`).
@@ -222,6 +234,13 @@ impl Primary {
         if address == self.address() && !stale {
             return;
         }
+        if self.is_former(&address) {
+            // A sentinel still names the old primary (its `SENTINEL MASTER` entry changes only
+            // when the failover ends, about 1 s after the promotion), which still answers `ROLE`
+            // as a primary: going back there lost writes (seen: back and forth within 1 s).
+            tracing::debug!(primary = %address, "not following the sentinels back to the former primary before it is a replica");
+            return;
+        }
         let lanes = self.read().lanes.len();
         let opened = match client
             .get_connection_manager_with_config(manager_config())
@@ -285,6 +304,13 @@ impl Primary {
 
     fn former(&self) -> std::sync::MutexGuard<'_, Option<Former>> {
         self.inner.former.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `address` is the former primary, not yet seen as a replica or gone.
+    fn is_former(&self, address: &str) -> bool {
+        self.former()
+            .as_ref()
+            .is_some_and(|f| f.info.addr().to_string() == address)
     }
 
     /// Whether the former primary is still one; sets [`Primary::replicas_ceiling`] accordingly,
