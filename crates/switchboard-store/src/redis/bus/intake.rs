@@ -129,6 +129,14 @@ impl Intake {
         Ok(())
     }
 
+    /// Reads every mailbox from its start at its next read (after a switch to another primary;
+    /// ids already taken are not taken again).
+    pub fn read_from_start(&mut self) {
+        for cursor in self.cursors.values_mut() {
+            *cursor = 0;
+        }
+    }
+
     /// Forgets the cursors of the mailboxes `keep` rejects (sessions this node left).
     pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
         self.cursors.retain(|k, _| keep(k));

@@ -96,7 +96,10 @@ impl Bus for RedisStore {
         let fresh = self.interest(sid).await?;
         let mut inv = self.session_call(&REGISTER_PENDING, &self.session_keys(sid), None);
         inv.arg(request_key).arg(&self.config.node_id);
-        if self.invoke::<i64>(&inv).await? == 0 && fresh {
+        // With `min_replicas_acked`, only once the replicas hold it: a registration the old
+        // primary alone held made the client's answer find nobody waiting (202, never
+        // delivered).
+        if self.invoke_durably::<i64>(&inv).await? == 0 && fresh {
             self.lose_interest(sid);
         }
         Ok(())
