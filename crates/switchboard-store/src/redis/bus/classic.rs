@@ -190,7 +190,7 @@ enum Stop {
 }
 
 async fn run(mut reader: Reader, first: Connected) {
-    let mut server = first.server.clone();
+    let mut followed = first.followed.clone();
     let mut current = Some(first);
     let mut backoff = reconnects();
     let mut away_checked = tokio::time::Instant::now();
@@ -224,14 +224,14 @@ async fn run(mut reader: Reader, first: Connected) {
             },
         };
         reader.prober.reset();
-        if connected.server != server {
-            // Another primary (a promotion): its mailboxes may number differently from the
-            // old one's (messages the old primary took after the promotion never reached it),
-            // so a message posted there can carry a number this node already read past (seen:
-            // a sampling answer accepted with 202 and never delivered, `graceful-failover
-            // --redis sentinel`). They are read from their start; what was taken is not taken
-            // again.
-            server = connected.server.clone();
+        if connected.followed != followed {
+            // The command connection, which reads the mailboxes, follows another primary (a
+            // promotion): its mailboxes may number differently from the old one's (messages
+            // the old primary took after the promotion never reached it), so a message posted
+            // there can carry a number this node already read past (seen: a sampling answer
+            // accepted with 202 and never delivered, `graceful-failover --redis sentinel`).
+            // They are read from their start; what was taken is not taken again.
+            followed = connected.followed.clone();
             reader.intake.read_from_start();
         }
         // Events published meanwhile are in their logs: held streams re-read them. Control

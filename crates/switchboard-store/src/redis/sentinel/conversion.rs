@@ -9,7 +9,9 @@
 //! primary failed for those seconds (RELIABILITY.md, finding 8: live events up to 8.3 s late). While
 //! the former primary answers `ROLE` as a primary, it is excused: a write waits for every replica
 //! the new primary has connected (at least one), up to `min_replicas_acked`. A former primary that
-//! is unreachable (it died: the sentinels' usual failover) is not excused, as before.
+//! does not answer (it died: the sentinels' usual failover) is not excused, as before; one that
+//! restarted empty answers as a primary and is excused until the sentinels convert it (what it
+//! holds is discarded then; the writes are on the new primary and its connected replicas).
 
 use std::time::{Duration, Instant};
 
@@ -44,33 +46,41 @@ impl Former {
 /// What the former primary says of itself.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Standing {
-    /// Still a primary: not yet turned into a replica.
+    /// Still a primary: not yet turned into a replica (also one restarted empty after it died:
+    /// it answers as a primary until the sentinels convert it).
     Primary,
-    /// A replica now, or unreachable: nothing to excuse.
-    Done,
+    /// A replica now: forgotten.
+    Replica,
+    /// No answer (down, or slower than [`ASK_TIMEOUT`]): not excused, but still remembered, so
+    /// the node does not follow a lagging sentinel back to it (a single slow `ROLE` once made
+    /// the node forget it, go back to it, and take the real primary for the former one).
+    Silent,
 }
 
 /// `ROLE` on the former primary (a connection of its own, at most [`ASK_TIMEOUT`]).
 pub(super) async fn standing(former: &Former) -> Standing {
-    if is_primary(&former.info).await {
-        Standing::Primary
-    } else {
-        Standing::Done
+    match role_of(&former.info).await.as_deref() {
+        Some("master") => Standing::Primary,
+        Some(_) => Standing::Replica,
+        None => Standing::Silent,
     }
 }
 
-/// Whether the server `info` names answers `ROLE` as a primary (a connection of its own, at
-/// most [`ASK_TIMEOUT`]); `false` when it does not answer.
+/// Whether the server `info` names answers `ROLE` as a primary.
 pub(super) async fn is_primary(info: &ConnectionInfo) -> bool {
+    role_of(info).await.as_deref() == Some("master")
+}
+
+/// The role the server `info` names answers `ROLE` with (a connection of its own, at most
+/// [`ASK_TIMEOUT`]); `None` when it does not answer.
+async fn role_of(info: &ConnectionInfo) -> Option<String> {
     let ask = async {
         let client = Client::open(info.clone())?;
         let mut conn = client.get_multiplexed_async_connection().await?;
         redis::cmd("ROLE").query_async::<Value>(&mut conn).await
     };
-    matches!(
-        tokio::time::timeout(ASK_TIMEOUT, ask).await,
-        Ok(Ok(role)) if role_name(&role) == Some("master")
-    )
+    let role = tokio::time::timeout(ASK_TIMEOUT, ask).await.ok()?.ok()?;
+    role_name(&role).map(str::to_owned)
 }
 
 /// `info` (credentials, TLS) for the server at `host:port`.

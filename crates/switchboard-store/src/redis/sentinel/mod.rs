@@ -314,8 +314,9 @@ impl Primary {
     }
 
     /// Whether the former primary is still one; sets [`Primary::replicas_ceiling`] accordingly,
-    /// and forgets the former primary once it is a replica, unreachable, or excused for
-    /// [`conversion::EXCUSED_AT_MOST`].
+    /// and forgets the former primary once it answers as a replica or was remembered for
+    /// [`conversion::EXCUSED_AT_MOST`]. Runs under the `resolving` guard (never beside a
+    /// switch).
     async fn review_former(&self) {
         self.review_former_on(self.manager()).await;
     }
@@ -327,25 +328,30 @@ impl Primary {
         };
         let former = Former { info, since };
         let standing = if since.elapsed() > conversion::EXCUSED_AT_MOST {
-            Standing::Done
+            Standing::Replica
         } else {
             conversion::standing(&former).await
         };
         let address = former.info.addr().to_string();
-        if standing == Standing::Done {
+        let ceiling = match standing {
+            Standing::Primary => conversion::connected_replicas(&mut manager)
+                .await
+                .unwrap_or(0)
+                .max(1),
+            Standing::Replica | Standing::Silent => u32::MAX,
+        };
+        if standing == Standing::Replica {
             *self.former() = None;
-            if self.inner.ceiling.swap(u32::MAX, Ordering::SeqCst) != u32::MAX {
-                tracing::info!(former = %address, "the former primary is a replica now (or gone): writes wait for redis.min_replicas_acked replicas again");
-            }
-            return;
         }
-        let connected = conversion::connected_replicas(&mut manager)
-            .await
-            .unwrap_or(0)
-            .max(1);
-        let before = self.inner.ceiling.swap(connected, Ordering::SeqCst);
-        if before == u32::MAX {
-            tracing::warn!(former = %address, replicas = connected, "the former primary is not a replica of the new one yet: until it is, writes wait for at most the replicas connected to the new primary");
+        let before = self.inner.ceiling.swap(ceiling, Ordering::SeqCst);
+        match (before == u32::MAX, ceiling == u32::MAX) {
+            (true, false) => {
+                tracing::warn!(former = %address, replicas = ceiling, "the former primary is not a replica of the new one yet: until it is, writes wait for at most the replicas connected to the new primary")
+            }
+            (false, true) => {
+                tracing::info!(former = %address, ?standing, "the former primary is a replica now, or does not answer: writes wait for redis.min_replicas_acked replicas again")
+            }
+            _ => {}
         }
     }
 }
@@ -362,9 +368,9 @@ async fn recheck(inner: std::sync::Weak<Inner>) {
         let me = Primary { inner, lane: None };
         if !me.inner.resolving.swap(true, Ordering::SeqCst) {
             me.resolve(false).await;
+            me.review_former().await;
             me.inner.resolving.store(false, Ordering::SeqCst);
         }
-        me.review_former().await;
     }
 }
 
