@@ -165,6 +165,18 @@ fn pubsub_connections_dropped_and_held_off_lose_no_message() {
     run_managed("bus-drop", "standalone", &[]);
 }
 
+/// A Redis that refuses writes at its limit (`noeviction`, what the node asks for) under the same
+/// pressure: nothing lost, every refusal told (503, or a JSON-RPC error on a running call), no
+/// node stopping (case C38's last observable, under load).
+#[test]
+fn at_the_memory_limit_under_noeviction_nothing_is_lost() {
+    run_managed(
+        "eviction",
+        "standalone",
+        &["--eviction-policy", "noeviction"],
+    );
+}
+
 /// The refusal holds; with the opt-in at the limit the full run (8 clients, 60 s) lost sessions
 /// and forwarded calls and ended requests with -32004 (RELIABILITY.md, finding 10), the bounded
 /// run with 3 clients only some of the time. Run with `--ignored`.

@@ -1,6 +1,8 @@
 //! The `eviction` scenario (case C38): a standalone Redis with a small `maxmemory`
 //! (`--maxmemory-mb`) under an evicting `maxmemory-policy` (`--eviction-policy`, default
 //! `volatile-ttl`), and ballast that never expires (`SET chaos:ballast:<i>` of 1 KiB, no TTL).
+//! With `--eviction-policy noeviction` the same pressure meets Redis refusing writes at its limit
+//! (`OOM`): the nodes need no opt-in, and no refusal is checked.
 //!
 //! The protocol:
 //! 1. Before any node runs, a node started without `redis.allow_eviction` must refuse: exit
@@ -56,8 +58,21 @@ pub fn start_redis(args: &Args) -> RedisServer {
     )
 }
 
-/// Step 1: a node without the opt-in must refuse this Redis.
+/// Whether the scenario's policy evicts (every one but `noeviction`): then the nodes need the
+/// opt-in, and a node without it must refuse the Redis.
+pub fn evicting(args: &Args) -> bool {
+    args.eviction_policy != "noeviction"
+}
+
+/// Step 1: a node without the opt-in must refuse this Redis (an evicting policy). Under
+/// `noeviction` there is nothing to refuse: the nodes run without the opt-in, and Redis refuses
+/// writes at its limit (`OOM`) instead of evicting.
 pub fn check_refusal(redis: &RedisServer, args: &Args, out: &mut Outcome) {
+    if !evicting(args) {
+        out.facts
+            .push("noeviction: the nodes run without redis.allow_eviction".into());
+        return;
+    }
     let logs = TempDir::new("sb-chaos-refused");
     let started = Instant::now();
     let mut node = Node::spawn("refused", Some(&redis.url()), &[], logs.path());
@@ -123,6 +138,19 @@ impl Ballast {
     pub fn pressure(&mut self, hold: Duration, out: &mut Outcome) {
         if let Err(e) = self.round(hold, out) {
             out.notes.push(format!("eviction: {e}"));
+        }
+    }
+
+    /// Deletes every ballast key, the first fill's too (after the last fault: the clients'
+    /// end-of-run log check reads and resumes their streams, which a full Redis under
+    /// `noeviction` refused with 503).
+    pub fn clear(&mut self, out: &mut Outcome) {
+        let keys: Vec<String> = (0..self.next).map(key).collect();
+        for chunk in keys.chunks(1000) {
+            if let Err(e) = redis::cmd("DEL").arg(chunk).query::<i64>(&mut self.conn) {
+                out.notes.push(format!("eviction: DEL ballast: {e}"));
+                return;
+            }
         }
     }
 

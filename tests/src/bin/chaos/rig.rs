@@ -108,7 +108,7 @@ impl Rig {
         if args.min_replicas_acked > 0 {
             options = options.set("redis.min_replicas_acked", args.min_replicas_acked);
         }
-        if scenario == Scenario::Eviction {
+        if scenario == Scenario::Eviction && pressure::evicting(args) {
             options = options.set("redis.allow_eviction", true);
         }
         if let (Scenario::Upgrade, Some(previous)) = (scenario, &args.previous_bin) {
@@ -195,6 +195,9 @@ impl Rig {
             faults.lock().expect("fault log").push(Instant::now());
             self.fault(args, scenario, round, &mut rng);
             round += 1;
+        }
+        if let Some(ballast) = &mut self.ballast {
+            ballast.clear(&mut self.outcome);
         }
     }
 
