@@ -167,12 +167,10 @@ fn pubsub_connections_dropped_and_held_off_lose_no_message() {
 
 /// A Redis that refuses writes at its limit (`noeviction`, what the node asks for) under the same
 /// pressure: nothing lost, every refusal told (503, or a JSON-RPC error on a running call), no
-/// node stopping (case C38's last observable, under load). Passed twice here, then missed in a
-/// clean-clone CI run with 1 call waited out: a sampling answer refused with 503 five times in
-/// 0.8 s while Redis was held full, after which the chaos client stops resending it (its
-/// `POST_TRIES`), and the tool call waited for it 10 s (RELIABILITY.md). Run with `--ignored`.
+/// node stopping (case C38's last observable, under load). It once missed because the chaos
+/// client gave a refused sampling answer up after 0.8 s, before the 1 s hold ended; the client
+/// now resends it until the call's deadline (RELIABILITY.md).
 #[test]
-#[ignore = "the chaos client gives up a refused answer before the 1 s hold ends: RELIABILITY.md"]
 fn at_the_memory_limit_under_noeviction_nothing_is_lost() {
     run_managed(
         "eviction",

@@ -55,6 +55,10 @@ pub struct Sent {
     pub status: u16,
     /// When that attempt was answered.
     pub at: Instant,
+    /// When the first attempt was sent (the answer or cancellation was due).
+    pub asked: Instant,
+    /// How many times it was sent.
+    pub tries: u32,
 }
 
 /// A finished call.
@@ -302,42 +306,64 @@ impl Follow<'_> {
         }
     }
 
-    /// POSTs `body` (a notification or a response: 202 expected) through the balancer; a 503
-    /// (the store paused, `Retry-After`) is tried again, at most [`POST_TRIES`] times.
+    /// POSTs `body` (a notification or a response: 202 expected) through the balancer. A 503
+    /// (the store paused or short of replicas, no balancer server up) is sent again, as a client
+    /// that keeps its word would, until the call's own deadline: after the `Retry-After` the
+    /// reply names (seconds, at most [`RESEND_AT_MOST`]), else after a pause that starts at
+    /// [`RESEND_FIRST`] and doubles up to [`RESEND_AT_MOST`]. The waiting request ends with the
+    /// first answer that reaches it; a second cancellation of an ended request is a no-op.
     async fn post(&mut self, body: &Value, what: &str) -> Sent {
         let headers = self.client.post_headers();
-        let mut status = 0;
-        for attempt in 1..=POST_TRIES {
+        let mut pause = RESEND_FIRST;
+        let asked = Instant::now();
+        let mut tries = 0;
+        loop {
+            tries += 1;
             let sent = self
                 .client
                 .try_send(Method::POST, self.url, &headers, Some(body.to_string()))
                 .await;
-            status = match sent {
-                Ok(reply) => reply.status.as_u16(),
+            let (status, wait) = match sent {
+                Ok(reply) => (reply.status.as_u16(), retry_after(&reply)),
                 Err(e) => {
                     self.counts.error(kind(&format!("{what} POST"), &e));
-                    0
+                    (0, None)
                 }
             };
             self.trail.mark(format_args!("{what} POST {status}"));
-            if status != 503 || attempt == POST_TRIES {
-                break;
+            let wait = wait.unwrap_or(pause);
+            if status != 503 || Instant::now() + wait >= self.deadline {
+                if status != 202 && status != 0 {
+                    self.counts.error(format!("{what} POST {status}"));
+                }
+                return Sent {
+                    status,
+                    at: Instant::now(),
+                    asked,
+                    tries,
+                };
             }
             self.counts.error(format!("{what} POST 503"));
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        if status != 202 && status != 0 {
-            self.counts.error(format!("{what} POST {status}"));
-        }
-        Sent {
-            status,
-            at: Instant::now(),
+            tokio::time::sleep(wait).await;
+            pause = (pause * 2).min(RESEND_AT_MOST);
         }
     }
 }
 
-/// How many times an answer or cancellation refused with 503 is sent.
-const POST_TRIES: usize = 5;
+/// The first pause before an answer or cancellation refused with 503 (and no `Retry-After`)
+/// is sent again.
+const RESEND_FIRST: Duration = Duration::from_millis(200);
+
+/// The longest pause between two sendings of a refused answer or cancellation.
+const RESEND_AT_MOST: Duration = Duration::from_secs(1);
+
+/// The `Retry-After` of `reply` in whole seconds (RFC 9110 section 10.2.3), capped at
+/// [`RESEND_AT_MOST`]; `None` when it has none or it is a date.
+fn retry_after(reply: &Reply) -> Option<Duration> {
+    let value = reply.headers.get("retry-after")?.to_str().ok()?;
+    let seconds: u64 = value.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds).min(RESEND_AT_MOST))
+}
 
 /// What reading a stream came to.
 enum Read {

@@ -12,8 +12,9 @@
 //!   session's first call; later calls landing elsewhere are forwarded to that node over the
 //!   bus). Lost: -32005, -32004 or no answer within the call limit (a hang).
 //!
-//! A call whose answer or cancellation was refused at once (503 after every try, 410) is no
-//! loss: its client was told. Calls that ended because some timeout ran out are counted apart
+//! A call whose answer or cancellation was refused (503 until the call's deadline, 410) is no
+//! loss: its client was told. Nor is a cancellation accepted only after its countdown could
+//! have ended (refused until then): a finished request has nothing left to stop. Calls that ended because some timeout ran out are counted apart
 //! (`waited_out`): the targets allow none.
 
 use std::time::Duration;
@@ -39,6 +40,10 @@ pub const CANCEL_INTERVAL_MS: u64 = 50;
 
 /// The progress value after which a countdown is cancelled.
 const CANCEL_AFTER: u64 = 2;
+
+/// How long a countdown runs on after the progress value its cancellation follows.
+const COUNTDOWN_REST: Duration =
+    Duration::from_millis((CANCEL_STEPS - CANCEL_AFTER) * CANCEL_INTERVAL_MS);
 
 /// Whether round `n` cancels its countdown.
 pub fn cancels(n: u64) -> bool {
@@ -136,14 +141,23 @@ pub fn judge_cancel(counts: &mut Counts, k: usize, n: u64, c: &Call) {
     let Some(cancel) = c.cancelled.filter(|s| s.status == 202) else {
         return;
     };
+    if cancel.at.saturating_duration_since(cancel.asked) >= COUNTDOWN_REST {
+        // Refused until the countdown could have ended: a cancellation of a finished request
+        // has nothing to stop (the client was told of each refusal).
+        return;
+    }
     counts.cancels.made += 1;
     let ran_out = c.progress.iter().any(|&p| p >= CANCEL_STEPS);
     if c.end == End::Result || ran_out {
         counts.cancels.lost += 1;
         let after = c.progress.len();
-        let what = format!(
-            "client {k}: countdown of round {n} cancelled after progress {CANCEL_AFTER}, ran to \
-             its end anyway ({after} progress events, ended {:?})",
+        let what =
+            format!(
+            "client {k}: countdown of round {n} cancelled after progress {CANCEL_AFTER} (sent {} \
+             times, accepted after {} ms), ran to its end anyway ({after} progress events, ended \
+             {:?})",
+            cancel.tries,
+            cancel.at.saturating_duration_since(cancel.asked).as_millis(),
             c.end
         );
         note(&mut counts.examples, what);
@@ -208,6 +222,8 @@ mod tests {
         Some(Sent {
             status,
             at: Instant::now(),
+            asked: Instant::now(),
+            tries: 1,
         })
     }
 
@@ -238,6 +254,28 @@ mod tests {
         judge_cancel(&mut counts, 0, 3, &c);
         judge_cancel(&mut counts, 0, 4, &c);
         assert_eq!((counts.cancels.made, counts.cancels.lost), (2, 1));
+    }
+
+    #[test]
+    fn a_cancellation_accepted_only_after_the_countdown_could_end_is_not_judged() {
+        let mut counts = Counts::default();
+        let mut c = call(End::Result, None);
+        let asked = Instant::now();
+        let late = Sent {
+            status: 202,
+            at: asked + COUNTDOWN_REST,
+            asked,
+            tries: 6,
+        };
+        c.cancelled = Some(late);
+        judge_cancel(&mut counts, 0, 3, &c);
+        assert_eq!((counts.cancels.made, counts.cancels.lost), (0, 0));
+        c.cancelled = Some(Sent {
+            at: asked + COUNTDOWN_REST / 2,
+            ..late
+        });
+        judge_cancel(&mut counts, 0, 3, &c);
+        assert_eq!((counts.cancels.made, counts.cancels.lost), (1, 1));
     }
 
     #[test]
