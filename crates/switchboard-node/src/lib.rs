@@ -1,10 +1,12 @@
 //! # switchboard-node
 //!
 //! The axum application of one front node: the Streamable HTTP transport (POST/GET/DELETE on one
-//! endpoint), Origin/Host checks, session handling, SSE streams backed by event logs, and the
-//! background work (heartbeat, session keep-alive, reaper, bus inbox).
+//! endpoint), Origin/Host checks, session handling, SSE streams backed by event logs, and what
+//! makes it one replica among many on top of the replica runtime (whose heartbeat, session
+//! keep-alive, reaper and bus inbox it runs).
 //!
-//! Depends on `switchboard-protocol`, `switchboard-store` and `switchboard-upstream`. The binary
+//! Depends on `switchboard-protocol`, `switchboard-telemetry`, `switchboard-store`,
+//! `switchboard-runtime` and `switchboard-upstream`. The binary
 //! calls [`serve`] with an already-bound listener. Nothing here outlives a process except through
 //! the store: a node holds only open connections, running calls and waiters.
 //!
@@ -18,8 +20,8 @@
 //!   as, `initialize`, and the session handle given to upstreams.
 //! - `exec`: a request while it runs here: its task, answer channel, client peer, cancellation.
 //! - `streams`: SSE connections, the task behind each, SSE framing.
-//! - `cluster`: the bus inbox, ownership of node-bound upstreams, forwarding to the owner,
-//!   what upstreams hold here, background work.
+//! - `cluster`: this node as the runtime sees it (the fence), the rest of the bus inbox,
+//!   ownership of node-bound upstreams, forwarding to the owner, what upstreams hold here.
 //! - [`limits`]: rate limits (the `[rate_limits]` settings and where they are taken).
 //! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
 //!   logged and counted in one place), [`units`] (durations and sizes as config values).
@@ -150,13 +152,11 @@ pub async fn serve(
         .await
         .map_err(std::io::Error::other)?;
     let metrics_listener = bind_metrics(config.metrics_listen).await?;
-    let inbox = store.subscribe().await.map_err(std::io::Error::other)?;
-    let sent = std::time::Instant::now();
-    let live = store.heartbeat().await.map_err(std::io::Error::other)?;
-    eviction.heartbeat_answered(sent, live, config.node_ttl);
     let app = state::AppState::with_eviction(config, store, upstream, eviction);
-    tokio::spawn(cluster::inbox::listen(app.clone(), inbox));
-    cluster::background::spawn_all(&app);
+    // The node's loops and inbox end with the process (they outlive the drain).
+    switchboard_runtime::background::start(app.clone(), tokio_util::sync::CancellationToken::new())
+        .await
+        .map_err(std::io::Error::other)?;
     tokio::spawn(probes::serve_metrics(app.clone(), metrics_listener));
     let router = app::router(app.clone());
     let listener = listener.tap_io(|tcp| {

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use switchboard_runtime::{Hub, StoreHealth};
 use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
@@ -15,7 +16,6 @@ use crate::cluster::forward::registry::Forwards;
 use crate::config::NodeConfig;
 use crate::edge::auth::Auth;
 use crate::exec::running::Calls;
-use crate::streams::hub::Hub;
 use crate::transport::stateless::listen::registry::Listeners;
 use crate::transport::stateless::mrtr::seal::{key_ring, KeyRing};
 use crate::transport::stateless::params::registry::ParamHeaders;
@@ -33,6 +33,8 @@ pub struct AppState {
     pub upstream: Arc<dyn Upstream>,
     /// Streams held here.
     pub hub: Hub,
+    /// How this node's heartbeats have fared (the fence reads it: `cluster::replica`).
+    pub health: StoreHealth,
     /// Requests running here and server requests waiting here.
     pub calls: Calls,
     /// Calls forwarded to or from other nodes.
@@ -41,7 +43,7 @@ pub struct AppState {
     pub retired: std::sync::atomic::AtomicBool,
     /// `true` while this node's heartbeat has not been answered for two `cluster.node_ttl`s:
     /// the other nodes take it for dead, so it serves nothing until the store answers again
-    /// (see `cluster::background`). A channel, so that requests already waiting are refused
+    /// (see `cluster::replica`). A channel, so that requests already waiting are refused
     /// when it is set (`app::not_fenced`).
     pub fenced: tokio::sync::watch::Sender<bool>,
     /// The authorization layer, when configured.
@@ -67,7 +69,7 @@ pub struct AppState {
     /// was sent while it read the owners.
     pub owner_claims: AtomicU64,
     /// Redis's `maxmemory-policy` as last read, and this node's heartbeat timing
-    /// ([`EvictionWatch`]): behind `/readyz`, fed by the start and `cluster::background`.
+    /// ([`EvictionWatch`]): behind `/readyz`, fed by the runtime's heartbeat.
     pub eviction: EvictionWatch,
     conn_seq: AtomicU64,
 }
@@ -108,6 +110,7 @@ impl AppState {
             tasks: Default::default(),
             ephemeral_sessions: Arc::new(Seats::new(cfg.max_ephemeral_sessions)),
             hub: Hub::new(cfg.connection_queue),
+            health: StoreHealth::default(),
             listeners: Listeners::new(cfg.max_listeners, cfg.listen_queue),
             auth: cfg.auth.clone().map(Auth::new),
             cfg,

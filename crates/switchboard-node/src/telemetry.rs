@@ -103,14 +103,6 @@ pub fn session_deleted(sid: &str) {
     tracing::info!(session = %logged_session(sid), "session deleted");
 }
 
-/// The reaper cleaned up expired sessions.
-pub fn sessions_reaped(n: usize) {
-    if n > 0 {
-        counters().sessions_reaped.inc_by(n as u64);
-        tracing::info!(count = n, "expired sessions reaped");
-    }
-}
-
 /// `initialize` refused at a session cap: `key` names it (`session.max_sessions`, answered 503,
 /// or `session.max_sessions_per_principal`, 429) and `status` is the HTTP status sent.
 pub fn session_refused(key: &str, status: u16) {
@@ -128,37 +120,10 @@ pub fn stream_resumed(sid: &str, stream: &str, replayed: usize) {
     tracing::info!(session = %logged_session(sid), stream, replayed, "stream resumed");
 }
 
-/// A local connection lost its stream to a newer one.
-pub fn stream_taken_over(sid: &str, stream: &str) {
-    counters().streams_taken_over.inc();
-    tracing::debug!(session = %logged_session(sid), stream, "stream taken over");
-}
-
-/// A connection queue was full; the connection catches up from the log.
-pub fn stream_lagged(sid: &str, stream: &str) {
-    counters().streams_lagged.inc();
-    tracing::debug!(
-        session = %logged_session(sid),
-        stream,
-        "connection lagged; will re-read the event log"
-    );
-}
-
 /// A `Last-Event-ID` could not be honoured.
 pub fn replay_miss(sid: &str, reason: &str) {
     counters().replay_misses.inc();
     tracing::info!(session = %logged_session(sid), reason, "resumption refused");
-}
-
-/// A request was failed because its node died.
-pub fn request_aborted(sid: &str, stream: &str, node: &str) {
-    counters().requests_aborted.inc();
-    tracing::warn!(
-        session = %logged_session(sid),
-        stream,
-        dead_node = node,
-        "request failed: its node stopped"
-    );
 }
 
 /// A client response matched no waiting server request.

@@ -35,9 +35,11 @@ pub struct ReplicatedConfig {
     /// event is not dropped: the connection re-reads its stream's event log from the last event
     /// it sent.
     pub connection_queue: usize,
-    /// How often every open stream re-reads its event log in case the bus (Redis pub/sub, at
-    /// most once) lost an event for it (default 15 s). An event lost that way reaches its
-    /// client at most this late.
+    /// How often every open stream re-reads its event log in case a bus doorbell (Redis
+    /// pub/sub) was missed (default 15 s): an event missed that way reaches its client at most
+    /// this late. The gateway re-reads at each keep-alive, by the same rule
+    /// (`switchboard_runtime::pump`). A stream that cannot read its log for 5 s (a failing
+    /// store) is closed, for its client to resume with `Last-Event-ID`.
     pub log_recheck_interval: Duration,
     /// How often a resumed stream whose request runs on another replica checks that replica's
     /// liveness (default 1 s); a dead replica's request ends with error -32004.

@@ -23,10 +23,10 @@ use serde_json::Value;
 use switchboard_protocol::{EventId, SessionId, StreamId};
 use switchboard_store::{Replay, Store};
 
-use crate::conn::REPLAY_PAGE;
 use crate::error::Error;
 use crate::routing;
 use crate::session_store::{create, record};
+use switchboard_runtime::pump::REPLAY_PAGE;
 
 /// The stream id of every scope's one log.
 const SCOPE_STREAM: &str = "s";

@@ -6,7 +6,8 @@
 //! for tests), and a load balancer may send any request of any session to any replica, with no
 //! stickiness.
 //!
-//! Depends on `switchboard-store` (state, event logs, bus), `switchboard-protocol` (id formats,
+//! Depends on `switchboard-store` (state, event logs, bus), `switchboard-runtime` (the held
+//! streams, heartbeat, keep-alive, reaper, bus inbox), `switchboard-protocol` (id formats,
 //! error codes), `switchboard-telemetry` (session ids in logs) and rmcp 3.11 (features `server`,
 //! `transport-streamable-http-server`), pinned by the workspace. Sits inside rmcp's
 //! `StreamableHttpService`, under its HTTP checks: rmcp parses and validates every request,
@@ -223,30 +224,28 @@
 //! - `recorder`: rmcp's in-process streams into the event logs.
 //! - `conn`: one client connection: priming, replay, live events, dead-replica watch;
 //!   [`ResponseStream`].
-//! - `hub`: the connections open on this replica.
 //! - `routing`: client answers and cancellations to the right replica.
 //! - `admission`: a request's registration in flight, refusals, a failed one undone.
-//! - `health`: how long the store has answered this replica's heartbeats without a gap.
 //! - `liveness`: when another replica counts as dead; requests with no call behind them ended.
 //! - `running`: the calls running here.
-//! - `background`: heartbeat, keep-alive, reaper, bus inbox.
+//! - `replica`: this replica as the shared runtime (`switchboard-runtime`) sees it; the
+//!   runtime holds the open connections (its hub), runs the heartbeat, keep-alive, reaper and
+//!   bus inbox, and tells when another replica is dead.
 //! - `node`: what all of these share.
 //! - [`error`]: the one error type, [`Error`].
 
 #![warn(clippy::too_many_lines)]
 
 mod admission;
-mod background;
 pub mod config;
 mod conn;
 pub mod error;
 mod event_store;
-mod health;
-mod hub;
 mod liveness;
 mod manager;
 mod node;
 mod recorder;
+mod replica;
 mod routing;
 mod running;
 mod session_store;

@@ -1,14 +1,5 @@
-//! When another replica counts as dead, and what happens to the requests it left behind.
-//!
-//! A replica's heartbeat key expires `node_ttl` after its last refresh, whatever the reason: the
-//! replica died, or the store could not be reached for a while (a Redis restart, a failover, a
-//! partition). After a store outage every replica's key may have lapsed although every replica
-//! lives, so a missing key alone is not proof of death. As in the gateway (whose node fences
-//! itself only after two `node_ttl`s without an answered heartbeat), a replica here takes
-//! another for dead only when the other's key is missing **and** this replica's own heartbeats
-//! have been answered, without a gap, for [`CONFIRM_TTLS`] × `node_ttl`: a live replica has
-//! refreshed its key by then (its heartbeat runs every `node_ttl / 3`; one that was stuck in the
-//! outage gives up after `node_ttl`).
+//! What happens to the requests a dead replica left behind. When another replica counts as dead
+//! is the runtime's rule ([`switchboard_runtime::liveness`]).
 //!
 //! A dead replica's requests stay registered in flight (counting toward
 //! `max_inflight_per_session`, holding their ids) until someone ends them, and so does a request
@@ -25,30 +16,13 @@ use switchboard_telemetry::trace::logged_session;
 
 use crate::node::Node;
 
-/// How many `node_ttl`s this replica's heartbeats must have been answered, without a gap, before
-/// it takes another replica whose heartbeat key is missing for dead.
-pub(crate) const CONFIRM_TTLS: u32 = 2;
-
 impl Node {
-    /// Whether replica `other` is dead: its heartbeat key is missing and this replica has reached
-    /// the store without a gap for [`CONFIRM_TTLS`] × `node_ttl` (see the module doc). Never this
-    /// replica; `false` while that cannot be told.
+    /// Whether replica `other` is dead, by the runtime's rule
+    /// ([`switchboard_runtime::liveness::is_dead`]: its heartbeat key is missing and this
+    /// replica has reached the store without a gap for two `node_ttl`s). Never this replica;
+    /// `false` while that cannot be told.
     pub async fn is_dead(&self, other: &str) -> bool {
-        if other == self.id() {
-            return false;
-        }
-        let needed = CONFIRM_TTLS * self.config.store.node_ttl;
-        if self.health.answering_for() < needed {
-            return false;
-        }
-        match self.store.is_alive(other).await {
-            Ok(alive) => !alive,
-            Err(e) => {
-                self.health.failed();
-                tracing::debug!(error = %e, "could not read a replica's liveness");
-                false
-            }
-        }
+        switchboard_runtime::liveness::is_dead(self, other).await
     }
 }
 

@@ -21,12 +21,13 @@ use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay,
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::config::ReplicatedConfig;
-use crate::conn::{self, Open, ResponseStream, REPLAY_PAGE};
+use crate::conn::{self, ResponseStream};
 use crate::error::Error;
 use crate::event_store::StoreEvents;
 use crate::node::Node;
 use crate::session_store::{self, StoreSessions};
-use crate::{admission, background, recorder, routing};
+use crate::{admission, recorder, routing};
+use switchboard_runtime::pump::{OpenStream, REPLAY_PAGE};
 
 /// The event id rmcp gives the priming event of a standalone stream when the session manager
 /// has no event store.
@@ -101,7 +102,8 @@ impl ReplicatedSessionManager {
     ) -> Result<Arc<Self>, Error> {
         config.validate()?;
         let node = Arc::new(Node::new(store.clone(), config));
-        background::start(&node).await?;
+        node.eviction.check_at_start(&*node.store).await?;
+        switchboard_runtime::background::start(node.clone(), node.stopped.clone()).await?;
         tracing::info!(
             node = node.id(),
             backend = store.backend(),
@@ -236,18 +238,18 @@ impl ReplicatedSessionManager {
             local,
         );
         node.tasks.spawn(record);
-        let open = Open {
+        let open = OpenStream {
             sid,
             stream,
             holder,
-            handle,
-            priming: true,
+            conn: handle,
             replay: Vec::new(),
             after: EventId::START.to_owned(),
             watch: None,
             close_after_replay: false,
+            resumed_at: None,
         };
-        Ok(conn::spawn(node.clone(), open))
+        Ok(conn::spawn(node.clone(), open, true))
     }
 
     /// A connection resuming stream `event.stream` after `event.position`: claims the stream
@@ -283,18 +285,18 @@ impl ReplicatedSessionManager {
             }
         };
         let standalone = stream == StreamId::STANDALONE;
-        let open = Open {
+        let open = OpenStream {
             sid: sid.to_owned(),
             close_after_replay: !standalone && running.is_none(),
             watch: running.filter(|r| r.node != node.id()),
             stream,
             holder,
-            handle,
-            priming: false,
+            conn: handle,
             replay,
             after: event.position,
+            resumed_at: None,
         };
-        Ok(conn::spawn(node.clone(), open))
+        Ok(conn::spawn(node.clone(), open, false))
     }
 
     /// The session's standalone stream from its newest event on: claims it (a previous holder
@@ -312,18 +314,18 @@ impl ReplicatedSessionManager {
                 last_position.unwrap_or_else(|| EventId::START.to_owned())
             }
         };
-        let open = Open {
+        let open = OpenStream {
             sid: id.to_string(),
             stream: StreamId::STANDALONE.to_owned(),
             holder,
-            handle,
-            priming: true,
+            conn: handle,
             replay: Vec::new(),
             after,
             watch: None,
             close_after_replay: false,
+            resumed_at: None,
         };
-        Ok(conn::spawn(node.clone(), open))
+        Ok(conn::spawn(node.clone(), open, true))
     }
 
     /// After `initialize` succeeded here (fresh or restored): what the handler sends outside any

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
+use switchboard_runtime::{Hub, StoreHealth, StreamEvent};
 use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::{holder_node, retry, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
@@ -17,8 +18,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{ReplicatedConfig, EVICTION_OPT_IN};
-use crate::health::StoreHealth;
-use crate::hub::{Hub, StreamEvent};
 use crate::running::Running;
 
 /// One replica's shared state.
@@ -44,7 +43,7 @@ pub(crate) struct Node {
     /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
     pub health: StoreHealth,
     /// Redis's `maxmemory-policy` as last read, and this replica's heartbeat timing
-    /// ([`EvictionWatch`]), fed by `background`.
+    /// ([`EvictionWatch`]), fed by the runtime's heartbeat.
     pub eviction: EvictionWatch,
     next_conn: AtomicU64,
     /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
@@ -226,7 +225,7 @@ impl Node {
             data,
             end,
         };
-        self.hub.deliver(sid, stream, holder, event, false);
+        self.hub.deliver(sid, stream, holder, event);
     }
 
     /// The session ended (deleted, expired, or gone from the store): closes its rmcp session

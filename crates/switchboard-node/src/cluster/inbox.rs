@@ -1,42 +1,17 @@
-//! This node's inbox: messages other nodes (and the store) send here over the bus.
+//! This node's share of its bus inbox: the messages other nodes (and the store) send here that
+//! are not about held streams.
 
 use switchboard_store::BusMessage;
-use tokio::sync::mpsc;
 
 use crate::cluster::forward::owner;
 use crate::state::App;
-use crate::streams::hub::StreamEvent;
 use crate::transport::stateless::park::resume_remote;
 use switchboard_telemetry::trace::logged_session;
 
-/// Handles inbox messages until the inbox closes (it stays open while the node drains: answers
-/// to server requests of still-running calls arrive here).
-pub async fn listen(app: App, mut inbox: mpsc::Receiver<BusMessage>) {
-    while let Some(msg) = inbox.recv().await {
-        deliver(&app, msg).await;
-    }
-}
-
-async fn deliver(app: &App, msg: BusMessage) {
+/// Handles a bus message the runtime passes on ([`switchboard_runtime::inbox`] handles live
+/// events, takeovers and a resubscribed inbox itself).
+pub async fn deliver(app: &App, msg: BusMessage) {
     match msg {
-        BusMessage::Event(e) => {
-            let event = StreamEvent {
-                position: e.position,
-                data: e.data,
-                end: e.end,
-            };
-            if e.verify {
-                app.hub
-                    .deliver_verified(&e.sid, &e.stream, &e.holder, event);
-            } else {
-                app.hub.deliver(&e.sid, &e.stream, &e.holder, event);
-            }
-        }
-        BusMessage::Takeover {
-            sid,
-            stream,
-            holder,
-        } => app.hub.close(&sid, &stream, &holder),
         BusMessage::Reply {
             sid,
             request_key,
@@ -79,14 +54,6 @@ async fn deliver(app: &App, msg: BusMessage) {
                 crate::transport::stateless::tasks::deliver(&app, &task, &answers).await;
             });
         }
-        BusMessage::Resubscribed {} => {
-            switchboard_telemetry::metrics::get()
-                .counters
-                .inbox_resubscribed
-                .inc();
-            tracing::warn!("bus inbox subscribed again: open streams re-read their event logs for live events missed meanwhile (messages to this node were kept in its mailboxes and arrive in order)");
-            app.hub.catch_up_all();
-        }
         BusMessage::Notify { origin, message } => {
             crate::transport::stateless::listen::deliver(app, &origin, &message)
         }
@@ -95,6 +62,8 @@ async fn deliver(app: &App, msg: BusMessage) {
             app.calls.end_session(&sid);
             app.upstream.session_ended(&sid).await;
         }
+        // The runtime's own (events, takeovers, a resubscribed inbox).
+        BusMessage::Event(_) | BusMessage::Takeover { .. } | BusMessage::Resubscribed {} => {}
     }
 }
 

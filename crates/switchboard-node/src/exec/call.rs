@@ -40,7 +40,7 @@ use crate::exec::response::{First, ResponseStream};
 use crate::exec::traced::Finished;
 use crate::session::{self, NodeSession, NotAdmitted};
 use crate::state::App;
-use crate::streams::hub::ConnHandle;
+use switchboard_runtime::ConnHandle;
 use switchboard_telemetry::trace::logged_session;
 
 /// One request to execute.

@@ -30,8 +30,8 @@ use tokio::sync::oneshot;
 
 use crate::exec::outage::{self, Deadline, Sequence};
 use crate::state::App;
-use crate::streams::hub::{Outbound, StreamEvent};
 use crate::telemetry;
+use switchboard_runtime::{Outbound, StreamEvent};
 use switchboard_telemetry::trace::logged_session;
 
 /// How the HTTP side answers, decided by the first thing the request produces.
@@ -416,10 +416,10 @@ impl ResponseStream {
             Err(e) => {
                 tracing::warn!(error = %e, session = %logged_session(sid), "could not log the final response of a session that ends");
                 // Past any position the connection has written: ends its stream all the same.
-                crate::streams::hub::PAST_THE_LOG.to_owned()
+                switchboard_runtime::hub::PAST_THE_LOG.to_owned()
             }
         };
-        let event = crate::streams::hub::Outbound::Event(Box::new(StreamEvent {
+        let event = switchboard_runtime::Outbound::Event(Box::new(StreamEvent {
             position,
             data,
             end: true,
@@ -487,7 +487,7 @@ impl ResponseStream {
     }
 
     /// Writes the stream's final event straight to its connection when that is open here (the
-    /// store could not log it), past the log ([`crate::streams::hub::PAST_THE_LOG`]), and takes
+    /// store could not log it), past the log ([`switchboard_runtime::hub::PAST_THE_LOG`]), and takes
     /// the connection out of the hub.
     async fn write_unlogged(&self, data: String) {
         let (stream, holder) = (&self.inflight.stream, &self.inflight.holder);
@@ -495,7 +495,7 @@ impl ResponseStream {
             return;
         };
         let event = Outbound::Event(Box::new(StreamEvent {
-            position: crate::streams::hub::PAST_THE_LOG.to_owned(),
+            position: switchboard_runtime::hub::PAST_THE_LOG.to_owned(),
             data,
             end: true,
         }));

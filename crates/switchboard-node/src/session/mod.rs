@@ -12,7 +12,7 @@ use axum::extract::FromRequestParts;
 use http::request::Parts;
 use http::HeaderMap;
 use serde_json::Value;
-use switchboard_protocol::{codes, headers, jsonrpc, RequestId, Revision, SessionId};
+use switchboard_protocol::{headers, Revision, SessionId};
 use switchboard_store::{
     BeginOutcome, InflightEntry, InflightRequest, SessionRecord, SessionUpdate, UpstreamSwap,
 };
@@ -25,7 +25,6 @@ use crate::exec::client_peer::{NodePeer, Route};
 use crate::exec::outage::{call_wait, Deadline, Sequence};
 pub(crate) use crate::limits::admission::Admit;
 use crate::state::App;
-use crate::telemetry;
 use switchboard_telemetry::trace::logged_session;
 
 pub mod initialize;
@@ -182,14 +181,7 @@ pub(crate) async fn admit(
     loaded(outcome)
 }
 
-/// The final event of a request lost with its dead node `node`: a JSON-RPC -32004 error response
-/// to `request_key`'s id, telling the client to send the request again. A client resuming the
-/// request's stream receives it.
-pub fn lost_request_event(request_key: &str, node: &str) -> String {
-    let id = RequestId::from_key(request_key);
-    let msg = format!("the request was lost: node {node} running it stopped; send it again");
-    jsonrpc::error_response(id.as_ref(), codes::REQUEST_ABORTED, msg, None).to_string()
-}
+pub use switchboard_runtime::liveness::lost_request_event;
 
 /// A refusal may come from requests lost with a node that has died since: a session at
 /// `session.max_inflight` full of them (they would hold their slots until the session ends),
@@ -276,7 +268,7 @@ async fn end_lost_request(app: &App, sid: &str, entry: &InflightEntry) -> Result
         app.store.forget_in_flight(sid, entry).await?;
         return Ok(());
     }
-    telemetry::request_aborted(sid, &entry.stream, &entry.node);
+    switchboard_runtime::liveness::count_aborted(sid, &entry.stream, &entry.node);
     Ok(())
 }
 

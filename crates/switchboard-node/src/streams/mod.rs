@@ -1,11 +1,9 @@
 //! SSE streams backed by the store's event logs:
 //!
-//! - [`hub`]: the SSE connections held by this node, keyed by (session, stream).
 //! - [`pump`]: the task behind one open connection (priming, replay, live events, keep-alives).
 //! - [`resume`]: the checks before a stream is resumed from `Last-Event-ID`.
 //! - [`sse`]: SSE framing and response headers.
 
-pub mod hub;
 pub mod pump;
 pub mod resume;
 pub mod sse;

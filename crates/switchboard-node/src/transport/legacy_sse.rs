@@ -113,19 +113,13 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
         stream: stream.to_owned(),
         holder,
         conn,
-        priming: None,
         replay: Vec::new(),
         after: EventId::START.to_owned(),
         watch: None,
         close_after_replay: false,
         resumed_at: None,
     };
-    Ok(pump::open_framed(
-        &app,
-        open,
-        &[],
-        Framing::Legacy { endpoint },
-    ))
+    Ok(pump::open(&app, open, Framing::Legacy { endpoint }))
 }
 
 /// POST on the messages path: one client message, answered 202; replies go to the SSE stream.

@@ -8,7 +8,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::cluster::inbox;
 use crate::session::NodeSession;
 use crate::state::{App, AppState};
 use crate::NodeConfig;
@@ -59,7 +58,11 @@ async fn node(store: Arc<MemoryStore>) -> App {
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
-    tokio::spawn(inbox::listen(app.clone(), inbox));
+    tokio::spawn(switchboard_runtime::inbox::listen(
+        app.clone(),
+        inbox,
+        tokio_util::sync::CancellationToken::new(),
+    ));
     app
 }
 
@@ -277,7 +280,11 @@ async fn noted_node(store: Arc<MemoryStore>) -> (App, Arc<Mutex<Vec<String>>>) {
     let inbox = store.subscribe().await.unwrap();
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
-    tokio::spawn(inbox::listen(app.clone(), inbox));
+    tokio::spawn(switchboard_runtime::inbox::listen(
+        app.clone(),
+        inbox,
+        tokio_util::sync::CancellationToken::new(),
+    ));
     (app, seen)
 }
 
@@ -355,7 +362,11 @@ async fn where_node(store: Arc<MemoryStore>, timeout: Duration, inbox: bool) -> 
     store.heartbeat().await.unwrap();
     let app = AppState::new(config(), store, upstream);
     if inbox {
-        tokio::spawn(inbox::listen(app.clone(), messages));
+        tokio::spawn(switchboard_runtime::inbox::listen(
+            app.clone(),
+            messages,
+            tokio_util::sync::CancellationToken::new(),
+        ));
     }
     app
 }

@@ -18,7 +18,7 @@ use tracing::Instrument;
 use crate::edge::error::HttpError;
 use crate::session::{self, LoadedSession};
 use crate::state::App;
-use crate::streams::pump::{self, OpenStream};
+use crate::streams::pump::{self, Framing, OpenStream};
 use crate::streams::resume;
 use crate::telemetry;
 
@@ -88,14 +88,13 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
         stream: stream.to_owned(),
         holder,
         conn,
-        priming,
         replay: Vec::new(),
         after,
         watch: None,
         close_after_replay: false,
         resumed_at: None,
     };
-    Ok(pump::open(app, open, &[]))
+    Ok(pump::open(app, open, Framing::EventIds { priming }))
 }
 
 async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Response, HttpError> {
@@ -128,14 +127,13 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         stream,
         holder,
         conn,
-        priming: None,
         replay,
         after: id.position,
         watch,
         close_after_replay,
         resumed_at: Some(started),
     };
-    Ok(pump::open(app, open, &[]))
+    Ok(pump::open(app, open, Framing::EventIds { priming: None }))
 }
 
 type Prepared = (

@@ -32,7 +32,7 @@ use crate::exec::traced::{message_span, observed};
 use crate::session;
 use crate::session::NodeSession;
 use crate::state::App;
-use crate::streams::pump::{self, OpenStream};
+use crate::streams::pump::{self, Framing, OpenStream};
 use crate::telemetry;
 use switchboard_telemetry::trace::logged_session;
 
@@ -209,14 +209,13 @@ async fn request(
                 stream,
                 holder,
                 conn,
-                priming,
                 replay: Vec::new(),
                 after: "0-0".into(),
                 watch: None,
                 close_after_replay: false,
                 resumed_at: None,
             };
-            Ok(pump::open(&app, open, &[]))
+            Ok(pump::open(&app, open, Framing::EventIds { priming }))
         }
         None => Err(HttpError::Store(
             "the request ended without an answer".into(),

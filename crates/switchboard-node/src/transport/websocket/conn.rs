@@ -22,8 +22,8 @@ use tokio::time::{interval, MissedTickBehavior};
 use super::frame::{self, close};
 use super::Attached;
 use crate::state::App;
-use crate::streams::hub::{Outbound, StreamEvent};
 use crate::streams::pump;
+use switchboard_runtime::{Outbound, StreamEvent};
 
 /// How long a closing socket waits for the client's close frame before dropping the connection.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(1);

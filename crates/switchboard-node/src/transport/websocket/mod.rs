@@ -49,8 +49,8 @@ use switchboard_store::{Claim, LoggedEvent, Replay, SessionRecord};
 
 use crate::edge::error::HttpError;
 use crate::state::App;
-use crate::streams::hub::ConnHandle;
 use crate::{session, streams::pump, telemetry};
+use switchboard_runtime::ConnHandle;
 
 /// The subprotocol a client must offer.
 pub const SUBPROTOCOL: &str = "mcp";

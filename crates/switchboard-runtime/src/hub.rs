@@ -1,7 +1,8 @@
-//! The SSE connections held by this node, keyed by (session, stream).
+//! The stream connections held by this replica, keyed by (session, stream).
 //!
-//! A stream has at most one holder cluster-wide (recorded in the store); this hub maps the holders
-//! that live here to their connection tasks. Events reach a connection through a bounded queue;
+//! A stream has at most one holder cluster-wide (recorded in the store with
+//! [`switchboard_store::EventLog::claim`]); this hub maps the holders that live here to their
+//! connection tasks. Events reach a connection through a bounded queue;
 //! when it is full the event is not dropped from the client's view: the connection is flagged as
 //! lagged and re-reads the stream's event log from its last delivered position.
 
@@ -9,10 +10,10 @@ use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use switchboard_telemetry::trace::logged_session;
+
 use switchboard_protocol::{codes, jsonrpc, RequestId};
 use tokio::sync::mpsc;
-
-use crate::telemetry;
 
 /// One event for a connection.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,7 +43,7 @@ impl From<switchboard_store::LoggedEvent> for StreamEvent {
 pub enum Outbound {
     /// An event to write.
     Event(Box<StreamEvent>),
-    /// Close now (taken over elsewhere, session ended, node draining).
+    /// Close now (taken over elsewhere, session ended, replica draining).
     Close,
     /// Live delivery may have missed events: re-read the event log from the last position.
     CatchUp,
@@ -107,6 +108,10 @@ fn session_ended(id: &RequestId) -> serde_json::Value {
         "request cancelled",
         Some(data),
     )
+}
+
+fn counters() -> &'static switchboard_telemetry::metrics::Counters {
+    &switchboard_telemetry::metrics::get().counters
 }
 
 /// Local registry of held streams.
@@ -180,7 +185,8 @@ impl Hub {
             .insert(stream.to_owned(), conn);
         if let Some(old) = old {
             let _ = old.tx.try_send(Outbound::Close);
-            telemetry::stream_taken_over(sid, stream);
+            counters().streams_taken_over.inc();
+            tracing::debug!(session = %logged_session(sid), stream, "stream taken over");
         }
         ConnHandle {
             rx,
@@ -213,11 +219,12 @@ impl Hub {
             conn.tx.try_send(Outbound::Event(Box::new(ev)))
         {
             conn.lagged.store(true, Ordering::SeqCst);
-            telemetry::stream_lagged(sid, stream);
+            counters().streams_lagged.inc();
+            tracing::debug!(session = %logged_session(sid), stream, "connection lagged; will re-read the event log");
         }
     }
 
-    /// [`Hub::deliver`] of an event that may follow events this node missed
+    /// [`Hub::deliver`] of an event that may follow events this replica missed
     /// ([`switchboard_store::BusEvent::verify`]): the connection first re-reads its log from the
     /// last event it wrote, which brings the missed ones and this one in order; the event itself
     /// then arrives as already written.
@@ -231,7 +238,7 @@ impl Hub {
         self.deliver(sid, stream, holder, ev);
     }
 
-    /// Closes the stream's connection if it is `holder` (a takeover from another node).
+    /// Closes the stream's connection if it is `holder` (a takeover from another replica).
     pub fn close(&self, sid: &str, stream: &str, holder: &str) {
         if let Some(c) = remove_if_holder(&self.conns, sid, stream, holder) {
             let _ = c.tx.try_send(Outbound::Close);
@@ -270,8 +277,8 @@ impl Hub {
     }
 
     /// Closes every connection here, without a last event: their sessions and requests go on,
-    /// and each client resumes its streams on another node (this node was cut off from the
-    /// store, see `cluster::background`).
+    /// and each client resumes its streams on another replica (this one was cut off from the
+    /// store: fenced, see [`crate::health`]).
     pub fn close_all(&self) {
         for (_, streams) in self.lock().drain() {
             for c in streams.into_values() {
@@ -280,7 +287,7 @@ impl Hub {
         }
     }
 
-    /// Closes every standalone GET stream (the node is draining; clients reopen them elsewhere).
+    /// Closes every standalone GET stream (the replica is draining; clients reopen them elsewhere).
     pub fn close_standalone(&self) {
         for streams in self.lock().values_mut() {
             if let Some(c) = streams.remove(switchboard_protocol::StreamId::STANDALONE) {

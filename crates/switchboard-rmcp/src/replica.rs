@@ -1,0 +1,76 @@
+//! This replica as the shared runtime sees it ([`switchboard_runtime::Replica`]): the runtime
+//! runs its heartbeat, keep-alive, reaper and bus inbox; what is library mode's own is here.
+//!
+//! - A heartbeat that found this replica's key lapsed is logged (replicas that found it dead
+//!   meanwhile may have ended requests it runs); the runtime's [`StoreHealth`] restarts its count,
+//!   which [`Node::is_dead`] reads.
+//! - Client answers and cancellations for calls here go to their rmcp session (`routing`); the
+//!   end of a session closes it here.
+//!
+//! [`StoreHealth`]: switchboard_runtime::StoreHealth
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use switchboard_runtime::{Beat, Parts, Replica, Timing};
+use switchboard_store::eviction::Lapse;
+use switchboard_store::BusMessage;
+
+use crate::node::Node;
+use crate::routing;
+
+#[async_trait]
+impl Replica for Node {
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            store: &self.store,
+            hub: &self.hub,
+            health: &self.health,
+            eviction: &self.eviction,
+        }
+    }
+
+    fn timing(&self) -> Timing {
+        Timing {
+            node_ttl: self.config.store.node_ttl,
+            heartbeat: self.config.heartbeat_interval(),
+            keep_alive: self.config.touch_interval(),
+            reaper: self.config.reaper_interval(),
+        }
+    }
+
+    fn busy_sessions(&self) -> Vec<String> {
+        self.running.sessions()
+    }
+
+    async fn session_gone(&self, sid: &str) {
+        self.end_session_here(sid).await;
+    }
+
+    async fn beat(self: Arc<Self>, beat: Beat) {
+        if let Beat::Answered {
+            live: false, lapse, ..
+        } = beat
+        {
+            if lapse != Lapse::ProbablyEvicted {
+                tracing::warn!("this replica's heartbeat had lapsed (the store was unreachable, or the process stalled): replicas that found it dead meanwhile may have ended requests it runs");
+            }
+        }
+    }
+
+    async fn message(self: Arc<Self>, message: BusMessage) {
+        match message {
+            BusMessage::Reply { sid, message, .. } => {
+                routing::deliver_reply(&self, &sid, message).await;
+            }
+            BusMessage::Cancel {
+                sid,
+                request_key,
+                reason,
+            } => routing::deliver_cancel(&self, &sid, &request_key, reason).await,
+            BusMessage::Terminated { sid } => self.end_session_here(&sid).await,
+            // The gateway's own messages (forwarding, tasks, 2026-07-28 subscriptions).
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,34 @@
+//! # switchboard-runtime
+//!
+//! The replica runtime: what makes a process one replica of a Switchboard cluster, shared by the
+//! gateway node (`switchboard-node`) and library mode (`switchboard-rmcp`), so that a cluster
+//! rule is written once. The layers: `switchboard-protocol` → `switchboard-store` → this crate →
+//! {`switchboard-node`, `switchboard-rmcp`} → the `switchboard` binary.
+//!
+//! Depends on `switchboard-protocol` (request ids, error codes, stream ids),
+//! `switchboard-store` (sessions, event logs, the bus, liveness) and `switchboard-telemetry`
+//! (metrics, session ids in logs).
+//!
+//! ## Modules
+//! - [`replica`]: [`Replica`], what the runtime needs of its host ([`Parts`] of its state, the
+//!   loops' [`Timing`]) and the hooks where the two hosts differ ([`Beat`]: what a heartbeat
+//!   came to).
+//! - [`hub`]: the stream connections held here, keyed by (session, stream), fed live events.
+//! - [`pump`]: the task behind one held stream (replay, live events, the log re-read, a dead
+//!   replica's request ended); how events are framed is the host's [`pump::Sink`].
+//! - [`inbox`]: the bus inbox; live events, takeovers and a resubscribed inbox reach the hub.
+//! - [`background`]: heartbeat, session keep-alive, reaper, Redis memory-policy re-read.
+//! - [`health`]: how this replica's heartbeats fared ([`StoreHealth`]).
+//! - [`liveness`]: when another replica counts as dead, and the answer of a request lost with it.
+
+pub mod background;
+pub mod health;
+pub mod hub;
+pub mod inbox;
+pub mod liveness;
+pub mod pump;
+pub mod replica;
+
+pub use health::StoreHealth;
+pub use hub::{ConnHandle, Hub, Outbound, StreamEvent};
+pub use replica::{Beat, Parts, Replica, Timing};
