@@ -24,19 +24,31 @@
 //! listed upstream becomes a member of an [`crate::aggregate::Aggregate`], even a single one, so
 //! names always get their prefix.
 //!
-//! Submodule `checks`: what serde cannot check ([`UpstreamsConfig::problems`]).
+//! Submodules: `checks`, what serde cannot check ([`UpstreamsConfig::problems`]); `limits`, the
+//! defaults of the size and count limits ([`DEFAULT_MAX_LINE_BYTES`],
+//! [`DEFAULT_MAX_MESSAGE_BYTES`], [`DEFAULT_MAX_ATTACHED_SESSIONS`]); `restart`, the stdio restart
+//! back-off settings ([`RestartPolicy`]); `nameserver`, a `nameservers` entry
+//! ([`parse_nameserver`]). None of them imports an upstream kind (`http`, `stdio`, `sse`): those
+//! import the config.
 
 pub mod checks;
+mod limits;
+mod nameserver;
+mod restart;
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+pub use self::limits::{
+    DEFAULT_MAX_ATTACHED_SESSIONS, DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+};
+pub use self::nameserver::parse_nameserver;
+pub use self::restart::{
+    RestartPolicy, DEFAULT_RESTART_BACKOFF_MAX_MS, DEFAULT_RESTART_BACKOFF_MS,
+    DEFAULT_RESTART_STABLE_MS,
+};
 use crate::aggregate::DEFAULT_SEPARATOR;
-use crate::http::wire::DEFAULT_MAX_MESSAGE_BYTES;
-use crate::stdio::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
-use crate::stdio::framing::DEFAULT_MAX_LINE_BYTES;
-use crate::stdio::restarts::RestartPolicy;
 
 /// Default per-upstream request timeout, in ms.
 pub const DEFAULT_TIMEOUT_MS: u64 = 60_000;

@@ -21,6 +21,8 @@
 //! - [`principal`]: [`Principal`], who a request runs as (id, name, scopes).
 //! - [`policy`]: the `[policy]` section: per-principal allow and deny lists of upstreams, tools,
 //!   resources and prompts, applied by the aggregate.
+//! - [`item`]: [`item::Kind`], the kinds of item a policy rule's lists and
+//!   [`Upstream::visible`] are about (upstreams, tools, resources, prompts).
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
 //!   namespaced by prefix, resources routed by URI, merged lists with cursors).
@@ -45,6 +47,7 @@ pub mod build;
 pub mod config;
 pub mod demo;
 pub mod http;
+pub mod item;
 pub mod local_session;
 pub mod placement;
 pub mod policy;

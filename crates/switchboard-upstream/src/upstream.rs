@@ -295,7 +295,7 @@ pub trait Upstream: Send + Sync {
     fn visible(
         &self,
         _principal: &crate::Principal,
-        _kind: crate::policy::Kind,
+        _kind: crate::item::Kind,
         _name: &str,
     ) -> bool {
         true

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::resources;
 use super::routing::{self, Named};
 use super::Aggregate;
-use crate::policy::Kind;
+use crate::item::Kind;
 use crate::upstream::{RequestContext, RpcError};
 
 /// Forwards a completion request to the member its `ref` belongs to.

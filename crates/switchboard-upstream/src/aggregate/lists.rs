@@ -23,7 +23,8 @@ use switchboard_protocol::codes;
 
 use super::cursor::{self, Position};
 use super::Aggregate;
-use crate::policy::{Kind, View};
+use crate::item::Kind;
+use crate::policy::View;
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most pages read from one member when collecting all its entries (for routing lookups).

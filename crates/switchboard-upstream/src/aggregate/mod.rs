@@ -52,7 +52,8 @@ use async_trait::async_trait;
 use serde_json::{json, Map, Value};
 use switchboard_protocol::codes;
 
-use crate::policy::{Kind, Policy, View};
+use crate::item::Kind;
+use crate::policy::{Policy, View};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
 use lists::ListKind;

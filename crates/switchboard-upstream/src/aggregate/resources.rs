@@ -27,7 +27,8 @@ use switchboard_protocol::codes;
 use super::lists::{self, ListKind};
 use super::template;
 use super::Aggregate;
-use crate::policy::{self, Kind, View};
+use crate::item::Kind;
+use crate::policy::{self, View};
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most URIs kept in one node's [`UriCache`]; when full, it starts over.

@@ -15,7 +15,8 @@ use switchboard_protocol::codes;
 
 use super::lists::{self, ListKind};
 use super::Aggregate;
-use crate::policy::{self, Kind};
+use crate::item::Kind;
+use crate::policy;
 use crate::upstream::{RequestContext, RpcError};
 
 /// Most names kept in one [`NameCache`]; names past it are looked up by listing again.

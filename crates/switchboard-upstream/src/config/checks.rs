@@ -8,7 +8,7 @@ use switchboard_protocol::Revision;
 /// The name of the built-in demo server when no `[[upstreams]]` table is configured.
 pub const DEMO: &str = "demo";
 
-use super::{expand, UpstreamConfig, UpstreamKind, UpstreamsConfig};
+use super::{expand, parse_nameserver, UpstreamConfig, UpstreamKind, UpstreamsConfig};
 use crate::aggregate::names::{check_member_name, check_prefix, check_separator, Namespaces};
 
 impl UpstreamsConfig {
@@ -275,7 +275,7 @@ impl UpstreamConfig {
             ));
         }
         for ns in &self.nameservers {
-            if let Err(e) = crate::http::endpoints::parse_nameserver(ns) {
+            if let Err(e) = parse_nameserver(ns) {
                 out.push(format!("upstream `{name}`: {e}"));
             }
         }

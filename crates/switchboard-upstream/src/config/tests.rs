@@ -234,7 +234,7 @@ fn stdio_restart_settings_have_defaults_and_are_checked() {
     let stdio = "[[upstreams]]\nname = \"kid\"\nkind = \"stdio\"\ncommand = \"x\"\n";
     let config = parse(stdio).unwrap();
     let policy = config.upstreams[0].restart_policy();
-    assert_eq!(policy, crate::stdio::RestartPolicy::default());
+    assert_eq!(policy, super::RestartPolicy::default());
     assert_eq!(policy.backoff.as_millis(), 500);
     assert_eq!(policy.backoff_max.as_millis(), 30_000);
     assert_eq!(policy.stable.as_millis(), 10_000);

@@ -7,8 +7,8 @@
 
 use serde_json::{json, Map, Value};
 
+use super::results::structured_result;
 use super::schema::{count_arg, str_arg};
-use super::tools::structured_result;
 use super::{cancelled, or_cancel, Failure};
 use crate::upstream::{PeerError, RequestContext};
 

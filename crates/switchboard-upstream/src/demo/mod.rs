@@ -7,6 +7,8 @@
 //!   countdown, notify).
 //! - `client`: the tools that talk back to the client (sample, elicit, list_roots).
 //! - `catalog`: the `demo://greeting` resource, the `greet` prompt and completions.
+//! - `results`: the shapes of a tool result (text, `structuredContent`, `isError`), shared by
+//!   `tools` and `client`.
 //! - `schema`: the small JSON Schema subset that tool arguments are checked against.
 //!
 //! Error convention for `tools/call`: a malformed call (no `name`, `arguments` not an object) or
@@ -17,6 +19,7 @@
 
 mod catalog;
 mod client;
+mod results;
 mod schema;
 mod tools;
 

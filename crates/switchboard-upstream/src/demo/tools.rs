@@ -7,6 +7,7 @@ use serde_json::{json, Map, Number, Value};
 use switchboard_protocol::jsonrpc::notification;
 use switchboard_protocol::Revision;
 
+use super::results::{error_result, structured_result, text_result};
 use super::schema::{self, count_arg, str_arg};
 use super::{catalog, client, or_cancel, send, Failure, Route};
 use crate::upstream::{RequestContext, RpcError};
@@ -177,25 +178,6 @@ fn unknown_tool(name: &str) -> RpcError {
         data: Some(json!({"name": name})),
         ..RpcError::invalid_params(format!("unknown tool: {name}"))
     }
-}
-
-/// A successful tool result with one text block.
-pub(super) fn text_result(text: &str) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": false})
-}
-
-/// A successful tool result with one text block and `structuredContent`.
-pub(super) fn structured_result(text: &str, structured: Value) -> Value {
-    json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": structured,
-        "isError": false
-    })
-}
-
-/// A tool execution error: one text block and `isError: true`.
-pub(super) fn error_result(text: &str) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
 /// `add`: integer arithmetic when both addends are integers and the sum fits in an i64,

@@ -24,7 +24,7 @@
 //! before; so does an upstream without a resolver (legacy SSE, stateless revisions).
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -364,36 +364,9 @@ fn resolver(nameservers: &[SocketAddr]) -> Result<TokioResolver, String> {
         .map_err(|e| format!("cannot build the resolver: {e}"))
 }
 
-/// Reads a `nameservers` entry: an IP address (port 53) or `ip:port`.
-pub fn parse_nameserver(text: &str) -> Result<SocketAddr, String> {
-    if let Ok(addr) = text.parse::<SocketAddr>() {
-        return Ok(addr);
-    }
-    text.parse::<IpAddr>()
-        .map(|ip| SocketAddr::new(ip, 53))
-        .map_err(|_| format!("nameserver `{text}` is not an IP address or `ip:port`"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nameservers_are_ip_or_ip_and_port() {
-        assert_eq!(
-            parse_nameserver("127.0.0.1:5353").unwrap(),
-            "127.0.0.1:5353".parse().unwrap()
-        );
-        assert_eq!(
-            parse_nameserver("10.0.0.10").unwrap(),
-            "10.0.0.10:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_nameserver("[::1]:53").unwrap(),
-            "[::1]:53".parse().unwrap()
-        );
-        assert!(parse_nameserver("dns.example").is_err());
-    }
 
     #[tokio::test]
     async fn an_ip_literal_is_one_endpoint_without_a_resolver() {

@@ -53,9 +53,8 @@ use self::common::{
 use self::endpoints::Resolution;
 pub(crate) use self::loss::REASON as LOST_SESSION_REASON;
 use self::session::{binding_name, Known, UpstreamSession};
-pub use self::wire::DEFAULT_MAX_MESSAGE_BYTES;
 use self::wire::{exchange_error, Wire, WireError};
-use crate::config::OnUpstreamLoss;
+use crate::config::{parse_nameserver, OnUpstreamLoss};
 use crate::status::{EndpointStatus, State, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 
@@ -260,7 +259,7 @@ impl HttpUpstream {
         let nameservers = config
             .nameservers
             .iter()
-            .map(|n| endpoints::parse_nameserver(n).map_err(|e| format!("upstream `{name}`: {e}")))
+            .map(|n| parse_nameserver(n).map_err(|e| format!("upstream `{name}`: {e}")))
             .collect::<Result<Vec<_>, String>>()?;
         let defaults = Resolution::default();
         let replication = Replication {
@@ -289,7 +288,7 @@ impl HttpUpstream {
     }
 
     /// Sets the largest message read from the server, in bytes (default
-    /// [`DEFAULT_MAX_MESSAGE_BYTES`]).
+    /// [`crate::config::DEFAULT_MAX_MESSAGE_BYTES`]).
     pub fn with_max_message_bytes(mut self, bytes: usize) -> HttpUpstream {
         self.wire = Arc::new(self.wire.with_max_message(bytes));
         self

@@ -32,11 +32,7 @@ use super::events::EventReader;
 pub(crate) use super::exchange::{describe, exchange_error, At, WireError};
 use super::exchange::{failure, read_body};
 use super::session::UpstreamSession;
-
-/// Default `max_message_bytes` of an http or sse upstream: the largest message read from the
-/// server, in bytes (32 MiB): a JSON answer body, one SSE event (its lines included), an error
-/// body.
-pub const DEFAULT_MAX_MESSAGE_BYTES: u64 = 32 * 1024 * 1024;
+use crate::config::DEFAULT_MAX_MESSAGE_BYTES;
 
 /// The `Accept` of every POST (MCP 2025-11-25, basic/transports, Sending Messages to the
 /// Server item 2: both JSON and an event stream).

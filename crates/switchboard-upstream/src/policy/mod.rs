@@ -34,21 +34,9 @@ use switchboard_protocol::codes;
 
 pub use config::{PolicyConfig, PolicyDefault, PolicyRule};
 
+use crate::item::Kind;
 use crate::upstream::RpcError;
 use crate::Principal;
-
-/// What a rule's lists are about.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// `allow_upstreams` / `deny_upstreams`: configured upstream names.
-    Upstream,
-    /// `allow_tools` / `deny_tools`: tool names as the client sees them.
-    Tool,
-    /// `allow_resources` / `deny_resources`: URIs and URI templates.
-    Resource,
-    /// `allow_prompts` / `deny_prompts`: prompt names as the client sees them.
-    Prompt,
-}
 
 /// The checked `[policy]` section (see the module doc for how its rules combine).
 #[derive(Clone, Debug, Default)]

@@ -24,9 +24,6 @@ use std::sync::{Arc, Mutex};
 use crate::upstream::ClientPeer;
 use switchboard_telemetry::trace::logged_session;
 
-/// Default most sessions attached to one shared child.
-pub const DEFAULT_MAX_ATTACHED_SESSIONS: usize = 10_000;
-
 struct Entry {
     /// The session's standalone stream.
     peer: Arc<dyn ClientPeer>,

@@ -11,10 +11,6 @@
 use serde_json::{Map, Value};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-/// Default `max_line_bytes` of a stdio upstream: the longest line a child may write on stdout,
-/// in bytes, its newline not counted (16 MiB).
-pub const DEFAULT_MAX_LINE_BYTES: u64 = 16 * 1024 * 1024;
-
 /// Why a line could not be read.
 #[derive(Debug, PartialEq)]
 pub(crate) enum FrameError {

@@ -61,12 +61,12 @@
 //! stdout), `process` (spawn, stop, reap), `stderr` (drain), `start` (session → child),
 //! `restarts` (failed starts and their back-off).
 
-pub(crate) mod attached;
+mod attached;
 mod conn;
-pub(crate) mod framing;
+mod framing;
 mod inbound;
 mod process;
-pub(crate) mod restarts;
+mod restarts;
 mod shared;
 mod start;
 mod stderr;
@@ -86,17 +86,14 @@ use switchboard_protocol::codes;
 use tokio::time::Instant;
 
 use self::attached::Attached;
-pub use self::attached::DEFAULT_MAX_ATTACHED_SESSIONS;
 use self::conn::{notification, Call, Conn};
-pub use self::framing::DEFAULT_MAX_LINE_BYTES;
 use self::process::{Limits, Spec};
 use self::restarts::Restarts;
-pub use self::restarts::{
-    RestartPolicy, DEFAULT_RESTART_BACKOFF_MAX_MS, DEFAULT_RESTART_BACKOFF_MS,
-    DEFAULT_RESTART_STABLE_MS,
-};
 use self::start::{Meta, Slot};
-use crate::config::{UpstreamConfig, UpstreamKind};
+use crate::config::{
+    RestartPolicy, UpstreamConfig, UpstreamKind, DEFAULT_MAX_ATTACHED_SESSIONS,
+    DEFAULT_MAX_LINE_BYTES,
+};
 use crate::status::{unix_ms, ChildStatus, UpstreamStatus};
 use crate::upstream::{RequestContext, RpcError, SessionHandle, Upstream};
 

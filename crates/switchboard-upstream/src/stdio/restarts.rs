@@ -30,48 +30,19 @@ use switchboard_protocol::codes;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::RestartPolicy;
 use crate::status::{unix_ms, LastError, State};
 use crate::upstream::RpcError;
 
-/// Default first back-off step, in ms.
-pub const DEFAULT_RESTART_BACKOFF_MS: u64 = 500;
-/// Default longest back-off, in ms.
-pub const DEFAULT_RESTART_BACKOFF_MAX_MS: u64 = 30_000;
-/// Default run time after which a child counts as stable, in ms.
-pub const DEFAULT_RESTART_STABLE_MS: u64 = 10_000;
-
-/// The back-off settings of one stdio upstream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RestartPolicy {
-    /// The wait after the second consecutive failed start (`restart_backoff_ms`).
-    pub backoff: Duration,
-    /// The longest wait (`restart_backoff_max_ms`).
-    pub backoff_max: Duration,
-    /// How long a child must run to reset the count of failures (`restart_stable_ms`).
-    pub stable: Duration,
-}
-
-impl Default for RestartPolicy {
-    fn default() -> Self {
-        RestartPolicy {
-            backoff: Duration::from_millis(DEFAULT_RESTART_BACKOFF_MS),
-            backoff_max: Duration::from_millis(DEFAULT_RESTART_BACKOFF_MAX_MS),
-            stable: Duration::from_millis(DEFAULT_RESTART_STABLE_MS),
-        }
-    }
-}
-
-impl RestartPolicy {
-    /// The waits of one streak of failures, from the second failure on.
-    fn schedule(&self) -> ExponentialBackoff {
-        ExponentialBuilder::new()
-            .with_jitter()
-            .with_factor(2.0)
-            .with_min_delay(self.backoff / 2)
-            .with_max_delay(self.backoff_max / 2)
-            .without_max_times()
-            .build()
-    }
+/// The waits of one streak of failures under `policy`, from the second failure on.
+fn schedule(policy: &RestartPolicy) -> ExponentialBackoff {
+    ExponentialBuilder::new()
+        .with_jitter()
+        .with_factor(2.0)
+        .with_min_delay(policy.backoff / 2)
+        .with_max_delay(policy.backoff_max / 2)
+        .without_max_times()
+        .build()
 }
 
 struct Streak {
@@ -106,7 +77,7 @@ impl Restarts {
             upstream,
             streak: Mutex::new(Streak {
                 failures: 0,
-                schedule: policy.schedule(),
+                schedule: schedule(&policy),
                 next_start: None,
                 last_failure: None,
                 tried: false,
@@ -220,7 +191,7 @@ impl Restarts {
             tracing::info!(upstream = %self.upstream, failures = streak.failures, "stdio child ran stably; restart back-off reset");
         }
         streak.failures = 0;
-        streak.schedule = self.policy.schedule();
+        streak.schedule = schedule(&self.policy);
         streak.next_start = None;
     }
 

@@ -10,7 +10,7 @@ use super::*;
 
 /// The default `max_message_bytes`, as a connection has it.
 fn max() -> usize {
-    usize::try_from(crate::http::wire::DEFAULT_MAX_MESSAGE_BYTES).unwrap()
+    usize::try_from(crate::config::DEFAULT_MAX_MESSAGE_BYTES).unwrap()
 }
 
 /// A body of these chunks, then its end.

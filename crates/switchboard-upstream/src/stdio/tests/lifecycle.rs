@@ -300,7 +300,7 @@ async fn a_child_crashing_on_start_is_refused_during_the_back_off() {
         .as_nanos();
     let flag = std::env::temp_dir().join(format!("sb-crash-{}-{nanos}", std::process::id()));
     std::fs::write(&flag, "").unwrap();
-    let policy = crate::stdio::RestartPolicy {
+    let policy = crate::config::RestartPolicy {
         backoff: Duration::from_millis(400),
         backoff_max: Duration::from_millis(400),
         stable: Duration::from_secs(30),

@@ -65,7 +65,7 @@ async fn over_long_results_after_the_handshake_are_not_failed_starts() {
 /// start: the first is retried at once, the second puts the upstream in back-off.
 #[tokio::test]
 async fn an_over_long_initialize_answer_is_a_failed_start() {
-    let policy = crate::stdio::RestartPolicy {
+    let policy = crate::config::RestartPolicy {
         backoff: Duration::from_secs(30),
         backoff_max: Duration::from_secs(30),
         stable: Duration::from_secs(30),
@@ -116,7 +116,7 @@ async fn a_crashing_childs_last_stderr_lines_are_in_its_errors() {
         .as_nanos();
     let flag = std::env::temp_dir().join(format!("sb-stderr-{}-{nanos}", std::process::id()));
     std::fs::write(&flag, "").unwrap();
-    let policy = crate::stdio::RestartPolicy {
+    let policy = crate::config::RestartPolicy {
         backoff: Duration::from_secs(30),
         backoff_max: Duration::from_secs(30),
         stable: Duration::from_secs(30),

@@ -54,7 +54,7 @@ use crate::streams::sse;
 use crate::telemetry;
 use filter::{Bounds, Filter};
 use registry::Registration;
-use switchboard_upstream::policy::Kind;
+use switchboard_upstream::item::Kind;
 
 /// Frames buffered between a listener's task and its HTTP body.
 const FRAMES: usize = 8;
