@@ -14,7 +14,9 @@
 //! - [`events`]: streaming exchanges on a chosen node (SSE answers event by event, GET streams,
 //!   resumption with `Last-Event-ID`, answers to server requests).
 //! - [`sse`]: SSE answers read through the `sse-stream` parser, event by event.
-//! - [`modes`]: `open-streams`, `resume-storm`, `sampling`, and node/Redis memory sampling.
+//! - [`memory`]: node RSS and Redis memory sampling, shared by `idle-sessions` and
+//!   `open-streams`; its Redis probe also tells `resume-storm` when calls have finished.
+//! - [`modes`]: `open-streams`, `resume-storm` and `sampling`.
 //! - [`run`]: the `run` and `idle-sessions` modes.
 //! - [`stats`]: latency percentiles and the report structs.
 //!
@@ -25,6 +27,7 @@ pub mod client;
 pub mod compare;
 pub mod error;
 pub mod events;
+pub mod memory;
 pub mod modes;
 pub mod run;
 pub mod sse;

@@ -9,7 +9,7 @@ use serde_json::Value;
 use tokio::sync::Barrier;
 
 use crate::client::{CallError, McpClient, Target};
-use crate::modes::memory::{rss_all, RedisProbe, RssDelta};
+use crate::memory::{rss_all, RedisProbe, RssDelta};
 use crate::stats::{ErrorCounts, IdleReport, Latencies, RunReport};
 
 /// Settings of one `run`.

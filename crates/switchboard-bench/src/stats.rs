@@ -176,10 +176,10 @@ pub struct IdleReport {
     pub errors: u64,
     /// Node RSS before and after creating the sessions (with `--node-pid`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub node_rss: Option<crate::modes::memory::RssDelta>,
+    pub node_rss: Option<crate::memory::RssDelta>,
     /// Redis memory of a sample of the sessions (with `--redis-url`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub redis_memory: Option<crate::modes::memory::RedisMemory>,
+    pub redis_memory: Option<crate::memory::RedisMemory>,
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use redis::IntoConnectionInfo;
+
 /// How long a started server may take to become ready.
 pub const READY_LIMIT: Duration = Duration::from_secs(30);
 
@@ -156,35 +158,24 @@ pub fn accepts(addr: SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
 }
 
-/// Sends one command to Redis at `addr` in RESP and returns the first line of the reply
-/// (bulk strings: their content), e.g. `PONG` or a script's SHA.
-pub fn redis_command(addr: SocketAddr, args: &[&str]) -> Result<String, String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1))
-        .map_err(|e| format!("redis {addr}: {e}"))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req.push_str(&format!("${}\r\n{a}\r\n", a.len()));
-    }
-    s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 512];
-    loop {
-        let n = s
-            .read(&mut chunk)
-            .map_err(|e| format!("redis {addr}: {e}"))?;
-        if n == 0 {
-            return Err(format!("redis {addr}: connection closed"));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        let text = String::from_utf8_lossy(&buf);
-        let lines: Vec<&str> = text.split("\r\n").collect();
-        match lines.first().and_then(|l| l.chars().next()) {
-            Some('+') | Some(':') if lines.len() > 1 => return Ok(lines[0][1..].to_owned()),
-            Some('-') if lines.len() > 1 => return Err(format!("redis: {}", &lines[0][1..])),
-            Some('$') if lines.len() > 2 => return Ok(lines[1].to_owned()),
-            _ => {}
-        }
-    }
+/// Runs `cmd` once on a fresh connection (the `redis` crate's synchronous client, RESP2) to the
+/// Redis at `addr` and returns its reply as `T`, e.g. `PONG`, a script's SHA or a count.
+/// Connecting (with its setup) may take 1 s, the reply 5 s; the connection sends no
+/// `CLIENT SETINFO` first, so Redis sees only `cmd`.
+pub fn redis_query<T: redis::FromRedisValue>(
+    addr: SocketAddr,
+    cmd: &redis::Cmd,
+) -> Result<T, String> {
+    let err = |e: redis::RedisError| format!("redis {addr}: {e}");
+    let info = redis::ConnectionAddr::Tcp(addr.ip().to_string(), addr.port())
+        .into_connection_info()
+        .map_err(err)?
+        .set_redis_settings(redis::RedisConnectionInfo::default().set_skip_set_lib_name());
+    let client = redis::Client::open(info).map_err(err)?;
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(1))
+        .map_err(err)?;
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(err)?;
+    cmd.query(&mut conn).map_err(err)
 }

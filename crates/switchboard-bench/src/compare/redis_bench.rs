@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::procs::redis_command;
+use super::procs::redis_query;
 
 /// The script: two writes on one key, as the hot path's scripts do (small, one key).
 const SCRIPT: &str = "redis.call('INCR', KEYS[1]) return redis.call('PEXPIRE', KEYS[1], 60000)";
@@ -51,7 +51,7 @@ pub async fn run(
     requests: u64,
     pin: Option<usize>,
 ) -> Result<Vec<RedisBench>, String> {
-    let sha = redis_command(redis, &["SCRIPT", "LOAD", SCRIPT])?;
+    let sha: String = redis_query(redis, redis::cmd("SCRIPT").arg("LOAD").arg(SCRIPT))?;
     let evalsha = ["EVALSHA", &sha, "1", "sb-bench:k", "x"].map(String::from);
     let hset = ["HSET", "sb-bench:h", "f", "x"].map(String::from);
     let cases: [(&str, &str, &[String]); 2] = [

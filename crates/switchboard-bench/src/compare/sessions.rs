@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::procs::redis_command;
+use super::procs::redis_query;
 use super::setup::Servers;
 use super::table::{median, Check, TargetResult};
 use crate::run::{idle_sessions, IdleConfig};
@@ -61,8 +61,7 @@ pub struct SessionsPhase {
 }
 
 fn index_size(redis: SocketAddr) -> Result<u64, String> {
-    redis_command(redis, &["ZCARD", "sb:sessions"])?
-        .parse()
+    redis_query(redis, redis::cmd("ZCARD").arg("sb:sessions"))
         .map_err(|e| format!("ZCARD sb:sessions: {e}"))
 }
 

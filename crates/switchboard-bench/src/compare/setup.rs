@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use super::procs::{accepts, free_port, http_get_status, redis_command, Procs};
+use super::procs::{accepts, free_port, http_get_status, redis_query, Procs};
 
 /// Where every scenario's load goes, once everything has started.
 #[derive(Debug, Clone)]
@@ -160,7 +160,7 @@ fn start_redis(procs: &mut Procs, program: &Path) -> Result<(SocketAddr, u32), S
     .collect();
     let i = procs.spawn("redis", program, &args)?;
     procs.wait_ready(i, || {
-        redis_command(addr, &["PING"]).is_ok_and(|r| r == "PONG")
+        redis_query::<String>(addr, &redis::cmd("PING")).is_ok_and(|r| r == "PONG")
     })?;
     Ok((addr, procs.pid(i)))
 }

@@ -3,10 +3,10 @@
 //! [`SamplingArgs::main`]):
 //! - [`streams`]: `open-streams`, node memory per open idle SSE stream;
 //! - [`resume`]: `resume-storm`, replay of a long stream on another node;
-//! - [`sampling`]: `sampling`, server-to-client round trips answered on the same or another node;
-//! - [`memory`]: node RSS and Redis memory sampling, shared with `idle-sessions`.
+//! - [`sampling`]: `sampling`, server-to-client round trips answered on the same or another node.
+//!
+//! Node RSS and the Redis probe come from [`crate::memory`].
 
-pub mod memory;
 pub mod resume;
 pub mod sampling;
 pub mod streams;

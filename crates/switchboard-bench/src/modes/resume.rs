@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::sync::Barrier;
 
 use crate::client::{answer_to, CallError, McpClient, Target};
-use crate::modes::memory::RedisProbe;
+use crate::memory::RedisProbe;
 use crate::stats::{Latencies, LatencySummary};
 
 /// Settings of one `resume-storm` run.

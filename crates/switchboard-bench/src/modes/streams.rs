@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::client::{CallError, Target};
 use crate::events::EventStream;
-use crate::modes::memory::{open_files_limit, rss_all, RssDelta};
+use crate::memory::{open_files_limit, rss_all, RssDelta};
 use crate::run::{create_sessions, delete_sessions};
 use crate::stats::{Latencies, LatencySummary};
 
