@@ -15,6 +15,7 @@
 //! - [`ids`]: session ids, stream ids and event ids (their formats and parsers).
 //! - [`codes`]: JSON-RPC and MCP error codes.
 //! - [`logging`]: the MCP log levels and the client capabilities server requests need.
+//! - [`param_headers`]: tool arguments mirrored into `Mcp-Param-{Name}` headers (2026-07-28).
 
 pub mod codes;
 pub mod header_value;

@@ -5,7 +5,8 @@
 //! server-to-client requests, node liveness, and the bus that carries live events and control
 //! messages between nodes.
 //!
-//! Depends on `switchboard-protocol` only. Sits under the node: a POST calls
+//! Depends on `switchboard-protocol` (ids, error codes) and `switchboard-telemetry` (metrics,
+//! trace spans, session ids in logs). Sits under the node: a POST calls
 //! [`SessionStore::begin`] once (one pipelined round trip) before the upstream is called.
 //!
 //! Two backends implement it with the same behaviour, checked by one test suite (`tests/`):
@@ -27,6 +28,7 @@
 //! - [`eviction`]: Redis's `maxmemory-policy` checked at start and periodically, and heartbeats
 //!   gone before their TTL: the rule the gateway node and library mode both apply.
 //! - [`error`]: the one error type, [`StoreError`].
+//! - [`observed`]: any store with every operation timed and traced ([`Observed`]).
 
 pub mod bus;
 pub mod caps;

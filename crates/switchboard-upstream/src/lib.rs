@@ -4,7 +4,7 @@
 //! about the session itself (`tools/*`, `resources/*`, `prompts/*`, `completion/complete`) and may
 //! talk back to the client through the [`ClientPeer`] it is handed for each request.
 //!
-//! Depends on `switchboard-protocol` only; the node crate implements [`ClientPeer`] on top of the
+//! Depends on `switchboard-protocol` and `switchboard-telemetry` (metrics, trace context); the node crate implements [`ClientPeer`] on top of the
 //! store. Sits at the end of the request path: the node's edge (connection, Origin/Host,
 //! authentication) → its transport handler (header checks, session load) → `start_call` →
 //! **upstream** (`docs/architecture.md` lists the files).

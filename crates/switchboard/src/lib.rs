@@ -5,7 +5,8 @@
 //! built-in demo upstream, binds the listener and hands everything to
 //! [`switchboard_node::serve`] until SIGTERM or Ctrl-C, then drains and exits 0.
 //!
-//! Depends on every other crate of the workspace; nothing depends on it. It sits before the
+//! Depends on `switchboard-node`, `switchboard-store`, `switchboard-upstream` and
+//! `switchboard-telemetry`; nothing depends on it. It sits before the
 //! request path: once `serve` runs, requests never come back here.
 //!
 //! Exit codes: 0 after a clean drain, 1 when start-up or serving fails (port taken, Redis
