@@ -179,7 +179,7 @@ pub async fn serve(
                 "draining: closing standalone streams, finishing running requests"
             );
             drain.shutdown.cancel();
-            drain.hub.close_standalone();
+            drain.replica.hub.close_standalone();
         },
     );
     let server = tokio::spawn(server);

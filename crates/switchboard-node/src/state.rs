@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use switchboard_runtime::{Hub, StoreHealth};
+use switchboard_runtime::{ReplicaState, Timing};
 use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::Store;
 use switchboard_upstream::Upstream;
@@ -31,10 +31,10 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// The MCP server behind us.
     pub upstream: Arc<dyn Upstream>,
-    /// Streams held here.
-    pub hub: Hub,
-    /// How this node's heartbeats have fared (the fence reads it: `cluster::replica`).
-    pub health: StoreHealth,
+    /// What this node holds for the replica runtime: the streams held here, how its heartbeats
+    /// fared (the fence reads it: `cluster::replica`), Redis's `maxmemory-policy` as last read
+    /// (behind `/readyz`), the loops' periods.
+    pub replica: ReplicaState,
     /// Requests running here and server requests waiting here.
     pub calls: Calls,
     /// Calls forwarded to or from other nodes.
@@ -68,9 +68,6 @@ pub struct AppState {
     /// before each is sent: the sweep of held resources (`held::check`) stops nothing when one
     /// was sent while it read the owners.
     pub owner_claims: AtomicU64,
-    /// Redis's `maxmemory-policy` as last read, and this node's heartbeat timing
-    /// ([`EvictionWatch`]): behind `/readyz`, fed by the runtime's heartbeat.
-    pub eviction: EvictionWatch,
     conn_seq: AtomicU64,
 }
 
@@ -109,8 +106,7 @@ impl AppState {
             param_headers: Default::default(),
             tasks: Default::default(),
             ephemeral_sessions: Arc::new(Seats::new(cfg.max_ephemeral_sessions)),
-            hub: Hub::new(cfg.connection_queue),
-            health: StoreHealth::default(),
+            replica: ReplicaState::new(cfg.connection_queue, eviction, timing(&cfg)),
             listeners: Listeners::new(cfg.max_listeners, cfg.listen_queue),
             auth: cfg.auth.clone().map(Auth::new),
             cfg,
@@ -122,7 +118,6 @@ impl AppState {
             fenced: tokio::sync::watch::Sender::new(false),
             shutdown: CancellationToken::new(),
             owner_claims: AtomicU64::new(0),
-            eviction,
             conn_seq: AtomicU64::new(0),
         })
     }
@@ -144,5 +139,15 @@ impl AppState {
     /// Whether a holder token names a connection on this node.
     pub fn is_local(&self, holder: &str) -> bool {
         switchboard_store::holder_node(holder) == self.node_id()
+    }
+}
+
+/// The periods of the node's background loops (`cluster.*` settings).
+fn timing(cfg: &NodeConfig) -> Timing {
+    Timing {
+        node_ttl: cfg.node_ttl,
+        heartbeat: cfg.heartbeat_interval,
+        keep_alive: cfg.session_touch_interval,
+        reaper: cfg.reaper_interval,
     }
 }

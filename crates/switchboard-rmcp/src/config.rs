@@ -142,6 +142,17 @@ impl ReplicatedConfig {
         Ok(())
     }
 
+    /// The periods of this replica's background loops (the runtime's heartbeat, keep-alive and
+    /// reaper).
+    pub(crate) fn timing(&self) -> switchboard_runtime::Timing {
+        switchboard_runtime::Timing {
+            node_ttl: self.store.node_ttl,
+            heartbeat: self.heartbeat_interval(),
+            keep_alive: self.touch_interval(),
+            reaper: self.reaper_interval(),
+        }
+    }
+
     /// How often this replica marks itself alive: a third of `node_ttl`.
     pub(crate) fn heartbeat_interval(&self) -> Duration {
         at_least_10ms(self.store.node_ttl / 3)

@@ -196,7 +196,9 @@ impl ResponseStream {
     /// the id to resume from). Does nothing once the client has resumed it elsewhere.
     pub fn close(&self) {
         if let Some(node) = self.node.upgrade() {
-            node.hub.close(&self.sid, &self.stream, &self.holder);
+            node.replica
+                .hub
+                .close(&self.sid, &self.stream, &self.holder);
         }
     }
 }

@@ -102,7 +102,7 @@ impl ReplicatedSessionManager {
     ) -> Result<Arc<Self>, Error> {
         config.validate()?;
         let node = Arc::new(Node::new(store.clone(), config));
-        node.eviction.check_at_start(&*node.store).await?;
+        node.replica.eviction.check_at_start(&*node.store).await?;
         switchboard_runtime::background::start(node.clone(), node.stopped.clone()).await?;
         tracing::info!(
             node = node.id(),
@@ -147,7 +147,7 @@ impl ReplicatedSessionManager {
     /// keys without `eviction.allow`; [`Readiness::Warn`] with it, or when the policy could not
     /// be read.
     pub fn eviction_readiness(&self) -> Readiness {
-        self.node.eviction.readiness()
+        self.node.replica.eviction.readiness()
     }
 
     /// This replica's node id.
@@ -205,7 +205,7 @@ impl ReplicatedSessionManager {
         let holder = node.holder();
         // Counts as running here before the store registers it: see `liveness`.
         let running = node.running.start(&sid, &stream);
-        let handle = node.hub.register(&sid, &stream, &holder);
+        let handle = node.replica.hub.register(&sid, &stream, &holder);
         let inflight = InflightRequest {
             request_key: request_key.clone(),
             stream: stream.clone(),
@@ -263,7 +263,7 @@ impl ReplicatedSessionManager {
         let node = &self.node;
         let stream = event.stream.as_str().to_owned();
         let holder = node.holder();
-        let handle = node.hub.register(sid, &stream, &holder);
+        let handle = node.replica.hub.register(sid, &stream, &holder);
         let claimed = node.store.claim(sid, &stream, &holder).await?;
         if let Claim::Unknown = claimed {
             return Err(Error::EventId(event.to_string()));
@@ -307,7 +307,7 @@ impl ReplicatedSessionManager {
     ) -> Result<ReceiverStream<ServerSseMessage>, Error> {
         let node = &self.node;
         let holder = node.holder();
-        let handle = node.hub.register(id, StreamId::STANDALONE, &holder);
+        let handle = node.replica.hub.register(id, StreamId::STANDALONE, &holder);
         let after = match node.store.claim(id, StreamId::STANDALONE, &holder).await? {
             Claim::Unknown => return Err(Error::SessionGone),
             Claim::Claimed { last_position, .. } => {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
-use switchboard_runtime::{Hub, StoreHealth, StreamEvent};
+use switchboard_runtime::{ReplicaState, StreamEvent};
 use switchboard_store::eviction::EvictionWatch;
 use switchboard_store::{holder_node, retry, Appended, Store};
 use switchboard_telemetry::trace::logged_session;
@@ -26,8 +26,10 @@ pub(crate) struct Node {
     pub store: Arc<dyn Store>,
     /// The settings.
     pub config: ReplicatedConfig,
-    /// Connections open here.
-    pub hub: Hub,
+    /// What this replica holds for the runtime: the connections open here, how long the store
+    /// has answered its heartbeats (whether another replica whose heartbeat lapsed can be taken
+    /// for dead: [`Node::is_dead`]), Redis's `maxmemory-policy` as last read, the loops' periods.
+    pub replica: ReplicaState,
     /// rmcp's in-process sessions: the handler of each session this replica serves runs here.
     pub local: LocalSessionManager,
     /// Calls running here, per session.
@@ -39,12 +41,6 @@ pub(crate) struct Node {
     pub draining: CancellationToken,
     /// Cancelled when the replica stops: rmcp's sessions here end, every connection closes.
     pub stopped: CancellationToken,
-    /// How long the store has answered this replica's heartbeats (whether another replica whose
-    /// heartbeat lapsed can be taken for dead: [`Node::is_dead`]).
-    pub health: StoreHealth,
-    /// Redis's `maxmemory-policy` as last read, and this replica's heartbeat timing
-    /// ([`EvictionWatch`]), fed by the runtime's heartbeat.
-    pub eviction: EvictionWatch,
     next_conn: AtomicU64,
     /// The lifetime number of each session's current rmcp handler here ([`Node::handler_started`]).
     handlers: Mutex<HashMap<String, u64>>,
@@ -65,8 +61,11 @@ impl Node {
         let mut local = LocalSessionManager::default();
         local.session_config = session_config;
         Node {
-            hub: Hub::new(config.connection_queue),
-            eviction: EvictionWatch::new(config.eviction.clone(), EVICTION_OPT_IN),
+            replica: ReplicaState::new(
+                config.connection_queue,
+                EvictionWatch::new(config.eviction.clone(), EVICTION_OPT_IN),
+                config.timing(),
+            ),
             store,
             config,
             local,
@@ -74,7 +73,6 @@ impl Node {
             tasks: TaskTracker::new(),
             draining: CancellationToken::new(),
             stopped: CancellationToken::new(),
-            health: StoreHealth::default(),
             next_conn: AtomicU64::new(1),
             handlers: Mutex::default(),
             // Random start: even two processes that ended up with one node id number apart.
@@ -225,13 +223,13 @@ impl Node {
             data,
             end,
         };
-        self.hub.deliver(sid, stream, holder, event);
+        self.replica.hub.deliver(sid, stream, holder, event);
     }
 
     /// The session ended (deleted, expired, or gone from the store): closes its rmcp session
     /// and its connections here.
     pub async fn end_session_here(&self, sid: &str) {
-        self.hub.close_session(sid);
+        self.replica.hub.close_session(sid);
         if let Err(e) = self.local.close_session(&sid.into()).await {
             tracing::debug!(error = %e, session = %logged_session(sid), "closing a local session");
         }

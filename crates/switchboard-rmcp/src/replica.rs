@@ -12,31 +12,21 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use switchboard_runtime::{Beat, Parts, Replica, Timing};
+use switchboard_runtime::{Beat, Replica, ReplicaState};
 use switchboard_store::eviction::Lapse;
-use switchboard_store::BusMessage;
+use switchboard_store::{BusMessage, Store};
 
 use crate::node::Node;
 use crate::routing;
 
 #[async_trait]
 impl Replica for Node {
-    fn parts(&self) -> Parts<'_> {
-        Parts {
-            store: &self.store,
-            hub: &self.hub,
-            health: &self.health,
-            eviction: &self.eviction,
-        }
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
-    fn timing(&self) -> Timing {
-        Timing {
-            node_ttl: self.config.store.node_ttl,
-            heartbeat: self.config.heartbeat_interval(),
-            keep_alive: self.config.touch_interval(),
-            reaper: self.config.reaper_interval(),
-        }
+    fn state(&self) -> &ReplicaState {
+        &self.replica
     }
 
     fn busy_sessions(&self) -> Vec<String> {

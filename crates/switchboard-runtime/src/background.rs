@@ -1,12 +1,13 @@
-//! A replica's periodic work, the same in the gateway node and library mode:
+//! A replica's periodic work, the same in the gateway node and library mode (periods from
+//! [`Timing`](crate::Timing)):
 //!
-//! - heartbeat (every [`Timing::heartbeat`](crate::Timing::heartbeat)): marks this replica alive, so others do not end
-//!   its requests; the result goes to [`StoreHealth`], the [`EvictionWatch`] and the replica's
-//!   own [`Replica::beat`] (the node fences itself on it);
-//! - keep-alive (every [`Timing::keep_alive`](crate::Timing::keep_alive)): sessions with a stream open or a call running
-//!   here do not idle out; one that is gone meanwhile is closed here ([`Replica::session_gone`]);
-//! - reaper (every [`Timing::reaper`](crate::Timing::reaper); the store lets one replica at a time do the work):
-//!   removes what is left of expired sessions and tells every replica they ended;
+//! - heartbeat (every `heartbeat`): marks this replica alive, so others do not end its
+//!   requests; the result goes to [`StoreHealth`], the [`EvictionWatch`] and the replica's own
+//!   [`Replica::beat`] (the node fences itself on it);
+//! - keep-alive (every `keep_alive`): sessions with a stream open or a call running here do not
+//!   idle out; one that is gone meanwhile is closed here ([`Replica::session_gone`]);
+//! - reaper (every `reaper`; the store lets one replica at a time do the work): removes what is
+//!   left of expired sessions and tells every replica they ended;
 //! - Redis's `maxmemory-policy` (every `eviction.check_interval`; not on the memory store): read
 //!   again, a change logged ([`switchboard_store::eviction`]).
 //!

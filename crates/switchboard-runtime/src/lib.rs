@@ -10,9 +10,9 @@
 //! (metrics, session ids in logs).
 //!
 //! ## Modules
-//! - [`replica`]: [`Replica`], what the runtime needs of its host ([`Parts`] of its state, the
-//!   loops' [`Timing`]) and the hooks where the two hosts differ ([`Beat`]: what a heartbeat
-//!   came to).
+//! - [`replica`]: [`Replica`], what the runtime needs of its host (its store and its
+//!   [`ReplicaState`]: hub, heartbeat health, memory-policy watch, the loops' [`Timing`]) and
+//!   the hooks where the two hosts differ ([`Beat`]: what a heartbeat came to).
 //! - [`hub`]: the stream connections held here, keyed by (session, stream), fed live events.
 //! - [`pump`]: the task behind one held stream (replay, live events, the log re-read, a dead
 //!   replica's request ended); how events are framed is the host's [`pump::Sink`].
@@ -31,4 +31,4 @@ pub mod replica;
 
 pub use health::StoreHealth;
 pub use hub::{ConnHandle, Hub, Outbound, StreamEvent};
-pub use replica::{Beat, Parts, Replica, Timing};
+pub use replica::{Beat, Replica, ReplicaState, Timing};

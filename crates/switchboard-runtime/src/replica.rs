@@ -46,17 +46,31 @@ pub enum Beat {
     },
 }
 
-/// What the runtime shares with its host: references into the host's state.
-#[derive(Clone, Copy)]
-pub struct Parts<'a> {
-    /// The store, seen as this replica (its node id names it).
-    pub store: &'a Arc<dyn Store>,
+/// What a replica holds in memory for the runtime: its held streams, how its heartbeats fared,
+/// its Redis memory-policy watch and its loops' periods. The host keeps one and hands it over
+/// with [`Replica::state`].
+pub struct ReplicaState {
     /// The streams held open here.
-    pub hub: &'a Hub,
+    pub hub: Hub,
     /// How this replica's heartbeats have fared.
-    pub health: &'a StoreHealth,
+    pub health: StoreHealth,
     /// Redis's `maxmemory-policy` as last read, and the heartbeats' timing.
-    pub eviction: &'a EvictionWatch,
+    pub eviction: EvictionWatch,
+    /// The loops' periods.
+    pub timing: Timing,
+}
+
+impl ReplicaState {
+    /// A replica's state: a hub whose connections queue at most `connection_queue` events, no
+    /// heartbeat answered yet.
+    pub fn new(connection_queue: usize, eviction: EvictionWatch, timing: Timing) -> ReplicaState {
+        ReplicaState {
+            hub: Hub::new(connection_queue),
+            health: StoreHealth::default(),
+            eviction,
+            timing,
+        }
+    }
 }
 
 /// One replica of a Switchboard cluster, as the runtime sees it: its store, its held streams, its
@@ -64,26 +78,26 @@ pub struct Parts<'a> {
 /// library mode differ.
 #[async_trait]
 pub trait Replica: Send + Sync + 'static {
-    /// The state the runtime works on.
-    fn parts(&self) -> Parts<'_>;
     /// The store, seen as this replica (its node id names it).
-    fn store(&self) -> &Arc<dyn Store> {
-        self.parts().store
-    }
+    fn store(&self) -> &Arc<dyn Store>;
+    /// What this replica holds in memory for the runtime.
+    fn state(&self) -> &ReplicaState;
     /// The streams held open here.
     fn hub(&self) -> &Hub {
-        self.parts().hub
+        &self.state().hub
     }
     /// How this replica's heartbeats have fared.
     fn health(&self) -> &StoreHealth {
-        self.parts().health
+        &self.state().health
     }
     /// Redis's `maxmemory-policy` as last read, and the heartbeats' timing.
     fn eviction(&self) -> &EvictionWatch {
-        self.parts().eviction
+        &self.state().eviction
     }
     /// The loops' periods.
-    fn timing(&self) -> Timing;
+    fn timing(&self) -> Timing {
+        self.state().timing
+    }
     /// Sessions with a call running here (with the streams held here, the sessions the
     /// keep-alive must not let expire).
     fn busy_sessions(&self) -> Vec<String>;

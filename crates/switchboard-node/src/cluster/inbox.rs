@@ -58,7 +58,7 @@ pub async fn deliver(app: &App, msg: BusMessage) {
             crate::transport::stateless::listen::deliver(app, &origin, &message)
         }
         BusMessage::Terminated { sid } => {
-            app.hub.close_session(&sid);
+            app.replica.hub.close_session(&sid);
             app.calls.end_session(&sid);
             app.upstream.session_ended(&sid).await;
         }

@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use switchboard_runtime::{Beat, Parts, Replica, Timing};
+use switchboard_runtime::{Beat, Replica, ReplicaState};
 use switchboard_store::eviction::Lapse;
-use switchboard_store::BusMessage;
+use switchboard_store::{BusMessage, Store};
 
 use crate::state::{App, AppState};
 
@@ -32,22 +32,12 @@ const FENCE_AFTER: u32 = 2;
 
 #[async_trait]
 impl Replica for AppState {
-    fn parts(&self) -> Parts<'_> {
-        Parts {
-            store: &self.store,
-            hub: &self.hub,
-            health: &self.health,
-            eviction: &self.eviction,
-        }
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
-    fn timing(&self) -> Timing {
-        Timing {
-            node_ttl: self.cfg.node_ttl,
-            heartbeat: self.cfg.heartbeat_interval,
-            keep_alive: self.cfg.session_touch_interval,
-            reaper: self.cfg.reaper_interval,
-        }
+    fn state(&self) -> &ReplicaState {
+        &self.replica
     }
 
     fn busy_sessions(&self) -> Vec<String> {
@@ -68,7 +58,7 @@ impl Replica for AppState {
     }
 
     async fn session_gone(&self, sid: &str) {
-        self.hub.close_session(sid);
+        self.replica.hub.close_session(sid);
         self.calls.end_session(sid);
     }
 
@@ -142,13 +132,13 @@ fn after_heartbeat(app: App, beat: Beat) {
 /// back while they run. The upstreams stop what another node resumes (GET-stream listeners:
 /// `Upstream::fenced`).
 fn fence(app: &App, silent: Duration) {
-    let sessions = app.hub.sessions();
+    let sessions = app.replica.hub.sessions();
     tracing::warn!(
         silent_ms = silent.as_millis() as u64,
         streams_of_sessions = sessions.len(),
         "this node has not reached the store for twice cluster.node_ttl: the others take it for dead; refusing requests and closing its client streams until it reaches the store again"
     );
-    app.hub.close_all();
+    app.replica.hub.close_all();
     let upstream = app.upstream.clone();
     tokio::spawn(async move { upstream.fenced().await });
 }

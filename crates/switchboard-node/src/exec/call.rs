@@ -390,7 +390,7 @@ fn post_channel(
     let stream = StreamId::generate().to_string();
     let holder = app.new_holder();
     // Should the session end while the request runs, the hub ends this stream with its -32004.
-    let conn = app.hub.register_request(sid, &stream, &holder, id);
+    let conn = app.replica.hub.register_request(sid, &stream, &holder, id);
     let inflight = InflightRequest {
         request_key: key,
         stream: stream.clone(),

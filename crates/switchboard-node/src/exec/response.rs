@@ -400,7 +400,7 @@ impl ResponseStream {
         let (sid, stream, holder) = (&self.sid, &self.inflight.stream, &self.inflight.holder);
         let detached = match self.sink {
             Sink::Standalone => None,
-            _ => self.app.hub.detach(sid, stream, holder),
+            _ => self.app.replica.hub.detach(sid, stream, holder),
         };
         let Some(conn) = detached else {
             self.finish(response).await;
@@ -467,7 +467,7 @@ impl ResponseStream {
             Ok(false) => {
                 tracing::warn!(session = %logged_session(&self.sid), "the session ended before a final response could be logged; closing its stream");
                 let (stream, holder) = (&self.inflight.stream, &self.inflight.holder);
-                return self.app.hub.close(&self.sid, stream, holder);
+                return self.app.replica.hub.close(&self.sid, stream, holder);
             }
             Err(why) => why,
         };
@@ -491,7 +491,7 @@ impl ResponseStream {
     /// the connection out of the hub.
     async fn write_unlogged(&self, data: String) {
         let (stream, holder) = (&self.inflight.stream, &self.inflight.holder);
-        let Some(conn) = self.app.hub.detach(&self.sid, stream, holder) else {
+        let Some(conn) = self.app.replica.hub.detach(&self.sid, stream, holder) else {
             return;
         };
         let event = Outbound::Event(Box::new(StreamEvent {
@@ -532,7 +532,11 @@ impl ResponseStream {
         let holder = match appended.holder {
             Some(holder) => Some(holder),
             None if appended.is_stored()
-                && self.app.hub.holds(sid, stream, &self.inflight.holder) =>
+                && self
+                    .app
+                    .replica
+                    .hub
+                    .holds(sid, stream, &self.inflight.holder) =>
             {
                 self.registration_lost(end).await;
                 Some(self.inflight.holder.clone())
@@ -545,7 +549,7 @@ impl ResponseStream {
                 data: data.to_owned(),
                 end,
             };
-            self.app.hub.deliver(sid, stream, &holder, ev);
+            self.app.replica.hub.deliver(sid, stream, &holder, ev);
         }
         Ok(true)
     }

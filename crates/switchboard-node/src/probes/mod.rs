@@ -42,7 +42,7 @@ pub(crate) async fn metrics(State(app): State<App>) -> Response {
     let m = metrics::get();
     m.calls_running.set(app.calls.running_count() as i64);
     m.fenced.set(i64::from(*app.fenced.borrow()));
-    let (request, standalone) = app.hub.open_counts();
+    let (request, standalone) = app.replica.hub.open_counts();
     m.streams("request").set(request as i64);
     m.streams("standalone").set(standalone as i64);
     let series = upstream_series::UpstreamSeries(app.upstream.statuses());
@@ -97,7 +97,7 @@ pub(crate) async fn ready(State(app): State<App>) -> Response {
     let probe =
         tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
     match probe {
-        Ok(Ok(_)) => match app.eviction.readiness() {
+        Ok(Ok(_)) => match app.replica.eviction.readiness() {
             Readiness::Ready => (StatusCode::OK, "ready".to_owned()).into_response(),
             Readiness::Warn(warning) => {
                 (StatusCode::OK, format!("ready; warning: {warning}")).into_response()

@@ -102,9 +102,9 @@ async fn open_stream(app: App, headers: HeaderMap) -> Result<Response, HttpError
     // event appended to that stream's log, from any node.
     let stream = StreamId::STANDALONE;
     let holder = app.new_holder();
-    let conn = app.hub.register(sid.as_str(), stream, &holder);
+    let conn = app.replica.hub.register(sid.as_str(), stream, &holder);
     if let Err(e) = app.store.claim(sid.as_str(), stream, &holder).await {
-        app.hub.unregister(sid.as_str(), stream, &holder);
+        app.replica.hub.unregister(sid.as_str(), stream, &holder);
         return Err(e.into());
     }
     let endpoint = format!("{}?sessionId={sid}", app.cfg.legacy_messages_path);

@@ -70,12 +70,12 @@ async fn standalone(app: &App, record: &SessionRecord) -> Result<Response, HttpE
     let sid = record.id.as_str();
     let stream = StreamId::STANDALONE;
     let holder = app.new_holder();
-    let conn = app.hub.register(sid, stream, &holder);
+    let conn = app.replica.hub.register(sid, stream, &holder);
     let last_position = match app.store.claim(sid, stream, &holder).await {
         Ok(Claim::Claimed { last_position, .. }) => last_position,
         Ok(Claim::Unknown) => None,
         Err(e) => {
-            app.hub.unregister(sid, stream, &holder);
+            app.replica.hub.unregister(sid, stream, &holder);
             return Err(e.into());
         }
     };
@@ -108,12 +108,12 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         return Err(e);
     }
     let holder = app.new_holder();
-    let conn = app.hub.register(sid, &stream, &holder);
+    let conn = app.replica.hub.register(sid, &stream, &holder);
     let prepared = prepare_resume(app, sid, &stream, &holder, &id.position).await;
     let (replay, watch, close_after_replay) = match prepared {
         Ok(p) => p,
         Err(e) => {
-            app.hub.unregister(sid, &stream, &holder);
+            app.replica.hub.unregister(sid, &stream, &holder);
             let _ = app.store.release(sid, &stream, &holder).await;
             if matches!(e, HttpError::UnknownStream | HttpError::EventsTrimmed(_)) {
                 telemetry::replay_miss(sid, &e.to_string());

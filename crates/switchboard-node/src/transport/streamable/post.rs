@@ -186,7 +186,7 @@ async fn request(
     };
     match decide(&app, &running.response, &mut first, answers).await {
         Some(First::Json(v)) => {
-            app.hub.unregister(sid.as_str(), &stream, &holder);
+            app.replica.hub.unregister(sid.as_str(), &stream, &holder);
             Ok(json_ok(v))
         }
         Some(First::Stream) => {
@@ -197,7 +197,7 @@ async fn request(
             // or fail.
             let registration = running.response.registration().await;
             if registration == Some(Registration::SessionGone) {
-                app.hub.unregister(sid.as_str(), &stream, &holder);
+                app.replica.hub.unregister(sid.as_str(), &stream, &holder);
                 app.calls.cancel(sid.as_str(), &key);
                 return Err(HttpError::UnknownSession);
             }

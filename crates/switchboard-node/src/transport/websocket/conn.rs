@@ -302,6 +302,7 @@ impl Conn {
         };
         let sid = &s.record.id;
         self.app
+            .replica
             .hub
             .unregister(sid, StreamId::STANDALONE, &s.holder);
         if let Err(e) = self

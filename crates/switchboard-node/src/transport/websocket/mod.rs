@@ -184,7 +184,7 @@ pub async fn attach(
         }
     }
     let holder = app.new_holder();
-    let conn = app.hub.register(&sid, stream, &holder);
+    let conn = app.replica.hub.register(&sid, stream, &holder);
     let read = async {
         let newest = match app.store.claim(&sid, stream, &holder).await? {
             Claim::Claimed { last_position, .. } => last_position,
