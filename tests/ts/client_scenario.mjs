@@ -78,6 +78,9 @@ function cutAfterProgress(response, after, onCut) {
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
+/** Fetches sent and not answered yet (their response headers). */
+const unanswered = new Set();
+
 async function routedFetch(input, init = {}) {
   const http = (init.method ?? 'GET').toUpperCase();
   const headers = new Headers(init.headers);
@@ -88,7 +91,16 @@ async function routedFetch(input, init = {}) {
   if (rpc === 'tools/call' && tool === 'countdown') countdownNode = node;
   const entry = { seq, http, rpc, tool, lastEventId, node };
   requests.push(entry);
-  const response = await fetch(new URL(urls[node]), init);
+  // Tracked until answered: the SDK sends a sampling answer without awaiting its 202, and the
+  // call's result can come before it, so the summary waits for every POST's status.
+  const answered = fetch(new URL(urls[node]), init);
+  unanswered.add(answered);
+  let response;
+  try {
+    response = await answered;
+  } finally {
+    unanswered.delete(answered);
+  }
   entry.status = response.status;
   const isSse = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
   if (tool === 'countdown' && isSse && cut === null && response.body) {
@@ -140,6 +152,7 @@ async function main() {
 
   await transport.terminateSession();
   summary.terminated = transport.sessionId === undefined;
+  await Promise.allSettled([...unanswered]);
   await client.close();
   summary.nodeOf = Object.fromEntries(
     ['initialize', 'tools/list'].map(m => [m, requests.find(r => r.rpc === m)?.node]).concat(

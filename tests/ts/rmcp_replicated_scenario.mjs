@@ -112,6 +112,9 @@ function tapped(response, entry, cutAfterProgress) {
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
 }
 
+/** Fetches sent and not answered yet (their response headers). */
+const unanswered = new Set();
+
 async function routedFetch(input, init = {}) {
   const http = (init.method ?? 'GET').toUpperCase();
   const headers = new Headers(init.headers);
@@ -122,7 +125,16 @@ async function routedFetch(input, init = {}) {
   if (tool) calls[tool] = node;
   const entry = { seq, http, rpc, tool, id, lastEventId, node };
   requests.push(entry);
-  const response = await fetch(new URL(urls[node]), init);
+  // Tracked until answered: the SDK sends a sampling answer without awaiting its 202, and the
+  // call's result can come before it, so the summary waits for every POST's status.
+  const answered = fetch(new URL(urls[node]), init);
+  unanswered.add(answered);
+  let response;
+  try {
+    response = await answered;
+  } finally {
+    unanswered.delete(answered);
+  }
   entry.status = response.status;
   const isSse = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
   if (!isSse || !response.body) return response;
@@ -171,6 +183,7 @@ async function main() {
   summary.samplingResult = sampled.content?.map(c => c.text).join('\n');
   check(summary.samplingResult === `LLM response: ${SAMPLED_TEXT}`, `sampling result ${JSON.stringify(sampled)}`);
 
+  await Promise.allSettled([...unanswered]);
   await client.close();
 }
 

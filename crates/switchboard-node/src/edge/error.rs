@@ -153,7 +153,11 @@ impl HttpError {
                 limit,
                 retry_after_ms,
                 ..
-            } => Some(crate::limits::answer::refusal(id, limit, *retry_after_ms)),
+            } => Some(crate::edge::rate_limited::refusal(
+                id,
+                limit,
+                *retry_after_ms,
+            )),
             _ => None,
         }
     }
@@ -231,7 +235,7 @@ impl HttpError {
                 limit,
                 retry_after_ms,
                 ..
-            } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
+            } => Some(crate::edge::rate_limited::data(limit, *retry_after_ms)),
             _ => None,
         };
         let body = jsonrpc::error_response(id, self.code(), self.to_string(), data);
@@ -270,7 +274,7 @@ impl HttpError {
                 limit,
                 retry_after_ms,
                 policy,
-            } => crate::limits::answer::headers(headers, &limit, retry_after_ms, policy),
+            } => crate::edge::rate_limited::headers(headers, &limit, retry_after_ms, policy),
             _ => {}
         }
     }

@@ -36,15 +36,11 @@
 //! [`JSON_ONLY_REQUESTS`], so the call ends with a clear error instead of waiting for an answer
 //! that cannot come; `subscriptions/listen`, which is a stream, is refused with 406.
 
-use axum::body::Body;
-use axum::response::{IntoResponse, Response};
-use http::{header, HeaderMap, StatusCode};
-use serde_json::Value;
+use http::{header, HeaderMap};
 use switchboard_protocol::{headers, meta, Revision};
 
 use crate::config::NodeConfig;
 use crate::edge::error::HttpError;
-use crate::streams::sse;
 
 /// Refuses a foreign `Origin` (403) or `Host` (421), and either sent twice (400). Requests
 /// without `Origin` (non-browser clients) pass.
@@ -205,46 +201,6 @@ impl Answers {
             )),
         }
     }
-
-    /// An answer that is ready now: a JSON body, or for [`Answers::SseOnly`] (when `status` is
-    /// 200) an SSE stream of that one message. Refusals with another status stay JSON, like
-    /// every HTTP error of the endpoint.
-    pub fn ready(self, status: StatusCode, body: Value) -> Response {
-        if self == Answers::SseOnly && status == StatusCode::OK {
-            return sse::body_response(Body::from(sse::data(&body.to_string())), &[]);
-        }
-        (status, axum::Json(body)).into_response()
-    }
-
-    /// How long a running request's answer is waited for before its form is chosen, the one
-    /// rule of both eras (a session-era POST and a 2026-07-28 request): an SSE-only client
-    /// gets a stream at once ([`Waited::Stream`], `first` not polled); otherwise `first` (the
-    /// request's first message) is awaited for at most `sse_after` ([`Waited::Came`]), after
-    /// which the caller streams it, or for a JSON-only client keeps waiting ([`Waited::Late`]).
-    pub async fn first_within<F: std::future::Future + Unpin>(
-        self,
-        sse_after: std::time::Duration,
-        first: &mut F,
-    ) -> Waited<F::Output> {
-        if self == Answers::SseOnly {
-            return Waited::Stream;
-        }
-        tokio::select! {
-            came = first => Waited::Came(came),
-            () = tokio::time::sleep(sse_after) => Waited::Late,
-        }
-    }
-}
-
-/// What [`Answers::first_within`] saw.
-#[derive(Debug)]
-pub enum Waited<T> {
-    /// The client takes only SSE: stream now.
-    Stream,
-    /// The first message came within `sse_after`.
-    Came(T),
-    /// `sse_after` passed first.
-    Late,
 }
 
 /// A GET must accept `text/event-stream`, else 406.
@@ -339,6 +295,7 @@ pub fn refuse_get_or_delete(h: &HeaderMap) -> Result<(), HttpError> {
 mod tests {
     use super::*;
     use http::HeaderValue;
+    use http::StatusCode;
 
     fn hm(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -420,7 +377,7 @@ mod tests {
 #[cfg(test)]
 mod accept_tests {
     use super::*;
-    use http::HeaderValue;
+    use http::{HeaderValue, StatusCode};
 
     fn accept(values: &[&'static str]) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -471,16 +428,5 @@ mod accept_tests {
         assert!(check_get(&accept(&["text/event-stream;q=0, */*"])).is_err());
         let e = check_get(&accept(&["text/html"])).unwrap_err();
         assert_eq!(e.status(), StatusCode::NOT_ACCEPTABLE);
-    }
-
-    #[test]
-    fn ready_answers_follow_the_form() {
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {}});
-        let sse = Answers::SseOnly.ready(StatusCode::OK, body.clone());
-        assert_eq!(sse.headers()[header::CONTENT_TYPE], "text/event-stream");
-        let refusal = Answers::SseOnly.ready(StatusCode::NOT_FOUND, body.clone());
-        assert_eq!(refusal.headers()[header::CONTENT_TYPE], "application/json");
-        let json = Answers::JsonOnly.ready(StatusCode::OK, body);
-        assert_eq!(json.headers()[header::CONTENT_TYPE], "application/json");
     }
 }

@@ -9,9 +9,12 @@
 //! - [`auth`]: the optional OAuth 2.1 resource-server layer.
 //! - [`error`]: every refusal of the edge, each with one HTTP status and one JSON-RPC code.
 //! - [`request_id`]: the request's id, once read, for the refusals that answer it.
+//! - [`rate_limited`]: how a refusal by a rate limit is answered (its JSON-RPC error's `data`, a
+//!   429's headers); the limits themselves are `limits`.
 
 pub mod auth;
 pub mod body;
 pub mod error;
 pub mod header_checks;
+pub(crate) mod rate_limited;
 pub mod request_id;

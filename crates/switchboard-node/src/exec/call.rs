@@ -518,7 +518,7 @@ pub(crate) fn refusal(id: &RequestId, why: NotAdmitted) -> Value {
         NotAdmitted::Limited {
             limit,
             retry_after_ms,
-        } => return crate::limits::answer::refusal(id, &limit, retry_after_ms),
+        } => return crate::edge::rate_limited::refusal(id, &limit, retry_after_ms),
     };
     jsonrpc::error_response(Some(id), code, msg, None)
 }

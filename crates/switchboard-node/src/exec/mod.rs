@@ -4,12 +4,15 @@
 //!   session-era transport takes) and running it (session methods here, the rest at the
 //!   upstream) in its own task.
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
+//! - [`answer_form`]: when and in which form the answer goes out (the wait for the first
+//!   message, `sse_after`; an answer ready at once).
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
 //! - [`outage`]: a call's messages through a store outage (tried in order until its deadline).
 //! - [`running`]: the requests running here, their cancellation, and the server requests
 //!   waiting for an answer.
 //! - [`traced`]: the span of one MCP message and what a finished request reports (metrics).
 
+pub mod answer_form;
 pub mod call;
 pub mod client_peer;
 pub mod outage;

@@ -22,7 +22,6 @@
 //! written (no limit at all).
 
 pub(crate) mod admission;
-pub(crate) mod answer;
 
 use std::collections::BTreeMap;
 

@@ -47,7 +47,8 @@ use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::StreamExt;
 
 use crate::edge::error::HttpError;
-use crate::edge::header_checks::{Answers, Waited};
+use crate::edge::header_checks::Answers;
+use crate::exec::answer_form::Waited;
 use crate::exec::call::check_progress_token;
 use crate::state::App;
 use crate::{streams::sse, telemetry};

@@ -103,7 +103,7 @@ impl Refusal {
                 limit,
                 retry_after_ms,
                 ..
-            } => Some(crate::limits::answer::data(limit, *retry_after_ms)),
+            } => Some(crate::edge::rate_limited::data(limit, *retry_after_ms)),
             _ => None,
         }
     }
@@ -130,7 +130,7 @@ impl Refusal {
                 limit,
                 retry_after_ms,
                 policy,
-            } => crate::limits::answer::headers(headers, limit, *retry_after_ms, *policy),
+            } => crate::edge::rate_limited::headers(headers, limit, *retry_after_ms, *policy),
             _ => {}
         }
         response

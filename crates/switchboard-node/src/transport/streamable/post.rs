@@ -24,8 +24,9 @@ use tracing::{Instrument, Span};
 
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
-use crate::edge::header_checks::{Answers, Waited};
+use crate::edge::header_checks::Answers;
 use crate::edge::request_id::KnownId;
+use crate::exec::answer_form::Waited;
 use crate::exec::call::{refusal, start_call, Answer, AnswerTo, Request, Started};
 use crate::exec::response::{First, Registration, ResponseStream};
 use crate::exec::traced::{message_span, observed};
