@@ -7,7 +7,6 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::transport::stateless::mrtr::seal::KEY_LEN;
 
 /// The smallest useful `max_request_head_bytes`: hyper's smallest read-buffer cap (its initial
 /// read buffer; it panics below it), so the connection loop never sets less and the config
@@ -193,6 +192,9 @@ impl Default for NodeConfig {
         }
     }
 }
+
+/// Bytes of one MRTR state key (AES-256-GCM): what `stateless.mrtr.state_keys` entries decode to.
+pub const KEY_LEN: usize = 32;
 
 /// `[stateless.mrtr]`: multi round-trip requests of the stateless era (MCP 2026-07-28), read by
 /// the stateless MRTR module. The config section is this struct: its keys are `state_keys`,

@@ -39,6 +39,7 @@ pub(crate) mod config;
 pub(crate) mod edge;
 pub(crate) mod exec;
 pub mod limits;
+pub mod mrtr;
 pub(crate) mod probes;
 pub(crate) mod session;
 pub(crate) mod state;
@@ -48,7 +49,6 @@ pub(crate) mod transport;
 pub mod units;
 
 pub use edge::auth;
-pub use transport::stateless::mrtr;
 
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay test; not an API.
 #[doc(hidden)]

@@ -17,7 +17,7 @@ use crate::config::NodeConfig;
 use crate::edge::auth::Auth;
 use crate::exec::running::Calls;
 use crate::transport::stateless::listen::registry::Listeners;
-use crate::transport::stateless::mrtr::seal::{key_ring, KeyRing};
+use crate::mrtr::seal::{key_ring, KeyRing};
 use crate::transport::stateless::params::registry::ParamHeaders;
 use crate::transport::stateless::park::registry::Parking;
 use crate::transport::stateless::seats::Seats;

@@ -7,7 +7,7 @@
 //! - There is no standalone stream: unsolicited notifications a `subscriptions/listen` stream can
 //!   carry go to every listener of the cluster (`super::listen`); the rest are dropped (logged
 //!   at debug).
-//! - Server-to-client requests become MRTR questions (`super::mrtr`): answered at once from
+//! - Server-to-client requests become MRTR questions (`crate::mrtr`): answered at once from
 //!   the retry's inputs when it carries them, else recorded and parked until the run stops,
 //!   which then answers `InputRequiredResult`. Refused with -32021 when the request did not
 //!   declare the capability the method needs (recorded, so the request answers -32021), and
@@ -21,7 +21,7 @@ use switchboard_upstream::{ClientPeer, PeerError};
 
 use tokio_util::sync::CancellationToken;
 
-use super::mrtr::{Ask, Inputs};
+use crate::mrtr::{Ask, Inputs};
 use super::park::registry::{Item, Sink};
 use switchboard_protocol::logging::{required_capability, severity};
 

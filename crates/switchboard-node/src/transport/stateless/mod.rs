@@ -27,7 +27,7 @@ pub mod call;
 pub mod checks;
 pub mod client_peer;
 pub mod listen;
-pub mod mrtr;
+
 pub mod names;
 pub mod params;
 pub mod park;
@@ -50,6 +50,7 @@ use crate::edge::error::HttpError;
 use crate::edge::header_checks::Answers;
 use crate::exec::answer_form::Waited;
 use crate::exec::call::check_progress_token;
+use crate::mrtr;
 use crate::state::App;
 use crate::{streams::sse, telemetry};
 use park::Item;

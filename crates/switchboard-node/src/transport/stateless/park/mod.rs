@@ -5,7 +5,7 @@
 //! A 2026-07-28 request for such an upstream runs in an ephemeral upstream session of its own
 //! (created for it, ended with it). When the upstream asks the client something, the call stays
 //! where it is, waiting for the answer: the node answers `InputRequiredResult` whose sealed
-//! `requestState` names this node and the park id ([`super::mrtr::Retry::Resume`]). The retry,
+//! `requestState` names this node and the park id ([`crate::mrtr::Retry::Resume`]). The retry,
 //! on any node, resumes it: on this node directly ([`resume_here`]), from another node through
 //! the bus ([`resume_remote`] there, [`resume_from`] on the retry's node), the answers delivered
 //! to the upstream as the responses to its requests, and what the call produces next streamed

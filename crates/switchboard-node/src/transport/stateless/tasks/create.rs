@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::super::checks::Checked;
-use super::super::mrtr::Inputs;
+use crate::mrtr::Inputs;
 use super::super::park::Item;
 use super::super::{answer, call};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::transport::stateless::mrtr::Inputs;
+use crate::mrtr::Inputs;
 
 /// The tasks whose calls run on this node, with their questions.
 #[derive(Default)]

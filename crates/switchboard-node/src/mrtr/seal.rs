@@ -13,8 +13,8 @@ use aws_lc_rs::digest::{digest, SHA256};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
-/// Bytes of one key.
-pub const KEY_LEN: usize = 32;
+/// Bytes of one key (the config's, where keys are read).
+pub use crate::config::KEY_LEN;
 /// Additional authenticated data: binds sealed blobs to this use and format version.
 const AAD: &[u8] = b"switchboard/mrtr-request-state/v1";
 const KID_LEN: usize = 4;
