@@ -7,7 +7,6 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-
 /// The smallest useful `max_request_head_bytes`: hyper's smallest read-buffer cap (its initial
 /// read buffer; it panics below it), so the connection loop never sets less and the config
 /// refuses less (`http.max_request_head`).

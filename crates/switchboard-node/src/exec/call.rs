@@ -57,7 +57,7 @@ pub struct Job {
     pub raw: Value,
     /// Where the answer goes.
     pub response: Arc<ResponseStream>,
-    /// Fires when the request is cancelled (from [`crate::exec::running::Calls::try_start`]).
+    /// Fires when the request is cancelled (from [`crate::state::calls::Calls::try_start`]).
     pub cancel: CancellationToken,
     /// The message's span ([`crate::exec::traced::message_span`]): the request's task runs in
     /// it.
@@ -82,7 +82,7 @@ pub fn spawn(mut job: Job) {
         let ending = Arc::new(OnceLock::new());
         let work = execute(&job, params, cancel.clone(), &ending);
         let (outcome, upstream) =
-            labels::reaching_upstream(crate::exec::running::until_cancelled(work, &cancel)).await;
+            labels::reaching_upstream(crate::state::calls::until_cancelled(work, &cancel)).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),

@@ -17,5 +17,4 @@ pub mod call;
 pub mod client_peer;
 pub mod outage;
 pub mod response;
-pub mod running;
 pub mod traced;

@@ -5,14 +5,13 @@
 //!   ([`origin::await_outcome`]), relaying the owner's messages to the client's stream.
 //! - [`owner`]: the node owning the upstream resource runs it ([`owner::execute`]) with a peer
 //!   that routes back to the origin, or answers "moved" while it is stopping.
-//! - [`registry`]: both sides' bookkeeping ([`registry::Forwards`]).
+//! - both sides' bookkeeping is `state::forwards` ([`crate::state::forwards::Forwards`]).
 //!
 //! The placement service depends on the origin side only; the owner side depends on the session
 //! handle and the peer.
 
 pub mod origin;
 pub mod owner;
-pub mod registry;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,5 @@
 //! The origin side of a forwarded call: the node that holds the client's request and waits for
-//! the owner's outcome. [`crate::cluster::forward::registry::Forwards::start`] registers the call's peer;
+//! the owner's outcome. [`crate::state::forwards::Forwards::start`] registers the call's peer;
 //! the owner's [`BusMessage::ForwardMessage`]s are put on the client's stream through it in
 //! arrival order, and [`BusMessage::ForwardDone`] ends the call; [`await_outcome`] gives up when
 //! the owner's heartbeat lapses or the caller's deadline passes, and [`decode_forwarded`] reads

@@ -187,5 +187,5 @@ async fn run_member(
         principal: switchboard_upstream::Principal::internal(),
     };
     let work = member.request(&inc.method, inc.params.clone(), ctx);
-    crate::exec::running::until_cancelled(work, &cancel).await
+    crate::state::calls::until_cancelled(work, &cancel).await
 }

@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
 use super::client_peer::StatelessPeer;
-use crate::mrtr::{self, Inputs};
 use super::names::EPHEMERAL_PREFIX;
 use super::park::{Item, RoundGuard, Rounds, Sink};
 use super::refusal::Refusal;
+use crate::mrtr::{self, Inputs};
 use crate::state::App;
 use crate::telemetry;
 
@@ -103,7 +103,7 @@ pub fn spawn(
             run.token.clone(),
         );
         let work = upstream.request(&method, mrtr::upstream_params(params), ctx);
-        let work = crate::exec::running::until_cancelled(work, &token);
+        let work = crate::state::calls::until_cancelled(work, &token);
         let mut run = run;
         if let Some(response) = run.drive(work).await {
             run.sink.send(Item::Final(response)).await;

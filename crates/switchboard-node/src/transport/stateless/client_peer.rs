@@ -22,7 +22,7 @@ use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
 
 use crate::mrtr::{Ask, Inputs};
-use super::park::registry::{Item, Sink};
+use crate::state::parking::{Item, Sink};
 use switchboard_protocol::logging::{required_capability, severity};
 
 /// The way back to the client for one 2026-07-28 request.

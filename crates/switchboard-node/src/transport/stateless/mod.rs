@@ -32,7 +32,6 @@ pub mod names;
 pub mod params;
 pub mod park;
 pub mod refusal;
-pub mod seats;
 pub mod tasks;
 
 use std::convert::Infallible;

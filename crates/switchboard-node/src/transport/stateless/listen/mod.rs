@@ -6,7 +6,7 @@
 //! `StatelessPeer`, the stateless `peer` module) → [`Raiser::raise`] broadcasts it on the bus
 //! ([`switchboard_store::Bus::broadcast`]; Redis: one `PUBLISH` on the cluster channel every
 //! node subscribes to) → every node's inbox (`cluster::inbox`) → [`deliver`] → the
-//! [`registry::Listeners`] of that node whose filter matches → each stream. So a notification raised on
+//! [`crate::state::listeners::Listeners`] of that node whose filter matches → each stream. So a notification raised on
 //! any node reaches every listening client on every node, once.
 //!
 //! Only the four listenable types travel ([`filter::LISTENABLE`]); other unsolicited
@@ -35,9 +35,6 @@
 //! bus guarantees"). A listen stream that drops loses what came meanwhile: 2026-07-28 listen
 //! streams are not resumable.
 
-pub mod filter;
-pub mod registry;
-
 use std::sync::{Arc, Weak};
 
 use axum::response::Response;
@@ -49,11 +46,11 @@ use tokio::sync::mpsc;
 use tokio::time::{interval, MissedTickBehavior};
 
 use super::refusal::Refusal;
+use crate::state::listeners::filter::{self, Bounds, Filter};
+use crate::state::listeners::Registration;
 use crate::state::{App, AppState};
 use crate::streams::sse;
 use crate::telemetry;
-use filter::{Bounds, Filter};
-use registry::Registration;
 use switchboard_upstream::item::Kind;
 
 /// Frames buffered between a listener's task and its HTTP body.

@@ -11,8 +11,6 @@
 //! and the upstream decides). The fetch runs in an ephemeral upstream session like any
 //! stateless request.
 
-pub mod registry;
-
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -15,8 +15,6 @@
 //! Each round's response stream holds a [`RoundGuard`]: closing it cancels the request (MCP
 //! 2026-07-28, Cancellation) unless the round already ended with an `InputRequiredResult`.
 
-pub mod registry;
-
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -30,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::forward::origin::{await_outcome, Awaited};
 use crate::state::App;
 
-pub use registry::{Item, Resumed, RoundGuard, Rounds, Sink};
+pub use crate::state::parking::{Item, Resumed, RoundGuard, Rounds, Sink};
 
 /// The error a retry gets when its parked request is gone.
 fn gone(id: &RequestId) -> Value {

@@ -27,16 +27,16 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::super::checks::Checked;
-use crate::mrtr::Inputs;
 use super::super::park::Item;
 use super::super::{answer, call};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::edge::header_checks::Answers;
+use crate::mrtr::Inputs;
 use crate::state::App;
 use crate::transport::stateless::names::TASK_PREFIX;
 use crate::{streams::sse, telemetry};
 
-/// The [`crate::exec::running::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
+/// The [`crate::state::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
 /// as a [`switchboard_store::BusMessage::Cancel`] for this (session, request) pair.
 pub fn calls_key(task_id: &str) -> (String, &'static str) {
     (format!("{TASK_PREFIX}{task_id}"), "task")

@@ -32,7 +32,6 @@
 
 pub mod create;
 pub mod methods;
-pub mod registry;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -1,7 +1,16 @@
 //! What every handler shares: config, store, upstream, and this node's live things.
 //!
-//! The feature registries it holds are leaf modules that know nothing of this one, so the
-//! features may depend on the state without the state depending on them.
+//! The registries it holds live here, as leaves that know nothing of [`AppState`], so that every
+//! folder above may use the state and the state depends on no folder above it:
+//!
+//! - [`calls`]: requests running here, their cancellation (`until_cancelled`), and server
+//!   requests waiting for the client's answer.
+//! - [`forwards`]: calls forwarded to or from other nodes.
+//! - [`listeners`]: `subscriptions/listen` streams open here, and their notification filter.
+//! - [`parking`]: 2026-07-28 requests parked here, waiting for their MRTR answers.
+//! - [`param_headers`]: the tools' `x-mcp-header` declarations.
+//! - [`seats`]: the seats of ephemeral upstream sessions.
+//! - [`tasks`]: the tasks whose calls run here, with their open questions.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,16 +21,24 @@ use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::forward::registry::Forwards;
+pub mod calls;
+pub mod forwards;
+pub mod listeners;
+pub mod param_headers;
+pub mod parking;
+pub mod seats;
+pub mod tasks;
+
 use crate::config::NodeConfig;
 use crate::edge::auth::Auth;
-use crate::exec::running::Calls;
-use crate::transport::stateless::listen::registry::Listeners;
 use crate::mrtr::seal::{key_ring, KeyRing};
-use crate::transport::stateless::params::registry::ParamHeaders;
-use crate::transport::stateless::park::registry::Parking;
-use crate::transport::stateless::seats::Seats;
-use crate::transport::stateless::tasks::registry::Running;
+use calls::Calls;
+use forwards::Forwards;
+use listeners::Listeners;
+use param_headers::ParamHeaders;
+use parking::Parking;
+use seats::Seats;
+use tasks::Running;
 
 /// Shared state of one node.
 pub struct AppState {

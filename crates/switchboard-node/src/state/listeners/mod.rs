@@ -18,8 +18,10 @@ use switchboard_protocol::{meta, RequestId};
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::filter::Filter;
+pub mod filter;
+
 use crate::telemetry;
+use filter::Filter;
 
 /// The registry of one node.
 #[derive(Clone)]
