@@ -222,7 +222,8 @@
 //! - `session_store`: [`StoreSessions`], rmcp's `SessionStore`.
 //! - `event_store`: [`StoreEvents`], rmcp's `EventStore`.
 //! - `recorder`: rmcp's in-process streams into the event logs.
-//! - `conn`: one client connection: priming, replay, live events, dead-replica watch;
+//! - `conn`: one client connection's sink: priming and rmcp's SSE messages (the task behind it,
+//!   with replay, live events and the dead-replica watch, is the runtime's `pump`);
 //!   [`ResponseStream`].
 //! - `routing`: client answers and cancellations to the right replica.
 //! - `admission`: a request's registration in flight, refusals, a failed one undone.

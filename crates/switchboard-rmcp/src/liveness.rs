@@ -6,7 +6,7 @@
 //! of this replica whose registration the store applied although this replica saw it fail (an
 //! HTTP 500: no call runs behind it). [`end_lost_requests`] ends both kinds, as the gateway's
 //! `end_lost_requests` ends dead nodes' requests, whenever a request is refused for either reason;
-//! a client resuming a dead replica's stream ends that request too (`conn`).
+//! a client resuming a dead replica's stream ends that request too (the runtime's `pump`).
 
 use std::collections::HashMap;
 
@@ -26,7 +26,9 @@ impl Node {
     }
 }
 
-/// The final event of a request lost with replica `node`: error -32004.
+/// The final event of a request of this replica whose POST failed after the store registered
+/// it: error -32004 with `why`. (A dead replica's request gets the runtime's
+/// [`switchboard_runtime::liveness::lost_request_event`].)
 pub(crate) fn lost_request_event(request_key: &str, why: &str) -> String {
     let id = RequestId::from_key(request_key);
     let msg = format!("the request was lost: {why}; send it again");
@@ -35,19 +37,19 @@ pub(crate) fn lost_request_event(request_key: &str, why: &str) -> String {
 
 /// Ends every request of session `sid` registered in flight with no call behind it: one of a
 /// dead replica (as [`Node::is_dead`] decides), or one of this replica that runs no call here
-/// (its POST failed after the store registered it). Each gets [`lost_request_event`] as its
-/// stream's final event and loses its in-flight entry (one that ended meanwhile only loses its
+/// (its POST failed after the store registered it). Each gets a -32004 error as its stream's
+/// final event (the runtime's text for a dead replica's, counted in `requests_aborted`) and loses its in-flight entry (one that ended meanwhile only loses its
 /// entry, if that is still as listed). Returns how many it ended. One round trip to list them,
 /// one per other replica to ask its liveness, one or two per request ended.
 pub(crate) async fn end_lost_requests(node: &Node, sid: &str) -> StoreResult<usize> {
     let mut dead: HashMap<String, bool> = HashMap::new();
     let mut ended = 0;
     for entry in node.store.in_flight(sid).await? {
-        let why = if entry.node == node.id() {
+        let dead_node = if entry.node == node.id() {
             if node.running.has(sid, &entry.stream) {
                 continue;
             }
-            "its POST failed".to_owned()
+            false
         } else {
             let is_dead = match dead.get(&entry.node) {
                 Some(d) => *d,
@@ -60,9 +62,9 @@ pub(crate) async fn end_lost_requests(node: &Node, sid: &str) -> StoreResult<usi
             if !is_dead {
                 continue;
             }
-            format!("replica {} running it stopped", entry.node)
+            true
         };
-        end_lost_request(node, sid, &entry, &why).await?;
+        end_lost_request(node, sid, &entry, dead_node).await?;
         ended += 1;
     }
     if ended > 0 {
@@ -75,15 +77,24 @@ async fn end_lost_request(
     node: &Node,
     sid: &str,
     entry: &InflightEntry,
-    why: &str,
+    dead_node: bool,
 ) -> StoreResult<()> {
-    let data = lost_request_event(&entry.request_key, why);
+    let data = if dead_node {
+        switchboard_runtime::liveness::lost_request_event(&entry.request_key, &entry.node)
+    } else {
+        lost_request_event(&entry.request_key, "its POST failed")
+    };
     let aborted = node
         .store
         .abort_running(sid, &entry.stream, &entry.node, &data)
         .await?;
     match aborted {
-        Some(appended) => node.deliver_here(sid, &entry.stream, &appended, data, true),
+        Some(appended) => {
+            if dead_node {
+                switchboard_runtime::liveness::count_aborted(sid, &entry.stream, &entry.node);
+            }
+            node.deliver_here(sid, &entry.stream, &appended, data, true);
+        }
         None => {
             node.store.forget_in_flight(sid, entry).await?;
         }

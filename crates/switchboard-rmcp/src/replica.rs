@@ -33,6 +33,10 @@ impl Replica for Node {
         self.running.sessions()
     }
 
+    async fn until_cut_off(&self) {
+        self.stopped.cancelled().await;
+    }
+
     async fn session_gone(&self, sid: &str) {
         self.end_session_here(sid).await;
     }

@@ -33,8 +33,8 @@ use crate::replica::{Beat, Replica};
 pub const REAP_LIMIT: usize = 1000;
 
 /// Subscribes this replica's bus inbox and sends its first heartbeat (both in place before it
-/// serves anything), then starts the inbox ([`crate::inbox::listen`]) and the loops, which run
-/// until `stop` fires.
+/// serves anything), then starts the inbox ([`crate::inbox::listen`]), a first reaper pass and
+/// the loops, which run until `stop` fires (each first after one period).
 ///
 /// # Errors
 /// The store refused the subscription or the first heartbeat.
@@ -70,15 +70,13 @@ pub async fn start<R: Replica>(replica: Arc<R>, stop: CancellationToken) -> Stor
         stop.clone(),
         keep_alive,
     ));
-    tokio::spawn(every(
-        replica,
-        timing.reaper,
-        stop,
-        |r: Arc<R>| async move {
-            reap(r.clone()).await;
-            r.reaped().await;
-        },
-    ));
+    let reaper = |r: Arc<R>| async move {
+        reap(r.clone()).await;
+        r.reaped().await;
+    };
+    // A first pass at once (what expired while no replica ran), then every period.
+    tokio::spawn(reaper(replica.clone()));
+    tokio::spawn(every(replica, timing.reaper, stop, reaper));
     Ok(())
 }
 

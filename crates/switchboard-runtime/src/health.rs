@@ -23,7 +23,7 @@ struct Health {
     ok_since: Option<Instant>,
     /// When the last one was answered (at first: when this replica started).
     last_ok: Instant,
-    /// Whether one failed since the last answered one.
+    /// Whether a heartbeat failed since the last answered one.
     failed: bool,
 }
 
@@ -53,11 +53,17 @@ impl StoreHealth {
         std::mem::take(&mut h.failed)
     }
 
-    /// A heartbeat (or a liveness read) failed.
+    /// A heartbeat failed: the count restarts, and the next answered heartbeat says so.
     pub fn failed(&self) {
         let mut h = self.lock();
         h.ok_since = None;
         h.failed = true;
+    }
+
+    /// A read of another replica's liveness failed: the count restarts (the store is not
+    /// answering without a gap), but no heartbeat failed.
+    pub fn read_failed(&self) {
+        self.lock().ok_since = None;
     }
 
     /// How long the store has answered without a gap (zero after a failure).
@@ -91,6 +97,12 @@ mod tests {
         assert!(h.silent_for() >= Duration::from_millis(20));
         assert!(h.answered(true, Duration::from_secs(60)), "after a failure");
         assert!(!h.answered(true, Duration::from_secs(60)), "told once");
+        h.read_failed();
+        assert_eq!(h.answering_for(), Duration::ZERO);
+        assert!(
+            !h.answered(true, Duration::from_secs(60)),
+            "a failed read is no failed heartbeat"
+        );
         std::thread::sleep(Duration::from_millis(20));
         h.answered(true, Duration::from_millis(1));
         assert!(

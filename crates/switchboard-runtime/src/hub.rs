@@ -278,7 +278,7 @@ impl Hub {
 
     /// Closes every connection here, without a last event: their sessions and requests go on,
     /// and each client resumes its streams on another replica (this one was cut off from the
-    /// store: fenced, see [`crate::health`]).
+    /// store: the gateway node's fence).
     pub fn close_all(&self) {
         for (_, streams) in self.lock().drain() {
             for c in streams.into_values() {

@@ -20,6 +20,10 @@
 //! - [`background`]: heartbeat, session keep-alive, reaper, Redis memory-policy re-read.
 //! - [`health`]: how this replica's heartbeats fared ([`StoreHealth`]).
 //! - [`liveness`]: when another replica counts as dead, and the answer of a request lost with it.
+//!
+//! `tests/pump.rs` holds the stream rules once for both hosts (replay then live events each
+//! once, the log re-read, a gone log closing the stream, a dead replica's request ended),
+//! against the memory store.
 
 pub mod background;
 pub mod health;

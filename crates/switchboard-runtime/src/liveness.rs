@@ -32,7 +32,7 @@ pub async fn is_dead(replica: &dyn Replica, other: &str) -> bool {
     match store.is_alive(other).await {
         Ok(alive) => !alive,
         Err(e) => {
-            replica.health().failed();
+            replica.health().read_failed();
             tracing::debug!(error = %e, "could not read a replica's liveness");
             false
         }

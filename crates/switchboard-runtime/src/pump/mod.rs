@@ -12,7 +12,8 @@
 //! subscription lost without a disconnection the replica noticed). Events found that way are
 //! written (logged at debug level: most are only a doorbell still on its way), so an event the
 //! bus dropped reaches its client within one [`StreamTiming::recheck`]. A store error skips the
-//! re-read until the next tick.
+//! re-read until the next tick; a log that is gone or trimmed past the stream's position closes
+//! the stream, as a catch-up does.
 
 pub mod sink;
 
@@ -191,8 +192,11 @@ impl<R: Replica, S: Sink> Pump<R, S> {
         let Some(page) = self.read_log().await else {
             return Step::Stop;
         };
-        let Ok(Replay::Events(events)) = page else {
-            return Step::Continue;
+        let events = match page {
+            Ok(Replay::Events(events)) => events,
+            Ok(other) => return self.not_events(other),
+            // The next recheck tries again.
+            Err(_) => return Step::Continue,
         };
         let more = events.len() >= REPLAY_PAGE;
         if let Step::Stop = self.write_all(events).await {
@@ -280,17 +284,7 @@ impl<R: Replica, S: Sink> Pump<R, S> {
                         return Step::Continue;
                     }
                 }
-                // A POST stream opened while the store could not register it, or whose request
-                // has logged nothing yet: there is nothing to catch up on.
-                Ok(Replay::UnknownStream)
-                    if self.last == "0-0" && self.s.stream != StreamId::STANDALONE =>
-                {
-                    return Step::Continue;
-                }
-                Ok(other) => {
-                    tracing::warn!(session = %logged_session(&self.s.sid), stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
-                    return Step::Stop;
-                }
+                Ok(other) => return self.not_events(other),
                 Err(e) if tokio::time::Instant::now() + pause < deadline => {
                     tracing::debug!(error = %e, retry_in = ?pause, "connection cannot read the event log; retrying");
                     if let Step::Stop = self.sink.keepalive(false).await {
@@ -308,6 +302,19 @@ impl<R: Replica, S: Sink> Pump<R, S> {
                 }
             }
         }
+    }
+
+    /// A read of the log that found no events to write: a POST stream opened while the store
+    /// could not register it, or whose request has logged nothing yet, goes on (there is nothing
+    /// to catch up on); any other stream is closed (its log is gone, or trimmed past what it
+    /// wrote: its client hears why when it resumes).
+    fn not_events(&self, other: Replay) -> Step {
+        let fresh_post = self.last == "0-0" && self.s.stream != StreamId::STANDALONE;
+        if matches!(other, Replay::UnknownStream) && fresh_post {
+            return Step::Continue;
+        }
+        tracing::warn!(session = %logged_session(&self.s.sid), stream = %self.s.stream, ?other, "connection cannot catch up; closing it");
+        Step::Stop
     }
 
     /// The next page of the log from the last written position, or `None` once the replica is
