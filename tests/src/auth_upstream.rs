@@ -4,12 +4,13 @@
 //! expected `Authorization`. It records the headers of every request it gets. Bound to a free
 //! port on 127.0.0.1; stopped when dropped.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
@@ -76,7 +77,7 @@ impl AuthUpstream {
 
     /// The headers of every request received so far, in order.
     pub fn seen(&self) -> Vec<HeaderMap> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.seen.lock().clone()
     }
 }
 
@@ -92,11 +93,7 @@ async fn answer(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    shared
-        .seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(headers.clone());
+    shared.seen.lock().push(headers.clone());
     match &shared.policy {
         Policy::Refuse {
             status,

@@ -14,11 +14,13 @@ pub use crate::redis_backend::RedisKind;
 use crate::redis_server::RedisServer;
 use crate::temp::TempDir;
 
-/// Node settings passed as `--set key=value` (values are TOML), and the config file every node
-/// reads (`--config`; the only way to give `[[upstreams]]` tables).
+/// Node settings passed as `--set key=value` (values are TOML), the config file every node
+/// reads (`--config`; the only way to give `[[upstreams]]` tables), and environment variables
+/// set on every node process.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterOptions {
     settings: Vec<(String, String)>,
+    env: Vec<(String, String)>,
     config: Option<std::path::PathBuf>,
     redis: RedisKind,
     replicas: Option<usize>,
@@ -36,6 +38,16 @@ impl ClusterOptions {
     pub fn set(mut self, key: &str, value: impl Display) -> ClusterOptions {
         self.settings.retain(|(k, _)| k != key);
         self.settings.push((key.to_owned(), value.to_string()));
+        self
+    }
+
+    /// Sets the environment variable `name` to `value` on every node process (e.g.
+    /// `OTEL_BSP_SCHEDULE_DELAY`, read by the nodes' OpenTelemetry SDK), replacing an earlier
+    /// value of the same variable. Not on this process: tests run as threads of one process,
+    /// and its environment is every test's.
+    pub fn env(mut self, name: &str, value: impl Display) -> ClusterOptions {
+        self.env.retain(|(n, _)| n != name);
+        self.env.push((name.to_owned(), value.to_string()));
         self
     }
 
@@ -113,6 +125,7 @@ impl Cluster {
         let url = redis.url();
         let place = Place {
             program: options.program.clone(),
+            env: options.env.clone(),
             ..Place::default()
         };
         let spawn = |i: usize| {
@@ -158,6 +171,7 @@ impl Cluster {
         assert!(node.pid().is_none(), "node {} still runs", node.id());
         let place = Place {
             program: self.options.program.clone(),
+            env: self.options.env.clone(),
             ..node.place().clone()
         };
         let mut fresh = Node::spawn_placed(
@@ -190,14 +204,19 @@ impl Cluster {
         self.options = std::mem::take(&mut self.options).set(key, value);
     }
 
-    /// Starts one more node (the next name) at `place` with the cluster's settings, listening on
-    /// `port`, reaching Redis at `redis_url` (e.g. through a link of `place.netns`); waits until it
-    /// is ready and returns its index. Panics when it never becomes ready. ([`Cluster::restart`]
-    /// of it starts it at the same place but with the cluster's own Redis URL.)
+    /// Starts one more node (the next name) at `place` with the cluster's settings and
+    /// environment variables (then `place.env`'s), listening on `port`, reaching Redis at
+    /// `redis_url` (e.g. through a link of `place.netns`); waits until it is ready and returns its
+    /// index. Panics when it never becomes ready. ([`Cluster::restart`] of it starts it at the
+    /// same place but with the cluster's own Redis URL.)
     pub fn add_node(&mut self, place: &Place, port: u16, redis_url: &str) -> usize {
         let i = self.nodes.len();
+        let place = Place {
+            env: [self.options.env.as_slice(), place.env.as_slice()].concat(),
+            ..place.clone()
+        };
         let mut node = Node::spawn_placed(
-            place,
+            &place,
             port,
             &node_name(i),
             Some(redis_url),

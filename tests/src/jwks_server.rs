@@ -5,7 +5,7 @@
 //! (unreachable). Bound to a free port on 127.0.0.1; stopped when dropped.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::KeySize;
@@ -16,6 +16,7 @@ use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use base64::Engine;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
@@ -107,9 +108,9 @@ impl JwksServer {
             .expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address");
         let shared = Arc::new(Shared::default());
-        *shared.keys.lock().expect("keys") = keys;
+        *shared.keys.lock() = keys;
         shared.max_age.store(max_age_secs, Ordering::SeqCst);
-        *shared.issuer.lock().expect("issuer") = format!("http://{addr}");
+        *shared.issuer.lock() = format!("http://{addr}");
         let app = axum::Router::new()
             .route("/jwks", axum::routing::get(answer))
             .route(
@@ -149,7 +150,7 @@ impl JwksServer {
 
     /// Publishes `keys` from the next request on.
     pub fn publish(&self, keys: Vec<Value>) {
-        *self.shared.keys.lock().unwrap_or_else(|p| p.into_inner()) = keys;
+        *self.shared.keys.lock() = keys;
     }
 
     /// From the next request on, answers 503 (`true`) or the key set (`false`).
@@ -177,11 +178,7 @@ async fn answer(State(shared): State<Arc<Shared>>) -> Response {
     if shared.failing.load(Ordering::SeqCst) {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
-    let keys = shared
-        .keys
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let keys = shared.keys.lock().clone();
     let mut resp = axum::Json(json!({ "keys": keys })).into_response();
     let max_age = format!("public, max-age={}", shared.max_age.load(Ordering::SeqCst));
     resp.headers_mut().insert(
@@ -193,11 +190,7 @@ async fn answer(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn configuration(State(shared): State<Arc<Shared>>) -> Response {
     shared.discovery_hits.fetch_add(1, Ordering::SeqCst);
-    let issuer = shared
-        .issuer
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let issuer = shared.issuer.lock().clone();
     let jwks_uri = format!("{issuer}/jwks");
     axum::Json(json!({ "issuer": issuer, "jwks_uri": jwks_uri })).into_response()
 }

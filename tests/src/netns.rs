@@ -176,6 +176,7 @@ impl Netns {
             host: self.layout.node_host(),
             netns: Some(self.name.clone()),
             program: None,
+            env: Vec::new(),
         };
         Ok(cluster.add_node(&place, free_port(), &url))
     }

@@ -36,7 +36,7 @@ pub fn binary() -> &'static Path {
 }
 
 /// Where a node process runs: the address it listens on, optionally the network namespace
-/// (`ip netns`) it runs in, and which build of the node it is.
+/// (`ip netns`) it runs in, which build of the node it is, and environment variables of its own.
 #[derive(Clone, Debug)]
 pub struct Place {
     /// The listen host (default `127.0.0.1`).
@@ -46,6 +46,9 @@ pub struct Place {
     /// The node program; `None` (default): this workspace's ([`binary`]), else e.g. the
     /// previous release's ([`crate::previous::binary`]).
     pub program: Option<PathBuf>,
+    /// Environment variables set on the node process (after the ones every node gets; a later
+    /// one of the same name wins).
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for Place {
@@ -54,6 +57,7 @@ impl Default for Place {
             host: "127.0.0.1".into(),
             netns: None,
             program: None,
+            env: Vec::new(),
         }
     }
 }
@@ -165,6 +169,9 @@ impl Node {
         cmd.env("NO_COLOR", "1");
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
+        }
+        for (name, value) in &place.env {
+            cmd.env(name, value);
         }
         let child = cmd
             .spawn()

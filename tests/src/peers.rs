@@ -7,8 +7,9 @@ use std::fs::File;
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 use crate::temp::TempDir;
 
@@ -147,7 +148,7 @@ fn read(path: &Path) -> String {
 /// server-everything and Node 22 are all installed already.
 pub fn ensure_conformance_deps() {
     static ONCE: Mutex<()> = Mutex::new(());
-    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = ONCE.lock();
     let dir = conformance_dir();
     let modules = dir.join("node_modules");
     let ready = [
@@ -187,7 +188,7 @@ pub fn ts_dir() -> PathBuf {
 /// `node_modules` is missing. Tests running at once install it once.
 pub fn ensure_ts_sdk() {
     static ONCE: Mutex<()> = Mutex::new(());
-    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = ONCE.lock();
     let dir = ts_dir();
     if !dir.join("node_modules").is_dir() {
         npm_ci(&dir, "tests/ts");
@@ -209,7 +210,7 @@ pub fn inspector_node() -> PathBuf {
 /// and Node 22 are all installed already.
 pub fn ensure_inspector() {
     static ONCE: Mutex<()> = Mutex::new(());
-    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = ONCE.lock();
     let modules = inspector_dir().join("node_modules");
     let ready = [
         modules.join("@modelcontextprotocol/inspector/clients/launcher/build/index.js"),
@@ -243,7 +244,7 @@ pub fn ensure_python_venv() -> PathBuf {
 /// once install one venv at a time.
 pub fn ensure_venv(dir: &Path) -> PathBuf {
     static ONCE: Mutex<()> = Mutex::new(());
-    let _guard = ONCE.lock().unwrap_or_else(|e| e.into_inner());
+    let _guard = ONCE.lock();
     let venv = dir.join(".venv");
     let python = venv.join("bin/python");
     let requirements = std::fs::read_to_string(dir.join("requirements.txt")).expect("requirements");

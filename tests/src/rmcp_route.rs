@@ -5,11 +5,12 @@
 //! messages ([`RoutedHttp::arm_cut`]) so that rmcp resumes it with `Last-Event-ID`.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
+use parking_lot::Mutex;
 use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
@@ -174,28 +175,30 @@ impl RoutedHttp {
     /// Cuts the response stream of the next `tools/call` of `tool` after `after` JSON messages:
     /// the connection is closed and rmcp sees a stream error, as on a network failure.
     pub fn arm_cut(&self, tool: &str, after: usize) {
-        self.state().cut = Some((tool.to_owned(), after));
+        self.0.state.lock().cut = Some((tool.to_owned(), after));
     }
 
     /// Keeps reading GET streams after rmcp lets go of them (e.g. when it closes), so that the
     /// test sees when the *server* ends them.
     pub fn hold_get_streams(&self) {
-        self.state().hold_get_streams = true;
+        self.0.state.lock().hold_get_streams = true;
     }
 
     /// Every request so far, in the order they were sent.
     pub fn log(&self) -> Vec<Routed> {
-        self.state().log.clone()
+        self.0.state.lock().log.clone()
     }
 
     /// Every SSE stream so far, in the order they were opened.
     pub fn streams(&self) -> Vec<StreamLog> {
-        self.state().streams.clone()
+        self.0.state.lock().streams.clone()
     }
 
     /// The nodes of the requests matching `pred`, in order.
     pub fn nodes_where(&self, pred: impl Fn(&RequestInfo) -> bool) -> Vec<usize> {
-        self.state()
+        self.0
+            .state
+            .lock()
             .log
             .iter()
             .filter(|r| pred(&r.request))
@@ -205,16 +208,12 @@ impl RoutedHttp {
 
     /// The session id the server assigned (from the `initialize` response), if any yet.
     pub fn session_id(&self) -> Option<String> {
-        self.state().session_id.clone()
-    }
-
-    fn state(&self) -> MutexGuard<'_, State> {
-        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.state.lock().session_id.clone()
     }
 
     /// Assigns the next sequence number, picks the node and logs the request.
     fn route(&self, mut info: RequestInfo) -> (usize, Arc<str>) {
-        let mut state = self.state();
+        let mut state = self.0.state.lock();
         info.seq = state.log.len();
         let node = self.0.policy.pick(&info, self.0.urls.len());
         state.log.push(Routed {
@@ -230,12 +229,12 @@ impl RoutedHttp {
             Ok(_) => Ok(ok.to_owned()),
             Err(e) => Err(e.to_string()),
         };
-        self.state().log[seq].outcome = Some(outcome);
+        self.0.state.lock().log[seq].outcome = Some(outcome);
     }
 
     /// Wraps an SSE body in a recording tap (see the `tap` submodule).
     fn tapped(&self, seq: usize, stream: SseBox, cut: Option<usize>, hold: bool) -> SseBox {
-        let node = self.state().log[seq].node;
+        let node = self.0.state.lock().log[seq].node;
         tap(
             self.0.state.clone(),
             TapOptions {
@@ -307,7 +306,7 @@ impl StreamableHttpClient for RoutedHttp {
     ) -> Result<StreamableHttpPostResponse, HttpError> {
         let info = post_info(&message, &session_id);
         let cut = {
-            let mut state = self.state();
+            let mut state = self.0.state.lock();
             match &state.cut {
                 Some((tool, after)) if info.tool.as_deref() == Some(tool.as_str()) => {
                     let after = *after;
@@ -416,7 +415,7 @@ impl StreamableHttpClient for RoutedHttp {
             last_event_id: last_event_id.clone(),
             session_id: session_id.as_deref().map(str::to_owned),
         };
-        let hold = info.is_standalone_get() && self.state().hold_get_streams;
+        let hold = info.is_standalone_get() && self.0.state.lock().hold_get_streams;
         let (seq, url) = self.route(info);
         let result = self
             .0
@@ -438,7 +437,9 @@ impl StreamableHttpClient for RoutedHttp {
 impl RoutedHttp {
     fn remember_session(&self, sid: Option<&str>) {
         if let Some(sid) = sid {
-            self.state()
+            self.0
+                .state
+                .lock()
                 .session_id
                 .get_or_insert_with(|| sid.to_owned());
         }

@@ -13,13 +13,14 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -43,12 +44,6 @@ struct Shared {
 struct Connection {
     events: mpsc::Sender<String>,
     client_info: Value,
-}
-
-impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Connection>> {
-        self.connections.lock().unwrap_or_else(|p| p.into_inner())
-    }
 }
 
 impl SseUpstream {
@@ -81,8 +76,7 @@ impl SseUpstream {
 
     /// The params of every `initialize` received so far, in order.
     pub fn initializes(&self) -> Vec<Value> {
-        let all = self.shared.initializes.lock();
-        all.unwrap_or_else(|p| p.into_inner()).clone()
+        self.shared.initializes.lock().clone()
     }
 }
 
@@ -106,7 +100,7 @@ struct Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        self.shared.lock().remove(&self.id);
+        self.shared.connections.lock().remove(&self.id);
         self.shared.open.fetch_sub(1, Ordering::SeqCst);
     }
 }
@@ -118,7 +112,7 @@ async fn open(State(shared): State<Arc<Shared>>) -> Response {
         events: tx,
         client_info: Value::Null,
     };
-    shared.lock().insert(id.clone(), connection);
+    shared.connections.lock().insert(id.clone(), connection);
     shared.open.fetch_add(1, Ordering::SeqCst);
     let endpoint = format!("event: endpoint\ndata: /messages?sessionId={id}\n\n");
     let first = futures::stream::once(async move { Ok::<_, Infallible>(Bytes::from(endpoint)) });
@@ -152,17 +146,16 @@ async fn receive(
     let Ok(message) = serde_json::from_slice::<Value>(&body) else {
         return (StatusCode::BAD_REQUEST, "not JSON").into_response();
     };
-    let Some(events) = shared.lock().get(&id).map(|c| c.events.clone()) else {
+    let Some(events) = shared.connections.lock().get(&id).map(|c| c.events.clone()) else {
         return (StatusCode::NOT_FOUND, "no such connection").into_response();
     };
     if message["method"] == "initialize" {
         let params = message["params"].clone();
         let info = params["clientInfo"].clone();
-        if let Some(c) = shared.lock().get_mut(&id) {
+        if let Some(c) = shared.connections.lock().get_mut(&id) {
             c.client_info = info;
         }
-        let all = shared.initializes.lock();
-        all.unwrap_or_else(|p| p.into_inner()).push(params);
+        shared.initializes.lock().push(params);
     }
     let has_id = message.get("id").is_some_and(|i| !i.is_null());
     if has_id && message.get("method").is_some() {
@@ -223,7 +216,11 @@ async fn call(shared: &Shared, id: &str, params: &Value) -> Result<Value, Value>
             Ok(text(sum.to_string()))
         }
         "whoami" => {
-            let info = shared.lock().get(id).map(|c| c.client_info.clone());
+            let info = shared
+                .connections
+                .lock()
+                .get(id)
+                .map(|c| c.client_info.clone());
             Ok(text(info.unwrap_or_default().to_string()))
         }
         other => Err(json!({"code": -32602, "message": format!("unknown tool: {other}")})),

@@ -19,8 +19,8 @@
 //! them the tests print that they skipped, or fail when `CI` is set.
 
 use std::process::Command;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use switchboard_tests::balancer::haproxy_binary;
 use switchboard_tests::netns::can_make_netns;
 use switchboard_tests::peers::available_or_skip;
@@ -62,7 +62,7 @@ fn run_bounded_with(scenario: &str, extra: &[&str]) {
     if !available_or_skip(&format!("chaos {scenario}"), &needs) {
         return;
     }
-    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = ONE_AT_A_TIME.lock();
     let node = switchboard_tests::node::binary();
     let out = Command::new(env!("CARGO_BIN_EXE_chaos"))
         .args(["--scenario", scenario, "--nodes", "3", "--clients", "3"])

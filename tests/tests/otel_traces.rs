@@ -19,6 +19,13 @@ const T: Duration = Duration::from_secs(10);
 const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CLIENT_SPAN: &str = "00f067aa0ba902b7";
 
+/// Node options whose batch processor exports every 100 ms instead of every 5 s
+/// (`OTEL_BSP_SCHEDULE_DELAY`, read by the nodes' SDK; set on the node processes, not on this
+/// one, whose environment every test thread shares).
+fn exporting_often() -> ClusterOptions {
+    ClusterOptions::new().env("OTEL_BSP_SCHEDULE_DELAY", 100)
+}
+
 fn one<'a>(
     spans: &'a [ReceivedSpan],
     what: &str,
@@ -31,12 +38,10 @@ fn one<'a>(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sampling_round_trip_over_two_nodes_is_one_trace() {
-    // The batch processor exports every 100 ms instead of every 5 s (read by the nodes' SDK).
-    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
     let receiver = Receiver::start().await;
     let cluster = Cluster::start(
         2,
-        ClusterOptions::new().set("otel.endpoint", &receiver.endpoint),
+        exporting_often().set("otel.endpoint", &receiver.endpoint),
     );
     let urls = cluster.urls();
     let (a, b) = (
@@ -196,12 +201,11 @@ async fn traced_upstream(seen: Seen) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meta_traceparent_reaches_the_http_upstream_and_metrics_have_their_own_listener() {
-    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
     let receiver = Receiver::start().await;
     let seen = Seen::default();
     let upstream = traced_upstream(seen.clone()).await;
     let metrics_port = switchboard_tests::ports::free_port();
-    let options = ClusterOptions::new()
+    let options = exporting_often()
         .set("otel.endpoint", &receiver.endpoint)
         .set("metrics.listen", format!("127.0.0.1:{metrics_port}"));
     let configured = switchboard_tests::upstreams::start_cluster(
@@ -263,9 +267,8 @@ async fn meta_traceparent_reaches_the_http_upstream_and_metrics_have_their_own_l
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spans_go_out_over_grpc_too() {
-    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
     let receiver = Receiver::start_grpc().await;
-    let options = ClusterOptions::new()
+    let options = exporting_often()
         .set("otel.endpoint", &receiver.endpoint)
         .set("otel.protocol", "grpc");
     let cluster = Cluster::start(1, options);
@@ -297,7 +300,6 @@ async fn spans_go_out_over_grpc_too() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_collector_that_never_answers_costs_only_the_spans() {
-    std::env::set_var("OTEL_BSP_SCHEDULE_DELAY", "100");
     // Accepts connections and holds them, never answering: exports wait for their timeout.
     let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let endpoint = format!("http://{}", silent.local_addr().unwrap());
@@ -310,7 +312,7 @@ async fn a_collector_that_never_answers_costs_only_the_spans() {
             counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     });
-    let mut cluster = Cluster::start(1, ClusterOptions::new().set("otel.endpoint", &endpoint));
+    let mut cluster = Cluster::start(1, exporting_often().set("otel.endpoint", &endpoint));
     let url = cluster.url(0);
     let mut client = McpClient::new();
     client.initialize(&url, "2025-11-25").await;

@@ -4,9 +4,10 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, SessionConfig};
 use rmcp::transport::streamable_http_server::SessionManager;
 use switchboard_protocol::StreamId;
@@ -97,18 +98,18 @@ impl Node {
     /// server-to-client requests carry (see `routing`).
     pub fn handler_started(&self, sid: &str) -> u64 {
         let n = self.next_handler.fetch_add(1, Ordering::Relaxed);
-        self.lock_handlers().insert(sid.to_owned(), n);
+        self.handlers.lock().insert(sid.to_owned(), n);
         n
     }
 
     /// The lifetime number of session `sid`'s current handler here.
     pub fn handler_of(&self, sid: &str) -> Option<u64> {
-        self.lock_handlers().get(sid).copied()
+        self.handlers.lock().get(sid).copied()
     }
 
     /// Handler `handler` of session `sid` has ended here (its standalone channel closed).
     pub fn handler_ended(&self, sid: &str, handler: u64) {
-        let mut handlers = self.lock_handlers();
+        let mut handlers = self.handlers.lock();
         if handlers.get(sid) == Some(&handler) {
             handlers.remove(sid);
         }
@@ -117,21 +118,14 @@ impl Node {
     /// The client cancelled request `request_key` of `sid`, running here.
     pub fn mark_cancelled(&self, sid: &str, request_key: &str) {
         let key = (sid.to_owned(), request_key.to_owned());
-        self.cancelled
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(key);
+        self.cancelled.lock().insert(key);
     }
 
     /// Whether request `request_key` of `sid` was cancelled by its client; forgets it.
     pub fn take_cancelled(&self, sid: &str, request_key: &str) -> bool {
         let key = (sid.to_owned(), request_key.to_owned());
-        let mut cancelled = self.cancelled.lock().unwrap_or_else(|p| p.into_inner());
+        let mut cancelled = self.cancelled.lock();
         cancelled.remove(&key)
-    }
-
-    fn lock_handlers(&self) -> std::sync::MutexGuard<'_, HashMap<String, u64>> {
-        self.handlers.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Appends an event (not a stream's final one: see [`Node::append_final`]) to a stream's log

@@ -3,8 +3,9 @@
 //! still have a call behind them (one without is an orphan: see `liveness`).
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 /// The calls running here: per session, the streams of those whose recorder runs here (or is
@@ -29,7 +30,7 @@ pub(crate) struct RunningGuard {
 impl Running {
     /// Counts the call of `sid` answering on `stream` as running until the guard is dropped.
     pub fn start(&self, sid: &str, stream: &str) -> RunningGuard {
-        let mut map = self.lock();
+        let mut map = self.0.map.lock();
         map.entry(sid.to_owned())
             .or_default()
             .insert(stream.to_owned());
@@ -42,7 +43,11 @@ impl Running {
 
     /// Whether the call answering on `stream` of `sid` runs here.
     pub fn has(&self, sid: &str, stream: &str) -> bool {
-        self.lock().get(sid).is_some_and(|s| s.contains(stream))
+        self.0
+            .map
+            .lock()
+            .get(sid)
+            .is_some_and(|s| s.contains(stream))
     }
 
     /// Returns once no call runs here.
@@ -58,28 +63,18 @@ impl Running {
 
     /// Sessions with at least one call running here.
     pub fn sessions(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        self.0.map.lock().keys().cloned().collect()
     }
 
     /// Calls running here in all.
     pub fn count(&self) -> usize {
-        self.lock().values().map(HashSet::len).sum()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
-        self.0.lock()
-    }
-}
-
-impl Calls {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashSet<String>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.map.lock().values().map(HashSet::len).sum()
     }
 }
 
 impl Drop for RunningGuard {
     fn drop(&mut self) {
-        let mut map = self.calls.lock();
+        let mut map = self.calls.map.lock();
         if let Some(streams) = map.get_mut(&self.sid) {
             streams.remove(&self.stream);
             if streams.is_empty() {

@@ -7,9 +7,10 @@
 //! request). Loading a session counts as activity: it pushes that expiry.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use parking_lot::Mutex;
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
@@ -59,12 +60,12 @@ impl StoreSessions {
 
     /// Whether a `DELETE` of `sid` here is still being retried (the session counts as gone).
     pub(crate) fn is_deleting(&self, sid: &str) -> bool {
-        lock(&self.deleting).contains(sid)
+        self.deleting.lock().contains(sid)
     }
 
     /// Retries the deletion of `sid` in the background until it succeeds or `retry_limit` passes.
     fn retry_delete(&self, sid: &str) {
-        if !lock(&self.deleting).insert(sid.to_owned()) {
+        if !self.deleting.lock().insert(sid.to_owned()) {
             return;
         }
         let (store, deleting, limit) =
@@ -85,13 +86,9 @@ impl StoreSessions {
                 }
                 pause = (pause * 2).min(DELETE_PAUSE_MAX);
             }
-            lock(&deleting).remove(&sid);
+            deleting.lock().remove(&sid);
         });
     }
-}
-
-fn lock(set: &Mutex<HashSet<String>>) -> std::sync::MutexGuard<'_, HashSet<String>> {
-    set.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// A session record for `sid` with the client's `initialize` params and the negotiated

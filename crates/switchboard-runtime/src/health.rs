@@ -10,8 +10,9 @@
 //!
 //! A leaf: the background heartbeat ([`crate::background`]) feeds it.
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
 
 /// How long the store has been answering this replica's heartbeats, and since when it has not.
 #[derive(Debug)]
@@ -44,7 +45,7 @@ impl StoreHealth {
     /// whether a heartbeat had failed since the previous answered one.
     pub fn answered(&self, live: bool, gap: Duration) -> bool {
         let now = Instant::now();
-        let mut h = self.lock();
+        let mut h = self.0.lock();
         let gapped = h.ok_since.is_none() || now.duration_since(h.last_ok) > gap;
         if !live || gapped {
             h.ok_since = Some(now);
@@ -55,7 +56,7 @@ impl StoreHealth {
 
     /// A heartbeat failed: the count restarts, and the next answered heartbeat says so.
     pub fn failed(&self) {
-        let mut h = self.lock();
+        let mut h = self.0.lock();
         h.ok_since = None;
         h.failed = true;
     }
@@ -68,16 +69,15 @@ impl StoreHealth {
 
     /// How long the store has answered without a gap (zero after a failure).
     pub fn answering_for(&self) -> Duration {
-        self.lock().ok_since.map_or(Duration::ZERO, |t| t.elapsed())
+        self.0
+            .lock()
+            .ok_since
+            .map_or(Duration::ZERO, |t| t.elapsed())
     }
 
     /// How long since the last answered heartbeat (since this replica started, when none was).
     pub fn silent_for(&self) -> Duration {
-        self.lock().last_ok.elapsed()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Health> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.lock().last_ok.elapsed()
     }
 }
 

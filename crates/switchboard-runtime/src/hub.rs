@@ -8,8 +8,9 @@
 
 use foldhash::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use switchboard_telemetry::trace::logged_session;
 
 use switchboard_protocol::{codes, jsonrpc, RequestId};
@@ -85,7 +86,7 @@ impl Drop for ConnHandle {
 }
 
 fn remove_if_holder(conns: &Conns, sid: &str, stream: &str, holder: &str) -> Option<Conn> {
-    let mut map = conns.lock().unwrap_or_else(|p| p.into_inner());
+    let mut map = conns.lock();
     let streams = map.get_mut(sid)?;
     let removed = if streams.get(stream).is_some_and(|c| c.holder == holder) {
         streams.remove(stream)
@@ -132,7 +133,7 @@ impl Hub {
     /// Streams held open here: `(request, standalone)`, a POST's answer stream against a
     /// session's standalone one (GET, legacy SSE, WebSocket). For `switchboard_streams_open`.
     pub fn open_counts(&self) -> (usize, usize) {
-        let map = self.lock();
+        let map = self.conns.lock();
         let conns = map.values().flat_map(HashMap::values);
         conns.fold((0, 0), |(r, s), c| {
             if c.request.is_some() {
@@ -179,6 +180,7 @@ impl Hub {
             request,
         };
         let old = self
+            .conns
             .lock()
             .entry(sid.to_owned())
             .or_default()
@@ -200,7 +202,8 @@ impl Hub {
 
     /// Whether the stream's connection here is `holder`'s.
     pub fn holds(&self, sid: &str, stream: &str, holder: &str) -> bool {
-        self.lock()
+        self.conns
+            .lock()
             .get(sid)
             .and_then(|s| s.get(stream))
             .is_some_and(|conn| conn.holder == holder)
@@ -208,7 +211,7 @@ impl Hub {
 
     /// Hands an event to the stream's connection if `holder` is still the one held here.
     pub fn deliver(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
-        let map = self.lock();
+        let map = self.conns.lock();
         let Some(conn) = map.get(sid).and_then(|s| s.get(stream)) else {
             return;
         };
@@ -229,7 +232,7 @@ impl Hub {
     /// last event it wrote, which brings the missed ones and this one in order; the event itself
     /// then arrives as already written.
     pub fn deliver_verified(&self, sid: &str, stream: &str, holder: &str, ev: StreamEvent) {
-        if let Some(conn) = self.lock().get(sid).and_then(|s| s.get(stream)) {
+        if let Some(conn) = self.conns.lock().get(sid).and_then(|s| s.get(stream)) {
             if conn.holder == holder {
                 conn.lagged.store(true, Ordering::SeqCst);
                 let _ = conn.tx.try_send(Outbound::CatchUp);
@@ -261,7 +264,7 @@ impl Hub {
     /// Closes every connection of a session (it ended); the POST stream of a request
     /// ([`Hub::register_request`]) ends with that request's -32004 first.
     pub fn close_session(&self, sid: &str) {
-        if let Some(streams) = self.lock().remove(sid) {
+        if let Some(streams) = self.conns.lock().remove(sid) {
             for c in streams.into_values() {
                 let last = match c.request {
                     Some(id) => Outbound::Event(Box::new(StreamEvent {
@@ -280,7 +283,7 @@ impl Hub {
     /// and each client resumes its streams on another replica (this one was cut off from the
     /// store: the gateway node's fence).
     pub fn close_all(&self) {
-        for (_, streams) in self.lock().drain() {
+        for (_, streams) in self.conns.lock().drain() {
             for c in streams.into_values() {
                 let _ = c.tx.try_send(Outbound::Close);
             }
@@ -289,7 +292,7 @@ impl Hub {
 
     /// Closes every standalone GET stream (the replica is draining; clients reopen them elsewhere).
     pub fn close_standalone(&self) {
-        for streams in self.lock().values_mut() {
+        for streams in self.conns.lock().values_mut() {
             if let Some(c) = streams.remove(switchboard_protocol::StreamId::STANDALONE) {
                 let _ = c.tx.try_send(Outbound::Close);
             }
@@ -299,7 +302,7 @@ impl Hub {
     /// Every connection re-reads its event log (the bus inbox reconnected and may have missed
     /// live events).
     pub fn catch_up_all(&self) {
-        for streams in self.lock().values() {
+        for streams in self.conns.lock().values() {
             for c in streams.values() {
                 c.lagged.store(true, Ordering::SeqCst);
                 let _ = c.tx.try_send(Outbound::CatchUp);
@@ -309,17 +312,13 @@ impl Hub {
 
     /// Sessions with at least one connection here.
     pub fn sessions(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
+        self.conns.lock().keys().cloned().collect()
     }
 
     /// Number of open connections here.
     #[cfg(test)]
     fn len(&self) -> usize {
-        self.lock().values().map(HashMap::len).sum()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, HashMap<String, Conn>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+        self.conns.lock().values().map(HashMap::len).sum()
     }
 }
 

@@ -2,9 +2,10 @@
 //! tools that drive an upstream outside the cluster.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::upstream::SessionHandle;
@@ -40,7 +41,7 @@ impl LocalSession {
 
     /// The reason given to [`SessionHandle::end_session`], once it was called.
     pub fn ended(&self) -> Option<String> {
-        self.ended.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.ended.lock().clone()
     }
 }
 
@@ -55,18 +56,11 @@ impl SessionHandle for LocalSession {
     }
 
     fn upstream_session(&self, upstream: &str) -> Option<String> {
-        self.upstream_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(upstream)
-            .cloned()
+        self.upstream_sessions.lock().get(upstream).cloned()
     }
 
     async fn set_upstream_session(&self, upstream: &str, id: Option<String>) -> Result<(), String> {
-        let mut map = self
-            .upstream_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut map = self.upstream_sessions.lock();
         match id {
             Some(id) => map.insert(upstream.to_owned(), id),
             None => map.remove(upstream),
@@ -76,11 +70,8 @@ impl SessionHandle for LocalSession {
 
     /// Remembers `reason` (see [`LocalSession::ended`]); the session's entries are forgotten.
     async fn end_session(&self, reason: &str) -> Result<(), String> {
-        *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.to_owned());
-        self.upstream_sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        *self.ended.lock() = Some(reason.to_owned());
+        self.upstream_sessions.lock().clear();
         Ok(())
     }
 }

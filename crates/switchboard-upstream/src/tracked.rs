@@ -11,10 +11,11 @@
 //! own, the state and last error of the last call (see [`crate::status`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_protocol::codes;
 use switchboard_telemetry::metrics::{
@@ -79,7 +80,7 @@ impl Tracked {
         if failure.is_some_and(|e| e.code != codes::REQUEST_ABORTED) {
             self.call_errors.fetch_add(1, Ordering::Relaxed);
         }
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.last.lock();
         if let Some(state) = health(outcome) {
             last.state = state;
         }
@@ -300,7 +301,7 @@ impl Upstream for Tracked {
         status.kind = self.kind.to_owned();
         status.calls = self.calls.load(Ordering::Relaxed);
         status.call_errors = self.call_errors.load(Ordering::Relaxed);
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let last = self.last.lock();
         if status.state == State::Unknown {
             status.state = over_endpoints(last.state, &status.endpoints);
             status.last_error = latest(status.last_error.take(), last.error.clone());

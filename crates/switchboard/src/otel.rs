@@ -5,7 +5,6 @@
 //! `otel.service_name`), `service.instance.id` (the configured `cluster.node_id`) and
 //! `OTEL_RESOURCE_ATTRIBUTES` (the SDK's environment detectors).
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use opentelemetry::trace::TracerProvider as _;
@@ -16,6 +15,7 @@ use opentelemetry_sdk::trace::span_processor_with_async_runtime::BatchSpanProces
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use opentelemetry_sdk::Resource;
+use parking_lot::Mutex;
 
 use crate::config::OtelConfig;
 
@@ -95,7 +95,7 @@ impl<E: SpanExporter> SpanExporter for Reported<E> {
         let spans = batch.len();
         let out = self.inner.export(batch).await;
         if let Err(e) = &out {
-            let mut warned = self.warned.lock().unwrap_or_else(|p| p.into_inner());
+            let mut warned = self.warned.lock();
             warned.1 += spans;
             if warned.0.is_none_or(|at| at.elapsed() >= WARN_EVERY) {
                 tracing::warn!(endpoint = %self.endpoint, error = %e, spans_lost = warned.1,

@@ -3,10 +3,11 @@
 //! can cut the stream after k messages (closing the connection and handing rmcp a stream error),
 //! and can keep reading after rmcp lets go, to see when the server ends the stream.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
+use parking_lot::Mutex;
 use rmcp::transport::streamable_http_client::SseError;
 use serde_json::Value;
 use sse_stream::Sse;
@@ -66,7 +67,7 @@ pub(crate) struct TapOptions {
 /// Starts the tap task and returns the stream rmcp reads.
 pub(crate) fn tap(state: Arc<Mutex<State>>, opts: TapOptions, source: SseBox) -> SseBox {
     let index = {
-        let mut s = lock(&state);
+        let mut s = state.lock();
         s.streams.push(StreamLog {
             seq: opts.seq,
             node: opts.node,
@@ -117,7 +118,7 @@ async fn run(state: Arc<Mutex<State>>, index: usize, opts: TapOptions, mut sourc
             .filter(|d| !d.trim().is_empty())
             .and_then(|d| serde_json::from_str(d).ok());
         {
-            let mut s = lock(&state);
+            let mut s = state.lock();
             let log = &mut s.streams[index];
             if let Some(id) = &sse.id {
                 log.event_ids.push(id.clone());
@@ -144,9 +145,5 @@ async fn run(state: Arc<Mutex<State>>, index: usize, opts: TapOptions, mut sourc
         }
     };
     drop(source);
-    lock(&state).streams[index].end = Some((end, Instant::now()));
-}
-
-fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
-    state.lock().unwrap_or_else(|e| e.into_inner())
+    state.lock().streams[index].end = Some((end, Instant::now()));
 }

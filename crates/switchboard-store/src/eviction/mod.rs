@@ -23,8 +23,9 @@
 
 mod telemetry;
 
-use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
 
 use crate::model::MemoryPolicy;
 use crate::traits::Liveness;
@@ -134,10 +135,7 @@ impl EvictionWatch {
 
     /// What is known now.
     pub fn status(&self) -> PolicyStatus {
-        self.status
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.status.read().clone()
     }
 
     /// Whether there is a policy to watch: `false` on the memory store (after the start check).
@@ -216,11 +214,7 @@ impl EvictionWatch {
     /// counts the first as a probable eviction; the caller handles both as a lapse (other
     /// processes may have taken this one for dead meanwhile).
     pub fn heartbeat_answered(&self, sent: Instant, live: bool, node_ttl: Duration) -> Lapse {
-        let previous = self
-            .last_answered
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .replace(sent);
+        let previous = self.last_answered.lock().replace(sent);
         if live {
             return Lapse::None;
         }
@@ -238,13 +232,13 @@ impl EvictionWatch {
     /// A heartbeat failed or was not answered in time: the next one that finds its predecessor
     /// gone cannot tell an eviction from a lapse.
     pub fn heartbeat_failed(&self) {
-        *self.last_answered.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.last_answered.lock() = None;
     }
 
     /// Stores `status` and sets the gauge; the status before.
     fn set(&self, status: PolicyStatus) -> PolicyStatus {
         telemetry::gauge(&status);
-        let mut held = self.status.write().unwrap_or_else(|p| p.into_inner());
+        let mut held = self.status.write();
         std::mem::replace(&mut held, status)
     }
 }

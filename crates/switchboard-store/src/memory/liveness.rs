@@ -26,7 +26,7 @@ impl Liveness for MemoryStore {
 
     async fn heartbeat(&self) -> StoreResult<bool> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         shared.nodes.retain(|_, until| *until > now);
         let previous = shared
             .nodes
@@ -35,13 +35,14 @@ impl Liveness for MemoryStore {
     }
 
     async fn retire(&self) -> StoreResult<()> {
-        self.lock().nodes.remove(&self.config.node_id);
+        self.shared.lock().nodes.remove(&self.config.node_id);
         Ok(())
     }
 
     async fn is_alive(&self, node: &str) -> StoreResult<bool> {
         let now = Instant::now();
         Ok(self
+            .shared
             .lock()
             .nodes
             .get(node)
@@ -52,7 +53,7 @@ impl Liveness for MemoryStore {
 #[async_trait]
 impl Secrets for MemoryStore {
     async fn agreed_secret(&self, name: &str, proposal: &[u8]) -> StoreResult<Vec<u8>> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let stored = shared
             .secrets
             .entry(name.to_owned())

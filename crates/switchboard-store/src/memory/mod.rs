@@ -12,9 +12,10 @@ mod rates;
 mod state;
 mod tasks;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_protocol::StreamId;
 use tokio::sync::mpsc;
@@ -29,6 +30,9 @@ use state::Shared;
 /// The in-process store: one node's view over state that may be shared with other node views.
 pub struct MemoryStore {
     config: StoreConfig,
+    /// The state every node view shares. A lock that does not poison: a panic while holding it
+    /// leaves the maps consistent (every operation mutates in place step by step), so the state
+    /// stays usable.
     shared: Arc<Mutex<Shared>>,
 }
 
@@ -63,7 +67,8 @@ impl MemoryStore {
     #[doc(hidden)]
     pub async fn key_count_for(&self, sid: &str) -> usize {
         let now = Instant::now();
-        self.lock()
+        self.shared
+            .lock()
             .sessions
             .get(sid)
             .map(|s| s.key_count(now))
@@ -73,7 +78,8 @@ impl MemoryStore {
     /// Debug aid for tests: how many streams the session's registry holds (0 when it is gone).
     #[doc(hidden)]
     pub async fn registered_streams(&self, sid: &str) -> usize {
-        self.lock()
+        self.shared
+            .lock()
             .sessions
             .get(sid)
             .map(|s| s.streams.len())
@@ -89,21 +95,19 @@ impl MemoryStore {
         register: Option<&InflightRequest>,
     ) -> BeginOutcome {
         let now = Instant::now();
-        self.lock()
+        self.shared
+            .lock()
             .admit(&self.config, sid, request_key, rates, register, now)
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Shared> {
-        // A panic while holding the lock leaves the maps consistent (every operation mutates in
-        // place step by step), so a poisoned lock is still usable.
-        self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 #[async_trait]
 impl SessionStore for MemoryStore {
     async fn create_session(&self, record: &SessionRecord) -> StoreResult<CreateOutcome> {
-        Ok(self.lock().create(&self.config, record, Instant::now()))
+        Ok(self
+            .shared
+            .lock()
+            .create(&self.config, record, Instant::now()))
     }
 
     async fn begin(
@@ -112,6 +116,7 @@ impl SessionStore for MemoryStore {
         inflight: Option<&InflightRequest>,
     ) -> StoreResult<BeginOutcome> {
         Ok(self
+            .shared
             .lock()
             .begin(&self.config, sid, inflight, Instant::now()))
     }
@@ -138,11 +143,12 @@ impl SessionStore for MemoryStore {
     }
 
     async fn take_rates(&self, rates: &[crate::Rate]) -> StoreResult<crate::RateDecision> {
-        Ok(self.lock().rates.take(rates, Instant::now()))
+        Ok(self.shared.lock().rates.take(rates, Instant::now()))
     }
 
     async fn register(&self, sid: &str, inflight: &InflightRequest) -> StoreResult<bool> {
         Ok(self
+            .shared
             .lock()
             .register(&self.config, sid, inflight, Instant::now()))
     }
@@ -153,13 +159,14 @@ impl SessionStore for MemoryStore {
         request_key: &str,
         json_stream: Option<&str>,
     ) -> StoreResult<()> {
-        self.lock()
+        self.shared
+            .lock()
             .finish(&self.config, sid, request_key, json_stream, Instant::now());
         Ok(())
     }
 
     async fn in_flight(&self, sid: &str) -> StoreResult<Vec<InflightEntry>> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {
             return Ok(Vec::new());
         };
@@ -174,7 +181,7 @@ impl SessionStore for MemoryStore {
     }
 
     async fn forget_in_flight(&self, sid: &str, entry: &InflightEntry) -> StoreResult<bool> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {
             return Ok(false);
         };
@@ -188,7 +195,7 @@ impl SessionStore for MemoryStore {
 
     async fn touch(&self, sid: &str) -> StoreResult<bool> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, now) else {
             return Ok(false);
         };
@@ -197,7 +204,7 @@ impl SessionStore for MemoryStore {
     }
 
     async fn exists(&self, sid: &str) -> StoreResult<bool> {
-        Ok(self.lock().live(sid, Instant::now()).is_some())
+        Ok(self.shared.lock().live(sid, Instant::now()).is_some())
     }
 
     async fn owners_of(
@@ -205,7 +212,7 @@ impl SessionStore for MemoryStore {
         sids: &[String],
     ) -> StoreResult<Vec<Option<std::collections::BTreeMap<String, String>>>> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         Ok(sids
             .iter()
             .map(|sid| shared.live(sid, now).map(|s| s.record.owners.clone()))
@@ -213,7 +220,7 @@ impl SessionStore for MemoryStore {
     }
 
     async fn update(&self, sid: &str, update: SessionUpdate) -> StoreResult<bool> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {
             return Ok(false);
         };
@@ -229,7 +236,7 @@ impl SessionStore for MemoryStore {
         update: SessionUpdate,
     ) -> StoreResult<BeginOutcome> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, now) else {
             return Ok(BeginOutcome::Missing);
         };
@@ -246,7 +253,7 @@ impl SessionStore for MemoryStore {
         upstream: &str,
         expected: Option<&str>,
     ) -> StoreResult<OwnerClaim> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some(s) = shared.live(sid, Instant::now()) else {
             return Ok(OwnerClaim::Missing);
         };
@@ -269,21 +276,22 @@ impl SessionStore for MemoryStore {
     ) -> StoreResult<UpstreamSwap> {
         let now = Instant::now();
         Ok(self
+            .shared
             .lock()
             .swap_upstream(sid, upstream, expected, entries, now))
     }
 
     async fn delete_session(&self, sid: &str) -> StoreResult<bool> {
-        Ok(self.lock().remove(sid))
+        Ok(self.shared.lock().remove(sid))
     }
 
     async fn count_sessions(&self) -> StoreResult<u64> {
-        Ok(self.lock().sessions.len() as u64)
+        Ok(self.shared.lock().sessions.len() as u64)
     }
 
     async fn reap(&self, limit: usize) -> StoreResult<Vec<String>> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let mut expired: Vec<(Instant, String)> = shared
             .sessions
             .iter()
@@ -310,9 +318,10 @@ impl EventLog for MemoryStore {
         data: &str,
         end: bool,
     ) -> StoreResult<Appended> {
-        let appended = self
-            .lock()
-            .append(&self.config, sid, stream, data, end, Instant::now());
+        let appended =
+            self.shared
+                .lock()
+                .append(&self.config, sid, stream, data, end, Instant::now());
         Ok(appended.unwrap_or_else(Appended::not_stored))
     }
 
@@ -334,7 +343,10 @@ impl EventLog for MemoryStore {
             verify: false,
         };
         let now = Instant::now();
-        let appended = self.lock().append_once(&self.config, event, append_id, now);
+        let appended = self
+            .shared
+            .lock()
+            .append_once(&self.config, event, append_id, now);
         Ok(appended.unwrap_or_else(Appended::not_stored))
     }
 
@@ -346,18 +358,20 @@ impl EventLog for MemoryStore {
         limit: usize,
     ) -> StoreResult<Replay> {
         Ok(self
+            .shared
             .lock()
             .replay(sid, stream, after, limit, Instant::now()))
     }
 
     async fn claim(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<Claim> {
         Ok(self
+            .shared
             .lock()
             .claim(&self.config, sid, stream, holder, Instant::now()))
     }
 
     async fn release(&self, sid: &str, stream: &str, holder: &str) -> StoreResult<()> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let current = shared
             .sessions
             .get_mut(sid)
@@ -369,7 +383,7 @@ impl EventLog for MemoryStore {
     }
 
     async fn running(&self, sid: &str, stream: &str) -> StoreResult<Option<RunningRequest>> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         Ok(shared
             .live(sid, Instant::now())
             .and_then(|s| s.running.get(stream).cloned()))
@@ -383,7 +397,7 @@ impl EventLog for MemoryStore {
         data: &str,
     ) -> StoreResult<Option<Appended>> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let runs_there = shared
             .live(sid, now)
             .and_then(|s| s.running.get(stream))
@@ -416,7 +430,7 @@ impl Bus for MemoryStore {
     async fn subscribe(&self) -> StoreResult<mpsc::Receiver<BusMessage>> {
         let (inbox, mut queued) = mpsc::unbounded_channel();
         {
-            let mut shared = self.lock();
+            let mut shared = self.shared.lock();
             if shared
                 .inboxes
                 .get(&self.config.node_id)
@@ -447,17 +461,17 @@ impl Bus for MemoryStore {
         msg: &BusMessage,
         _within: std::time::Duration,
     ) -> StoreResult<()> {
-        self.lock().deliver(node, msg.clone());
+        self.shared.lock().deliver(node, msg.clone());
         Ok(())
     }
 
     async fn broadcast(&self, msg: &BusMessage) -> StoreResult<()> {
-        self.lock().broadcast(msg.clone());
+        self.shared.lock().broadcast(msg.clone());
         Ok(())
     }
 
     async fn register_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         if let Some(s) = shared.live(sid, Instant::now()) {
             s.pending
                 .insert(request_key.to_owned(), self.config.node_id.clone());
@@ -466,7 +480,7 @@ impl Bus for MemoryStore {
     }
 
     async fn forget_pending(&self, sid: &str, request_key: &str) -> StoreResult<()> {
-        if let Some(s) = self.lock().sessions.get_mut(sid) {
+        if let Some(s) = self.shared.lock().sessions.get_mut(sid) {
             s.pending.remove(request_key);
         }
         Ok(())
@@ -478,7 +492,7 @@ impl Bus for MemoryStore {
         request_key: &str,
         message: &Value,
     ) -> StoreResult<Routed> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let now = Instant::now();
         let Some(node) = shared
             .live(sid, now)
@@ -508,7 +522,7 @@ impl Bus for MemoryStore {
         request_key: &str,
         reason: Option<&str>,
     ) -> StoreResult<bool> {
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let target = shared
             .live(sid, Instant::now())
             .and_then(|s| s.inflight.get(request_key));

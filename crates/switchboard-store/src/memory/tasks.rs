@@ -14,7 +14,7 @@ use crate::traits::*;
 impl TaskStore for MemoryStore {
     async fn create_task(&self, record: &TaskRecord) -> StoreResult<bool> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         shared.tasks.retain(|_, (_, expires)| *expires > now);
         if shared.tasks.contains_key(&record.task_id) {
             return Ok(false);
@@ -29,6 +29,7 @@ impl TaskStore for MemoryStore {
     async fn get_task(&self, task_id: &str) -> StoreResult<Option<TaskRecord>> {
         let now = Instant::now();
         Ok(self
+            .shared
             .lock()
             .tasks
             .get(task_id)
@@ -38,7 +39,7 @@ impl TaskStore for MemoryStore {
 
     async fn settle_task(&self, task_id: &str, change: &TaskChange) -> StoreResult<Settled> {
         let now = Instant::now();
-        let mut shared = self.lock();
+        let mut shared = self.shared.lock();
         let Some((record, _)) = shared
             .tasks
             .get_mut(task_id)
@@ -139,6 +140,10 @@ mod tests {
             a.create_task(&record("t", 1000)).await.unwrap(),
             "expired id is free"
         );
-        assert_eq!(a.lock().tasks.len(), 1, "the expired record was purged");
+        assert_eq!(
+            a.shared.lock().tasks.len(),
+            1,
+            "the expired record was purged"
+        );
     }
 }

@@ -9,8 +9,9 @@
 //! Redis, and decoding ~5% of a node's CPU; BENCHMARKS.md).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use crate::model::SessionRecord;
 
@@ -64,7 +65,7 @@ impl RecordCache {
 
     /// The cached entry of `sid`.
     pub(crate) fn get(&self, sid: &str) -> Option<Cached> {
-        self.lock().map.get(sid).map(|e| e.cached.clone())
+        self.inner.lock().map.get(sid).map(|e| e.cached.clone())
     }
 
     /// Remembers `record` at `version`, its touch expected at `touch_due_at` (an empty version is
@@ -84,7 +85,7 @@ impl RecordCache {
             record: record.clone(),
             touch_due_at,
         };
-        let mut inner = self.lock();
+        let mut inner = self.inner.lock();
         let Inner { map, order, next } = &mut *inner;
         if let Some(entry) = map.get_mut(sid) {
             entry.cached = cached;
@@ -109,18 +110,14 @@ impl RecordCache {
 
     /// Moves the expected touch of `sid`'s cached record (if cached) to `at`.
     pub(crate) fn expect_touch(&self, sid: &str, at: Instant) {
-        if let Some(entry) = self.lock().map.get_mut(sid) {
+        if let Some(entry) = self.inner.lock().map.get_mut(sid) {
             entry.cached.touch_due_at = at;
         }
     }
 
     /// Forgets `sid` (the session is gone, or this node changed its record).
     pub(crate) fn forget(&self, sid: &str) {
-        self.lock().map.remove(sid);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.lock().map.remove(sid);
     }
 }
 
@@ -150,7 +147,7 @@ mod tests {
         cache.put("a", "1", &record("a"), now);
         cache.put("b", "1", &record("b"), now);
         cache.put("c", "3", &record("c"), now);
-        assert_eq!(cache.lock().map.len(), 2);
+        assert_eq!(cache.inner.lock().map.len(), 2);
         assert_eq!(
             cache.get("c").map(|c| (c.version, c.record.id)),
             Some(("3".into(), "c".into()))
@@ -178,7 +175,7 @@ mod tests {
         cache.put("b", "2", &record("b"), now);
         cache.put("d", "1", &record("d"), now);
         let held = |c: &RecordCache| {
-            let mut ids: Vec<String> = c.lock().map.keys().cloned().collect();
+            let mut ids: Vec<String> = c.inner.lock().map.keys().cloned().collect();
             ids.sort();
             ids
         };
@@ -193,7 +190,7 @@ mod tests {
             churned.put(&id, "1", &record(&id), now);
             churned.forget(&id);
         }
-        assert!(churned.lock().order.len() <= 2 * 16 + 1);
+        assert!(churned.inner.lock().order.len() <= 2 * 16 + 1);
         assert_eq!(held(&churned), ["keep"]);
     }
 

@@ -5,8 +5,9 @@
 //! works on a stream, `ARGV[1]` = the `p:{sid}:` base and `ARGV[2]` = `idle_ttl` in ms; its own
 //! arguments start at `ARGV[3]`. "The session exists" always means "the record hash exists".
 
-use std::sync::{LazyLock, Mutex, PoisonError};
+use std::sync::LazyLock;
 
+use parking_lot::Mutex;
 use redis::Script;
 
 use super::append_script::APPEND_EVENT;
@@ -22,16 +23,13 @@ static BUILT: Mutex<Vec<Script>> = Mutex::new(Vec::new());
 /// Makes a script and records it in [`built`]: every script of this backend is made here.
 pub(crate) fn script(code: &str) -> Script {
     let script = Script::new(code);
-    BUILT
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(script.clone());
+    BUILT.lock().push(script.clone());
     script
 }
 
 /// The scripts built so far in this process (see [`script`]).
 pub(crate) fn built() -> Vec<Script> {
-    BUILT.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    BUILT.lock().clone()
 }
 
 /// Helpers shared by every session script.

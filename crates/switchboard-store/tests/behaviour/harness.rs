@@ -2,9 +2,10 @@
 //! on the Redis Cluster or Sentinel group shared by one suite run ([`Shared`]), and node views.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::Mutex;
 use serde_json::json;
 use switchboard_protocol::{SessionId, StreamId};
 use switchboard_store::redis::RedisTopology;
@@ -61,17 +62,14 @@ impl Shared {
             Kind::Cluster => RedisKind::Cluster,
             _ => RedisKind::Sentinel,
         };
-        *slot(kind).lock().unwrap() = Some(Arc::new(RedisBackend::start(redis)));
+        *slot(kind).lock() = Some(Arc::new(RedisBackend::start(redis)));
         Shared(kind)
     }
 }
 
 impl Drop for Shared {
     fn drop(&mut self) {
-        let taken = slot(self.0)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let taken = slot(self.0).lock().take();
         drop(taken);
     }
 }
@@ -87,7 +85,7 @@ impl Env {
             Kind::Redis => Backend::Redis(Arc::new(RedisBackend::Standalone(RedisServer::start()))),
             Kind::Cluster | Kind::Sentinel => {
                 config.key_prefix = format!("sbt{}", &sid()[..10]);
-                let shared = slot(kind).lock().unwrap().clone();
+                let shared = slot(kind).lock().clone();
                 Backend::Redis(shared.expect("a shared topology started by Shared::start"))
             }
         };

@@ -4,7 +4,9 @@
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::OnceLock;
+
+use parking_lot::{Mutex, RwLock};
 
 /// The label value past every cap.
 pub const OTHER: &str = "other";
@@ -103,13 +105,13 @@ impl Interned {
     /// `value` interned (each distinct value leaked once: the set is capped), or [`OTHER`] once
     /// `max` values are known.
     fn get(&self, value: &str, max: usize) -> &'static str {
-        let read = self.values.read().unwrap_or_else(|p| p.into_inner());
+        let read = self.values.read();
         if let Some(v) = read.get(value) {
             return v;
         }
         drop(read);
-        let _one = self.insert.lock().unwrap_or_else(|p| p.into_inner());
-        let mut write = self.values.write().unwrap_or_else(|p| p.into_inner());
+        let _one = self.insert.lock();
+        let mut write = self.values.write();
         if let Some(v) = write.get(value) {
             return v;
         }

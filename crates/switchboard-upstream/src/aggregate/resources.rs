@@ -19,8 +19,8 @@
 //! not use are never asked, and a "not found" of any kind is answered in that one shape.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use switchboard_protocol::codes;
 
@@ -37,17 +37,18 @@ const MAX_CACHED_URIS: usize = 10_000;
 /// Which member answers for which URI, on this node.
 #[derive(Default)]
 pub(super) struct UriCache {
-    map: Mutex<HashMap<String, usize>>,
+    /// URI → the index of the member that answers for it.
+    pub(super) map: Mutex<HashMap<String, usize>>,
 }
 
 impl UriCache {
     pub(super) fn get(&self, uri: &str) -> Option<usize> {
-        self.lock().get(uri).copied()
+        self.map.lock().get(uri).copied()
     }
 
     /// Records an owner; a full cache is emptied first.
     pub(super) fn insert(&self, uri: &str, member: usize) {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         if map.len() >= MAX_CACHED_URIS && !map.contains_key(uri) {
             map.clear();
         }
@@ -56,7 +57,7 @@ impl UriCache {
 
     /// Records the listed owners of many URIs while there is room, keeping known ones.
     pub(super) fn fill(&self, owners: impl IntoIterator<Item = (String, usize)>) {
-        let mut map = self.lock();
+        let mut map = self.map.lock();
         for (uri, member) in owners {
             if map.len() >= MAX_CACHED_URIS {
                 return;
@@ -66,11 +67,7 @@ impl UriCache {
     }
 
     pub(super) fn forget(&self, uri: &str) {
-        self.lock().remove(uri);
-    }
-
-    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.lock().remove(uri);
     }
 }
 

@@ -8,8 +8,8 @@
 //! principal may not see gets the same ([`visible_route`]).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_protocol::codes;
 
@@ -64,19 +64,15 @@ pub(super) struct NameCache {
 
 impl NameCache {
     fn get(&self, name: &str) -> Option<usize> {
-        self.lock().get(name).copied()
+        self.map.lock().get(name).copied()
     }
 
     fn replace(&self, map: HashMap<String, usize>) {
-        *self.lock() = map;
+        *self.map.lock() = map;
     }
 
     fn forget(&self, name: &str) {
-        self.lock().remove(name);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.map.lock().remove(name);
     }
 }
 

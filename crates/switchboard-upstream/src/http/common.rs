@@ -6,9 +6,10 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{OnceLock, RwLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
+use parking_lot::RwLock;
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, Revision};
 
@@ -313,7 +314,7 @@ impl Facts {
     /// Records an `InitializeResult`. Without `overwrite`, only when nothing was learned yet
     /// (the lazy re-probe after a failed [`crate::Upstream::prepare`]).
     pub fn learn(&self, result: &Value, overwrite: bool) {
-        let mut f = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let mut f = self.inner.write();
         if f.learned && !overwrite {
             return;
         }
@@ -332,26 +333,22 @@ impl Facts {
 
     /// Whether an `InitializeResult` was recorded.
     pub fn learned(&self) -> bool {
-        self.read().learned
+        self.inner.read().learned
     }
 
     /// The upstream's capabilities.
     pub fn capabilities(&self) -> Value {
-        self.read().capabilities.clone()
+        self.inner.read().capabilities.clone()
     }
 
     /// The upstream's `serverInfo`.
     pub fn server_info(&self) -> Value {
-        self.read().server_info.clone()
+        self.inner.read().server_info.clone()
     }
 
     /// The upstream's `instructions`.
     pub fn instructions(&self) -> Option<String> {
-        self.read().instructions.clone()
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, FactsInner> {
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        self.inner.read().instructions.clone()
     }
 }
 

@@ -18,9 +18,9 @@
 //! The cookie parsing is the `cookie` crate's.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
 
 use cookie::{Cookie, Expiration};
+use parking_lot::Mutex;
 use switchboard_telemetry::trace::logged_session;
 
 /// The default of `max_cookie_bytes`.
@@ -40,7 +40,7 @@ impl Warned {
     /// Whether this is the first time upstream session `session` is warned about on this node
     /// (then remembered).
     pub(crate) fn first(&self, session: &str) -> bool {
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.lock();
         if sessions.contains(session) {
             return false;
         }
@@ -206,6 +206,6 @@ mod tests {
         for i in 0..WARNED_SESSIONS * 2 {
             warned.first(&format!("x{i}"));
         }
-        assert!(warned.sessions.lock().unwrap().len() <= WARNED_SESSIONS);
+        assert!(warned.sessions.lock().len() <= WARNED_SESSIONS);
     }
 }

@@ -26,12 +26,12 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use hickory_resolver::config::{NameServerConfig, ResolverConfig};
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
+use parking_lot::Mutex;
 use reqwest::Url;
 
 use super::common::build_http_client;
@@ -154,7 +154,7 @@ impl Endpoints {
 
     /// The connection pool that reaches `addr` under the URL's host name.
     pub fn client(&self, addr: SocketAddr) -> Result<reqwest::Client, String> {
-        let mut current = self.lock();
+        let mut current = self.current.lock();
         if let Some(c) = current.clients.get(&addr) {
             return Ok(c.clone());
         }
@@ -168,7 +168,7 @@ impl Endpoints {
     /// Whether this node's last request to `addr` connected (`None`: no request yet), also for
     /// an address that left the name since.
     pub fn reached_of(&self, addr: SocketAddr) -> Option<bool> {
-        let current = self.lock();
+        let current = self.current.lock();
         current
             .reached
             .get(&addr)
@@ -178,7 +178,7 @@ impl Endpoints {
 
     /// Records whether a request to `addr` could connect.
     pub fn reached(&self, addr: SocketAddr, connected: bool) {
-        let mut current = self.lock();
+        let mut current = self.current.lock();
         if current.reached.get(&addr) != Some(&connected) {
             current.reached.insert(addr, connected);
         }
@@ -189,6 +189,7 @@ impl Endpoints {
     /// (requests make that one). A failed resolution keeps the last one, older.
     pub async fn refresh_if_stale(&self) {
         let stale = self
+            .current
             .lock()
             .tried
             .is_some_and(|at| at.elapsed() >= self.settings.interval);
@@ -199,7 +200,7 @@ impl Endpoints {
 
     /// When the last resolution was made; `None` before the first.
     pub fn resolved_at(&self) -> Option<std::time::SystemTime> {
-        let at = self.lock().at?;
+        let at = self.current.lock().at?;
         std::time::SystemTime::now().checked_sub(at.elapsed())
     }
 
@@ -207,7 +208,7 @@ impl Endpoints {
     /// a request went to since, each with whether it resolved and whether it was reached (`None`:
     /// no request yet), sorted.
     pub fn status(&self) -> Vec<(SocketAddr, bool, Option<bool>)> {
-        let current = self.lock();
+        let current = self.current.lock();
         let mut out: Vec<(SocketAddr, bool, Option<bool>)> = current
             .addrs
             .iter()
@@ -228,7 +229,7 @@ impl Endpoints {
     /// failed resolution keeps them. Errors only when no endpoint was ever resolved.
     async fn resolved(&self, now: bool) -> Result<Vec<SocketAddr>, String> {
         let (kept, fresh) = {
-            let c = self.lock();
+            let c = self.current.lock();
             let fresh = c
                 .tried
                 .is_some_and(|t| t.elapsed() < self.settings.interval);
@@ -248,7 +249,7 @@ impl Endpoints {
         };
         {
             // Someone tried while we waited for the lock.
-            let current = self.lock();
+            let current = self.current.lock();
             if current.tried.is_some_and(|t| t >= started) {
                 return match (&current.failure, current.addrs.is_empty()) {
                     (Some(e), true) => Err(e.clone()),
@@ -272,7 +273,7 @@ impl Endpoints {
                     ))
                 })
         };
-        let mut current = self.lock();
+        let mut current = self.current.lock();
         current.tried = Some(Instant::now());
         match looked {
             Ok(addrs) => {
@@ -333,10 +334,6 @@ impl Endpoints {
             return Err(format!("`{}` resolves to no address", self.host));
         }
         Ok(addrs)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

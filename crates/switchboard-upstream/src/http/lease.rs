@@ -13,9 +13,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -76,15 +77,11 @@ enum Found {
 impl Listeners {
     /// Client sessions with a listener running in this process.
     pub fn sessions(&self) -> Vec<String> {
-        self.lock().keys().cloned().collect()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
-        self.running.lock().unwrap_or_else(|p| p.into_inner())
+        self.running.lock().keys().cloned().collect()
     }
 
     fn find(&self, sid: &str, upstream: &UpstreamSession, recorded: Option<&str>) -> Found {
-        match self.lock().get(sid) {
+        match self.running.lock().get(sid) {
             Some(r) if !r.upstream.same(upstream) => Found::Stale,
             Some(r) if r.owner_id.is_some() && r.owner_id.as_deref() == recorded => Found::Ours,
             _ => Found::Check,
@@ -94,7 +91,7 @@ impl Listeners {
     /// Whether the lease of `sid` is due for a check (and marks it checked now): not checked
     /// within [`CHECK_EVERY`] for this very upstream session.
     fn due(&self, sid: &str, upstream: &UpstreamSession) -> bool {
-        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut checked = self.checked.lock();
         let recent =
             |(id, at): &(Option<String>, Instant)| *id == upstream.id && at.elapsed() < CHECK_EVERY;
         if checked.get(sid).is_some_and(recent) {
@@ -112,18 +109,18 @@ impl Listeners {
 
     /// Lets the next request check `sid` at once.
     fn forget_check(&self, sid: &str) {
-        let mut checked = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let mut checked = self.checked.lock();
         checked.remove(sid);
     }
 
     /// Whether a listener runs for `sid`.
     pub fn is_running(&self, sid: &str) -> bool {
-        self.lock().contains_key(sid)
+        self.running.lock().contains_key(sid)
     }
 
     /// Stops the listener of `sid`, if any, and waits (a bounded time) until it stopped.
     pub async fn stop(&self, sid: &str) {
-        let running = self.lock().remove(sid);
+        let running = self.running.lock().remove(sid);
         self.forget_check(sid);
         if let Some(r) = running {
             r.cancel.cancel();
@@ -144,7 +141,7 @@ impl Listeners {
     /// Stops every listener and refuses new ones.
     pub async fn stop_all(&self) {
         self.closed.store(true, Ordering::SeqCst);
-        let all: Vec<Running> = self.lock().drain().map(|(_, r)| r).collect();
+        let all: Vec<Running> = self.running.lock().drain().map(|(_, r)| r).collect();
         for r in &all {
             r.cancel.cancel();
         }
@@ -270,7 +267,7 @@ impl HttpUpstream {
         owner_id: Option<String>,
     ) -> Option<tokio::sync::watch::Receiver<bool>> {
         let sid = session.session_id().to_owned();
-        let mut running = self.listeners.lock();
+        let mut running = self.listeners.running.lock();
         if let Some(r) = running.get_mut(&sid) {
             if owner_id.is_some() {
                 r.owner_id = owner_id;
@@ -303,7 +300,7 @@ impl HttpUpstream {
             // Forget it (unless it was replaced meanwhile); after a 404 the next request checks
             // at once and listens on the new upstream session.
             if let Some(listeners) = listeners.upgrade() {
-                let mut running = listeners.lock();
+                let mut running = listeners.running.lock();
                 if running
                     .get(&sid)
                     .is_some_and(|r| r.generation == generation)

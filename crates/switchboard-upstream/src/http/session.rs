@@ -21,8 +21,10 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 /// One upstream session as stored in the client's session record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,7 +160,7 @@ impl Known {
 
     /// The upstream session this process knows for `sid`.
     pub fn get(&self, sid: &str) -> Option<UpstreamSession> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.map.lock();
         map.get(sid).and_then(|e| e.session.clone())
     }
 
@@ -169,13 +171,13 @@ impl Known {
 
     /// Forgets `sid`, returning what was known.
     pub fn remove(&self, sid: &str) -> Option<UpstreamSession> {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.lock();
         map.remove(sid).and_then(|e| e.session)
     }
 
     /// How many of the upstream sessions remembered here are pinned to each endpoint.
     pub fn pinned(&self) -> HashMap<SocketAddr, u64> {
-        let map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let map = self.map.lock();
         let mut out = HashMap::new();
         for endpoint in map.values().filter_map(|e| e.session.as_ref()?.endpoint) {
             *out.entry(endpoint).or_insert(0) += 1;
@@ -184,7 +186,7 @@ impl Known {
     }
 
     fn with_entry<T>(&self, sid: &str, f: impl FnOnce(&mut Entry) -> T) -> T {
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self.map.lock();
         if !map.contains_key(sid) && map.len() >= CAPACITY {
             let oldest = map
                 .iter()
@@ -247,7 +249,7 @@ mod tests {
         for i in 0..CAPACITY + 10 {
             k.put(&format!("s{i}"), UpstreamSession::new(None, "r".into()));
         }
-        assert!(k.map.lock().unwrap().len() <= CAPACITY);
+        assert!(k.map.lock().len() <= CAPACITY);
         assert!(k.get(&format!("s{}", CAPACITY + 9)).is_some());
     }
 }

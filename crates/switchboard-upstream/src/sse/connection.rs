@@ -4,9 +4,10 @@
 //! Source: MCP 2024-11-05, basic/transports, HTTP with SSE: the server's first event is
 //! `endpoint`, whose data is the URI for POSTs; server messages are SSE `message` events.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use serde_json::{json, Value};
 use switchboard_protocol::Message;
 use tokio::sync::oneshot;
@@ -113,7 +114,7 @@ impl Connection {
 
     /// When this connection was last used.
     pub fn last_used(&self) -> Instant {
-        *self.used.lock().unwrap_or_else(|p| p.into_inner())
+        *self.used.lock()
     }
 
     /// POSTs request `message` (id `id`) and waits for its response on the stream.
@@ -126,13 +127,13 @@ impl Connection {
         peer: Option<Arc<dyn ClientPeer>>,
         progress_token: Option<Value>,
     ) -> Result<Value, WireError> {
-        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        *self.used.lock() = Instant::now();
         let (tx, rx) = oneshot::channel();
         let key = id.to_string();
         if let Some(p) = &peer {
-            *lock(&self.shared.last_peer) = Some(p.clone());
+            *self.shared.last_peer.lock() = Some(p.clone());
         }
-        lock(&self.shared.active).push(Active {
+        self.shared.active.lock().push(Active {
             key: key.clone(),
             peer,
             progress_token,
@@ -162,14 +163,10 @@ impl Connection {
 /// Why a call waiting on the connection got no answer: an event over the limit, or the end of
 /// the stream.
 fn closed(shared: &Shared) -> WireError {
-    match *lock(&shared.over_limit) {
+    match *shared.over_limit.lock() {
         Some(limit) => WireError::TooLarge { at: None, limit },
         None => WireError::other("its SSE connection closed before the answer"),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Removes a request from the active list when its call ends, however it ends.
@@ -180,7 +177,7 @@ struct Unregister<'a> {
 
 impl Drop for Unregister<'_> {
     fn drop(&mut self) {
-        lock(&self.shared.active).retain(|a| a.key != self.key);
+        self.shared.active.lock().retain(|a| a.key != self.key);
     }
 }
 
@@ -195,7 +192,7 @@ async fn read_loop(shared: Arc<Shared>, mut reader: EventReader) {
                     error = e,
                     "the legacy SSE stream failed"
                 );
-                *lock(&shared.over_limit) = reader.over_limit();
+                *shared.over_limit.lock() = reader.over_limit();
                 break;
             }
         };
@@ -218,7 +215,9 @@ async fn handle(shared: &Arc<Shared>, raw: Value) {
     match Message::classify(raw) {
         Ok(Message::Response { id: Some(id), raw }) => {
             let key = id.key();
-            let sender = lock(&shared.active)
+            let sender = shared
+                .active
+                .lock()
                 .iter_mut()
                 .find(|a| a.key == key)
                 .and_then(|a| a.answer.take());
@@ -247,7 +246,7 @@ async fn handle(shared: &Arc<Shared>, raw: Value) {
 /// The peer a message belongs to. The legacy transport has a single stream, so a message is
 /// matched by its progress token when it has one, else to the oldest running request.
 fn route(shared: &Shared, progress_token: Option<&Value>) -> Option<Arc<dyn ClientPeer>> {
-    let active = lock(&shared.active);
+    let active = shared.active.lock();
     let with_peer = || active.iter().filter(|a| a.peer.is_some());
     progress_token
         .and_then(|t| with_peer().find(|a| a.progress_token.as_ref() == Some(t)))
@@ -266,7 +265,7 @@ async fn notify(shared: &Shared, method: &str, raw: Value) {
     let delivered = match route(shared, token) {
         Some(peer) => peer.notify(raw).await,
         None => {
-            let last = lock(&shared.last_peer).clone();
+            let last = shared.last_peer.lock().clone();
             match last {
                 Some(peer) => peer.notify_standalone(raw).await,
                 None => return,

@@ -12,10 +12,11 @@ mod connection;
 mod tests;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_protocol::codes;
 
@@ -115,7 +116,7 @@ impl SseUpstream {
 
     /// How many connections this process holds open.
     pub fn open_connections(&self) -> usize {
-        let pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = self.pool.lock();
         pool.values()
             .filter(|s| s.conn.as_ref().is_some_and(|c| c.is_open()))
             .count()
@@ -163,7 +164,7 @@ impl SseUpstream {
     async fn connection_for(&self, ctx: &RequestContext) -> Result<Arc<Connection>, RpcError> {
         let sid = ctx.session.session_id();
         let opening = {
-            let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+            let mut pool = self.pool.lock();
             let slot = pool.entry(sid.to_owned()).or_default();
             if let Some(conn) = slot.conn.as_ref().filter(|c| c.is_open()) {
                 return Ok(conn.clone());
@@ -195,19 +196,19 @@ impl SseUpstream {
                 )
             })?;
         self.sweep();
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool.lock();
         pool.entry(sid.to_owned()).or_default().conn = Some(conn.clone());
         Ok(conn)
     }
 
     fn live(&self, sid: &str) -> Option<Arc<Connection>> {
-        let pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let pool = self.pool.lock();
         pool.get(sid)?.conn.clone().filter(|c| c.is_open())
     }
 
     /// Forgets closed connections and closes idle ones.
     fn sweep(&self) {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        let mut pool = self.pool.lock();
         pool.retain(|_, slot| {
             let busy = Arc::strong_count(&slot.opening) > 1;
             let keep = slot
@@ -333,20 +334,11 @@ impl Upstream for SseUpstream {
 
     /// Closes the session's connection (which ends the legacy session at the server).
     fn held_sessions(&self) -> Vec<String> {
-        self.pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.pool.lock().keys().cloned().collect()
     }
 
     async fn session_ended(&self, session_id: &str) {
-        let slot = self
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
+        let slot = self.pool.lock().remove(session_id);
         drop(slot);
     }
 }

@@ -19,7 +19,9 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use crate::upstream::ClientPeer;
 use switchboard_telemetry::trace::logged_session;
@@ -70,15 +72,11 @@ impl Attached {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Sessions> {
-        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Attaches session `sid` (or refreshes its peer), with the subscriptions it had when it was
     /// detached; detaches the least recently used one when that makes more than `max`.
     pub(crate) fn attach(&self, upstream: &str, sid: &str, peer: Arc<dyn ClientPeer>) {
         let used = self.seq.fetch_add(1, Ordering::Relaxed);
-        let mut sessions = self.lock();
+        let mut sessions = self.sessions.lock();
         if let Some(entry) = sessions.attached.get_mut(sid) {
             entry.peer = peer;
             entry.used = used;
@@ -134,14 +132,14 @@ impl Attached {
 
     /// Forgets session `sid`.
     pub(crate) fn detach(&self, sid: &str) {
-        let mut sessions = self.lock();
+        let mut sessions = self.sessions.lock();
         sessions.attached.remove(sid);
         sessions.parked.remove(sid);
     }
 
     /// Records that `sid` subscribed to `uri` (or, with `subscribed` false, unsubscribed).
     pub(crate) fn subscription(&self, sid: &str, uri: &str, subscribed: bool) {
-        if let Some(entry) = self.lock().attached.get_mut(sid) {
+        if let Some(entry) = self.sessions.lock().attached.get_mut(sid) {
             if subscribed {
                 entry.uris.insert(uri.to_owned());
             } else {
@@ -152,7 +150,7 @@ impl Attached {
 
     /// A new child: the subscriptions made through the old one are gone with it.
     pub(crate) fn forget_subscriptions(&self) {
-        let mut sessions = self.lock();
+        let mut sessions = self.sessions.lock();
         sessions.parked.clear();
         for entry in sessions.attached.values_mut() {
             entry.uris.clear();
@@ -161,7 +159,7 @@ impl Attached {
 
     /// Every attached session with its standalone peer.
     pub(crate) fn peers(&self) -> Vec<(String, Arc<dyn ClientPeer>)> {
-        let sessions = self.lock();
+        let sessions = self.sessions.lock();
         sessions
             .attached
             .iter()
@@ -171,12 +169,16 @@ impl Attached {
 
     /// The standalone peer of `sid`, when attached.
     pub(crate) fn peer(&self, sid: &str) -> Option<Arc<dyn ClientPeer>> {
-        self.lock().attached.get(sid).map(|e| e.peer.clone())
+        self.sessions
+            .lock()
+            .attached
+            .get(sid)
+            .map(|e| e.peer.clone())
     }
 
     /// The attached sessions that subscribed to `uri` through the child, with their peers.
     pub(crate) fn subscribers(&self, uri: &str) -> Vec<(String, Arc<dyn ClientPeer>)> {
-        let sessions = self.lock();
+        let sessions = self.sessions.lock();
         sessions
             .attached
             .iter()
@@ -188,7 +190,7 @@ impl Attached {
     /// The sessions something is kept for: the attached ones, and detached ones whose
     /// subscriptions are kept.
     pub(crate) fn sessions(&self) -> Vec<String> {
-        let sessions = self.lock();
+        let sessions = self.sessions.lock();
         let attached = sessions.attached.keys();
         attached.chain(sessions.parked.keys()).cloned().collect()
     }

@@ -9,8 +9,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use switchboard_protocol::codes;
 use tokio::sync::{mpsc, oneshot};
@@ -132,13 +133,9 @@ impl Conn {
         (Arc::new(conn), rx)
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Whether the child is still usable.
     pub(crate) fn alive(&self) -> bool {
-        !self.gone.is_cancelled() && self.lock().closed.is_none()
+        !self.gone.is_cancelled() && self.state.lock().closed.is_none()
     }
 
     /// Whether the handshake is complete (`notifications/initialized` sent).
@@ -156,7 +153,8 @@ impl Conn {
 
     /// Why the child is gone (or a generic error when it is not known yet).
     pub(crate) fn failure(&self) -> RpcError {
-        self.lock()
+        self.state
+            .lock()
             .closed
             .clone()
             .unwrap_or_else(|| unavailable(format!("upstream `{}` is not running", self.upstream)))
@@ -177,15 +175,12 @@ impl Conn {
 
     /// Remembers the client peer of the latest request of the session (per-session mode).
     pub(crate) fn set_session_peer(&self, peer: Arc<dyn ClientPeer>) {
-        *self.session_peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+        *self.session_peer.lock() = Some(peer);
     }
 
     /// The client peer of the latest request of the session, if any.
     pub(crate) fn session_peer(&self) -> Option<Arc<dyn ClientPeer>> {
-        self.session_peer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.session_peer.lock().clone()
     }
 
     /// Passes a notification of the child to the client through `peer`: on the stream of the
@@ -225,7 +220,7 @@ impl Conn {
         let (tx, rx) = oneshot::channel();
         let (params, call) = self.rewrite_token(id, params, call);
         {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             if let Some(e) = &state.closed {
                 return Err(e.clone());
             }
@@ -281,7 +276,7 @@ impl Conn {
 
     /// Forgets request `id`; tells the child it was cancelled when it still was in flight.
     fn abandon(&self, id: u64, notify: bool, reason: &str) {
-        let was_pending = self.lock().pending.remove(&id).is_some();
+        let was_pending = self.state.lock().pending.remove(&id).is_some();
         if was_pending && notify {
             let params = json!({"requestId": id, "reason": reason});
             self.send_later(notification("notifications/cancelled", params));
@@ -290,7 +285,7 @@ impl Conn {
 
     /// Delivers the child's answer to our request `id`; `false` when nobody waits for it.
     pub(crate) fn answer(&self, id: u64, outcome: Result<Value, RpcError>) -> bool {
-        match self.lock().pending.remove(&id) {
+        match self.state.lock().pending.remove(&id) {
             Some(p) => {
                 let _ = p.tx.send(outcome);
                 true
@@ -301,7 +296,7 @@ impl Conn {
 
     /// The call in flight whose child-side progress token is `token`.
     pub(crate) fn call_with_token(&self, token: &Value) -> Option<Call> {
-        let state = self.lock();
+        let state = self.state.lock();
         let mut calls: Vec<(&u64, &Call)> = state
             .pending
             .iter()
@@ -314,7 +309,7 @@ impl Conn {
 
     /// The client calls in flight, most recent first.
     pub(crate) fn calls(&self) -> Vec<Call> {
-        let state = self.lock();
+        let state = self.state.lock();
         let mut calls: Vec<(u64, Call)> = state
             .pending
             .iter()
@@ -326,7 +321,7 @@ impl Conn {
 
     /// Registers a child request being answered by a client; `None` when the child is gone.
     pub(crate) fn begin_server_request(&self, key: String) -> Option<CancellationToken> {
-        let mut state = self.lock();
+        let mut state = self.state.lock();
         if state.closed.is_some() {
             return None;
         }
@@ -337,12 +332,12 @@ impl Conn {
 
     /// Forgets a child request (answered or cancelled).
     pub(crate) fn end_server_request(&self, key: &str) {
-        self.lock().server_requests.remove(key);
+        self.state.lock().server_requests.remove(key);
     }
 
     /// The child cancelled its request `key` (`notifications/cancelled`).
     pub(crate) fn cancel_server_request(&self, key: &str) -> bool {
-        match self.lock().server_requests.remove(key) {
+        match self.state.lock().server_requests.remove(key) {
             Some(token) => {
                 token.cancel();
                 true
@@ -356,6 +351,7 @@ impl Conn {
     pub(crate) fn fail_all(&self, error: RpcError) {
         self.fail_calls(error);
         let requests: Vec<_> = self
+            .state
             .lock()
             .server_requests
             .drain()
@@ -371,7 +367,7 @@ impl Conn {
     /// calls in flight fail at once.
     pub(crate) fn fail_calls(&self, error: RpcError) {
         let pending = {
-            let mut state = self.lock();
+            let mut state = self.state.lock();
             let error = state.closed.get_or_insert(error).clone();
             state
                 .pending

@@ -77,10 +77,11 @@ mod tests;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_protocol::codes;
 use tokio::time::Instant;
@@ -247,10 +248,7 @@ impl StdioUpstream {
     /// drains before exiting.
     pub async fn stop_all(&self) {
         let conns = self.all_conns();
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        self.sessions.lock().clear();
         for conn in &conns {
             conn.stop.cancel();
         }
@@ -263,7 +261,7 @@ impl StdioUpstream {
         if self.shared {
             return Some(self.shared_slot.clone());
         }
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.lock();
         sessions.get(sid).cloned()
     }
 
@@ -272,7 +270,7 @@ impl StdioUpstream {
     }
 
     fn all_conns(&self) -> Vec<Arc<Conn>> {
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.lock();
         sessions
             .values()
             .chain(std::iter::once(&self.shared_slot))
@@ -320,15 +318,15 @@ impl Upstream for StdioUpstream {
     }
 
     fn capabilities(&self) -> Value {
-        self.meta().capabilities.clone()
+        self.meta.lock().capabilities.clone()
     }
 
     fn server_info(&self) -> Value {
-        self.meta().server_info.clone()
+        self.meta.lock().server_info.clone()
     }
 
     fn instructions(&self) -> Option<String> {
-        self.meta().instructions.clone()
+        self.meta.lock().instructions.clone()
     }
 
     async fn request(
@@ -418,12 +416,7 @@ impl Upstream for StdioUpstream {
         if self.shared {
             return self.attached.sessions();
         }
-        self.sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.sessions.lock().keys().cloned().collect()
     }
 
     async fn session_ended(&self, session_id: &str) {
@@ -431,11 +424,7 @@ impl Upstream for StdioUpstream {
             self.attached.detach(session_id);
             return;
         }
-        let slot = self
-            .sessions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(session_id);
+        let slot = self.sessions.lock().remove(session_id);
         if let Some(conn) = slot.and_then(|s| s.current()) {
             // The supervisor stops and reaps it in the background (up to two grace periods), so
             // that ending a session never waits for a stubborn child.
@@ -445,10 +434,6 @@ impl Upstream for StdioUpstream {
 }
 
 impl StdioUpstream {
-    fn meta(&self) -> std::sync::MutexGuard<'_, Meta> {
-        self.meta.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn name_timeout(&self, error: RpcError, method: &str) -> RpcError {
         if error.code == codes::UPSTREAM_TIMEOUT {
             self.timed_out(method)

@@ -21,10 +21,10 @@
 //!   session, so one failing session's child holds back the starts of every session's child in
 //!   this process; children already running are not affected.
 
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime};
 
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use parking_lot::Mutex;
 use serde_json::json;
 use switchboard_protocol::codes;
 use tokio::time::Instant;
@@ -92,10 +92,6 @@ impl Restarts {
         self.policy
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Streak> {
-        self.streak.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Leave to start a child now, or the back-off error. While failures are counted, waits for
     /// the start being tried by another request (until `deadline` or `cancel`), then looks again.
     pub(super) async fn admit(
@@ -103,7 +99,7 @@ impl Restarts {
         cancel: &CancellationToken,
         deadline: Instant,
     ) -> Result<Admission<'_>, RpcError> {
-        if self.lock().failures == 0 {
+        if self.streak.lock().failures == 0 {
             return Ok(Admission { _trial: None });
         }
         self.refuse_while_waiting()?;
@@ -120,7 +116,7 @@ impl Restarts {
 
     /// The back-off error while the wait after the last failure lasts.
     fn refuse_while_waiting(&self) -> Result<(), RpcError> {
-        let streak = self.lock();
+        let streak = self.streak.lock();
         let Some((at, _)) = streak.next_start else {
             return Ok(());
         };
@@ -153,7 +149,7 @@ impl Restarts {
 
     /// A start is being tried; `restart` when it replaces a child that exited or failed to start.
     pub(super) fn starting(&self, restart: bool) {
-        let mut streak = self.lock();
+        let mut streak = self.streak.lock();
         streak.tried = true;
         if restart {
             streak.restarts += 1;
@@ -162,7 +158,7 @@ impl Restarts {
 
     /// A start failed (see the module doc), or a child exited on its own before it ran stably.
     pub(super) fn failed(&self, error: &RpcError) {
-        let mut streak = self.lock();
+        let mut streak = self.streak.lock();
         streak.tried = true;
         streak.failures = streak.failures.saturating_add(1);
         let wait = if streak.failures == 1 {
@@ -181,12 +177,12 @@ impl Restarts {
     /// A child exited on its own after running stably, or was stopped after its handshake for a
     /// line over `max_line_bytes`: remembered, not counted as a failure.
     pub(super) fn crashed(&self, error: &RpcError) {
-        self.lock().last_failure = Some(LastError::now(error.message.clone()));
+        self.streak.lock().last_failure = Some(LastError::now(error.message.clone()));
     }
 
     /// A child has run for the stable time: the failures are forgotten.
     pub(super) fn ran_stably(&self) {
-        let mut streak = self.lock();
+        let mut streak = self.streak.lock();
         if streak.failures > 0 {
             tracing::info!(upstream = %self.upstream, failures = streak.failures, "stdio child ran stably; restart back-off reset");
         }
@@ -198,7 +194,7 @@ impl Restarts {
     /// State, last failure, restarts and next start time (when in the future), with `running`
     /// children in this process.
     pub(super) fn report(&self, running: usize) -> (State, Option<LastError>, u64, Option<u64>) {
-        let streak = self.lock();
+        let streak = self.streak.lock();
         let state = match (streak.tried, streak.failures, running) {
             (false, _, 0) => State::Unknown,
             (_, 0, _) => State::Up,

@@ -2,8 +2,9 @@
 //! (MCP 2025-11-25, basic/lifecycle: `initialize` → result → `notifications/initialized`).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use serde_json::{json, Map, Value};
 use switchboard_protocol::{codes, Revision};
 use tokio::time::Instant;
@@ -28,7 +29,7 @@ pub(super) struct Slot {
 impl Slot {
     /// The child, running or not.
     pub(super) fn current(&self) -> Option<Arc<Conn>> {
-        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.conn.lock().clone()
     }
 
     /// The child, when it is running.
@@ -37,7 +38,7 @@ impl Slot {
     }
 
     fn set(&self, conn: Arc<Conn>) {
-        *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+        *self.conn.lock() = Some(conn);
     }
 }
 
@@ -205,7 +206,7 @@ impl StdioUpstream {
             slot.set(conn.clone());
             return true;
         }
-        let sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let sessions = self.sessions.lock();
         let current = sessions.get(sid).is_some_and(|s| Arc::ptr_eq(s, slot));
         if current {
             slot.set(conn.clone());
@@ -217,7 +218,7 @@ impl StdioUpstream {
         if self.shared {
             return self.shared_slot.clone();
         }
-        let mut sessions = self.sessions.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sessions = self.sessions.lock();
         sessions.entry(sid.to_owned()).or_default().clone()
     }
 
@@ -293,7 +294,7 @@ impl StdioUpstream {
     /// Records capabilities, serverInfo and instructions: always from the probe, from a
     /// session's child only while nothing is known yet.
     fn record_meta(&self, result: &Value, probe: bool) {
-        let mut meta = self.meta();
+        let mut meta = self.meta.lock();
         if probe || !meta.known {
             meta.record(result);
         }

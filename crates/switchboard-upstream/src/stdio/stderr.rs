@@ -9,8 +9,9 @@
 //! [`MAX_LOGGED_LINES_PER_SECOND`] lines a second are logged per child; the rest are counted.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use switchboard_telemetry::trace::logged_session;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio_util::sync::CancellationToken;
@@ -71,7 +72,7 @@ pub(crate) struct Tail {
 
 impl Tail {
     fn push(&self, line: String) {
-        let mut tail = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let mut tail = self.lines.lock();
         if tail.len() == TAIL_LINES {
             tail.pop_front();
         }
@@ -80,7 +81,7 @@ impl Tail {
 
     /// The kept lines, oldest first.
     pub(crate) fn lines(&self) -> Vec<String> {
-        let tail = self.lines.lock().unwrap_or_else(|p| p.into_inner());
+        let tail = self.lines.lock();
         tail.iter().cloned().collect()
     }
 

@@ -395,29 +395,15 @@ fn describe(metadata: &Metadata) -> String {
     }
 }
 
-/// The known key nearest to `key` by edit distance, when it is close enough to be a typo.
+/// The known key nearest to `key` by edit distance (Levenshtein, over characters), when it is
+/// close enough to be a typo; the first of equally near keys.
 fn closest<'a>(key: &str, known: &'a [String]) -> Option<&'a String> {
     known
         .iter()
-        .map(|k| (edit_distance(key, k), k))
+        .map(|k| (strsim::levenshtein(key, k), k))
         .filter(|(d, _)| *d <= 3)
         .min_by_key(|(d, _)| *d)
         .map(|(_, k)| k)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let substitute = diagonal + usize::from(ca != *cb);
-            diagonal = row[j + 1];
-            row[j + 1] = substitute.min(row[j] + 1).min(diagonal + 1);
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

@@ -350,7 +350,7 @@ fn typo_suggestions_stay_close() {
         Some("redis.url")
     );
     assert_eq!(closest("completely_different", &known), None);
-    assert_eq!(edit_distance("kitten", "sitting"), 3);
+    assert_eq!(strsim::levenshtein("kitten", "sitting"), 3);
 }
 
 #[test]

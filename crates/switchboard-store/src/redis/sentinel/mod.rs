@@ -18,9 +18,10 @@ mod conversion;
 mod leader;
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, RwLock};
 use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{
@@ -138,18 +139,14 @@ impl Primary {
     pub async fn inbox_client(&self) -> RedisResult<Client> {
         let named = self.client().await?;
         if self.is_former(&named.get_connection_info().addr().to_string()) {
-            return Client::open(self.read().info.clone());
+            return Client::open(self.inner.current.read().info.clone());
         }
         Ok(named)
     }
 
     /// The primary's address as last resolved (`host:port`).
     pub fn address(&self) -> String {
-        self.read().address.clone()
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
-        self.inner.current.read().unwrap_or_else(|e| e.into_inner())
+        self.inner.current.read().address.clone()
     }
 
     /// The same primary through lane `i` of the ones opened by [`Primary::connect`]: a
@@ -162,7 +159,7 @@ impl Primary {
     }
 
     fn manager(&self) -> ConnectionManager {
-        let current = self.read();
+        let current = self.inner.current.read();
         match self.lane.and_then(|i| current.lanes.get(i)) {
             Some(lane) => lane.clone(),
             None => current.manager.clone(),
@@ -241,7 +238,7 @@ impl Primary {
             tracing::debug!(primary = %address, "not following the sentinels back to the former primary before it is a replica");
             return;
         }
-        let lanes = self.read().lanes.len();
+        let lanes = self.inner.current.read().lanes.len();
         let opened = match client
             .get_connection_manager_with_config(manager_config())
             .await
@@ -252,23 +249,19 @@ impl Primary {
         match opened {
             Ok((manager, lanes)) => {
                 let (from, from_addr) = {
-                    let current = self.read();
+                    let current = self.inner.current.read();
                     (current.address.clone(), current.info.addr().clone())
                 };
                 if from != address {
                     tracing::warn!(from = %from, to = %address, "the sentinels promoted another primary; following it");
                     // Before any write reaches the new primary: one waiting for the former
                     // primary there would wait its whole `replicas_ack_timeout` in vain.
-                    *self.former() = Some(Former::new(&from_addr, &info));
+                    *self.inner.former.lock() = Some(Former::new(&from_addr, &info));
                     self.review_former_on(manager.clone()).await;
                 } else {
                     tracing::info!(primary = %address, "connected again to the primary the sentinels name");
                 }
-                *self
-                    .inner
-                    .current
-                    .write()
-                    .unwrap_or_else(|e| e.into_inner()) = Current {
+                *self.inner.current.write() = Current {
                     manager,
                     lanes,
                     address,
@@ -288,7 +281,7 @@ impl Primary {
     /// and it answers `ROLE` as a primary.
     async fn promoted_client(&self) -> Option<Client> {
         let (host, port) = leader::promoted(&self.inner.topology).await?;
-        let info = conversion::at(&self.read().info, host, port);
+        let info = conversion::at(&self.inner.current.read().info, host, port);
         if info.addr().to_string() == self.address() || !conversion::is_primary(&info).await {
             return None;
         }
@@ -302,13 +295,11 @@ impl Primary {
         self.inner.ceiling.load(Ordering::SeqCst)
     }
 
-    fn former(&self) -> std::sync::MutexGuard<'_, Option<Former>> {
-        self.inner.former.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Whether `address` is the former primary, not yet seen as a replica or gone.
     fn is_former(&self, address: &str) -> bool {
-        self.former()
+        self.inner
+            .former
+            .lock()
             .as_ref()
             .is_some_and(|f| f.info.addr().to_string() == address)
     }
@@ -323,7 +314,13 @@ impl Primary {
 
     /// [`Primary::review_former`] with `manager` a connection to the new primary.
     async fn review_former_on(&self, mut manager: ConnectionManager) {
-        let Some((info, since)) = self.former().as_ref().map(|f| (f.info.clone(), f.since)) else {
+        let Some((info, since)) = self
+            .inner
+            .former
+            .lock()
+            .as_ref()
+            .map(|f| (f.info.clone(), f.since))
+        else {
             return;
         };
         let former = Former { info, since };
@@ -341,7 +338,7 @@ impl Primary {
             Standing::Replica | Standing::Silent => u32::MAX,
         };
         if standing == Standing::Replica {
-            *self.former() = None;
+            *self.inner.former.lock() = None;
         }
         let before = self.inner.ceiling.swap(ceiling, Ordering::SeqCst);
         match (before == u32::MAX, ceiling == u32::MAX) {

@@ -54,9 +54,10 @@
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, Value};
 use tokio::sync::mpsc;
@@ -123,7 +124,6 @@ impl Sharded {
         let pushes = self
             .pushes
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
             .take()
             .ok_or_else(|| StoreError::Backend("the sharded inbox is already read".into()))?;
         let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
@@ -164,7 +164,7 @@ impl Sharded {
         self.sub()
             .ssubscribe(self.keys.session_channel(sid))
             .await?;
-        self.lock().insert(sid.to_owned(), Instant::now());
+        self.interest.lock().insert(sid.to_owned(), Instant::now());
         Ok(true)
     }
 
@@ -179,7 +179,7 @@ impl Sharded {
     /// Every channel this node wants: its inbox, the broadcast channel, the channel of every
     /// session of interest.
     fn wanted(&self) -> Vec<String> {
-        let sessions: Vec<String> = self.lock().keys().cloned().collect();
+        let sessions: Vec<String> = self.interest.lock().keys().cloned().collect();
         [self.keys.inbox(&self.node_id), self.keys.all()]
             .into_iter()
             .chain(sessions.iter().map(|sid| self.keys.session_channel(sid)))
@@ -192,7 +192,7 @@ impl Sharded {
             || channel == self.keys.all()
             || self
                 .session_of(channel)
-                .is_some_and(|sid| self.lock().contains_key(sid))
+                .is_some_and(|sid| self.interest.lock().contains_key(sid))
     }
 
     /// The session id of a session channel `p:{sid}:bus`.
@@ -230,18 +230,14 @@ impl Sharded {
     async fn renew(&self) -> StoreResult<()> {
         let fresh = self.renewal.connect().await?;
         subscribe_all(&fresh, self.wanted()).await?;
-        let old = std::mem::replace(&mut *self.sub_lock(), fresh);
+        let old = std::mem::replace(&mut *self.sub.lock(), fresh);
         drop(old);
         Ok(())
     }
 
     /// A handle on the subscriber connection.
     fn sub(&self) -> ClusterConnection {
-        self.sub_lock().clone()
-    }
-
-    fn sub_lock(&self) -> std::sync::MutexGuard<'_, ClusterConnection> {
-        self.sub.lock().unwrap_or_else(|e| e.into_inner())
+        self.sub.lock().clone()
     }
 
     /// A fingerprint of the cluster's slot map (`CLUSTER SLOTS`: ranges and their servers).
@@ -257,7 +253,7 @@ impl Sharded {
 
     /// Marks `sid` used now when this node subscribes to it; whether it does.
     pub fn used(&self, sid: &str) -> bool {
-        match self.lock().get_mut(sid) {
+        match self.interest.lock().get_mut(sid) {
             Some(at) => {
                 *at = Instant::now();
                 true
@@ -268,10 +264,10 @@ impl Sharded {
 
     /// Stops receiving the messages of `sid`.
     pub fn forget(&self, sid: &str) {
-        if self.lock().remove(sid).is_some() {
+        if self.interest.lock().remove(sid).is_some() {
             let mut conn = self.sub();
             let channel = self.keys.session_channel(sid);
-            *self.leaving().entry(channel.clone()).or_default() += 1;
+            *self.leaving.lock().entry(channel.clone()).or_default() += 1;
             tokio::spawn(async move {
                 if let Err(e) = conn.sunsubscribe(&channel).await {
                     tracing::debug!(error = %e, "could not unsubscribe a session channel");
@@ -280,18 +276,10 @@ impl Sharded {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Instant>> {
-        self.interest.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn leaving(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.leaving.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Whether an `sunsubscribe` push for `channel` confirms this node's own `SUNSUBSCRIBE`
     /// (counted off), rather than Redis unsubscribing it by itself.
     fn own_unsubscribe(&self, channel: &str) -> bool {
-        let mut leaving = self.leaving();
+        let mut leaving = self.leaving.lock();
         match leaving.get_mut(channel) {
             Some(n) => {
                 *n -= 1;
@@ -327,6 +315,7 @@ async fn sweep(owner: Weak<Sharded>) {
             return;
         };
         let stale: Vec<String> = sharded
+            .interest
             .lock()
             .iter()
             .filter(|(_, at)| at.elapsed() >= sharded.idle)

@@ -142,7 +142,7 @@ impl Reader {
                 tracing::warn!("bus inbox connection lost; subscribing again in 200 ms");
                 // Confirmations of this node's own unsubscriptions may be lost with it.
                 if let Some(sharded) = self.owner.upgrade() {
-                    sharded.leaving().clear();
+                    sharded.leaving.lock().clear();
                 }
                 // The last of a burst of disconnections (one per lost node connection) sets when.
                 let now = tokio::time::Instant::now();
@@ -296,6 +296,7 @@ impl Reader {
         }
         let own = sharded.own_mailboxes();
         let interest: HashSet<String> = sharded
+            .interest
             .lock()
             .keys()
             .map(|sid| sharded.keys.session_mailbox(sid))
