@@ -64,7 +64,7 @@ impl StoreHealth {
     /// A read of another replica's liveness failed: the count restarts (the store is not
     /// answering without a gap), but no heartbeat failed.
     pub fn read_failed(&self) {
-        self.lock().ok_since = None;
+        self.0.lock().ok_since = None;
     }
 
     /// How long the store has answered without a gap (zero after a failure).
