@@ -56,7 +56,7 @@ pub struct NodeConfig {
     pub heartbeat_interval: Duration,
     /// The store's `node_ttl` (`cluster.node_ttl`, default 5 s): a heartbeat not answered within
     /// it counts as failed, and a node none of whose heartbeats was answered for longer stops
-    /// serving until one is (`cluster::replica`).
+    /// serving until one is (`replica`).
     pub node_ttl: Duration,
     /// Interval of the reaper pass (default 10 s). The pass runs on one node at a time; after it
     /// each node checks what its upstreams hold against the store (the `held` module).

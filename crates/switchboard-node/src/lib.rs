@@ -20,8 +20,10 @@
 //!   as, `initialize`, and the session handle given to upstreams.
 //! - `exec`: a request while it runs here: its task, answer channel, client peer, cancellation.
 //! - `streams`: SSE connections, the task behind each, SSE framing.
-//! - `cluster`: this node as the runtime sees it (the fence), the rest of the bus inbox,
-//!   ownership of node-bound upstreams, forwarding to the owner, what upstreams hold here.
+//! - `replica`: this node as the replica runtime sees it (the fence, what a heartbeat or a
+//!   reaper pass means here) and the bus messages that are not about held streams.
+//! - `cluster`: ownership of node-bound upstreams, forwarding to the owner, what upstreams
+//!   hold here.
 //! - [`limits`]: rate limits (the `[rate_limits]` settings and where they are taken).
 //! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
 //!   logged and counted in one place), [`units`] (durations and sizes as config values).
@@ -41,6 +43,7 @@ pub(crate) mod exec;
 pub mod limits;
 pub mod mrtr;
 pub(crate) mod probes;
+pub(crate) mod replica;
 pub(crate) mod session;
 pub(crate) mod state;
 pub(crate) mod streams;

@@ -322,7 +322,7 @@ pub trait Upstream: Send + Sync {
     }
 
     /// The node is fenced: it has not reached the store for two `cluster.node_ttl`s, so the
-    /// other nodes take it for dead (the node's `cluster::replica`). Stop what another node
+    /// other nodes take it for dead (the node's `replica`). Stop what another node
     /// resumes and what only holds messages back here: an http upstream stops its GET-stream
     /// listeners (a cut-off listener could log none of its notifications, and an upstream sends
     /// each message on one stream only, so it could keep choosing this one); the node that takes

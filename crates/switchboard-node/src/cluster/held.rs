@@ -30,7 +30,7 @@ pub async fn check(app: &App) {
     let mut sids = app.upstream.held_sessions();
     sids.extend(owned.iter().map(|(_, sid)| sid.clone()));
     // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
-    sids.retain(|sid| !crate::transport::stateless::names::is_local_only(sid));
+    sids.retain(|sid| !crate::state::names::is_local_only(sid));
     sids.sort();
     sids.dedup();
     let claims = app.owner_claims.load(Ordering::SeqCst);

@@ -6,6 +6,7 @@
 //! - [`calls`]: requests running here, their cancellation (`until_cancelled`), and server
 //!   requests waiting for the client's answer.
 //! - [`forwards`]: calls forwarded to or from other nodes.
+//! - [`names`]: the names of what runs on this node alone (ephemeral sessions, task calls).
 //! - [`listeners`]: `subscriptions/listen` streams open here, and their notification filter.
 //! - [`parking`]: 2026-07-28 requests parked here, waiting for their MRTR answers.
 //! - [`param_headers`]: the tools' `x-mcp-header` declarations.
@@ -24,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub mod calls;
 pub mod forwards;
 pub mod listeners;
+pub mod names;
 pub mod param_headers;
 pub mod parking;
 pub mod seats;
@@ -49,7 +51,7 @@ pub struct AppState {
     /// The MCP server behind us.
     pub upstream: Arc<dyn Upstream>,
     /// What this node holds for the replica runtime: the streams held here, how its heartbeats
-    /// fared (the fence reads it: `cluster::replica`), Redis's `maxmemory-policy` as last read
+    /// fared (the fence reads it: `replica`), Redis's `maxmemory-policy` as last read
     /// (behind `/readyz`), the loops' periods.
     pub replica: ReplicaState,
     /// Requests running here and server requests waiting here.
@@ -60,7 +62,7 @@ pub struct AppState {
     pub retired: std::sync::atomic::AtomicBool,
     /// `true` while this node's heartbeat has not been answered for two `cluster.node_ttl`s:
     /// the other nodes take it for dead, so it serves nothing until the store answers again
-    /// (see `cluster::replica`). A channel, so that requests already waiting are refused
+    /// (see `replica`). A channel, so that requests already waiting are refused
     /// when it is set (`app::not_fenced`).
     pub fenced: tokio::sync::watch::Sender<bool>,
     /// The authorization layer, when configured.

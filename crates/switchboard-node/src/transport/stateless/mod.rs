@@ -28,7 +28,6 @@ pub mod checks;
 pub mod client_peer;
 pub mod listen;
 
-pub mod names;
 pub mod params;
 pub mod park;
 pub mod refusal;

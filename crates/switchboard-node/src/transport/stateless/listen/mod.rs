@@ -5,7 +5,7 @@
 //! ([`switchboard_upstream::ClientPeer::notify_standalone`] of a 2026-07-28 request's
 //! `StatelessPeer`, the stateless `peer` module) → [`Raiser::raise`] broadcasts it on the bus
 //! ([`switchboard_store::Bus::broadcast`]; Redis: one `PUBLISH` on the cluster channel every
-//! node subscribes to) → every node's inbox (`cluster::inbox`) → [`deliver`] → the
+//! node subscribes to) → every node's inbox (`replica::inbox`) → [`deliver`] → the
 //! [`crate::state::listeners::Listeners`] of that node whose filter matches → each stream. So a notification raised on
 //! any node reaches every listening client on every node, once.
 //!

@@ -22,7 +22,7 @@ use switchboard_protocol::{Revision, StreamId};
 use switchboard_upstream::{ClientPeer, LocalSession, PeerError, RequestContext};
 use tokio_util::sync::CancellationToken;
 
-use super::names::EPHEMERAL_PREFIX;
+use crate::state::names::EPHEMERAL_PREFIX;
 use super::refusal::Refusal;
 use crate::state::App;
 

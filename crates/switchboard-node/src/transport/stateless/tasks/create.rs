@@ -33,7 +33,7 @@ use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::edge::header_checks::Answers;
 use crate::mrtr::Inputs;
 use crate::state::App;
-use crate::transport::stateless::names::TASK_PREFIX;
+use crate::state::names::TASK_PREFIX;
 use crate::{streams::sse, telemetry};
 
 /// The [`crate::state::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it

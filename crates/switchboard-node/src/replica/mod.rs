@@ -4,7 +4,7 @@
 //!
 //! - after a heartbeat, the fence ([`fence`]) and the check of what upstreams hold here;
 //! - after a reaper pass, the same check ([`crate::cluster::held::check`]);
-//! - the bus messages that are not about held streams ([`crate::cluster::inbox`]);
+//! - the bus messages that are not about held streams ([`inbox`]);
 //! - which sessions the keep-alive touches (not the ephemeral ones of 2026-07-28 requests and
 //!   task calls, which the store does not keep).
 //!
@@ -21,6 +21,8 @@ use switchboard_store::eviction::Lapse;
 use switchboard_store::{BusMessage, Store};
 
 use crate::state::{App, AppState};
+
+pub mod inbox;
 
 /// How many `cluster.node_ttl`s without an answered heartbeat fence a node ([`fence`]). One is
 /// when the others may take it for dead; a store failover (a Sentinel or Cluster promotion, about
@@ -46,7 +48,7 @@ impl Replica for AppState {
 
     fn is_stored(&self, sid: &str) -> bool {
         // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
-        !crate::transport::stateless::names::is_local_only(sid)
+        !crate::state::names::is_local_only(sid)
     }
 
     fn retired(&self) -> bool {
@@ -71,7 +73,7 @@ impl Replica for AppState {
     }
 
     async fn message(self: Arc<Self>, message: BusMessage) {
-        crate::cluster::inbox::deliver(&self, message).await;
+        inbox::deliver(&self, message).await;
     }
 }
 
