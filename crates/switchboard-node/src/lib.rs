@@ -125,7 +125,7 @@ async fn start_checks(config: &NodeConfig, store: &dyn Store) -> std::io::Result
 
 /// Serves MCP on `listener` until `shutdown` resolves, then drains: stops accepting connections,
 /// closes standalone streams (clients reopen them on other nodes), declines requests other nodes
-/// forward here for node-bound upstreams (they run them themselves, see `cluster::forward::owner::execute`),
+/// forward here for node-bound upstreams (they run them themselves, see `transport::forwarded::execute`),
 /// and lets running requests finish for at most `drain_timeout`; then it marks this node stopped
 /// in the store and only then stops what upstreams hold here (stdio children).
 ///
@@ -202,7 +202,7 @@ pub async fn serve(
     // Tell the cluster this node is gone before stopping what upstreams hold here, so the
     // sessions it owned resources of move on at once (no waiting for node_ttl) and no request is
     // sent here for a child about to be stopped; forwards that still arrive are answered "moved"
-    // (`cluster::forward::owner::execute`), and in-flight work elsewhere stops waiting for this node.
+    // (`transport::forwarded::execute`), and in-flight work elsewhere stops waiting for this node.
     app.retired.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Err(e) = app.store.retire().await {
         tracing::warn!(error = %e, "could not mark this node stopped; others notice after cluster.node_ttl");

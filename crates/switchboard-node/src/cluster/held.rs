@@ -83,7 +83,7 @@ async fn session_gone(app: &App, sid: &str) {
 /// Node `owner` owns the session's resource of `upstream` now: the one held here is stopped (a
 /// stdio child is stopped and reaped in the background; a legacy SSE connection is closed).
 async fn taken_over(app: &App, upstream: &str, sid: &str, owner: &str) {
-    let Some(member) = crate::cluster::forward::owner::find_member(&app.upstream, upstream) else {
+    let Some(member) = crate::cluster::forward::wire::find_member(&app.upstream, upstream) else {
         return;
     };
     tracing::warn!(

@@ -3,7 +3,7 @@
 
 use switchboard_store::BusMessage;
 
-use crate::cluster::forward::owner;
+use crate::transport::forwarded;
 use crate::state::App;
 use crate::transport::stateless::park::resume_remote;
 use switchboard_telemetry::trace::logged_session;
@@ -32,10 +32,10 @@ pub async fn deliver(app: &App, msg: BusMessage) {
             }
         }
         BusMessage::Forward(request) => {
-            tokio::spawn(owner::execute(app.clone(), *request));
+            tokio::spawn(forwarded::execute(app.clone(), *request));
         }
         BusMessage::ForwardNotify(notification) => {
-            tokio::spawn(owner::notify(app.clone(), notification));
+            tokio::spawn(forwarded::notify(app.clone(), notification));
         }
         BusMessage::ForwardMessage { call, message } => app.forwards.relay(&call, message).await,
         BusMessage::ForwardDone { call, outcome } => app.forwards.done(&call, outcome),

@@ -5,7 +5,10 @@
 //! - [`legacy_sse`]: HTTP+SSE (MCP 2024-11-05): the SSE endpoint and its messages URI.
 //! - [`websocket`]: one session over one WebSocket (subprotocol `mcp`).
 //! - [`stateless`]: MCP 2026-07-28 on the same endpoint as Streamable HTTP (no session).
+//! - [`forwarded`]: a request another node forwarded over the bus to this one, the owner of a
+//!   session's node-bound upstream.
 
+pub mod forwarded;
 pub mod legacy_sse;
 pub mod stateless;
 pub mod streamable;

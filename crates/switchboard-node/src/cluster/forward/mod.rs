@@ -3,15 +3,16 @@
 //!
 //! - [`origin`]: the node holding the client's request sends it to the owner and waits
 //!   ([`origin::await_outcome`]), relaying the owner's messages to the client's stream.
-//! - [`owner`]: the node owning the upstream resource runs it ([`owner::execute`]) with a peer
-//!   that routes back to the origin, or answers "moved" while it is stopping.
+//! - [`wire`]: what the owner side sends back (its outcome, or "moved"), and finding the member
+//!   upstream a forwarded request names. The owner side itself (running the request with a
+//!   peer that routes back to the origin) is `transport::forwarded`: a request that arrives
+//!   over the bus instead of HTTP.
 //! - both sides' bookkeeping is `state::forwards` ([`crate::state::forwards::Forwards`]).
 //!
-//! The placement service depends on the origin side only; the owner side depends on the session
-//! handle and the peer.
+//! The placement service depends on the origin side only.
 
 pub mod origin;
-pub mod owner;
+pub mod wire;
 
 #[cfg(test)]
 mod tests;

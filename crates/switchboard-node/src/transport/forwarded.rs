@@ -5,42 +5,19 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use switchboard_protocol::{codes, Revision};
 use switchboard_store::{BeginOutcome, BusMessage, ForwardNotification, ForwardRequest};
-use switchboard_upstream::{RequestContext, RpcError, Upstream};
+use switchboard_upstream::{RequestContext, RpcError};
 use tokio_util::sync::CancellationToken;
 
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::exec::outage::{Deadline, Sequence};
 use crate::session::NodeSession;
+use crate::cluster::forward::wire::{encode_moved, encode_outcome, find_member};
 use crate::state::App;
 use switchboard_telemetry::trace::logged_session;
 use tracing::Instrument;
-
-/// The deepest upstream named `name` in the tree under `up` (a node-bound wrapper's inner one).
-pub fn find_member(up: &Arc<dyn Upstream>, name: &str) -> Option<Arc<dyn Upstream>> {
-    for m in up.members() {
-        if let Some(found) = find_member(&m, name) {
-            return Some(found);
-        }
-    }
-    (up.name() == name).then(|| up.clone())
-}
-
-/// `{"result": …}` or `{"error": …}`.
-pub fn encode_outcome(outcome: &Result<Value, RpcError>) -> Value {
-    match outcome {
-        Ok(v) => json!({ "result": v }),
-        Err(e) => json!({ "error": { "code": e.code, "message": e.message, "data": e.data } }),
-    }
-}
-
-/// The outcome of a forward this node declined because it is stopping: `{"moved": <node>}`
-/// (the origin runs the request elsewhere; [`crate::cluster::forward::origin::decode_forwarded`] reads it).
-pub fn encode_moved(node: &str) -> Value {
-    json!({ "moved": node })
-}
 
 /// Owner: delivers a client notification forwarded from another node to the local member.
 pub async fn notify(app: App, notification: ForwardNotification) {
