@@ -37,8 +37,9 @@ use crate::edge::error::HttpError;
 use crate::edge::header_checks::Answers;
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::exec::response::{First, ResponseStream};
+use crate::exec::session_handle::NodeSession;
 use crate::exec::traced::Finished;
-use crate::session::{self, NodeSession, NotAdmitted};
+use crate::session::{self, NotAdmitted};
 use crate::state::App;
 use switchboard_runtime::ConnHandle;
 use switchboard_telemetry::trace::logged_session;
@@ -100,7 +101,7 @@ pub fn spawn(mut job: Job) {
             Some(reason) => {
                 let (app, sid) = (&job.app, &job.session.id);
                 let end = async move {
-                    if let Err(e) = crate::session::end_now(app, sid, reason).await {
+                    if let Err(e) = crate::exec::session_handle::end_now(app, sid, reason).await {
                         tracing::warn!(session = %logged_session(sid), error = %e, "could not end the session an upstream asked to end");
                     }
                 };

@@ -6,6 +6,7 @@
 //! - [`response`]: the request's answer channel (JSON or SSE, logged before it is sent).
 //! - [`answer_form`]: when and in which form the answer goes out (the wait for the first
 //!   message, `sse_after`; an answer ready at once).
+//! - [`session_handle`]: [`session_handle::NodeSession`], the session handle an upstream gets.
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
 //! - [`outage`]: a call's messages through a store outage (tried in order until its deadline).
 //! - [`running`]: the requests running here, their cancellation, and the server requests
@@ -17,4 +18,5 @@ pub mod call;
 pub mod client_peer;
 pub mod outage;
 pub mod response;
+pub mod session_handle;
 pub mod traced;

@@ -3,8 +3,8 @@
 
 use switchboard_store::BusMessage;
 
-use crate::transport::forwarded;
 use crate::state::App;
+use crate::transport::forwarded;
 use crate::transport::stateless::park::resume_remote;
 use switchboard_telemetry::trace::logged_session;
 

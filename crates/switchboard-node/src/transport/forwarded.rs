@@ -11,10 +11,10 @@ use switchboard_store::{BeginOutcome, BusMessage, ForwardNotification, ForwardRe
 use switchboard_upstream::{RequestContext, RpcError};
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::forward::wire::{encode_moved, encode_outcome, find_member};
 use crate::exec::client_peer::{NodePeer, Route};
 use crate::exec::outage::{Deadline, Sequence};
-use crate::session::NodeSession;
-use crate::cluster::forward::wire::{encode_moved, encode_outcome, find_member};
+use crate::exec::session_handle::NodeSession;
 use crate::state::App;
 use switchboard_telemetry::trace::logged_session;
 use tracing::Instrument;

@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::session::NodeSession;
+use crate::exec::session_handle::NodeSession;
 use crate::state::{App, AppState};
 use crate::NodeConfig;
 use async_trait::async_trait;

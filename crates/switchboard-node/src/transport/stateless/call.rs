@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
 use super::client_peer::StatelessPeer;
-use crate::state::names::EPHEMERAL_PREFIX;
 use super::park::{Item, RoundGuard, Rounds, Sink};
 use super::refusal::Refusal;
 use crate::mrtr::{self, Inputs};
+use crate::state::names::EPHEMERAL_PREFIX;
 use crate::state::App;
 use crate::telemetry;
 

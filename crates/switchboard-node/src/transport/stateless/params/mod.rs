@@ -22,8 +22,8 @@ use switchboard_protocol::{Revision, StreamId};
 use switchboard_upstream::{ClientPeer, LocalSession, PeerError, RequestContext};
 use tokio_util::sync::CancellationToken;
 
-use crate::state::names::EPHEMERAL_PREFIX;
 use super::refusal::Refusal;
+use crate::state::names::EPHEMERAL_PREFIX;
 use crate::state::App;
 
 /// A list younger than this is not fetched again for an unknown tool name.

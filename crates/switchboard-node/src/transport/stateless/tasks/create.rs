@@ -32,8 +32,8 @@ use super::super::{answer, call};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::edge::header_checks::Answers;
 use crate::mrtr::Inputs;
-use crate::state::App;
 use crate::state::names::TASK_PREFIX;
+use crate::state::App;
 use crate::{streams::sse, telemetry};
 
 /// The [`crate::state::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
