@@ -14,23 +14,11 @@
 use std::sync::Arc;
 
 use aws_lc_rs::digest::{digest, SHA256};
-use serde::{Deserialize, Serialize};
 use switchboard_upstream::Principal;
 
-use super::metadata::is_scope_token;
+pub use crate::config::auth::ApiKeyEntry;
 
-/// One `[[auth.api_keys]]` entry.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiKeyEntry {
-    /// The SHA-256 of the key as 64 hexadecimal digits (either case).
-    pub sha256: String,
-    /// The principal name the key authenticates as (non-empty, no control characters).
-    pub principal: String,
-    /// Scopes the key grants (RFC 6749 §3.3 scope tokens; default none).
-    #[serde(default)]
-    pub scopes: Vec<String>,
-}
+use super::metadata::is_scope_token;
 
 /// The text a session is bound to for an API key of principal `name`: `{"api_key":"<name>"}`.
 pub fn principal_id(name: &str) -> String {

@@ -40,9 +40,9 @@ use axum::response::Response;
 use http::{header, HeaderMap, HeaderName, HeaderValue, StatusCode};
 use switchboard_upstream::Principal;
 
+pub use crate::config::auth::{ApiKeyEntry, AuthSettings, MIN_HS256_SECRET_BYTES, REDACTED};
 use crate::edge::error::HttpError;
 use metadata::ChallengeKind;
-pub use settings::{AuthSettings, MIN_HS256_SECRET_BYTES, REDACTED};
 use token::Checked;
 
 /// The layer's state: settings, keys, and the metadata and challenges prepared once.

@@ -1,6 +1,9 @@
 //! The node's settings (everything except the store's, which live in
 //! [`switchboard_store::StoreConfig`]). Every limit is here with its unit and default.
 
+pub mod auth;
+pub mod rate_limits;
+
 use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
@@ -120,7 +123,7 @@ pub struct NodeConfig {
     pub session_touch_interval: Duration,
     /// The OAuth 2.1 resource-server layer ([`crate::edge::auth`]); `None` (the default): off, every
     /// session's principal is `anonymous`.
-    pub auth: Option<crate::edge::auth::AuthSettings>,
+    pub auth: Option<auth::AuthSettings>,
     /// Path of the legacy HTTP+SSE transport's SSE endpoint (MCP 2024-11-05, basic/transports,
     /// HTTP with SSE; the `legacy_sse` module), default `/sse`. Empty: the legacy transport is off
     /// (both its paths get 404).
@@ -135,7 +138,7 @@ pub struct NodeConfig {
     /// listener); `None`: both beside the MCP endpoint.
     pub metrics_listen: Option<std::net::SocketAddr>,
     /// Rate limits ([`crate::limits`]); none by default.
-    pub rate_limits: crate::limits::RateLimitSettings,
+    pub rate_limits: rate_limits::RateLimitSettings,
     /// Redis's `maxmemory-policy` ([`switchboard_store::eviction`]): whether a policy that may
     /// evict keys is accepted (`redis.allow_eviction`, default no: the node refuses to start,
     /// and reports not ready when the policy changes to one) and how often it is read again
