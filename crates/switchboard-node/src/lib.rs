@@ -10,23 +10,33 @@
 //! calls [`serve`] with an already-bound listener. Nothing here outlives a process except through
 //! the store: a node holds only open connections, running calls and waiters.
 //!
-//! Modules, in the order a request meets them:
-//! - `app`: the whole edge in one file: the connection loop, the tower stack, the router, each
-//!   method's header checks. `probes`: `/readyz`, `/metrics`, `/upstreamz`.
+//! Modules, in layers: each folder imports only folders above it in this list (checked by
+//! `structure.py`: no two folders import each other), so a rule lives where its folder is:
+//! - [`units`]: durations and sizes as config values.
+//! - `config` ([`NodeConfig`]): the settings; config-only leaves for `[auth]` and
+//!   `[rate_limits]`.
+//! - `telemetry`: domain events, logged and counted in one place.
 //! - `edge`: what the stack's layers call: header and revision checks, the `Accept` policy,
-//!   authentication, refusals.
-//! - `transport`: Streamable HTTP, legacy HTTP+SSE, WebSocket and the 2026-07-28 era.
-//! - `session`: reading `Mcp-Session-Id` and loading the session, the principal a request runs
-//!   as, `initialize`, and the session handle given to upstreams.
-//! - `exec`: a request while it runs here: its task, answer channel, client peer, cancellation.
-//! - `streams`: SSE connections, the task behind each, SSE framing.
+//!   authentication, refusals (and a rate limit's refusal answer).
+//! - [`mrtr`]: multi round-trip requests of the 2026-07-28 era: sealed request state, a
+//!   request's inputs.
+//! - `state`: what handlers share (`AppState`) and the registries it holds, as leaves.
+//! - [`limits`]: rate limits, taken in a request's admission.
+//! - `session`: the session a request names: headers, principal, admission, lost requests,
+//!   `initialize`.
+//! - `cluster`: ownership of node-bound upstreams, the origin side of forwarding, what upstreams
+//!   hold here.
+//! - `streams`: a held stream's SSE framing (the task behind it is the runtime's), resumption
+//!   checks.
+//! - `exec`: a request while it runs here: its task, when and how it answers, its answer
+//!   channel, the session handle and client peer its upstream gets.
+//! - `transport`: Streamable HTTP, legacy HTTP+SSE, WebSocket, the 2026-07-28 era, and a request
+//!   forwarded here over the bus.
+//! - `probes`: `/readyz`, `/metrics`, `/upstreamz`.
 //! - `replica`: this node as the replica runtime sees it (the fence, what a heartbeat or a
 //!   reaper pass means here) and the bus messages that are not about held streams.
-//! - `cluster`: ownership of node-bound upstreams, forwarding to the owner, what upstreams
-//!   hold here.
-//! - [`limits`]: rate limits (the `[rate_limits]` settings and where they are taken).
-//! - `config` ([`NodeConfig`]), `state` (what handlers share), `telemetry` (domain events,
-//!   logged and counted in one place), [`units`] (durations and sizes as config values).
+//! - `app`: the whole edge in one file: the connection loop, the tower stack, the router, each
+//!   method's header checks.
 //!
 //! The public API is [`serve`], [`NodeConfig`], [`auth`] (the resource-server settings, also the
 //! `[auth]` config section), [`mrtr`] (the MRTR settings, also `[stateless.mrtr]`), [`limits`] (the rate-limit settings,
