@@ -13,8 +13,8 @@
 //!
 //! Re-running is what makes the retry land anywhere: it suits upstreams that keep no
 //! per-session state ([`switchboard_upstream::Upstream::serves_stateless`]). Requests of the
-//! others park instead ([`Mode::Park`], the `park` module), and a task's questions wait for
-//! `tasks/update` ([`Mode::Task`]). Questions are keyed by what they ask: `<method>-<8 hex of the
+//! others park instead ([`InputMode::Park`], the `park` module), and a task's questions wait for
+//! `tasks/update` ([`InputMode::Task`]). Questions are keyed by what they ask: `<method>-<8 hex of the
 //! SHA-256 of method and params>-<n>` (the n-th identical question of the run), so an upstream
 //! that asks the same things in the same order meets its answers again.
 //!
@@ -133,7 +133,7 @@ pub enum Ask {
 
 /// What happens to a question the upstream asks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub enum InputMode {
     /// It stops the run, which answers `InputRequiredResult`; the retry re-runs the request.
     Rerun,
     /// It parks the run, which answers `InputRequiredResult`; the retry resumes it.
@@ -150,7 +150,7 @@ pub struct Inputs {
     asked: Mutex<Vec<(String, Value)>>,
     /// Park mode: questions waiting for their answers (request, answer sender).
     waiting: Mutex<HashMap<String, (Value, oneshot::Sender<Value>)>>,
-    mode: Mode,
+    mode: InputMode,
     notify: Notify,
     digest: String,
 }
@@ -207,21 +207,25 @@ impl Inputs {
             answers = payload.a;
             answers.extend(given);
         }
-        let mode = if parking { Mode::Park } else { Mode::Rerun };
+        let mode = if parking {
+            InputMode::Park
+        } else {
+            InputMode::Rerun
+        };
         Ok(Retry::Run(Inputs::with(answers, digest, mode)))
     }
 
     /// The inputs of a request that is not a retry (no answers), in re-run mode.
     pub fn none(method: &str, params: &Value) -> Inputs {
-        Inputs::with(Map::new(), request_digest(method, params), Mode::Rerun)
+        Inputs::with(Map::new(), request_digest(method, params), InputMode::Rerun)
     }
 
     /// The inputs of a call that may become a task: its questions wait for `tasks/update`.
     pub fn for_task(method: &str, params: &Value) -> Inputs {
-        Inputs::with(Map::new(), request_digest(method, params), Mode::Task)
+        Inputs::with(Map::new(), request_digest(method, params), InputMode::Task)
     }
 
-    fn with(answers: Map<String, Value>, digest: String, mode: Mode) -> Inputs {
+    fn with(answers: Map<String, Value>, digest: String, mode: InputMode) -> Inputs {
         Inputs {
             answers,
             seen: Mutex::default(),
@@ -235,11 +239,11 @@ impl Inputs {
 
     /// Whether questions park the call (see [`Retry::Resume`]) rather than stop it.
     pub fn parking(&self) -> bool {
-        self.mode == Mode::Park
+        self.mode == InputMode::Park
     }
 
     /// What a question does.
-    pub fn mode(&self) -> Mode {
+    pub fn mode(&self) -> InputMode {
         self.mode
     }
 
@@ -267,7 +271,7 @@ impl Inputs {
         let request = json!({"method": method, "params": params});
         lock(&self.asked).push((key.clone(), request.clone()));
         self.notify.notify_one();
-        if self.mode == Mode::Rerun {
+        if self.mode == InputMode::Rerun {
             return Ask::Stop;
         }
         let (tx, rx) = oneshot::channel();

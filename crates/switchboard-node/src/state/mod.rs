@@ -40,7 +40,7 @@ use listeners::Listeners;
 use param_headers::ParamHeaders;
 use parking::Parking;
 use seats::Seats;
-use tasks::Running;
+use tasks::TaskCalls;
 
 /// Shared state of one node.
 pub struct AppState {
@@ -78,7 +78,7 @@ pub struct AppState {
     /// (`stateless.max_ephemeral_sessions` seats).
     pub ephemeral_sessions: Arc<Seats>,
     /// Tasks whose calls run here, with their open questions.
-    pub tasks: Running,
+    pub tasks: TaskCalls,
     /// The tools' `x-mcp-header` declarations, for `Mcp-Param-*` checks.
     pub param_headers: ParamHeaders,
     /// `subscriptions/listen` streams open here.

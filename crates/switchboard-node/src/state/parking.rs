@@ -1,5 +1,5 @@
 //! This node's parked 2026-07-28 requests and the plumbing of their rounds (see the parent
-//! module): the [`Item`]s a request hands its response stream, the [`Sink`] that points at the
+//! module): the [`Item`]s a request hands its response stream, the [`ItemSink`] that points at the
 //! current round's stream, the [`Rounds`] counter and [`RoundGuard`], and the [`Parking`]
 //! registry a retry takes its park from. A leaf: it knows nothing of the node's state.
 
@@ -22,12 +22,12 @@ pub enum Item {
 }
 
 /// Where a request's items go: the response stream of its current round.
-pub struct Sink(Mutex<mpsc::Sender<Item>>);
+pub struct ItemSink(Mutex<mpsc::Sender<Item>>);
 
-impl Sink {
+impl ItemSink {
     /// A sink feeding `tx`.
-    pub fn new(tx: mpsc::Sender<Item>) -> Sink {
-        Sink(Mutex::new(tx))
+    pub fn new(tx: mpsc::Sender<Item>) -> ItemSink {
+        ItemSink(Mutex::new(tx))
     }
 
     /// Sends `item` to the current round; `false` when that round's stream is gone.

@@ -8,9 +8,9 @@ use crate::mrtr::Inputs;
 
 /// The tasks whose calls run on this node, with their questions.
 #[derive(Default)]
-pub struct Running(Mutex<HashMap<String, Arc<Inputs>>>);
+pub struct TaskCalls(Mutex<HashMap<String, Arc<Inputs>>>);
 
-impl Running {
+impl TaskCalls {
     /// Task `task_id`'s call runs here with `inputs`.
     pub(crate) fn insert(&self, task_id: &str, inputs: Arc<Inputs>) {
         lock(&self.0).insert(task_id.to_owned(), inputs);

@@ -43,7 +43,7 @@ use switchboard_upstream::Principal;
 pub use crate::config::auth::{ApiKeyEntry, AuthSettings, MIN_HS256_SECRET_BYTES, REDACTED};
 use crate::edge::error::HttpError;
 use metadata::ChallengeKind;
-use token::Checked;
+use token::TokenCheck;
 
 /// The layer's state: settings, keys, and the metadata and challenges prepared once.
 pub struct Auth {
@@ -169,9 +169,9 @@ impl Auth {
         let header = token::read_header(token)?;
         let configured = self.verifier.configured(header.alg);
         match self.verifier.check(token, header.alg, configured) {
-            Checked::Verified(v) => return Ok(v),
-            Checked::Refused(why) => return Err(why),
-            Checked::NoKeyVerified => {}
+            TokenCheck::Verified(v) => return Ok(v),
+            TokenCheck::Refused(why) => return Err(why),
+            TokenCheck::NoKeyVerified => {}
         }
         let jwks = self
             .jwks
@@ -190,9 +190,9 @@ impl Auth {
             .verifier
             .check(token, header.alg, set.matching(header.alg, kid))
         {
-            Checked::Verified(v) => Ok(v),
-            Checked::Refused(why) => Err(why),
-            Checked::NoKeyVerified => Err(match kid {
+            TokenCheck::Verified(v) => Ok(v),
+            TokenCheck::Refused(why) => Err(why),
+            TokenCheck::NoKeyVerified => Err(match kid {
                 Some(kid) if !set.has_kid(kid) => {
                     "the token's kid is not in the issuer's key set".into()
                 }

@@ -7,7 +7,7 @@
 //! closing result, and the client re-listens (and re-reads what it caches). At most
 //! `stateless.max_listeners` streams are open per node; past it `subscriptions/listen` is refused.
 //!
-//! A listener leaves the registry when its [`Registration`] drops (its stream ended for any
+//! A listener leaves the registry when its [`Listening`] drops (its stream ended for any
 //! reason), so a closed stream leaves nothing behind.
 
 use std::collections::HashMap;
@@ -44,12 +44,12 @@ struct Entry {
 }
 
 /// A listener's place in the registry; dropping it removes the listener.
-pub struct Registration {
+pub struct Listening {
     key: u64,
     inner: Arc<Mutex<Inner>>,
 }
 
-impl Drop for Registration {
+impl Drop for Listening {
     fn drop(&mut self) {
         lock(&self.inner).entries.remove(&self.key);
         telemetry::listener_closed();
@@ -73,7 +73,7 @@ impl Listeners {
         &self,
         id: RequestId,
         filter: Filter,
-    ) -> Option<(Registration, mpsc::Receiver<Value>)> {
+    ) -> Option<(Listening, mpsc::Receiver<Value>)> {
         let mut inner = lock(&self.inner);
         if inner.entries.len() >= self.max {
             return None;
@@ -83,7 +83,7 @@ impl Listeners {
         inner.next += 1;
         inner.entries.insert(key, Entry { id, filter, tx });
         telemetry::listener_opened();
-        let reg = Registration {
+        let reg = Listening {
             key,
             inner: self.inner.clone(),
         };

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::checks::Checked;
 use super::client_peer::StatelessPeer;
-use super::park::{Item, RoundGuard, Rounds, Sink};
+use super::park::{Item, ItemSink, RoundGuard, Rounds};
 use super::refusal::Refusal;
 use crate::mrtr::{self, Inputs};
 use crate::state::names::EPHEMERAL_PREFIX;
@@ -51,7 +51,7 @@ pub fn spawn(
         })?)
     };
     let (tx, rx) = mpsc::channel(app.cfg.connection_queue.max(1));
-    let sink = Arc::new(Sink::new(tx));
+    let sink = Arc::new(ItemSink::new(tx));
     // A name for logs and upstream bookkeeping only; it is never stored or sent to the client.
     let sid = format!("{EPHEMERAL_PREFIX}{}", StreamId::generate());
     let key = id.key();
@@ -124,7 +124,7 @@ struct Run {
     principal: String,
     token: CancellationToken,
     rounds: Arc<Rounds>,
-    sink: Arc<Sink>,
+    sink: Arc<ItemSink>,
     peer: Arc<StatelessPeer>,
 }
 
@@ -145,7 +145,7 @@ impl Run {
             let asked = async {
                 match &inputs {
                     // A task's questions wait for `tasks/update`; the task watches them.
-                    Some(i) if i.mode() != mrtr::Mode::Task => i.asked().await,
+                    Some(i) if i.mode() != mrtr::InputMode::Task => i.asked().await,
                     _ => std::future::pending().await,
                 }
             };
@@ -261,7 +261,7 @@ impl Run {
         let inputs = self
             .inputs
             .as_deref()
-            .filter(|i| i.mode() == mrtr::Mode::Rerun);
+            .filter(|i| i.mode() == mrtr::InputMode::Rerun);
         let needs_input = inputs
             .and_then(|i| i.input_required(&self.app.mrtr, &self.app.cfg.mrtr, &self.principal));
         if self.token.is_cancelled() && needs_input.is_none() {

@@ -22,12 +22,12 @@ use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
 
 use crate::mrtr::{Ask, Inputs};
-use crate::state::parking::{Item, Sink};
+use crate::state::parking::{Item, ItemSink};
 use switchboard_protocol::logging::{required_capability, severity};
 
 /// The way back to the client for one 2026-07-28 request.
 pub struct StatelessPeer {
-    pub(crate) tx: Arc<Sink>,
+    pub(crate) tx: Arc<ItemSink>,
     pub(crate) capabilities: Value,
     pub(crate) log_level: Option<String>,
     /// The client capability a server-to-client request needed and the request lacked.
@@ -124,7 +124,7 @@ mod tests {
     fn peer(level: Option<&str>) -> (StatelessPeer, mpsc::Receiver<Item>) {
         let (tx, rx) = mpsc::channel(8);
         let p = StatelessPeer {
-            tx: Arc::new(Sink::new(tx)),
+            tx: Arc::new(ItemSink::new(tx)),
             capabilities: json!({"sampling": {}}),
             log_level: level.map(str::to_owned),
             missing: Mutex::new(None),

@@ -83,7 +83,7 @@ pub fn read_header(token: &str) -> Result<TokenHeader, String> {
 }
 
 /// How a token fared against a list of keys.
-pub enum Checked {
+pub enum TokenCheck {
     /// A key verified it and its claims are valid.
     Verified(Verified),
     /// A key verified its signature but its claims are not valid (the description).
@@ -162,9 +162,9 @@ impl Verifier {
             return Err(format!("no key for {:?} tokens is configured", header.alg));
         }
         match self.check(token, header.alg, keys) {
-            Checked::Verified(v) => Ok(v),
-            Checked::Refused(why) => Err(why),
-            Checked::NoKeyVerified => Err(describe(&ErrorKind::InvalidSignature)),
+            TokenCheck::Verified(v) => Ok(v),
+            TokenCheck::Refused(why) => Err(why),
+            TokenCheck::NoKeyVerified => Err(describe(&ErrorKind::InvalidSignature)),
         }
     }
 
@@ -175,21 +175,21 @@ impl Verifier {
         token: &str,
         alg: Algorithm,
         keys: impl IntoIterator<Item = &'k DecodingKey>,
-    ) -> Checked {
+    ) -> TokenCheck {
         let validation = self.validation(alg);
         for key in keys {
             match decode::<Claims>(token, key, &validation) {
                 // An empty subject names nobody: sessions bound to it would be shared.
                 Ok(data) if data.claims.sub.as_deref().is_none_or(str::is_empty) => {
-                    return Checked::Refused("the token's sub claim is empty".into())
+                    return TokenCheck::Refused("the token's sub claim is empty".into())
                 }
-                Ok(data) => return Checked::Verified(verified(data.claims)),
+                Ok(data) => return TokenCheck::Verified(verified(data.claims)),
                 // Another key may have signed it (rotation): try the next one.
                 Err(e) if *e.kind() == ErrorKind::InvalidSignature => {}
-                Err(e) => return Checked::Refused(describe(e.kind())),
+                Err(e) => return TokenCheck::Refused(describe(e.kind())),
             }
         }
-        Checked::NoKeyVerified
+        TokenCheck::NoKeyVerified
     }
 
     fn validation(&self, alg: Algorithm) -> Validation {

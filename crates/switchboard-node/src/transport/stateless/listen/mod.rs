@@ -47,7 +47,7 @@ use tokio::time::{interval, MissedTickBehavior};
 
 use super::refusal::Refusal;
 use crate::state::listeners::filter::{self, Bounds, Filter};
-use crate::state::listeners::Registration;
+use crate::state::listeners::Listening;
 use crate::state::{App, AppState};
 use crate::streams::sse;
 use crate::telemetry;
@@ -101,7 +101,7 @@ async fn stream(
     app: App,
     id: RequestId,
     agreed: Filter,
-    reg: Registration,
+    reg: Listening,
     mut notes: mpsc::Receiver<Value>,
     out: mpsc::Sender<Bytes>,
 ) {

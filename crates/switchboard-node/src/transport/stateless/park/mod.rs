@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::forward::origin::{await_outcome, Awaited};
 use crate::state::App;
 
-pub use crate::state::parking::{Item, Resumed, RoundGuard, Rounds, Sink};
+pub use crate::state::parking::{Item, ItemSink, Resumed, RoundGuard, Rounds};
 
 /// The error a retry gets when its parked request is gone.
 fn gone(id: &RequestId) -> Value {
