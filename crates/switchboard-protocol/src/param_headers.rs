@@ -183,7 +183,7 @@ pub fn check(
 /// Callers fetch the list when [`ToolHeaders::stale`] says so.
 #[derive(Default)]
 pub struct ToolHeaders {
-    inner: std::sync::RwLock<Known>,
+    inner: parking_lot::RwLock<Known>,
 }
 
 #[derive(Default)]
@@ -196,7 +196,7 @@ impl ToolHeaders {
     /// A complete list was fetched: replaces what was known with `tools` (the `tools` arrays
     /// of every page).
     pub fn replace<'a>(&self, tools: impl IntoIterator<Item = &'a Value>) {
-        let mut known = self.inner.write().unwrap_or_else(|p| p.into_inner());
+        let mut known = self.inner.write();
         known.tools = tools
             .into_iter()
             .filter_map(|t| {
@@ -210,7 +210,7 @@ impl ToolHeaders {
 
     /// The declarations of `tool`, `None` when the tool is not known.
     pub fn get(&self, tool: &str) -> Option<Vec<Declaration>> {
-        let known = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let known = self.inner.read();
         known.tools.get(tool).cloned()
     }
 
@@ -218,7 +218,7 @@ impl ToolHeaders {
     /// unknown and the list older than `min_age` (so an unknown name does not fetch on every
     /// call). A list that is merely old ([`ToolHeaders::stale`]) can still be used meanwhile.
     pub fn needed(&self, tool: &str, min_age: std::time::Duration) -> bool {
-        let known = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let known = self.inner.read();
         match known.refreshed {
             None => true,
             Some(at) => !known.tools.contains_key(tool) && at.elapsed() > min_age,
@@ -234,7 +234,7 @@ impl ToolHeaders {
         min_age: std::time::Duration,
         max_age: std::time::Duration,
     ) -> bool {
-        let known = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let known = self.inner.read();
         let Some(at) = known.refreshed else {
             return true;
         };

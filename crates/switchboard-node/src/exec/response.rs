@@ -20,7 +20,9 @@
 //! A message the store cannot take (a Redis promotion, a restart) is tried again until the
 //! call's deadline, one message at a time in order ([`crate::exec::outage`]).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::Value;
 use switchboard_protocol::StreamId;
@@ -175,7 +177,7 @@ impl ResponseStream {
             Some(Registration::Registered),
             Sink::Standalone,
         );
-        *rs.lock() = Mode::Streaming;
+        *rs.mode.lock() = Mode::Streaming;
         rs
     }
 
@@ -211,7 +213,7 @@ impl ResponseStream {
     /// request and its stream).
     pub async fn register(&self) -> Registration {
         {
-            let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let mut gate = self.gate.lock();
             match *gate {
                 Gate::Closed => return Registration::Failed,
                 Gate::Open => *gate = Gate::Started,
@@ -243,7 +245,7 @@ impl ResponseStream {
     /// The HTTP side gave up waiting for a quick answer: from now on, stream. `false` when the
     /// first item is already decided (read it from the receiver).
     pub fn switch_to_stream(&self) -> bool {
-        let mut mode = self.lock();
+        let mut mode = self.mode.lock();
         if let Mode::Pending(_) = *mode {
             *mode = Mode::Streaming;
             return true;
@@ -264,7 +266,7 @@ impl ResponseStream {
             return self.log(message.to_string(), Log::Standalone).await;
         }
         {
-            let mut mode = self.lock();
+            let mut mode = self.mode.lock();
             match &mut *mode {
                 Mode::Pending(tx) => {
                     if let Some(tx) = tx.take() {
@@ -315,7 +317,7 @@ impl ResponseStream {
     pub async fn finish(&self, response: Value) {
         let response = self.answer_of(response);
         let json = {
-            let mut mode = self.lock();
+            let mut mode = self.mode.lock();
             let prev = std::mem::replace(&mut *mode, Mode::Done);
             match prev {
                 Mode::Pending(mut tx) => {
@@ -378,7 +380,7 @@ impl ResponseStream {
         F: std::future::Future<Output = ()>,
     {
         let pending = {
-            let mut mode = self.lock();
+            let mut mode = self.mode.lock();
             match &mut *mode {
                 // Done from now on: the HTTP side can no longer switch to a stream meanwhile.
                 Mode::Pending(tx) => {
@@ -406,7 +408,7 @@ impl ResponseStream {
             self.finish(response).await;
             return end.await;
         };
-        *self.lock() = Mode::Done;
+        *self.mode.lock() = Mode::Done;
         self.register().await;
         let data = response.to_string();
         let logged = self.app.store.append(sid, stream, &data, true).await;
@@ -431,7 +433,7 @@ impl ResponseStream {
     /// registered, so that its end must be recorded.
     fn close_registration(&self) -> bool {
         let started = {
-            let mut gate = self.gate.lock().unwrap_or_else(|p| p.into_inner());
+            let mut gate = self.gate.lock();
             if *gate == Gate::Open {
                 *gate = Gate::Closed;
             }
@@ -575,9 +577,5 @@ impl ResponseStream {
     /// store error.
     pub(crate) fn sequence(&self) -> Arc<Sequence> {
         self.sequence.clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Mode> {
-        self.mode.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -26,8 +26,8 @@
 
 pub mod seal;
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lc_rs::digest::{digest, SHA256};
@@ -249,7 +249,8 @@ impl Inputs {
 
     /// Task mode: the questions still waiting for an answer, by key.
     pub fn waiting(&self) -> Map<String, Value> {
-        lock(&self.waiting)
+        self.waiting
+            .lock()
             .iter()
             .map(|(k, (request, _))| (k.clone(), request.clone()))
             .collect()
@@ -259,7 +260,7 @@ impl Inputs {
     pub fn answer_or_ask(&self, method: &str, params: &Value) -> Ask {
         let base = question_key(method, params);
         let n = {
-            let mut seen = lock(&self.seen);
+            let mut seen = self.seen.lock();
             let n = seen.entry(base.clone()).or_insert(0);
             *n += 1;
             *n
@@ -269,13 +270,13 @@ impl Inputs {
             return Ask::Answer(answer.clone());
         }
         let request = json!({"method": method, "params": params});
-        lock(&self.asked).push((key.clone(), request.clone()));
+        self.asked.lock().push((key.clone(), request.clone()));
         self.notify.notify_one();
         if self.mode == InputMode::Rerun {
             return Ask::Stop;
         }
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(key, (request, tx));
+        self.waiting.lock().insert(key, (request, tx));
         Ask::Wait(rx)
     }
 
@@ -283,7 +284,7 @@ impl Inputs {
     pub async fn asked(&self) {
         loop {
             let notified = self.notify.notified();
-            if !lock(&self.asked).is_empty() {
+            if !self.asked.lock().is_empty() {
                 return;
             }
             notified.await;
@@ -292,13 +293,13 @@ impl Inputs {
 
     /// Park mode: the questions asked since the last call, by key.
     pub fn take_asked(&self) -> Vec<(String, Value)> {
-        std::mem::take(&mut *lock(&self.asked))
+        std::mem::take(&mut *self.asked.lock())
     }
 
     /// Park mode: hands `answers` to the waiting questions. Questions left unanswered are asked
     /// again (they are recorded as asked once more).
     pub fn deliver(&self, answers: &Map<String, Value>) {
-        let mut waiting = lock(&self.waiting);
+        let mut waiting = self.waiting.lock();
         let keys: Vec<String> = waiting.keys().cloned().collect();
         let mut again = Vec::new();
         for key in keys {
@@ -313,7 +314,7 @@ impl Inputs {
         }
         drop(waiting);
         if !again.is_empty() {
-            lock(&self.asked).extend(again);
+            self.asked.lock().extend(again);
             self.notify.notify_one();
         }
     }
@@ -326,7 +327,7 @@ impl Inputs {
         settings: &MrtrSettings,
         principal: &str,
     ) -> Option<Result<Value, String>> {
-        let asked = lock(&self.asked).clone();
+        let asked = self.asked.lock().clone();
         if asked.is_empty() {
             return None;
         }
@@ -481,10 +482,6 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //!   dropping its upstream call mid-way: the one rule every transport's call runs under.
 
 use foldhash::HashMap;
-use std::sync::Mutex;
+use parking_lot::Mutex;
 
 use serde_json::Value;
 use switchboard_protocol::codes;
@@ -30,14 +30,16 @@ impl Calls {
     /// Registers a running client request; its token fires on cancellation.
     pub fn start(&self, sid: &str, key: &str) -> CancellationToken {
         let token = CancellationToken::new();
-        lock(&self.running).insert((sid.to_owned(), key.to_owned()), token.clone());
+        self.running
+            .lock()
+            .insert((sid.to_owned(), key.to_owned()), token.clone());
         token
     }
 
     /// Like [`Calls::start`], unless a request with the same id already runs here in the session:
     /// then `None` (a duplicate in-flight id, case C22), and nothing changes.
     pub fn try_start(&self, sid: &str, key: &str) -> Option<CancellationToken> {
-        match lock(&self.running).entry((sid.to_owned(), key.to_owned())) {
+        match self.running.lock().entry((sid.to_owned(), key.to_owned())) {
             std::collections::hash_map::Entry::Occupied(_) => None,
             std::collections::hash_map::Entry::Vacant(v) => {
                 Some(v.insert(CancellationToken::new()).clone())
@@ -47,12 +49,14 @@ impl Calls {
 
     /// The request finished.
     pub fn end(&self, sid: &str, key: &str) {
-        lock(&self.running).remove(&(sid.to_owned(), key.to_owned()));
+        self.running
+            .lock()
+            .remove(&(sid.to_owned(), key.to_owned()));
     }
 
     /// Cancels a running request; `false` when it does not run here.
     pub fn cancel(&self, sid: &str, key: &str) -> bool {
-        match lock(&self.running).get(&(sid.to_owned(), key.to_owned())) {
+        match self.running.lock().get(&(sid.to_owned(), key.to_owned())) {
             Some(t) => {
                 t.cancel();
                 true
@@ -64,7 +68,8 @@ impl Calls {
     /// A token that fires when the session ends on this node (for work not tied to a request,
     /// e.g. an upstream's standalone stream).
     pub fn session_token(&self, sid: &str) -> CancellationToken {
-        lock(&self.sessions)
+        self.sessions
+            .lock()
             .entry(sid.to_owned())
             .or_default()
             .clone()
@@ -72,20 +77,20 @@ impl Calls {
 
     /// Cancels every request of a session and drops its waiters (the session ended).
     pub fn end_session(&self, sid: &str) {
-        if let Some(t) = lock(&self.sessions).remove(sid) {
+        if let Some(t) = self.sessions.lock().remove(sid) {
             t.cancel();
         }
-        for (k, t) in lock(&self.running).iter() {
+        for (k, t) in self.running.lock().iter() {
             if k.0 == sid {
                 t.cancel();
             }
         }
-        lock(&self.waiters).retain(|k, _| k.0 != sid);
+        self.waiters.lock().retain(|k, _| k.0 != sid);
     }
 
     /// Sessions with a request running here.
     pub fn sessions(&self) -> Vec<String> {
-        let mut v: Vec<String> = lock(&self.running).keys().map(|k| k.0.clone()).collect();
+        let mut v: Vec<String> = self.running.lock().keys().map(|k| k.0.clone()).collect();
         v.sort();
         v.dedup();
         v
@@ -93,19 +98,25 @@ impl Calls {
 
     /// Number of requests running here.
     pub fn running_count(&self) -> usize {
-        lock(&self.running).len()
+        self.running.lock().len()
     }
 
     /// Waits for the client's answer to server-issued request `key`.
     pub fn add_waiter(&self, sid: &str, key: &str) -> oneshot::Receiver<Value> {
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiters).insert((sid.to_owned(), key.to_owned()), tx);
+        self.waiters
+            .lock()
+            .insert((sid.to_owned(), key.to_owned()), tx);
         rx
     }
 
     /// Hands the answer to its waiter; `false` when nobody here waits for it.
     pub fn answer(&self, sid: &str, key: &str, message: Value) -> bool {
-        match lock(&self.waiters).remove(&(sid.to_owned(), key.to_owned())) {
+        match self
+            .waiters
+            .lock()
+            .remove(&(sid.to_owned(), key.to_owned()))
+        {
             Some(tx) => tx.send(message).is_ok(),
             None => false,
         }
@@ -113,12 +124,10 @@ impl Calls {
 
     /// Stops waiting (timeout or cancellation).
     pub fn remove_waiter(&self, sid: &str, key: &str) {
-        lock(&self.waiters).remove(&(sid.to_owned(), key.to_owned()));
+        self.waiters
+            .lock()
+            .remove(&(sid.to_owned(), key.to_owned()));
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How long a cancelled request's upstream call may take to wind down (tell its server, e.g. a

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::Value;
 use switchboard_upstream::ClientPeer;
@@ -29,7 +31,7 @@ impl Forwards {
     pub fn start(&self, peer: Arc<dyn ClientPeer>) -> (String, oneshot::Receiver<Value>) {
         let call = self.seq.fetch_add(1, Ordering::Relaxed).to_string();
         let (tx, rx) = oneshot::channel();
-        lock(&self.waiting).insert(
+        self.waiting.lock().insert(
             call.clone(),
             Waiting {
                 peer,
@@ -41,12 +43,12 @@ impl Forwards {
 
     /// Origin: the call is over (answered, cancelled or its owner died).
     pub fn finish(&self, call: &str) {
-        lock(&self.waiting).remove(call);
+        self.waiting.lock().remove(call);
     }
 
     /// Origin: puts a message the owner produced on the client's stream.
     pub async fn relay(&self, call: &str, message: Value) {
-        let peer = lock(&self.waiting).get(call).map(|w| w.peer.clone());
+        let peer = self.waiting.lock().get(call).map(|w| w.peer.clone());
         let Some(peer) = peer else {
             return;
         };
@@ -57,7 +59,9 @@ impl Forwards {
 
     /// Origin: the owner finished the call.
     pub fn done(&self, call: &str, outcome: Value) {
-        if let Some(tx) = lock(&self.waiting)
+        if let Some(tx) = self
+            .waiting
+            .lock()
             .get_mut(call)
             .and_then(|w| w.done.take())
         {
@@ -67,22 +71,26 @@ impl Forwards {
 
     /// Owner: call `call` of node `origin` runs here under `token` (an origin's cancel fires it).
     pub fn track(&self, origin: &str, call: &str, token: CancellationToken) {
-        lock(&self.running).insert((origin.to_owned(), call.to_owned()), token);
+        self.running
+            .lock()
+            .insert((origin.to_owned(), call.to_owned()), token);
     }
 
     /// Owner: call `call` of node `origin` no longer runs here.
     pub fn untrack(&self, origin: &str, call: &str) {
-        lock(&self.running).remove(&(origin.to_owned(), call.to_owned()));
+        self.running
+            .lock()
+            .remove(&(origin.to_owned(), call.to_owned()));
     }
 
     /// Owner: the origin cancelled the call.
     pub fn cancel(&self, origin: &str, call: &str) {
-        if let Some(t) = lock(&self.running).get(&(origin.to_owned(), call.to_owned())) {
+        if let Some(t) = self
+            .running
+            .lock()
+            .get(&(origin.to_owned(), call.to_owned()))
+        {
             t.cancel();
         }
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

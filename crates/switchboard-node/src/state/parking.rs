@@ -5,7 +5,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::{Map, Value};
 use switchboard_protocol::RequestId;
@@ -32,13 +34,13 @@ impl ItemSink {
 
     /// Sends `item` to the current round; `false` when that round's stream is gone.
     pub async fn send(&self, item: Item) -> bool {
-        let tx = lock(&self.0).clone();
+        let tx = self.0.lock().clone();
         tx.send(item).await.is_ok()
     }
 
     /// Points the sink at a new round's stream.
     pub fn redirect(&self, tx: mpsc::Sender<Item>) {
-        *lock(&self.0) = tx;
+        *self.0.lock() = tx;
     }
 }
 
@@ -139,7 +141,7 @@ impl Parking {
         let bytes: [u8; 16] = rand::random();
         let id: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let (tx, rx) = oneshot::channel();
-        lock(&self.parked).insert(
+        self.parked.lock().insert(
             id.clone(),
             Parked {
                 principal: principal.to_owned(),
@@ -153,7 +155,7 @@ impl Parking {
 
     /// Forgets a park (its run gave up waiting).
     pub fn forget(&self, id: &str) {
-        lock(&self.parked).remove(id);
+        self.parked.lock().remove(id);
     }
 
     /// Resumes park `id` for `principal` with `resumed`; the request's token and round guard
@@ -165,7 +167,7 @@ impl Parking {
         principal: &str,
         resumed: Resumed,
     ) -> Option<(CancellationToken, Arc<Rounds>)> {
-        let mut parked = lock(&self.parked);
+        let mut parked = self.parked.lock();
         if parked.get(id).is_none_or(|p| p.principal != principal) {
             return None;
         }
@@ -178,15 +180,11 @@ impl Parking {
 
     /// The principal park `id` was parked for, when it waits here.
     pub fn principal_of(&self, id: &str) -> Option<String> {
-        lock(&self.parked).get(id).map(|p| p.principal.clone())
+        self.parked.lock().get(id).map(|p| p.principal.clone())
     }
 
     /// The number of requests parked here.
     pub fn len(&self) -> usize {
-        lock(&self.parked).len()
+        self.parked.lock().len()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

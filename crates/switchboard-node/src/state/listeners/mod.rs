@@ -11,7 +11,9 @@
 //! reason), so a closed stream leaves nothing behind.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::{json, Value};
 use switchboard_protocol::{meta, RequestId};
@@ -51,7 +53,7 @@ pub struct Listening {
 
 impl Drop for Listening {
     fn drop(&mut self) {
-        lock(&self.inner).entries.remove(&self.key);
+        self.inner.lock().entries.remove(&self.key);
         telemetry::listener_closed();
     }
 }
@@ -74,7 +76,7 @@ impl Listeners {
         id: RequestId,
         filter: Filter,
     ) -> Option<(Listening, mpsc::Receiver<Value>)> {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         if inner.entries.len() >= self.max {
             return None;
         }
@@ -93,13 +95,13 @@ impl Listeners {
     /// Open listeners.
     #[cfg(test)]
     fn len(&self) -> usize {
-        lock(&self.inner).entries.len()
+        self.inner.lock().entries.len()
     }
 
     /// Hands server notification `message` to every listener whose filter matches, tagged with
     /// its subscription id; ends listeners whose queue is full. Returns how many got it.
     pub fn publish(&self, message: &Value) -> usize {
-        let mut inner = lock(&self.inner);
+        let mut inner = self.inner.lock();
         let mut ended = Vec::new();
         let mut delivered = 0;
         for (key, entry) in &inner.entries {
@@ -136,10 +138,6 @@ pub fn tagged(message: &Value, id: &RequestId) -> Value {
     }
     params["_meta"][meta::SUBSCRIPTION_ID] = id.0.clone();
     m
-}
-
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    inner.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 #[cfg(test)]

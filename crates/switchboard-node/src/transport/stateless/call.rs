@@ -6,7 +6,9 @@
 //! of that token in the response body, so closing the response stream cancels the request (MCP
 //! 2026-07-28, basic/transports, Cancellation: closing the stream MUST be treated as cancelling).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, meta, RequestId, Revision, StreamId};

@@ -13,7 +13,9 @@
 //!   declare the capability the method needs (recorded, so the request answers -32021), and
 //!   with an error on methods that may not answer `InputRequiredResult`.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
 
 use async_trait::async_trait;
 use serde_json::Value;
@@ -44,7 +46,7 @@ pub struct StatelessPeer {
 impl StatelessPeer {
     /// The capability a refused server-to-client request needed, if any.
     pub fn missing_capability(&self) -> Option<&'static str> {
-        *self.missing.lock().unwrap_or_else(|p| p.into_inner())
+        *self.missing.lock()
     }
 
     fn dropped(&self, message: &Value) -> bool {
@@ -88,7 +90,7 @@ impl ClientPeer for StatelessPeer {
         };
         // A capability is declared by an object (`null` or `false` declares nothing).
         if !self.capabilities.get(cap).is_some_and(Value::is_object) {
-            *self.missing.lock().unwrap_or_else(|p| p.into_inner()) = Some(cap);
+            *self.missing.lock() = Some(cap);
             return Err(PeerError::MissingCapability(cap));
         }
         let Some(inputs) = &self.inputs else {
