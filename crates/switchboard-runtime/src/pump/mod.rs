@@ -21,6 +21,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use switchboard_protocol::ids::position_order;
 use switchboard_protocol::StreamId;
 use switchboard_store::{LoggedEvent, Replay, RunningRequest, StoreResult};
@@ -269,7 +270,15 @@ impl<R: Replica, S: Sink> Pump<R, S> {
     /// resume elsewhere: a stream that has written no event id yet could not be resumed at all.
     async fn catch_up(&mut self) -> Step {
         let deadline = tokio::time::Instant::now() + CATCH_UP_RETRY;
-        let mut pause = Duration::from_millis(100);
+        // 100 ms, doubling with jitter; the deadline ends the retries.
+        let mut pauses = ExponentialBuilder::new()
+            .with_jitter()
+            .with_factor(2.0)
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(CATCH_UP_RETRY)
+            .without_max_times()
+            .build();
+        let mut pause = pauses.next().unwrap_or(CATCH_UP_RETRY);
         loop {
             let Some(page) = self.read_log().await else {
                 return Step::Stop;
@@ -294,7 +303,7 @@ impl<R: Replica, S: Sink> Pump<R, S> {
                         () = tokio::time::sleep(pause) => {}
                         () = self.replica.until_cut_off() => return Step::Stop,
                     }
-                    pause *= 2;
+                    pause = pauses.next().unwrap_or(CATCH_UP_RETRY);
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "connection cannot read the event log; closing it");

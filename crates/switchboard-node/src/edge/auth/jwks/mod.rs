@@ -27,7 +27,10 @@
 //! (`max-age`); OpenID Connect Core §10.1.1 (rotation of signing keys via `kid`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use backon::{BackoffBuilder, ExponentialBuilder};
+use parking_lot::RwLock;
 use std::time::{Duration, Instant};
 
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
@@ -86,7 +89,7 @@ impl KeySet {
 /// The fetcher and its cache; one per node.
 pub struct Jwks {
     /// `auth.jwks_url`, or the last `jwks_uri` discovered (empty until then).
-    url: std::sync::Mutex<String>,
+    url: parking_lot::Mutex<String>,
     /// The issuer whose discovery document names the URL (`auth.oidc_discovery`), if any.
     discover: Option<String>,
     client: reqwest::Client,
@@ -113,7 +116,7 @@ impl Jwks {
             // Only a TLS back end that cannot start fails here; `get` still bounds the time.
             .unwrap_or_default();
         Jwks {
-            url: std::sync::Mutex::new(settings.jwks_url.clone()),
+            url: parking_lot::Mutex::new(settings.jwks_url.clone()),
             discover: settings.oidc_discovery.then(|| settings.issuer.clone()),
             client,
             min_refresh: settings.jwks_min_refresh,
@@ -128,7 +131,14 @@ impl Jwks {
     /// Fetches the set now and again whenever it is due, forever (spawned by the layer and
     /// aborted with it).
     pub async fn run(self: Arc<Self>) {
-        let mut retry = FIRST_RETRY;
+        // After a failed fetch: FIRST_RETRY, doubling (with jitter) up to `min_refresh`.
+        let retries = ExponentialBuilder::new()
+            .with_jitter()
+            .with_factor(2.0)
+            .with_min_delay(FIRST_RETRY.min(self.min_refresh))
+            .with_max_delay(self.min_refresh)
+            .without_max_times();
+        let mut retry = retries.build();
         loop {
             let fresh_for = {
                 let mut last = self.last_attempt.lock().await;
@@ -136,24 +146,20 @@ impl Jwks {
             };
             let wait = match fresh_for {
                 Some(fresh_for) => {
-                    retry = FIRST_RETRY;
+                    retry = retries.build();
                     fresh_for
                 }
-                None => {
-                    let wait = retry.min(self.min_refresh);
-                    retry = (retry * 2).min(self.min_refresh);
-                    wait
-                }
+                None => retry
+                    .next()
+                    .unwrap_or(self.min_refresh)
+                    .min(self.min_refresh),
             };
             tokio::time::sleep(wait).await;
         }
     }
 
     fn snapshot(&self) -> Arc<KeySet> {
-        self.current
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.current.read().clone()
     }
 
     /// The keys to verify a token naming `kid` with: the held set, fetched again first when
@@ -201,10 +207,7 @@ impl Jwks {
                 let kids: Vec<&str> = keys.iter().filter_map(|k| k.kid.as_deref()).collect();
                 tracing::info!(url = %self.url(), keys = keys.len(), ?kids, "JWKS fetched");
                 let set = Arc::new(KeySet { keys, loaded: true });
-                *self
-                    .current
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = set;
+                *self.current.write() = set;
                 let fresh = max_age.unwrap_or(self.min_refresh);
                 Some(fresh.clamp(self.min_refresh, self.max_refresh))
             }
@@ -224,17 +227,11 @@ impl Jwks {
     }
 
     fn url(&self) -> String {
-        self.url
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.url.lock().clone()
     }
 
     fn set_url(&self, url: String) {
-        *self
-            .url
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = url;
+        *self.url.lock() = url;
     }
 
     /// The key-set URL: configured, known from discovery, or discovered now.
