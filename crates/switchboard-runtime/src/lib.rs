@@ -25,6 +25,8 @@
 //! once, the log re-read, a gone log closing the stream, a dead replica's request ended),
 //! against the memory store.
 
+#![warn(clippy::too_many_lines)]
+
 pub mod background;
 pub mod health;
 pub mod hub;
