@@ -59,6 +59,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
@@ -79,11 +80,13 @@ use tower_http::body::Limited;
 use tower_http::limit::{RequestBodyLimitLayer, ResponseBody};
 use tower_service::Service;
 
+use crate::config::NodeConfig;
+use crate::edge::auth::Auth;
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
-use crate::edge::{auth, header_checks, request_id};
+use crate::edge::{header_checks, request_id};
 use crate::probes;
-use crate::state::App;
+use crate::state::{App, Fence};
 use crate::transport::streamable::{delete, get, post};
 use crate::transport::{legacy_sse, websocket};
 
@@ -122,8 +125,11 @@ pub fn router(app: App) -> Router {
         let ws = edge(&app, get_route(websocket::on_upgrade));
         router = router.route_service(&app.cfg.websocket_path, ws);
     }
-    for path in app.auth.iter().flat_map(auth::Auth::metadata_paths) {
-        router = router.route(&path, get_route(protected_resource_metadata));
+    if let Some(auth) = &app.auth {
+        for path in auth.metadata_paths() {
+            let metadata = get_route(protected_resource_metadata).with_state(auth.clone());
+            router = router.route(&path, metadata);
+        }
     }
     router.with_state(app)
 }
@@ -160,13 +166,16 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
         //    (JSON-RPC 2.0 §5, `edge::request_id`): the fence's 503 too.
         .layer(middleware::from_fn(request_id::answer_with_id))
         // 2. Origin and Host; then a node cut off from the store refuses at once.
-        .layer(middleware::from_fn_with_state(app.clone(), origin_and_host))
-        .layer(middleware::from_fn_with_state(app.clone(), not_fenced))
+        .layer(middleware::from_fn_with_state(
+            app.cfg.clone(),
+            origin_and_host,
+        ))
+        .layer(middleware::from_fn_with_state(app.fence(), not_fenced))
         // 3. Authentication, when configured.
         .option_layer(
             app.auth
-                .is_some()
-                .then(|| middleware::from_fn_with_state(app.clone(), authenticate)),
+                .clone()
+                .map(|auth| middleware::from_fn_with_state(auth, authenticate)),
         );
     let routes = routes.layer(stack).with_state(app.clone());
     ServiceBuilder::new()
@@ -218,8 +227,8 @@ fn too_large_as_json_rpc(
 }
 
 /// Layer 2: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
-async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Response {
-    match header_checks::check_origin_and_host(&app.cfg, req.headers()) {
+async fn origin_and_host(State(cfg): State<Arc<NodeConfig>>, req: Request, next: Next) -> Response {
+    match header_checks::check_origin_and_host(&cfg, req.headers()) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }
@@ -237,19 +246,19 @@ async fn origin_and_host(State(app): State<App>, req: Request, next: Next) -> Re
 /// it; a streamed answer already under way is closed by the fence instead. That refusal carries
 /// the request's id when the handler has read it (the layer above fills it in); the one at once
 /// comes before the body is read, with `id: null` (JSON-RPC 2.0 §5: the id could not be read).
-async fn not_fenced(State(app): State<App>, req: Request, next: Next) -> Response {
+async fn not_fenced(State(mut fence): State<Fence>, req: Request, next: Next) -> Response {
     let refusal = || {
         HttpError::Store(
             "this node cannot reach the session store; another node will serve the request".into(),
         )
         .into_response()
     };
-    if *app.fenced.borrow() {
+    if fence.is_up() {
         return refusal();
     }
     tokio::select! {
         response = next.run(req) => response,
-        () = app.until_fenced() => {
+        () = fence.until_up() => {
             tracing::debug!("fenced while a request waited for its answer; refused");
             refusal()
         }
@@ -257,10 +266,7 @@ async fn not_fenced(State(app): State<App>, req: Request, next: Next) -> Respons
 }
 
 /// Layer 3: POST, GET and DELETE need a valid token; the rest go on to their 405.
-async fn authenticate(State(app): State<App>, req: Request, next: Next) -> Response {
-    let Some(auth) = app.auth.as_ref() else {
-        return next.run(req).await;
-    };
+async fn authenticate(State(auth): State<Arc<Auth>>, req: Request, next: Next) -> Response {
     if ![Method::POST, Method::GET, Method::DELETE].contains(req.method()) {
         return next.run(req).await;
     }
@@ -306,11 +312,8 @@ async fn delete_headers(req: Request, next: Next) -> Response {
 }
 
 /// The RFC 9728 document (no token needed: clients read it to learn how to get one).
-async fn protected_resource_metadata(State(app): State<App>) -> Response {
-    match app.auth.as_ref() {
-        Some(auth) => auth.metadata_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+async fn protected_resource_metadata(State(auth): State<Arc<Auth>>) -> Response {
+    auth.metadata_response()
 }
 
 async fn not_allowed() -> Response {

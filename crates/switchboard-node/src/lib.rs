@@ -188,7 +188,7 @@ pub async fn serve(
         async move {
             shutdown.await;
             tracing::info!(
-                running = drain.calls.running_count(),
+                running = drain.replica.calls.count(),
                 "draining: closing standalone streams, finishing running requests"
             );
             drain.shutdown.cancel();
@@ -199,10 +199,8 @@ pub async fn serve(
     app.shutdown.cancelled().await;
     let deadline = tokio::time::Instant::now() + app.cfg.drain_timeout;
     let served = tokio::time::timeout_at(deadline, server).await;
-    while app.calls.running_count() > 0 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let left = app.calls.running_count();
+    let _ = tokio::time::timeout_at(deadline, app.replica.calls.idle()).await;
+    let left = app.replica.calls.count();
     if left > 0 || served.is_err() {
         tracing::warn!(
             running = left,

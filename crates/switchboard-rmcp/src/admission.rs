@@ -2,26 +2,28 @@
 //! wedging the session: a request refused for the session's in-flight cap or for its id is first
 //! checked against requests with no call behind them (a dead replica's, or this replica's own
 //! whose POST failed), which are ended before the registration is asked again
-//! ([`crate::liveness::end_lost_requests`]); a registration that failed (HTTP 500) is undone in
+//! ([`switchboard_runtime::lost::end_lost_requests`]); a registration that failed (HTTP 500) is undone in
 //! the background in case the store applied it anyway.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, ExponentialBuilder};
 use rmcp::model::ServerJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use switchboard_protocol::{codes, jsonrpc, RequestId};
+use switchboard_runtime::lost::{end_lost_requests, failed_request_event};
 use switchboard_store::{BeginOutcome, InflightRequest};
 use switchboard_telemetry::trace::logged_session;
 use tokio_stream::wrappers::ReceiverStream;
 
 use crate::error::Error;
-use crate::liveness::{end_lost_requests, lost_request_event};
 use crate::node::Node;
 
 /// How often the undoing of a failed registration is tried.
 const UNDO_ATTEMPTS: u32 = 10;
-/// The first pause between two tries; it doubles after each, up to [`UNDO_PAUSE_MAX`].
+/// The first pause between two tries; it doubles after each (jittered), up to
+/// [`UNDO_PAUSE_MAX`].
 const UNDO_PAUSE: Duration = Duration::from_millis(200);
 const UNDO_PAUSE_MAX: Duration = Duration::from_secs(5);
 
@@ -60,7 +62,7 @@ pub(crate) async fn admit(
         };
         if !reclaimed {
             reclaimed = true;
-            match end_lost_requests(node, sid).await {
+            match end_lost_requests(node.as_ref(), sid, None).await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
                 Err(e) => {
@@ -78,11 +80,17 @@ pub(crate) async fn admit(
 /// ended by the next refusal in the session ([`end_lost_requests`]: no call runs behind it).
 fn undo_failed_begin(node: Arc<Node>, sid: &str, inflight: &InflightRequest) {
     let (sid, stream) = (sid.to_owned(), inflight.stream.clone());
-    let data = lost_request_event(&inflight.request_key, "its POST failed");
+    let data = failed_request_event(&inflight.request_key, "its POST failed");
     let tasks = node.tasks.clone();
     let task = async move {
-        let mut pause = UNDO_PAUSE;
-        for _ in 0..UNDO_ATTEMPTS {
+        let mut pauses = ExponentialBuilder::new()
+            .with_jitter()
+            .with_factor(2.0)
+            .with_min_delay(UNDO_PAUSE)
+            .with_max_delay(UNDO_PAUSE_MAX)
+            .with_max_times(UNDO_ATTEMPTS as usize)
+            .build();
+        loop {
             let undo = node.store.abort_running(&sid, &stream, node.id(), &data);
             let done = tokio::select! {
                 r = undo => r.is_ok(),
@@ -91,11 +99,11 @@ fn undo_failed_begin(node: Arc<Node>, sid: &str, inflight: &InflightRequest) {
             if done {
                 return;
             }
+            let Some(pause) = pauses.next() else { break };
             tokio::select! {
                 () = tokio::time::sleep(pause) => {}
                 () = node.stopped.cancelled() => return,
             }
-            pause = (pause * 2).min(UNDO_PAUSE_MAX);
         }
         tracing::warn!(session = %logged_session(&sid), "could not undo a failed request registration; the next refusal in the session ends it");
     };

@@ -227,12 +227,12 @@
 //!   [`ResponseStream`].
 //! - `routing`: client answers and cancellations to the right replica.
 //! - `admission`: a request's registration in flight, refusals, a failed one undone.
-//! - `liveness`: when another replica counts as dead; requests with no call behind them ended.
-//! - `running`: the calls running here.
 //! - `replica`: this replica as the shared runtime (`switchboard-runtime`) sees it; the
-//!   runtime holds the open connections (its hub), runs the heartbeat, keep-alive, reaper and
-//!   bus inbox, and tells when another replica is dead.
+//!   runtime holds the open connections (its hub) and the calls running here, runs the
+//!   heartbeat, keep-alive, reaper and bus inbox, tells when another replica is dead and ends
+//!   the requests with no call behind them.
 //! - `node`: what all of these share.
+//! - `rules` (tests): the replica runtime's rules, run through this crate's replica and streams.
 //! - [`error`]: the one error type, [`Error`].
 
 #![warn(clippy::too_many_lines)]
@@ -242,13 +242,13 @@ pub mod config;
 mod conn;
 pub mod error;
 mod event_store;
-mod liveness;
 mod manager;
 mod node;
 mod recorder;
 mod replica;
 mod routing;
-mod running;
+#[cfg(test)]
+mod rules;
 mod session_store;
 
 pub use config::ReplicatedConfig;

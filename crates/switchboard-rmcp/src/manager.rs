@@ -14,7 +14,7 @@ use rmcp::transport::streamable_http_server::{
     RestoreOutcome, SessionId, SessionManager, StreamableHttpServerConfig,
 };
 use serde_json::Value;
-use switchboard_protocol::{EventId, RequestId, StreamId};
+use switchboard_protocol::{codes, EventId, RequestId, StreamId};
 use switchboard_store::eviction::Readiness;
 use switchboard_store::redis::RedisTopology;
 use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Routed, Store};
@@ -168,12 +168,12 @@ impl ReplicatedSessionManager {
     pub async fn shutdown(&self) {
         let node = &self.node;
         node.draining.cancel();
-        if tokio::time::timeout(node.config.drain_timeout, node.running.idle())
+        if tokio::time::timeout(node.config.drain_timeout, node.replica.calls.idle())
             .await
             .is_err()
         {
             tracing::warn!(
-                calls = node.running.count(),
+                calls = node.replica.calls.count(),
                 "drain timeout: ending the calls still running"
             );
         }
@@ -203,8 +203,12 @@ impl ReplicatedSessionManager {
         let request_key = request_id.key();
         let stream = StreamId::generate().as_str().to_owned();
         let holder = node.holder();
-        // Counts as running here before the store registers it: see `liveness`.
-        let running = node.running.start(&sid, &stream);
+        // Counts as running here before the store registers it, so that its entry is never
+        // taken for one with no call behind it (`switchboard_runtime::lost`).
+        let Some(running) = node.replica.calls.try_run(&sid, &request_key, &stream) else {
+            let why = "a request with this id is already in flight in this session";
+            return admission::refusal(&request_id, codes::INVALID_REQUEST, why);
+        };
         let handle = node.replica.hub.register(&sid, &stream, &holder);
         let inflight = InflightRequest {
             request_key: request_key.clone(),

@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{ReplicatedConfig, EVICTION_OPT_IN};
-use crate::running::Running;
 
 /// One replica's shared state.
 pub(crate) struct Node {
@@ -29,12 +28,10 @@ pub(crate) struct Node {
     pub config: ReplicatedConfig,
     /// What this replica holds for the runtime: the connections open here, how long the store
     /// has answered its heartbeats (whether another replica whose heartbeat lapsed can be taken
-    /// for dead: [`Node::is_dead`]), Redis's `maxmemory-policy` as last read, the loops' periods.
+    /// for dead: `switchboard_runtime::liveness::is_dead`), Redis's `maxmemory-policy` as last read, the loops' periods.
     pub replica: ReplicaState,
     /// rmcp's in-process sessions: the handler of each session this replica serves runs here.
     pub local: LocalSessionManager,
-    /// Calls running here, per session.
-    pub running: Running,
     /// Recorders and connection tasks, so that a shutdown can wait for them.
     pub tasks: TaskTracker,
     /// Cancelled when the replica starts draining: standalone streams close (their clients
@@ -70,7 +67,6 @@ impl Node {
             store,
             config,
             local,
-            running: Running::default(),
             tasks: TaskTracker::new(),
             draining: CancellationToken::new(),
             stopped: CancellationToken::new(),

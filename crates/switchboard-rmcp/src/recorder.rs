@@ -16,7 +16,6 @@ use switchboard_protocol::StreamId;
 use crate::conn::{aborted_answer, NO_ANSWER};
 use crate::node::{Appending, Node};
 use crate::routing;
-use crate::running::RunningGuard;
 
 /// Logs the messages of one request's response stream `stream` (request id key `request_key`)
 /// until its answer. If rmcp's stream ends without one, something else ends the log, so that a
@@ -29,7 +28,7 @@ pub(crate) async fn record_request(
     stream: String,
     request_key: String,
     handler: u64,
-    _running: RunningGuard,
+    _running: switchboard_runtime::calls::Running,
     local: impl Stream<Item = ServerSseMessage> + Send,
 ) {
     futures::pin_mut!(local);

@@ -3,7 +3,7 @@
 //!
 //! - A heartbeat that found this replica's key lapsed is logged (replicas that found it dead
 //!   meanwhile may have ended requests it runs); the runtime's [`StoreHealth`] restarts its count,
-//!   which [`Node::is_dead`] reads.
+//!   which the runtime's dead-replica rule reads.
 //! - Client answers and cancellations for calls here go to their rmcp session (`routing`); the
 //!   end of a session closes it here.
 //!
@@ -27,10 +27,6 @@ impl Replica for Node {
 
     fn state(&self) -> &ReplicaState {
         &self.replica
-    }
-
-    fn busy_sessions(&self) -> Vec<String> {
-        self.running.sessions()
     }
 
     async fn until_cut_off(&self) {

@@ -142,7 +142,7 @@ fn failed(replica: &dyn Replica) -> Beat {
 /// starts when the last request finishes). A session that is gone meanwhile is closed here.
 pub async fn keep_alive<R: Replica>(replica: Arc<R>) {
     let mut sids = replica.hub().sessions();
-    sids.extend(replica.busy_sessions());
+    sids.extend(replica.calls().sessions());
     sids.retain(|sid| replica.is_stored(sid));
     sids.sort();
     sids.dedup();

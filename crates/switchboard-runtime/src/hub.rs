@@ -13,7 +13,8 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use switchboard_telemetry::trace::logged_session;
 
-use switchboard_protocol::{codes, jsonrpc, RequestId};
+use switchboard_protocol::{codes, jsonrpc, RequestId, StreamId};
+use switchboard_store::{holder_node, Appended};
 use tokio::sync::mpsc;
 
 /// One event for a connection.
@@ -225,6 +226,32 @@ impl Hub {
             counters().streams_lagged.inc();
             tracing::debug!(session = %logged_session(sid), stream, "connection lagged; will re-read the event log");
         }
+    }
+
+    /// Hands event `data` (`end`: the stream's last), just appended to `stream` of `sid` by
+    /// replica `node_id` as `appended`, to its connection when that is held here. The store has
+    /// delivered it itself, through the bus, when the stream is the standalone one or its holder
+    /// is another replica's ([`switchboard_store::Appended::holder`]); nothing is done then.
+    pub fn deliver_appended(
+        &self,
+        node_id: &str,
+        (sid, stream): (&str, &str),
+        appended: &Appended,
+        data: String,
+        end: bool,
+    ) {
+        let Some(holder) = &appended.holder else {
+            return;
+        };
+        if stream == StreamId::STANDALONE || holder_node(holder) != node_id {
+            return;
+        }
+        let event = StreamEvent {
+            position: appended.position.clone(),
+            data,
+            end,
+        };
+        self.deliver(sid, stream, holder, event);
     }
 
     /// [`Hub::deliver`] of an event that may follow events this replica missed

@@ -19,22 +19,32 @@
 //! - [`inbox`]: the bus inbox; live events, takeovers and a resubscribed inbox reach the hub.
 //! - [`background`]: heartbeat, session keep-alive, reaper, Redis memory-policy re-read.
 //! - [`health`]: how this replica's heartbeats fared ([`StoreHealth`]).
+//! - [`calls`]: the calls running here ([`Calls`]), keyed by session and request id, with their
+//!   cancellation.
 //! - [`liveness`]: when another replica counts as dead, and the answer of a request lost with it.
+//! - [`lost`]: ending the requests registered in flight with no call behind them (a dead
+//!   replica's, or this replica's whose registration failed as far as it could tell).
 //!
-//! `tests/pump.rs` holds the stream rules once for both hosts (replay then live events each
-//! once, the log re-read, a gone log closing the stream, a dead replica's request ended),
-//! against the memory store.
+//! [`rules`] (feature `rules`, tests only) holds the runtime's rules once (replay then live
+//! events each once, the log re-read, a gone log closing the stream, a dead replica's request
+//! ended, this replica's lost requests ended and its running ones left alone), as a suite each
+//! host runs through its own replica and sink; this crate runs it through a bare replica.
 
 #![warn(clippy::too_many_lines)]
 
 pub mod background;
+pub mod calls;
 pub mod health;
 pub mod hub;
 pub mod inbox;
 pub mod liveness;
+pub mod lost;
 pub mod pump;
 pub mod replica;
+#[cfg(any(test, feature = "rules"))]
+pub mod rules;
 
+pub use calls::Calls;
 pub use health::StoreHealth;
 pub use hub::{ConnHandle, Hub, Outbound, StreamEvent};
 pub use replica::{Beat, Replica, ReplicaState, Timing};

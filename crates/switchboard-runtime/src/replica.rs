@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use switchboard_store::eviction::{EvictionWatch, Lapse};
 use switchboard_store::{BusMessage, Store};
 
+use crate::calls::Calls;
 use crate::health::StoreHealth;
 use crate::hub::Hub;
 
@@ -46,12 +47,14 @@ pub enum Beat {
     },
 }
 
-/// What a replica holds in memory for the runtime: its held streams, how its heartbeats fared,
-/// its Redis memory-policy watch and its loops' periods. The host keeps one and hands it over
+/// What a replica holds in memory for the runtime: its held streams, its running calls, how its
+/// heartbeats fared, its Redis memory-policy watch and its loops' periods. The host keeps one and hands it over
 /// with [`Replica::state`].
 pub struct ReplicaState {
     /// The streams held open here.
     pub hub: Hub,
+    /// The calls running here.
+    pub calls: Arc<Calls>,
     /// How this replica's heartbeats have fared.
     pub health: StoreHealth,
     /// Redis's `maxmemory-policy` as last read, and the heartbeats' timing.
@@ -62,10 +65,11 @@ pub struct ReplicaState {
 
 impl ReplicaState {
     /// A replica's state: a hub whose connections queue at most `connection_queue` events, no
-    /// heartbeat answered yet.
+    /// heartbeat answered yet, no call running.
     pub fn new(connection_queue: usize, eviction: EvictionWatch, timing: Timing) -> ReplicaState {
         ReplicaState {
             hub: Hub::new(connection_queue),
+            calls: Arc::default(),
             health: StoreHealth::default(),
             eviction,
             timing,
@@ -98,9 +102,10 @@ pub trait Replica: Send + Sync + 'static {
     fn timing(&self) -> Timing {
         self.state().timing
     }
-    /// Sessions with a call running here (with the streams held here, the sessions the
-    /// keep-alive must not let expire).
-    fn busy_sessions(&self) -> Vec<String>;
+    /// The calls running here.
+    fn calls(&self) -> &Calls {
+        &self.state().calls
+    }
     /// Whether session `sid` is one the store keeps (the gateway's ephemeral 2026-07-28
     /// sessions are not): only those are kept alive.
     fn is_stored(&self, _sid: &str) -> bool {

@@ -75,8 +75,7 @@ pub async fn check(app: &App) {
 /// The session is gone: everything of it here goes.
 async fn session_gone(app: &App, sid: &str) {
     tracing::info!(session = %logged_session(sid), "releasing upstream resources of a session that no longer exists");
-    app.replica.hub.close_session(sid);
-    app.calls.end_session(sid);
+    app.end_session_here(sid);
     app.upstream.session_ended(sid).await;
 }
 

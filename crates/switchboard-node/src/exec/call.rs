@@ -58,7 +58,7 @@ pub struct Job {
     pub raw: Value,
     /// Where the answer goes.
     pub response: Arc<ResponseStream>,
-    /// Fires when the request is cancelled (from [`crate::state::calls::Calls::try_start`]).
+    /// Fires when the request is cancelled (from [`switchboard_runtime::Calls::try_start`]).
     pub cancel: CancellationToken,
     /// The message's span ([`crate::exec::traced::message_span`]): the request's task runs in
     /// it.
@@ -83,7 +83,7 @@ pub fn spawn(mut job: Job) {
         let ending = Arc::new(OnceLock::new());
         let work = execute(&job, params, cancel.clone(), &ending);
         let (outcome, upstream) =
-            labels::reaching_upstream(crate::state::calls::until_cancelled(work, &cancel)).await;
+            labels::reaching_upstream(crate::exec::cancel::until_cancelled(work, &cancel)).await;
         let response = match outcome {
             Ok(result) => jsonrpc::result_response(&job.id, result),
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
@@ -108,7 +108,7 @@ pub fn spawn(mut job: Job) {
                 job.response.finish_ending(response, end).await;
             }
         }
-        job.app.calls.end(&job.session.id, &key);
+        job.app.replica.calls.end(&job.session.id, &key);
     };
     tokio::spawn(task.instrument(span));
 }
@@ -336,21 +336,27 @@ pub(crate) async fn start_call(
     }
     let sid = record.id.as_str();
     let key = id.key();
-    let Some(cancel) = app.calls.try_start(sid, &key) else {
+    // A request answered on the standalone stream is marked so: if this node dies while it
+    // runs, ending it there also tells the client (`switchboard_runtime::lost`).
+    let stream = match to {
+        AnswerTo::Standalone => StreamId::generate_standalone_answered(),
+        AnswerTo::Post(_) | AnswerTo::Batch => StreamId::generate(),
+    };
+    let Some(cancel) = app.replica.calls.try_start(sid, &key, stream.as_str()) else {
         return Ok(Started::Refused(refusal(&id, NotAdmitted::DuplicateId)));
     };
     let (record, response, answer) = match to {
-        AnswerTo::Post(answers) => post_channel(app, record, &id, key, answers),
+        AnswerTo::Post(answers) => post_channel(app, record, (&id, key, stream), answers),
         AnswerTo::Batch | AnswerTo::Standalone => {
             let request = (&id, method.as_str(), &raw);
-            match register(app, record, request, key.clone(), to).await {
+            match register(app, record, request, (key.clone(), stream), to).await {
                 Ok(Ok(registered)) => registered,
                 Ok(Err(refused)) => {
-                    app.calls.end(sid, &key);
+                    app.replica.calls.end(sid, &key);
                     return Ok(Started::Refused(refused));
                 }
                 Err(e) => {
-                    app.calls.end(sid, &key);
+                    app.replica.calls.end(sid, &key);
                     return Err(e);
                 }
             }
@@ -378,17 +384,16 @@ pub(crate) async fn start_call(
 /// A started request: the session as loaded, its answer channel, the transport's end.
 type Channel = (Arc<SessionRecord>, Arc<ResponseStream>, Answer);
 
-/// A POST's answer channel, not registered in flight yet (the POST side registers it once its
-/// answer streams), and its SSE connection in the hub.
+/// A POST's answer channel on `stream`, not registered in flight yet (the POST side registers
+/// it once its answer streams), and its SSE connection in the hub.
 fn post_channel(
     app: &App,
     record: &SessionRecord,
-    id: &RequestId,
-    key: String,
+    (id, key, stream): (&RequestId, String, StreamId),
     answers: Answers,
 ) -> Channel {
     let sid = record.id.as_str();
-    let stream = StreamId::generate().to_string();
+    let stream = stream.to_string();
     let holder = app.new_holder();
     // Should the session end while the request runs, the hub ends this stream with its -32004.
     let conn = app.replica.hub.register_request(sid, &stream, &holder, id);
@@ -417,24 +422,18 @@ fn post_channel(
     (Arc::new(record.clone()), Arc::new(response), answer)
 }
 
-/// A batch's or the standalone stream's answer channel, registered in flight with the request's
-/// admission ([`session::admit`], one store round trip, its rate limits included) of `request`
-/// (id, method, the whole message). `Ok(Err(error))`: the store would not register it
+/// A batch's or the standalone stream's answer channel, registered in flight (request id key,
+/// stream) with the request's admission ([`session::admit`], one store round trip, its rate
+/// limits included) of `request` (id, method, the whole message). `Ok(Err(error))`: the store would not register it
 /// (duplicate id, full session, a rate limit), answered with `error`.
 async fn register(
     app: &App,
     record: &SessionRecord,
     (id, method, raw): (&RequestId, &str, &Value),
-    key: String,
+    (key, stream): (String, StreamId),
     to: AnswerTo,
 ) -> Result<Result<Channel, Value>, HttpError> {
     let sid = record.id.as_str();
-    // A request answered on the standalone stream is marked so: if this node dies while it
-    // runs, ending it there also tells the client (`session::end_lost_requests`).
-    let stream = match to {
-        AnswerTo::Batch => StreamId::generate(),
-        _ => StreamId::generate_standalone_answered(),
-    };
     let inflight = InflightRequest {
         request_key: key,
         stream: stream.to_string(),

@@ -192,7 +192,7 @@ impl NodePeer {
         }
         let id = new_server_request_id();
         let key = id.key();
-        let waiter = self.app.calls.add_waiter(&self.sid, &key);
+        let waiter = self.app.waiters.wait(&self.sid, &key);
         let store = &self.app.store;
         let sent = async {
             store
@@ -204,7 +204,7 @@ impl NodePeer {
                 .await
         };
         if let Err(e) = sent.await {
-            self.app.calls.remove_waiter(&self.sid, &key);
+            self.app.waiters.stop(&self.sid, &key);
             return Err(e);
         }
         let timeout = self.app.cfg.client_request_timeout;
@@ -214,7 +214,7 @@ impl NodePeer {
             _ = self.cancel.cancelled() => Err(PeerError::Cancelled),
         };
         if outcome.is_err() {
-            self.app.calls.remove_waiter(&self.sid, &key);
+            self.app.waiters.stop(&self.sid, &key);
             if let Err(e) = store.forget_pending(&self.sid, &key).await {
                 tracing::warn!(error = %e, "could not forget a pending server request");
             }

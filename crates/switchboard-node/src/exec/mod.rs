@@ -9,12 +9,12 @@
 //! - [`session_handle`]: [`session_handle::NodeSession`], the session handle an upstream gets.
 //! - [`client_peer`]: the [`switchboard_upstream::ClientPeer`] an upstream talks back through.
 //! - [`outage`]: a call's messages through a store outage (tried in order until its deadline).
-//! - [`running`]: the requests running here, their cancellation, and the server requests
-//!   waiting for an answer.
+//! - [`cancel`]: how a cancelled call ends ([`cancel::until_cancelled`]).
 //! - [`traced`]: the span of one MCP message and what a finished request reports (metrics).
 
 pub mod answer_form;
 pub mod call;
+pub mod cancel;
 pub mod client_peer;
 pub mod outage;
 pub mod response;

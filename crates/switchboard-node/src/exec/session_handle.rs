@@ -111,7 +111,7 @@ impl SessionHandle for NodeSession {
             log_level: self.log_level.clone(),
             route: Route::Standalone,
             // Ends with the session on this node (the dispatcher ends its calls).
-            cancel: self.app.calls.session_token(&sid),
+            cancel: self.app.replica.calls.session_token(&sid),
             no_requests: None,
             // Not a call's: each message may wait for the store as long as a call of the
             // upstream may take.

@@ -8,14 +8,40 @@ mod upstream_series;
 
 use std::time::Duration;
 
-use axum::extract::State;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::response::{IntoResponse, Response};
 use http::StatusCode;
 
+use switchboard_runtime::ReplicaState;
 use switchboard_store::eviction::Readiness;
+use switchboard_store::Store;
 use switchboard_telemetry::metrics;
+use switchboard_upstream::Upstream;
 
-use crate::state::App;
+use crate::state::{App, Fence};
+
+/// What the probes read of the node: the store (reachable?), the upstreams (their status), the
+/// replica runtime's state (calls, held streams, the memory-policy watch) and the fence.
+#[derive(Clone)]
+pub(crate) struct Probes {
+    store: Arc<dyn Store>,
+    upstream: Arc<dyn Upstream>,
+    replica: Arc<ReplicaState>,
+    fence: Fence,
+}
+
+impl FromRef<App> for Probes {
+    fn from_ref(app: &App) -> Probes {
+        Probes {
+            store: app.store.clone(),
+            upstream: app.upstream.clone(),
+            replica: app.replica.clone(),
+            fence: app.fence(),
+        }
+    }
+}
 
 /// How long reading `/upstreamz` or `/metrics` waits for upstreams to bring their view up to
 /// date first ([`switchboard_upstream::Upstream::refresh_statuses`]: an http upstream's host
@@ -24,8 +50,8 @@ use crate::state::App;
 pub const STATUS_REFRESH_WAIT: Duration = Duration::from_secs(2);
 
 /// Lets the upstreams bring their status up to date, for at most [`STATUS_REFRESH_WAIT`].
-async fn refresh_statuses(app: &App) {
-    let refresh = app.upstream.refresh_statuses();
+async fn refresh_statuses(upstream: &dyn Upstream) {
+    let refresh = upstream.refresh_statuses();
     if tokio::time::timeout(STATUS_REFRESH_WAIT, refresh)
         .await
         .is_err()
@@ -37,15 +63,15 @@ async fn refresh_statuses(app: &App) {
 }
 
 /// The process's metrics, then each upstream's series, as OpenMetrics text.
-pub(crate) async fn metrics(State(app): State<App>) -> Response {
-    refresh_statuses(&app).await;
+pub(crate) async fn metrics(State(node): State<Probes>) -> Response {
+    refresh_statuses(node.upstream.as_ref()).await;
     let m = metrics::get();
-    m.calls_running.set(app.calls.running_count() as i64);
-    m.fenced.set(i64::from(*app.fenced.borrow()));
-    let (request, standalone) = app.replica.hub.open_counts();
+    m.calls_running.set(node.replica.calls.count() as i64);
+    m.fenced.set(i64::from(node.fence.is_up()));
+    let (request, standalone) = node.replica.hub.open_counts();
     m.streams("request").set(request as i64);
     m.streams("standalone").set(standalone as i64);
-    let series = upstream_series::UpstreamSeries(app.upstream.statuses());
+    let series = upstream_series::UpstreamSeries(node.upstream.statuses());
     let text = metrics::render(Some(Box::new(series)));
     ([(http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response()
 }
@@ -73,11 +99,11 @@ pub(crate) async fn serve_metrics(app: App, listener: Option<tokio::net::TcpList
 
 /// `{"node": <node id>, "upstreams": [<UpstreamStatus>, …]}`: this node's view of each configured
 /// upstream ([`switchboard_upstream::status`]), in config order.
-pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
-    refresh_statuses(&app).await;
+pub(crate) async fn upstreamz(State(node): State<Probes>) -> Response {
+    refresh_statuses(node.upstream.as_ref()).await;
     let body = serde_json::json!({
-        "node": app.node_id(),
-        "upstreams": app.upstream.statuses(),
+        "node": node.store.node_id(),
+        "upstreams": node.upstream.statuses(),
     });
     axum::Json(body).into_response()
 }
@@ -93,11 +119,11 @@ pub(crate) async fn upstreamz(State(app): State<App>) -> Response {
 /// may evict keys is 503 `store not ready: …` like too few replicas, unless `redis.allow_eviction`
 /// accepts it; then, and when it could not be read, the answer stays 200 and its body says so
 /// (`ready; warning: …`), as a probe passes on anything 2xx.
-pub(crate) async fn ready(State(app): State<App>) -> Response {
+pub(crate) async fn ready(State(node): State<Probes>) -> Response {
     let probe =
-        tokio::time::timeout(std::time::Duration::from_secs(2), app.store.reachable()).await;
+        tokio::time::timeout(std::time::Duration::from_secs(2), node.store.reachable()).await;
     match probe {
-        Ok(Ok(_)) => match app.replica.eviction.readiness() {
+        Ok(Ok(_)) => match node.replica.eviction.readiness() {
             Readiness::Ready => (StatusCode::OK, "ready".to_owned()).into_response(),
             Readiness::Warn(warning) => {
                 (StatusCode::OK, format!("ready; warning: {warning}")).into_response()

@@ -18,7 +18,7 @@ pub async fn deliver(app: &App, msg: BusMessage) {
             message,
             trace,
         } => reply_span(trace.as_deref()).in_scope(|| {
-            if !app.calls.answer(&sid, &request_key, message) {
+            if !app.waiters.answer(&sid, &request_key, message) {
                 tracing::debug!(session = %logged_session(&sid), id = %request_key, "reply arrived after its waiter gave up");
             }
         }),
@@ -27,7 +27,7 @@ pub async fn deliver(app: &App, msg: BusMessage) {
             request_key,
             reason,
         } => {
-            if app.calls.cancel(&sid, &request_key) {
+            if app.replica.calls.cancel(&sid, &request_key) {
                 tracing::info!(session = %logged_session(&sid), id = %request_key, reason = reason.as_deref().unwrap_or(""), "request cancelled by the client");
             }
         }
@@ -58,8 +58,7 @@ pub async fn deliver(app: &App, msg: BusMessage) {
             crate::transport::stateless::listen::deliver(app, &origin, &message)
         }
         BusMessage::Terminated { sid } => {
-            app.replica.hub.close_session(&sid);
-            app.calls.end_session(&sid);
+            app.end_session_here(&sid);
             app.upstream.session_ended(&sid).await;
         }
         // The runtime's own (events, takeovers, a resubscribed inbox).

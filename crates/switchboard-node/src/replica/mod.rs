@@ -42,10 +42,6 @@ impl Replica for AppState {
         &self.replica
     }
 
-    fn busy_sessions(&self) -> Vec<String> {
-        self.calls.sessions()
-    }
-
     fn is_stored(&self, sid: &str) -> bool {
         // The ephemeral sessions of 2026-07-28 requests and task calls are not in the store.
         !crate::state::names::is_local_only(sid)
@@ -60,8 +56,7 @@ impl Replica for AppState {
     }
 
     async fn session_gone(&self, sid: &str) {
-        self.replica.hub.close_session(sid);
-        self.calls.end_session(sid);
+        self.end_session_here(sid);
     }
 
     async fn reaped(self: Arc<Self>) {

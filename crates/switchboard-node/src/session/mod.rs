@@ -4,7 +4,7 @@
 //! - [`principal`]: the principal a request runs as, and the sessions it may use.
 //! - [`admission`]: loading and admitting the session against the store ([`LoadedSession`],
 //!   [`admit`], [`load`]), and a new session's record.
-//! - [`lost`]: ending requests lost with a dead node.
+//! - [`lost`]: ending lost requests that hold a refused request's slot or id (the runtime's rule).
 //! - [`initialize`]: creating a session.
 //!
 //! The session handle given to upstreams is the running request's: `exec::session_handle`.
@@ -19,5 +19,4 @@ pub(crate) use crate::limits::admission::Admit;
 pub(crate) use admission::admit;
 pub use admission::{load, load_updating, new_record, revision, LoadedSession, NotAdmitted};
 pub use headers::{named, session_id};
-pub use lost::end_lost_requests_logged;
 pub use principal::{current, current_principal, may_use, with_principal};

@@ -3,8 +3,6 @@
 //! The registries it holds live here, as leaves that know nothing of [`AppState`], so that every
 //! folder above may use the state and the state depends on no folder above it:
 //!
-//! - [`calls`]: requests running here, their cancellation (`until_cancelled`), and server
-//!   requests waiting for the client's answer.
 //! - [`forwards`]: calls forwarded to or from other nodes.
 //! - [`names`]: the names of what runs on this node alone (ephemeral sessions, task calls).
 //! - [`listeners`]: `subscriptions/listen` streams open here, and their notification filter.
@@ -12,6 +10,10 @@
 //! - [`param_headers`]: the tools' `x-mcp-header` declarations.
 //! - [`seats`]: the seats of ephemeral upstream sessions.
 //! - [`tasks`]: the tasks whose calls run here, with their open questions.
+//! - [`waiters`]: server-to-client requests waiting for the client's answer.
+//!
+//! The requests running here are the replica runtime's ([`switchboard_runtime::Calls`], in
+//! [`AppState::replica`]).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,7 +24,6 @@ use switchboard_store::Store;
 use switchboard_upstream::Upstream;
 use tokio_util::sync::CancellationToken;
 
-pub mod calls;
 pub mod forwards;
 pub mod listeners;
 pub mod names;
@@ -30,32 +31,56 @@ pub mod param_headers;
 pub mod parking;
 pub mod seats;
 pub mod tasks;
+pub mod waiters;
 
 use crate::config::NodeConfig;
 use crate::edge::auth::Auth;
 use crate::mrtr::seal::{key_ring, KeyRing};
-use calls::Calls;
 use forwards::Forwards;
 use listeners::Listeners;
 use param_headers::ParamHeaders;
 use parking::Parking;
 use seats::Seats;
 use tasks::TaskCalls;
+use waiters::Waiters;
 
-/// Shared state of one node.
+/// A watch of a node's fence ([`AppState::fenced`]): what the edge's fence layer and the
+/// probes read of the node.
+#[derive(Clone)]
+pub struct Fence(tokio::sync::watch::Receiver<bool>);
+
+impl Fence {
+    /// Whether the fence is up now.
+    pub fn is_up(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    /// Resolves once the fence is up (at once if it is); never if the node is gone.
+    pub async fn until_up(&mut self) {
+        if self.0.wait_for(|fenced| *fenced).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Shared state of one node: what the transports' handlers take, since a request's path reads
+/// the config, the store, the upstream and the registries. The edge's layers and the probes take
+/// only what they use: the config, the authorization layer, the [`Fence`], the probes' view
+/// (`probes::Probes`).
 pub struct AppState {
     /// HTTP-front settings.
-    pub cfg: NodeConfig,
+    pub cfg: Arc<NodeConfig>,
     /// Shared state (sessions, logs, bus).
     pub store: Arc<dyn Store>,
     /// The MCP server behind us.
     pub upstream: Arc<dyn Upstream>,
-    /// What this node holds for the replica runtime: the streams held here, how its heartbeats
+    /// What this node holds for the replica runtime: the streams held here, the requests running
+    /// here (with their cancellation), how its heartbeats
     /// fared (the fence reads it: `replica`), Redis's `maxmemory-policy` as last read
     /// (behind `/readyz`), the loops' periods.
-    pub replica: ReplicaState,
-    /// Requests running here and server requests waiting here.
-    pub calls: Calls,
+    pub replica: Arc<ReplicaState>,
+    /// Server-to-client requests waiting here for the client's answer.
+    pub waiters: Waiters,
     /// Calls forwarded to or from other nodes.
     pub forwards: Forwards,
     /// Set once the node has drained and told the cluster it stopped: no more heartbeats.
@@ -66,7 +91,7 @@ pub struct AppState {
     /// when it is set (`app::not_fenced`).
     pub fenced: tokio::sync::watch::Sender<bool>,
     /// The authorization layer, when configured.
-    pub auth: Option<Auth>,
+    pub auth: Option<Arc<Auth>>,
     /// Fires when the node starts draining.
     pub shutdown: CancellationToken,
     /// The keys that seal and open MRTR `requestState` (from `cfg.mrtr.keys`; a random key of
@@ -97,10 +122,12 @@ impl AppState {
     /// Resolves once this node is fenced (at once when it is): what a wait on the store races
     /// against, so that the fence's refusals and closes take effect while the store is silent.
     pub async fn until_fenced(&self) {
-        let mut fence = self.fenced.subscribe();
-        if fence.wait_for(|fenced| *fenced).await.is_err() {
-            std::future::pending::<()>().await;
-        }
+        self.fence().until_up().await;
+    }
+
+    /// A watch of this node's fence.
+    pub fn fence(&self) -> Fence {
+        Fence(self.fenced.subscribe())
     }
 
     /// Builds the state, with nothing read yet of Redis's `maxmemory-policy` (tests; [`crate::serve`]
@@ -125,13 +152,17 @@ impl AppState {
             param_headers: Default::default(),
             tasks: Default::default(),
             ephemeral_sessions: Arc::new(Seats::new(cfg.max_ephemeral_sessions)),
-            replica: ReplicaState::new(cfg.connection_queue, eviction, timing(&cfg)),
+            replica: Arc::new(ReplicaState::new(
+                cfg.connection_queue,
+                eviction,
+                timing(&cfg),
+            )),
             listeners: Listeners::new(cfg.max_listeners, cfg.listen_queue),
-            auth: cfg.auth.clone().map(Auth::new),
-            cfg,
+            auth: cfg.auth.clone().map(|a| Arc::new(Auth::new(a))),
+            cfg: Arc::new(cfg),
             store,
             upstream,
-            calls: Calls::default(),
+            waiters: Waiters::default(),
             forwards: Default::default(),
             retired: Default::default(),
             fenced: tokio::sync::watch::Sender::new(false),
@@ -153,6 +184,14 @@ impl AppState {
             self.node_id(),
             self.conn_seq.fetch_add(1, Ordering::Relaxed)
         )
+    }
+
+    /// The session ended: closes its streams held here, cancels its requests running here (each
+    /// still writes its final event) and drops its server requests' waiters.
+    pub fn end_session_here(&self, sid: &str) {
+        self.replica.hub.close_session(sid);
+        self.replica.calls.end_session(sid);
+        self.waiters.end_session(sid);
     }
 
     /// Whether a holder token names a connection on this node.

@@ -144,7 +144,7 @@ impl Sink for SseSink {
     /// `http.keepalive_interval` after the node's heartbeat lapsed.
     async fn keepalive(&mut self, at_recheck: bool) -> Step {
         if at_recheck && matches!(self.framing, Framing::Legacy { .. }) {
-            crate::session::end_lost_requests_logged(&self.app, &self.sid).await;
+            switchboard_runtime::lost::end_lost_requests_logged(self.app.as_ref(), &self.sid).await;
         }
         self.send(sse::keepalive()).await
     }

@@ -67,7 +67,7 @@ pub async fn execute(app: App, inc: ForwardRequest) {
 /// [`execute`] inside its span.
 async fn run_here(app: App, inc: ForwardRequest) {
     let key = format!("fwd:{}:{}", inc.origin, inc.call);
-    let cancel = app.calls.start(&inc.sid, &key);
+    let cancel = app.replica.calls.start(&inc.sid, &key);
     let outcome = if app.shutdown.is_cancelled() {
         tracing::debug!(session = %logged_session(&inc.sid), upstream = %inc.upstream, origin = %inc.origin, "stopping: a forwarded request moves to its origin");
         encode_moved(app.node_id())
@@ -83,7 +83,7 @@ async fn run_here(app: App, inc: ForwardRequest) {
             }
         }
     };
-    app.calls.end(&inc.sid, &key);
+    app.replica.calls.end(&inc.sid, &key);
     let msg = BusMessage::ForwardDone {
         call: inc.call.clone(),
         outcome,
@@ -164,5 +164,5 @@ async fn run_member(
         principal: switchboard_upstream::Principal::internal(),
     };
     let work = member.request(&inc.method, inc.params.clone(), ctx);
-    crate::state::calls::until_cancelled(work, &cancel).await
+    crate::exec::cancel::until_cancelled(work, &cancel).await
 }

@@ -186,7 +186,7 @@ async fn cancelling_on_the_origin_cancels_on_the_owner() {
     );
     let canceller = async {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(a.calls.running_count(), 1, "the call runs on the owner");
+        assert_eq!(a.replica.calls.count(), 1, "the call runs on the owner");
         cancel.cancel();
     };
     let (outcome, ()) = tokio::join!(call, canceller);
@@ -195,7 +195,7 @@ async fn cancelling_on_the_origin_cancels_on_the_owner() {
         switchboard_protocol::codes::REQUEST_ABORTED
     );
     for _ in 0..100 {
-        if a.calls.running_count() == 0 {
+        if a.replica.calls.count() == 0 {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -425,7 +425,7 @@ async fn a_stopping_owner_hands_a_request_back_to_the_origin_which_runs_it() {
     );
     let owners = reload(&b, &record.id).await.owners;
     assert_eq!(owners.get("where").map(String::as_str), Some("b"));
-    assert_eq!(a.calls.running_count(), 0);
+    assert_eq!(a.replica.calls.count(), 0);
 }
 
 /// C08: an owner that dies (no answer, then its heartbeat lapses) while a request is out: a

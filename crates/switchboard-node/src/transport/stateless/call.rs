@@ -57,7 +57,7 @@ pub fn spawn(
     // A name for logs and upstream bookkeeping only; it is never stored or sent to the client.
     let sid = format!("{EPHEMERAL_PREFIX}{}", StreamId::generate());
     let key = id.key();
-    let cancel = app.calls.start(&sid, &key);
+    let cancel = app.replica.calls.start(&sid, &key);
     let rounds = Arc::new(Rounds::default());
     let guard = RoundGuard::new(cancel.clone(), rounds.clone(), 0);
     let peer = Arc::new(StatelessPeer {
@@ -105,12 +105,12 @@ pub fn spawn(
             run.token.clone(),
         );
         let work = upstream.request(&method, mrtr::upstream_params(params), ctx);
-        let work = crate::state::calls::until_cancelled(work, &token);
+        let work = crate::exec::cancel::until_cancelled(work, &token);
         let mut run = run;
         if let Some(response) = run.drive(work).await {
             run.sink.send(Item::Final(response)).await;
         }
-        run.app.calls.end(&sid, &key);
+        run.app.replica.calls.end(&sid, &key);
         run.app.upstream.session_ended(&sid).await;
         drop(seat);
     });

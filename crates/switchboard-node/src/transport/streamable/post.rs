@@ -199,7 +199,7 @@ async fn request(
             let registration = running.response.registration().await;
             if registration == Some(Registration::SessionGone) {
                 app.replica.hub.unregister(sid.as_str(), &stream, &holder);
-                app.calls.cancel(sid.as_str(), &key);
+                app.replica.calls.cancel(sid.as_str(), &key);
                 return Err(HttpError::UnknownSession);
             }
             let registered = registration == Some(Registration::Registered);
@@ -362,7 +362,7 @@ pub(crate) async fn deliver(
         }
         Message::Response { id: Some(id), raw } => {
             let key = id.key();
-            if app.calls.answer(sid, &key, raw.clone()) {
+            if app.waiters.answer(sid, &key, raw.clone()) {
                 let _ = app.store.forget_pending(sid, &key).await;
             } else {
                 match app.store.route_reply(sid, &key, &raw).await? {
@@ -393,7 +393,7 @@ async fn cancel(app: &App, sid: &str, params: &Value) -> Result<(), HttpError> {
         return Ok(());
     };
     let key = RequestId(rid.clone()).key();
-    if !app.calls.cancel(sid, &key) {
+    if !app.replica.calls.cancel(sid, &key) {
         let reason = params.get("reason").and_then(Value::as_str);
         app.store.route_cancel(sid, &key, reason).await?;
     }

@@ -164,7 +164,8 @@ impl Conn {
         // Requests of this session that ran on a node that has died since (the socket was there
         // and came back here) are answered with -32004 in the log, and so on this socket.
         if let Some(s) = &self.session {
-            crate::session::end_lost_requests_logged(&self.app, &s.record.id).await;
+            switchboard_runtime::lost::end_lost_requests_logged(self.app.as_ref(), &s.record.id)
+                .await;
         }
         self.send(Message::Ping(Default::default())).await
     }

@@ -36,7 +36,7 @@ use crate::state::names::TASK_PREFIX;
 use crate::state::App;
 use crate::{streams::sse, telemetry};
 
-/// The [`crate::state::calls::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
+/// The [`switchboard_runtime::Calls`] entry of a running task: `tasks/cancel` on any node reaches it
 /// as a [`switchboard_store::BusMessage::Cancel`] for this (session, request) pair.
 pub fn calls_key(task_id: &str) -> (String, &'static str) {
     (format!("{TASK_PREFIX}{task_id}"), "task")
@@ -107,12 +107,12 @@ async fn start_task(
 ) -> Option<TaskRecord> {
     let task_id = new_task_id();
     let (sid, key) = calls_key(&task_id);
-    let stop = app.calls.start(&sid, key);
+    let stop = app.replica.calls.start(&sid, key);
     let record = new_record(&app, &task_id, principal);
     match app.store.create_task(&record).await {
         Ok(true) => {}
         outcome => {
-            app.calls.end(&sid, key);
+            app.replica.calls.end(&sid, key);
             run_token.cancel();
             tracing::warn!(?outcome, "task not created; the call is cancelled");
             return None;
@@ -204,7 +204,7 @@ async fn detached(
     };
     app.tasks.remove(&task_id);
     let (sid, key) = calls_key(&task_id);
-    app.calls.end(&sid, key);
+    app.replica.calls.end(&sid, key);
     let change = outcome_change(last);
     match app.store.settle_task(&task_id, &change).await {
         Ok(Settled::Changed(r)) => telemetry::task_finished(&task_id, r.status.as_str()),

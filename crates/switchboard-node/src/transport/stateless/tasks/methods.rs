@@ -144,7 +144,7 @@ async fn cancel(app: &App, task: TaskRecord) -> Result<(), Refused> {
     }
     let (sid, key) = calls_key(&task.task_id);
     if task.node == app.node_id() {
-        app.calls.cancel(&sid, key);
+        app.replica.calls.cancel(&sid, key);
         return Ok(());
     }
     let msg = BusMessage::Cancel {
