@@ -538,3 +538,60 @@ async fn c15_resume_from_trimmed_history_is_410() {
         got.messages
     );
 }
+
+/// A resumed stream is primed too (issue 34): a GET with `Last-Event-ID` starts with a priming
+/// event whose id is the one resumed from, so a client cut off before the next event still holds
+/// a position; resumed again from it on a third node, every progress event arrives once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stream_is_primed_and_a_cut_before_its_next_event_loses_nothing() {
+    let cluster = Cluster::start(3, ClusterOptions::new());
+    let urls = cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let call = msg::call_with_progress(1, "countdown", json!({"n": 4, "interval_ms": 400}), "p");
+    let mut first = sse_with_proper_headers(client.post(&urls[0], &call).await, "call");
+    let got = first.until_method("notifications/progress", T).await;
+    let progress = got.matched.expect("the first progress event");
+    let e1 = got
+        .events
+        .last()
+        .and_then(|e| e.id.clone())
+        .expect("its id");
+    drop(first);
+
+    let mut cut = sse_with_proper_headers(client.get_stream(&urls[1], Some(&e1)).await, "B");
+    let primed = cut
+        .next_event(T)
+        .await
+        .expect("an event on the resumed stream");
+    assert!(
+        primed.is_priming(),
+        "resumed stream starts primed: {primed:?}"
+    );
+    assert_eq!(
+        primed.id.as_deref(),
+        Some(e1.as_str()),
+        "primed at the id resumed from"
+    );
+    assert_eq!(primed.retry, Some(3000), "with the retry hint");
+    drop(cut);
+
+    let again = client.get_stream(&urls[2], primed.id.as_deref()).await;
+    let mut again = sse_with_proper_headers(again, "C");
+    let got = again.until_response(&json!(1), T).await;
+    assert!(
+        got.matched.is_some(),
+        "the call's result after the second resume"
+    );
+    let first_event = got.events.first().expect("events");
+    assert!(first_event.is_priming(), "primed again: {first_event:?}");
+    let mut values = vec![progress["params"]["progress"].as_f64().expect("number")];
+    for m in got.with_method("notifications/progress") {
+        values.push(m["params"]["progress"].as_f64().expect("number"));
+    }
+    assert_eq!(values.len(), 4, "every progress event once: {values:?}");
+    assert!(
+        values.windows(2).all(|w| w[0] < w[1]),
+        "in order: {values:?}"
+    );
+}

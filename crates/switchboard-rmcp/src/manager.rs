@@ -300,7 +300,7 @@ impl ReplicatedSessionManager {
             after: event.position,
             resumed_at: None,
         };
-        Ok(conn::spawn(node.clone(), open, false))
+        Ok(conn::spawn(node.clone(), open, true))
     }
 
     /// The session's standalone stream from its newest event on: claims it (a previous holder

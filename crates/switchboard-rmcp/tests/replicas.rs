@@ -70,9 +70,15 @@ async fn a_stream_resumes_on_b_after_events_logged_on_a(kind: Kind) {
     assert_eq!(data, [&json!("line 1"), &json!("line 2"), &json!("line 3")]);
     let answer = collected.matched.expect("the answer, replayed on B");
     assert_eq!(text_of(&answer), "done");
+    // Primed at the id it resumed from, like every stream (a client cut off before the next
+    // event still holds a position).
+    let primed = collected.events.first().expect("events on B");
+    assert!(primed.is_priming(), "{primed:?}");
+    assert_eq!(primed.id.as_deref(), Some(first_id.as_str()));
     let ids: Vec<String> = collected
         .events
         .iter()
+        .filter(|e| !e.is_priming())
         .filter_map(|e| e.id.clone())
         .collect();
     assert_eq!(ids.len(), 4, "every event carries its id: {ids:?}");

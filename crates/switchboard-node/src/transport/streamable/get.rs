@@ -122,6 +122,12 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         }
     };
     telemetry::stream_resumed(sid, &stream, replay.len());
+    // Primed like a fresh stream, with the id resumed from: a client cut off before the next
+    // event still holds a position to resume from (MCP 2025-11-25, basic/transports,
+    // Resumability; without it the TypeScript SDK reconnects with no `Last-Event-ID`).
+    let priming = session::revision(record)
+        .primes_streams()
+        .then(|| format!("{stream}_{}", id.position));
     let open = OpenStream {
         sid: sid.to_owned(),
         stream,
@@ -133,7 +139,7 @@ async fn resume(app: &App, record: &SessionRecord, id: EventId) -> Result<Respon
         close_after_replay,
         resumed_at: Some(started),
     };
-    Ok(pump::open(app, open, Framing::EventIds { priming: None }))
+    Ok(pump::open(app, open, Framing::EventIds { priming }))
 }
 
 type Prepared = (
