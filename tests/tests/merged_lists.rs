@@ -546,3 +546,50 @@ async fn a_member_that_is_down_fails_the_list_naming_it_and_calls_of_others_work
         call.response
     );
 }
+
+/// Case C43: a member whose `nextCursor` never advances (the stdio fixture's `--stuck-pages`)
+/// no longer sends the client round for ever: walking `tools/list` across three nodes ends, after
+/// no more pages than the member really has, with -32603 naming it (`data.upstream`); the walk
+/// before the fix went on for as long as the client followed the cursor.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c43_a_member_whose_cursor_never_advances_ends_the_walk_naming_it() {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let fixture = stdio_fixture();
+    let upstreams = [
+        Upstream::stdio("fx", &python, &[fixture.as_str(), "--stuck-pages"]),
+        Upstream::demo("demo"),
+    ];
+    let started = start_cluster(3, &upstreams, ClusterOptions::new());
+    let urls = started.cluster.urls();
+    let mut client = McpClient::new();
+    client.initialize(&urls[0], "2025-11-25").await;
+    let mut params = json!({});
+    let mut pages = 0;
+    let error = loop {
+        assert!(pages < 10, "still walking after {pages} pages");
+        let url = &urls[pages % urls.len()];
+        let request = json!({"jsonrpc": "2.0", "id": 100 + pages, "method": "tools/list",
+            "params": params});
+        let reply = client
+            .post(url, &request)
+            .await
+            .answer(json!(100 + pages), T)
+            .await;
+        if let Some(error) = reply.response.get("error") {
+            break error.clone();
+        }
+        pages += 1;
+        match reply.response["result"].get("nextCursor") {
+            Some(cursor) => params = json!({"cursor": cursor}),
+            None => panic!("the walk ended without an error: {}", reply.response),
+        }
+    };
+    assert_eq!(pages, 1, "one page, then the repeated cursor is refused");
+    assert_eq!(error["code"], -32603, "{error}");
+    assert_eq!(error["data"]["upstream"], "fx", "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`fx`") && message.contains("circle"),
+        "{message}"
+    );
+}

@@ -14,6 +14,10 @@
 //! ([`incomplete`]), not the other members' entries. Members are asked when they declare the
 //! list's capability, or when their capabilities are not known yet.
 //!
+//! A walk ends: a member whose `nextCursor` repeats one it gave earlier in the walk (its pages go
+//! round in a circle), or that has more than `list_max_pages` pages, fails the list with an error
+//! naming it ([`after`]), instead of sending the client round for ever (case C43).
+//!
 //! A policy ([`crate::policy`]) filters per entry, after prefixing, and leaves out members the
 //! principal may not use; cursors still name member positions, so paging stays consistent (a
 //! page may come out empty with a `nextCursor`).
@@ -29,6 +33,9 @@ use crate::upstream::{RequestContext, RpcError};
 
 /// Most pages read from one member when collecting all its entries (for routing lookups).
 const MAX_LOOKUP_PAGES: usize = 100;
+
+/// Most pages of one member in one walk of a merged list, by default (`list_max_pages`).
+pub const DEFAULT_MAX_PAGES: u32 = 1000;
 
 /// A merged list method.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -129,7 +136,10 @@ pub(super) async fn merged(
             match usable(agg, kind, at.member, page) {
                 Err(e) => return Err(incomplete(agg, kind, vec![(at.member, e)])),
                 Ok(Some(page)) => {
-                    if let Some(next) = take(agg, kind, (at.member, &view), &page, &mut entries) {
+                    let next = after(agg, kind, &at, &page)
+                        .map_err(|e| incomplete(agg, kind, vec![(at.member, e)]))?;
+                    let next = next.ok_or(at.member);
+                    if let Some(next) = take(agg, kind, (next, &view), &page, &mut entries) {
                         return Ok(answer(kind, entries, Some(next)));
                     }
                 }
@@ -145,7 +155,7 @@ pub(super) async fn merged(
     let pages = rest.iter().map(|&member| {
         let first = Position {
             member,
-            cursor: None,
+            ..Position::default()
         };
         let ctx = ctx.clone();
         let params = &params;
@@ -157,23 +167,31 @@ pub(super) async fn merged(
     let mut failed = Vec::new();
     let mut answered = Vec::new();
     for (member, page) in rest.into_iter().zip(pages) {
+        let first = Position {
+            member,
+            ..Position::default()
+        };
         match usable(agg, kind, member, page) {
             Err(e) => failed.push((member, e)),
             Ok(None) => {}
-            Ok(Some(page)) => {
-                let more = next_cursor(&page).is_some();
-                answered.push((member, page));
-                if more {
-                    break;
+            Ok(Some(page)) => match after(agg, kind, &first, &page) {
+                Err(e) => failed.push((member, e)),
+                Ok(next) => {
+                    let more = next.is_some();
+                    answered.push((member, next, page));
+                    if more {
+                        break;
+                    }
                 }
-            }
+            },
         }
     }
     if !failed.is_empty() {
         return Err(incomplete(agg, kind, failed));
     }
-    for (member, page) in answered {
-        if let Some(next) = take(agg, kind, (member, &view), &page, &mut entries) {
+    for (member, next, page) in answered {
+        let next = next.ok_or(member);
+        if let Some(next) = take(agg, kind, (next, &view), &page, &mut entries) {
             return Ok(answer(kind, entries, Some(next)));
         }
     }
@@ -270,19 +288,23 @@ pub(super) async fn all_entries(
     let mut entries = Vec::new();
     let mut at = Position {
         member,
-        cursor: None,
+        ..Position::default()
     };
+    let name = &agg.members[member].name;
     for _ in 0..MAX_LOOKUP_PAGES {
         let page = page(agg, kind, &json!({}), &at, ctx.clone()).await?;
         if let Some(list) = page.get(kind.key()).and_then(Value::as_array) {
             entries.extend(list.iter().cloned());
         }
-        match next_cursor(&page) {
-            Some(next) => at.cursor = Some(next),
-            None => return Ok(entries),
+        match after(agg, kind, &at, &page) {
+            Ok(Some(next)) => at = next,
+            Ok(None) => return Ok(entries),
+            Err(e) => {
+                tracing::warn!(upstream = %name, method = kind.method(), error = %e.message, "stopped reading a list");
+                return Ok(entries);
+            }
         }
     }
-    let name = &agg.members[member].name;
     tracing::warn!(upstream = %name, method = kind.method(), pages = MAX_LOOKUP_PAGES, "stopped reading a long list");
     Ok(entries)
 }
@@ -307,17 +329,49 @@ async fn page(
         .await
 }
 
+/// The position after `at`'s page `page`: `None` when the member has no more pages. An error
+/// (-32603, naming the member) when its `nextCursor` is one it gave before in this walk (its
+/// pages go round in a circle) or when it has more than `list_max_pages` pages.
+fn after(
+    agg: &Aggregate,
+    kind: ListKind,
+    at: &Position,
+    page: &Value,
+) -> Result<Option<Position>, RpcError> {
+    let Some(next) = next_cursor(page) else {
+        return Ok(None);
+    };
+    let name = &agg.members[at.member].name;
+    let method = kind.method();
+    let Ok(next) = at.next(next) else {
+        let why = format!("upstream `{name}` answered {method} with a nextCursor it had given before in this walk: its pages go round in a circle");
+        return Err(RpcError::new(codes::INTERNAL_ERROR, why));
+    };
+    if next.pages >= agg.max_list_pages {
+        let max = agg.max_list_pages;
+        let why =
+            format!("upstream `{name}` has more than {max} pages of {method} (`list_max_pages`)");
+        return Err(RpcError::new(codes::INTERNAL_ERROR, why));
+    }
+    Ok(Some(next))
+}
+
 /// Adds the entries of member `member`'s page (as [`usable`] let it through) that `view` shows
-/// to `entries` (names prefixed where `kind` is namespaced). Returns the merged cursor when the
+/// to `entries` (names prefixed where `kind` is namespaced); `next` is where the member goes on
+/// ([`after`]), or just the member when it has no more pages. Returns the merged cursor when the
 /// member has more pages (also when the policy left none of this page's entries: an empty page
 /// with a cursor is a valid page).
 fn take(
     agg: &Aggregate,
     kind: ListKind,
-    (member, view): (usize, &View<'_>),
+    (next, view): (Result<Position, usize>, &View<'_>),
     page: &Value,
     entries: &mut Vec<Value>,
 ) -> Option<String> {
+    let member = match &next {
+        Ok(at) => at.member,
+        Err(member) => *member,
+    };
     let name = &agg.members[member].name;
     let list = page.get(kind.key()).and_then(Value::as_array);
     for entry in list
@@ -338,15 +392,7 @@ fn take(
             entries.push(entry);
         }
     }
-    let next = next_cursor(page)?;
-    Some(cursor::encode(
-        &Position {
-            member,
-            cursor: Some(next),
-        },
-        name,
-        kind.key(),
-    ))
+    Some(cursor::encode(&next.ok()?, name, kind.key()))
 }
 
 /// `nextCursor` of a page, when it is a non-empty string.

@@ -64,6 +64,8 @@ use routing::{NameCache, Named};
 /// The separator between a member's prefix and a name when none is configured.
 pub const DEFAULT_SEPARATOR: &str = "__";
 
+pub use lists::DEFAULT_MAX_PAGES as DEFAULT_LIST_MAX_PAGES;
+
 /// One upstream of an [`Aggregate`].
 #[derive(Clone)]
 pub struct Member {
@@ -83,6 +85,8 @@ pub struct Aggregate {
     tools: NameCache,
     prompts: NameCache,
     uris: UriCache,
+    /// Most pages of one member in one walk of a merged list (`list_max_pages`).
+    max_list_pages: u32,
 }
 
 impl Aggregate {
@@ -112,6 +116,7 @@ impl Aggregate {
             tools: NameCache::default(),
             prompts: NameCache::default(),
             uris: UriCache::default(),
+            max_list_pages: lists::DEFAULT_MAX_PAGES,
         })
     }
 
@@ -119,6 +124,13 @@ impl Aggregate {
     /// ([`crate::policy`]; see the module doc for where).
     pub fn with_policy(mut self, policy: Arc<Policy>) -> Aggregate {
         self.policy = policy;
+        self
+    }
+
+    /// This aggregate with at most `pages` pages of one member in one walk of a merged list
+    /// (`list_max_pages`, at least 1): past them the list fails naming the member.
+    pub fn with_max_list_pages(mut self, pages: u32) -> Aggregate {
+        self.max_list_pages = pages.max(1);
         self
     }
 

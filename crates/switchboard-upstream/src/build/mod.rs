@@ -36,7 +36,9 @@ pub fn upstreams(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> 
             upstream: demo(),
         }];
         return Ok(Arc::new(
-            Aggregate::new(members, &config.separator)?.with_policy(policy),
+            Aggregate::new(members, &config.separator)?
+                .with_policy(policy)
+                .with_max_list_pages(config.list_max_pages),
         ));
     }
     if config.upstreams.is_empty() {
@@ -58,7 +60,9 @@ pub fn upstreams(config: &UpstreamsConfig) -> Result<Arc<dyn Upstream>, String> 
         })
         .collect::<Result<Vec<Member>, String>>()?;
     Ok(Arc::new(
-        Aggregate::new(members, &config.separator)?.with_policy(policy),
+        Aggregate::new(members, &config.separator)?
+            .with_policy(policy)
+            .with_max_list_pages(config.list_max_pages),
     ))
 }
 

@@ -249,10 +249,19 @@ pub struct UpstreamsConfig {
     /// `[policy]`: who may see which upstream, tool, resource and prompt ([`crate::policy`]).
     #[serde(default)]
     pub policy: crate::policy::PolicyConfig,
+    /// Most pages of one upstream in one walk of a merged list (default 1000, at least 1): past
+    /// them, or at a `nextCursor` the upstream gave before in the walk, the list fails with an
+    /// error naming the upstream.
+    #[serde(default = "default_list_max_pages")]
+    pub list_max_pages: u32,
 }
 
 fn default_separator() -> String {
     DEFAULT_SEPARATOR.to_owned()
+}
+
+fn default_list_max_pages() -> u32 {
+    crate::aggregate::DEFAULT_LIST_MAX_PAGES
 }
 
 impl Default for UpstreamsConfig {
@@ -261,6 +270,7 @@ impl Default for UpstreamsConfig {
             separator: default_separator(),
             upstreams: Vec::new(),
             policy: crate::policy::PolicyConfig::default(),
+            list_max_pages: default_list_max_pages(),
         }
     }
 }

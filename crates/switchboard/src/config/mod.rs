@@ -60,6 +60,10 @@ pub struct Config {
     /// Between an upstream's prefix and a tool or prompt name (default `__`, as in
     /// `weather__forecast`): 1 to 16 of `A-Z a-z 0-9 _ - .` (MCP 2025-11-25 tool-name characters).
     pub tool_separator: String,
+    /// Most pages of one upstream in one walk of a merged list (`tools/list` and the like; default
+    /// 1000, at least 1): past them, or at a `nextCursor` the upstream gave before in the walk, the
+    /// list fails with an error naming the upstream (-32603).
+    pub list_max_pages: u32,
     /// `[http]`: listener, endpoint, Origin/Host, connection limits and timings.
     pub http: HttpConfig,
     /// `[transports.legacy_sse]`, `[transports.websocket]`.
@@ -101,6 +105,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             tool_separator: switchboard_upstream::aggregate::DEFAULT_SEPARATOR.into(),
+            list_max_pages: switchboard_upstream::aggregate::DEFAULT_LIST_MAX_PAGES,
             http: HttpConfig::default(),
             transports: TransportsConfig::default(),
             cluster: ClusterConfig::default(),
@@ -142,6 +147,7 @@ impl Config {
             separator: self.tool_separator.clone(),
             upstreams: self.upstreams.clone(),
             policy: self.policy.clone(),
+            list_max_pages: self.list_max_pages,
         }
     }
 

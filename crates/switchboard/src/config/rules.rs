@@ -49,7 +49,11 @@ impl Config {
         let level = [("log.level", check_log_level(&self.log.level))];
         let separator =
             switchboard_upstream::aggregate::names::check_separator(&self.tool_separator);
-        let separator = [("tool_separator", separator.err())];
+        let pages = (self.list_max_pages == 0).then(|| "must be at least 1".to_owned());
+        let separator = [
+            ("tool_separator", separator.err()),
+            ("list_max_pages", pages),
+        ];
         let upstreams = self.upstreams_config().upstream_problems();
         let upstreams = upstreams.into_iter().map(|p| ("upstreams", Some(p)));
         let upstreams_config = self.upstreams_config();

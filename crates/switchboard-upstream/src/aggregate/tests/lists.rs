@@ -289,3 +289,59 @@ async fn members_get_the_clients_params_with_their_own_cursor() {
         ]
     );
 }
+
+/// Walks `method` until an error; the pages read before it and the error.
+async fn walk_to_error(agg: &Aggregate, method: &str) -> (usize, RpcError) {
+    let mut params = json!({});
+    for pages in 0..20 {
+        match ask(agg, method, params.clone()).await {
+            Ok(page) => match page.get("nextCursor") {
+                Some(cursor) => params = json!({"cursor": cursor}),
+                None => panic!("the walk ended without an error after {} pages", pages + 1),
+            },
+            Err(e) => return (pages, e),
+        }
+    }
+    panic!("no error within 20 pages");
+}
+
+/// Case C43: a member whose `nextCursor` is the one it was asked with, or one it gave earlier
+/// in the walk, fails the list naming it, after no more pages than it really has.
+#[tokio::test]
+async fn a_member_whose_cursors_go_round_ends_the_walk_with_an_error_naming_it() {
+    for (tools, pages_before) in [
+        (&["t1", "t2", "t3"][..], 1),
+        (&["t1", "t2", "t3", "t4", "t5"][..], 2),
+    ] {
+        let (agg, _) = aggregate(vec![
+            ("ok", Some("ok"), Fake::new("ok").tools(&["x"])),
+            ("a", Some("a"), Fake::new("a").tools(tools).page(2).wraps()),
+        ]);
+        let (read, e) = walk_to_error(&agg, "tools/list").await;
+        assert_eq!(read, pages_before, "{tools:?}");
+        assert_eq!(e.code, codes::INTERNAL_ERROR);
+        assert!(
+            e.message.contains("upstream `a`") && e.message.contains("circle"),
+            "{}",
+            e.message
+        );
+        assert_eq!(e.data.as_ref().unwrap()["upstream"], "a");
+    }
+}
+
+/// A member with more pages than `list_max_pages` fails the list naming it.
+#[tokio::test]
+async fn a_member_with_more_pages_than_the_bound_fails_the_list() {
+    let nine = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
+    let (agg, _) = aggregate(vec![("a", Some("a"), Fake::new("a").tools(&nine).page(2))]);
+    let agg = agg.with_max_list_pages(3);
+    let (read, e) = walk_to_error(&agg, "tools/list").await;
+    assert_eq!(read, 2, "two pages, then the third says there are more");
+    assert!(e.message.contains("more than 3 pages"), "{}", e.message);
+    let (agg, _) = aggregate(vec![("a", Some("a"), Fake::new("a").tools(&nine).page(2))]);
+    assert_eq!(
+        walk(&agg.with_max_list_pages(5), "tools/list").await.len(),
+        5,
+        "exactly at the bound"
+    );
+}

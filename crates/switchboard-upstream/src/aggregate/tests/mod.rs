@@ -63,6 +63,9 @@ pub(super) struct Fake {
     /// URI prefixes it can read besides its listed URIs.
     serves: Vec<String>,
     page: usize,
+    /// At the end of a list, its `nextCursor` goes back to the second page (a member whose
+    /// pages go round in a circle).
+    wraps: bool,
     instructions: Option<String>,
     down: AtomicBool,
     calls: Mutex<Vec<(String, Value)>>,
@@ -81,6 +84,7 @@ impl Fake {
             templates: Vec::new(),
             serves: Vec::new(),
             page: 0,
+            wraps: false,
             instructions: None,
             down: AtomicBool::new(false),
             calls: Mutex::default(),
@@ -133,6 +137,12 @@ impl Fake {
         self
     }
 
+    /// At the end of a paged list, answers a `nextCursor` back to the second page.
+    pub fn wraps(mut self) -> Fake {
+        self.wraps = true;
+        self
+    }
+
     /// Declares these capabilities.
     pub fn caps(mut self, caps: Value) -> Fake {
         self.caps = caps;
@@ -173,6 +183,8 @@ impl Fake {
         let mut out = json!({ key: all[start.min(end)..end] });
         if end < all.len() {
             out["nextCursor"] = json!(format!("p{end}"));
+        } else if self.wraps {
+            out["nextCursor"] = json!(format!("p{size}"));
         }
         Ok(out)
     }
