@@ -4,7 +4,7 @@
 //! `serde_json::Value` so that every field we do not interpret passes through unchanged; this module
 //! only classifies them. Source: JSON-RPC 2.0 §4–§6; MCP 2025-11-25, basic (Messages).
 
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use crate::codes;
 
@@ -234,9 +234,70 @@ impl Body {
     }
 }
 
+/// A JSON-RPC 2.0 message of `members` after `"jsonrpc": "2.0"`, each moved in as it is: the
+/// `json!` macro would copy every value (it serializes them), and a result may be megabytes
+/// (case C48).
+fn envelope<const N: usize>(members: [(&str, Value); N]) -> Value {
+    let mut map = Map::new();
+    map.insert("jsonrpc".into(), Value::String("2.0".into()));
+    for (key, value) in members {
+        map.insert(key.into(), value);
+    }
+    Value::Object(map)
+}
+
+/// `message` serialized compactly, in a buffer of its exact size when it is large: a message up
+/// to 16 KiB is written once; a larger one is measured first, then written into a buffer of that
+/// size, instead of one grown by doubling (up to twice the message, and the smaller buffers it
+/// outgrew left to the allocator: case C48).
+pub fn to_text(message: &Value) -> String {
+    const SMALL: usize = 16 * 1024;
+    let mut small = Capped(Vec::with_capacity(256), SMALL);
+    let buf = if serde_json::to_writer(&mut small, message).is_ok() {
+        small.0
+    } else {
+        let mut length = Counted(0);
+        let _ = serde_json::to_writer(&mut length, message);
+        let mut exact = Vec::with_capacity(length.0);
+        let _ = serde_json::to_writer(&mut exact, message);
+        exact
+    };
+    // serde_json writes UTF-8 only.
+    String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// A writer into a buffer that refuses to grow past a cap.
+struct Capped(Vec<u8>, usize);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() + buf.len() > self.1 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A writer that only counts.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// `{"jsonrpc":"2.0","id":id,"result":result}`.
 pub fn result_response(id: &RequestId, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.0, "result": result})
+    envelope([("id", id.0.clone()), ("result", result)])
 }
 
 /// `{"jsonrpc":"2.0","id":id|null,"error":{"code","message","data"?}}`.
@@ -252,22 +313,37 @@ pub fn error_response(
     if let Some(d) = data {
         err.insert("data".into(), d);
     }
-    json!({"jsonrpc": "2.0", "id": id.map(|i| i.0.clone()).unwrap_or(Value::Null), "error": Value::Object(err)})
+    let id = id.map(|i| i.0.clone()).unwrap_or(Value::Null);
+    envelope([("id", id), ("error", Value::Object(err))])
 }
 
 /// `{"jsonrpc":"2.0","method":method,"params":params}`.
 pub fn notification(method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "method": method, "params": params})
+    envelope([("method", Value::String(method.into())), ("params", params)])
 }
 
 /// `{"jsonrpc":"2.0","id":id,"method":method,"params":params}`.
 pub fn request(id: &RequestId, method: &str, params: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id.0, "method": method, "params": params})
+    let method = Value::String(method.into());
+    envelope([("id", id.0.clone()), ("method", method), ("params", params)])
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn to_text_is_the_compact_json_at_every_size() {
+        for size in [0, 100, 16 * 1024 - 40, 16 * 1024, 200_000] {
+            let m = result_response(&RequestId(json!(7)), json!({"text": "é".repeat(size)}));
+            let text = to_text(&m);
+            assert_eq!(text, m.to_string(), "{size}");
+            if size > 16 * 1024 {
+                assert_eq!(text.capacity(), text.len(), "exact");
+            }
+        }
+    }
 
     #[test]
     fn classifies_the_three_kinds() {

@@ -9,6 +9,7 @@
 //! - [`auth`]: the optional OAuth 2.1 resource-server layer.
 //! - [`error`]: every refusal of the edge, each with one HTTP status and one JSON-RPC code.
 //! - [`request_id`]: the request's id, once read, for the refusals that answer it.
+//! - [`json_body`]: a JSON response body that a large answer does not have to fit whole.
 //! - [`rate_limited`]: how a refusal by a rate limit is answered (its JSON-RPC error's `data`, a
 //!   429's headers); the limits themselves are `limits`.
 
@@ -16,5 +17,6 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod header_checks;
+pub mod json_body;
 pub(crate) mod rate_limited;
 pub mod request_id;

@@ -4,7 +4,7 @@
 //! that is ready at once, are here, next to the call.
 
 use axum::body::Body;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
 
@@ -17,9 +17,12 @@ impl Answers {
     /// every HTTP error of the endpoint.
     pub fn ready(self, status: StatusCode, body: Value) -> Response {
         if self == Answers::SseOnly && status == StatusCode::OK {
-            return sse::body_response(Body::from(sse::data(&body.to_string())), &[]);
+            return sse::body_response(
+                Body::from(sse::data(&switchboard_protocol::jsonrpc::to_text(&body))),
+                &[],
+            );
         }
-        (status, axum::Json(body)).into_response()
+        crate::edge::json_body::json_response(status, body)
     }
 
     /// How long a running request's answer is waited for before its form is chosen, the one

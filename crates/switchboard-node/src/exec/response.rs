@@ -316,22 +316,27 @@ impl ResponseStream {
     /// last event. Then records the end of the request (idle clock restarts).
     pub async fn finish(&self, response: Value) {
         let response = self.answer_of(response);
-        let json = {
+        // The answer moves to the JSON side when it is still pending (not copied: an answer may
+        // be megabytes, issue 34), else it is the stream's last event.
+        let streamed = {
             let mut mode = self.mode.lock();
             let prev = std::mem::replace(&mut *mode, Mode::Done);
             match prev {
                 Mode::Pending(mut tx) => {
-                    Some(tx.take().map(|tx| tx.send(First::Json(response.clone()))))
+                    if let Some(tx) = tx.take() {
+                        let _ = tx.send(First::Json(response));
+                    }
+                    None
                 }
-                Mode::Streaming => None,
+                Mode::Streaming => Some(response),
                 Mode::Done => return,
             }
         };
         let store = &self.app.store;
         let key = &self.inflight.request_key;
-        match json {
-            Some(_) => self.settle_json().await,
-            None => {
+        match streamed {
+            None => self.settle_json().await,
+            Some(response) => {
                 self.append_final(response).await;
                 // A standalone-sink request's own stream was only its registration: drop it.
                 let registration = (self.sink == Sink::Standalone).then_some(&self.inflight.stream);
@@ -454,7 +459,8 @@ impl ResponseStream {
     /// [`ResponseStream::finish`]), it is written so first, as the store just kept failing, and
     /// tried in the log once for a client that resumes elsewhere.
     async fn append_final(&self, response: Value) {
-        let data = response.to_string();
+        let data = switchboard_protocol::jsonrpc::to_text(&response);
+        drop(response);
         let written = self.sequence.lost().is_some();
         if written {
             self.write_unlogged(data.clone()).await;

@@ -255,6 +255,10 @@ pub(crate) fn credentials_refused(name: &str, refusal: Refusal, at: Option<&At>)
 
 /// A whole body of at most `max` bytes: refused from its `Content-Length` when that is larger,
 /// else read until it passes `max` ([`WireError::TooLarge`]).
+///
+/// A body in one piece is that piece. A longer one is copied into one buffer as it arrives, sized
+/// from `Content-Length` when there is one, so that each piece is freed at once: pieces kept until
+/// the end stayed resident beside the joined copy (case C48).
 pub(crate) async fn read_body(
     mut response: Response,
     max: usize,
@@ -268,18 +272,31 @@ pub(crate) async fn read_body(
     if response.content_length().is_some_and(too_large) {
         return Err(over());
     }
-    let mut body = bytes::BytesMut::new();
+    let declared = response
+        .content_length()
+        .and_then(|l| usize::try_from(l).ok());
+    let mut first: Option<bytes::Bytes> = None;
+    let mut body: Vec<u8> = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
         .map_err(|e| WireError::failed(at, format!("broke off its answer: {}", describe(&e))))?
     {
-        if body.len() + chunk.len() > max {
+        let length = first.as_ref().map_or(0, bytes::Bytes::len) + body.len() + chunk.len();
+        if length > max {
             return Err(over());
         }
-        body.extend_from_slice(&chunk);
+        match first.take() {
+            None if body.is_empty() => first = Some(chunk),
+            None => body.extend_from_slice(&chunk),
+            Some(one) => {
+                body.reserve_exact(declared.unwrap_or(0).max(length));
+                body.extend_from_slice(&one);
+                body.extend_from_slice(&chunk);
+            }
+        }
     }
-    Ok(body.freeze())
+    Ok(first.unwrap_or_else(|| bytes::Bytes::from(body)))
 }
 
 /// An error status, naming the exchange: [`WireError::Refused`] for 401 and 403; else a

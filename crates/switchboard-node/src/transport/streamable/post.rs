@@ -407,5 +407,5 @@ fn response_span(headers: Option<&HeaderMap>, m: &Message, sid: &str, revision: 
 }
 
 fn json_ok(v: Value) -> Response {
-    (StatusCode::OK, axum::Json(v)).into_response()
+    crate::edge::json_body::json_response(StatusCode::OK, v)
 }
