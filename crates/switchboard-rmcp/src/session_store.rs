@@ -104,6 +104,7 @@ pub(crate) fn record(sid: &str, revision: String, params: Value) -> SessionRecor
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),
+        subscription_upstreams: Default::default(),
         principal: PRINCIPAL.to_owned(),
         upstream_sessions: Default::default(),
         owners: Default::default(),

@@ -27,6 +27,12 @@ pub struct SessionRecord {
     pub log_level: Option<String>,
     /// Resource URIs the client subscribed to (`resources/subscribe`).
     pub subscriptions: Vec<String>,
+    /// Subscribed URI → the upstream (an aggregate's member name) that accepted the
+    /// subscription, so that a new upstream session of that upstream (re-initialized, a new
+    /// stdio child) is subscribed again, and no other is. A URI missing here (recorded by a node
+    /// of an earlier version) is replayed nowhere.
+    #[serde(default)]
+    pub subscription_upstreams: BTreeMap<String, String>,
     /// The principal the session is bound to; `"anonymous"` until authentication exists.
     pub principal: String,
     /// Upstream name → that upstream's own `Mcp-Session-Id`.
@@ -60,7 +66,12 @@ impl SessionRecord {
             SessionUpdate::Subscription {
                 uri,
                 subscribed: true,
+                upstream,
             } => {
+                match upstream {
+                    Some(name) => self.subscription_upstreams.insert(uri.clone(), name),
+                    None => self.subscription_upstreams.remove(&uri),
+                };
                 if !self.subscriptions.contains(&uri) {
                     self.subscriptions.push(uri);
                 }
@@ -68,7 +79,11 @@ impl SessionRecord {
             SessionUpdate::Subscription {
                 uri,
                 subscribed: false,
-            } => self.subscriptions.retain(|u| *u != uri),
+                ..
+            } => {
+                self.subscription_upstreams.remove(&uri);
+                self.subscriptions.retain(|u| *u != uri);
+            }
             SessionUpdate::UpstreamSession {
                 upstream,
                 session_id: Some(id),
@@ -107,6 +122,10 @@ pub enum SessionUpdate {
         uri: String,
         /// Subscribe or unsubscribe.
         subscribed: bool,
+        /// The upstream that accepted it (an aggregate's member name), when known: recorded
+        /// with a subscription (replaced, or forgotten with `None`), ignored by an
+        /// unsubscription, which forgets it.
+        upstream: Option<String>,
     },
     /// An upstream minted (or re-minted) its own session id.
     UpstreamSession {

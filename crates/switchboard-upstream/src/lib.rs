@@ -23,6 +23,8 @@
 //!   resources and prompts, applied by the aggregate.
 //! - [`item`]: [`item::Kind`], the kinds of item a policy rule's lists and
 //!   [`Upstream::visible`] are about (upstreams, tools, resources, prompts).
+//! - [`client_state`]: replaying [`ClientState`], the log level and resource subscriptions a
+//!   client set through an upstream, into each new upstream session of it.
 //! - [`local_session`]: [`LocalSession`], an in-process [`SessionHandle`] for tests.
 //! - [`aggregate`]: [`aggregate::Aggregate`], several upstreams behind one endpoint (names
 //!   namespaced by prefix, resources routed by URI, merged lists with cursors).
@@ -44,6 +46,7 @@ pub(crate) use switchboard_telemetry::trace::logged_session;
 
 pub mod aggregate;
 pub mod build;
+pub mod client_state;
 pub mod config;
 pub mod demo;
 pub mod http;
@@ -63,7 +66,9 @@ pub use local_session::LocalSession;
 pub use principal::Principal;
 pub use sse::SseUpstream;
 pub use stdio::StdioUpstream;
-pub use upstream::{ClientPeer, PeerError, RequestContext, RpcError, SessionHandle, Upstream};
+pub use upstream::{
+    ClientPeer, ClientState, PeerError, RequestContext, RpcError, SessionHandle, Upstream,
+};
 
 /// Entry points for the fuzz targets (`fuzz/`) and their corpus replay test; not an API.
 #[doc(hidden)]

@@ -111,6 +111,22 @@ pub trait ClientPeer: Send + Sync {
     }
 }
 
+/// What the client asked one upstream to keep for its session, as the session record holds it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientState {
+    /// The level of the client's last `logging/setLevel`, if any.
+    pub log_level: Option<String>,
+    /// The URIs the client subscribed to through this upstream, in the order subscribed.
+    pub subscriptions: Vec<String>,
+}
+
+impl ClientState {
+    /// Whether there is nothing to replay.
+    pub fn is_empty(&self) -> bool {
+        self.log_level.is_none() && self.subscriptions.is_empty()
+    }
+}
+
 /// The cluster-wide state of one client session that upstreams may read and extend. Implemented
 /// by the node over the session record in the store, so whatever an upstream keeps here (its own
 /// `Mcp-Session-Id`) is visible to every node.
@@ -169,6 +185,21 @@ pub trait SessionHandle: Send + Sync {
             self.set_upstream_session(&name, id).await?;
         }
         Ok(true)
+    }
+
+    /// What the client asked `upstream` to keep for this session (its log level, the resource
+    /// subscriptions that upstream accepted), as recorded when the session was loaded: replayed
+    /// into every new upstream session of it ([`crate::client_state`]). The default: nothing.
+    fn client_state(&self, upstream: &str) -> ClientState {
+        let _ = upstream;
+        ClientState::default()
+    }
+
+    /// Notes that `upstream` (an aggregate's member) served the current request, for a request
+    /// whose state the node records with the upstream that accepted it (`resources/subscribe`).
+    /// The default: forgotten.
+    fn served_by(&self, upstream: &str) {
+        let _ = upstream;
     }
 
     /// Ends the client session cluster-wide, as a DELETE from the client would: afterwards every

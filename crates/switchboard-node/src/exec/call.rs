@@ -162,7 +162,8 @@ async fn execute(
 }
 
 /// `resources/subscribe` / `unsubscribe`: the upstream decides (an unknown resource is refused
-/// there), and only what it accepted is recorded in the session. A session records at most
+/// there), and only what it accepted is recorded in the session, with the upstream that accepted
+/// it (an aggregate's member), whose new upstream sessions are subscribed again. A session records at most
 /// `session.max_subscriptions` URIs of at most `session.max_uri` each, so no client can bloat the record
 /// every request loads.
 async fn subscription(
@@ -193,11 +194,15 @@ async fn subscription(
             )));
         }
     }
-    let ctx = context(job, &params, cancel, ending);
+    let session = NodeSession::for_request(&job.session, &job.app, ending.clone());
+    let ctx = context_with(job, &params, cancel, session.clone());
     let result = job.app.upstream.request(&job.method, params, ctx).await?;
+    // Recorded with the upstream that accepted it: only that upstream's new sessions are
+    // subscribed again (`switchboard_upstream::client_state`).
     let update = SessionUpdate::Subscription {
         uri,
         subscribed: subscribe,
+        upstream: session.served(),
     };
     job.app
         .store
@@ -213,6 +218,17 @@ fn context(
     params: &Value,
     cancel: CancellationToken,
     ending: &Arc<OnceLock<String>>,
+) -> RequestContext {
+    let session = NodeSession::for_request(&job.session, &job.app, ending.clone());
+    context_with(job, params, cancel, session)
+}
+
+/// [`context`] with the session handle given.
+fn context_with(
+    job: &Job,
+    params: &Value,
+    cancel: CancellationToken,
+    session: Arc<NodeSession>,
 ) -> RequestContext {
     let capabilities = Arc::new(job.session.client_capabilities().clone());
     let peer = NodePeer {
@@ -232,7 +248,7 @@ fn context(
         progress_token: params.pointer("/_meta/progressToken").cloned(),
         cancel,
         peer: Arc::new(peer),
-        session: NodeSession::for_request(&job.session, &job.app, ending.clone()),
+        session,
         principal: job.principal.clone(),
     }
 }

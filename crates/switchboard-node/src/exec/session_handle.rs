@@ -6,10 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use parking_lot::Mutex;
 use serde_json::Value;
 use switchboard_store::{SessionRecord, SessionUpdate, UpstreamSwap};
+
 use switchboard_upstream::placement::Placement;
-use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
+use switchboard_upstream::{ClientPeer, ClientState, LocalSession, SessionHandle};
 
 use crate::cluster::ownership::NodePlacement;
 use crate::exec::client_peer::{NodePeer, Route};
@@ -18,11 +20,17 @@ use crate::state::App;
 use switchboard_telemetry::trace::logged_session;
 
 /// A session record loaded for one request: the in-process view ([`LocalSession`]) plus what
-/// only a node knows (owners, log level), writing upstream session ids through to the store.
+/// only a node knows (owners, log level, subscriptions and the upstream of each), writing
+/// upstream session ids through to the store.
 pub struct NodeSession {
     local: LocalSession,
     owners: BTreeMap<String, String>,
     log_level: Option<String>,
+    /// The record's subscribed URIs, in order, and the upstream that accepted each.
+    subscriptions: Vec<String>,
+    subscription_upstreams: BTreeMap<String, String>,
+    /// The member an aggregate noted as serving this request ([`SessionHandle::served_by`]).
+    served_by: Mutex<Option<String>>,
     app: App,
     /// Set when an upstream asked to end the session during a request: the request's runner
     /// ends it once the answer went out ([`end_now`]). `None` outside a request: at once.
@@ -57,9 +65,17 @@ impl NodeSession {
             local,
             owners: record.owners.clone(),
             log_level: record.log_level.clone(),
+            subscriptions: record.subscriptions.clone(),
+            subscription_upstreams: record.subscription_upstreams.clone(),
+            served_by: Mutex::new(None),
             app: app.clone(),
             ending: None,
         }
+    }
+
+    /// The upstream an aggregate noted as serving this request, if any.
+    pub fn served(&self) -> Option<String> {
+        self.served_by.lock().clone()
     }
 }
 
@@ -118,6 +134,26 @@ impl SessionHandle for NodeSession {
             sequence: Arc::new(Sequence::new(Deadline::Each(call_wait(&self.app)))),
         };
         Some(Arc::new(peer))
+    }
+
+    /// The session's log level, and the URIs the record says `upstream` accepted.
+    fn client_state(&self, upstream: &str) -> ClientState {
+        let subscriptions = self
+            .subscriptions
+            .iter()
+            .filter(|uri| {
+                self.subscription_upstreams.get(*uri).map(String::as_str) == Some(upstream)
+            })
+            .cloned()
+            .collect();
+        ClientState {
+            log_level: self.log_level.clone(),
+            subscriptions,
+        }
+    }
+
+    fn served_by(&self, upstream: &str) {
+        *self.served_by.lock() = Some(upstream.to_owned());
     }
 
     fn placement(&self) -> Option<Arc<dyn Placement>> {

@@ -146,6 +146,7 @@ pub fn new_record(
         initialized: false,
         log_level: None,
         subscriptions: Vec::new(),
+        subscription_upstreams: Default::default(),
         principal: crate::session::current_principal(),
         upstream_sessions: Default::default(),
         owners: Default::default(),

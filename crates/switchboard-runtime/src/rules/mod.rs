@@ -183,6 +183,7 @@ fn record(sid: &str) -> SessionRecord {
         initialized: true,
         log_level: None,
         subscriptions: Vec::new(),
+        subscription_upstreams: Default::default(),
         principal: "anonymous".into(),
         upstream_sessions: Default::default(),
         owners: Default::default(),

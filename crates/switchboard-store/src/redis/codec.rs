@@ -9,7 +9,8 @@ use crate::model::*;
 use crate::rules;
 use crate::traits::StoreResult;
 
-/// The record's hash fields (the id is the key, not a field; `lvl` is absent when unset; `fv`
+/// The record's hash fields (the id is the key, not a field; `lvl` is absent when unset, `subv`
+/// and `own` when empty; `fv`
 /// is the format it was written in, [`crate::FORMAT`], absent in records of format 1: read
 /// alike).
 pub(crate) fn record_fields(record: &SessionRecord) -> StoreResult<Vec<(&'static str, String)>> {
@@ -31,6 +32,12 @@ pub(crate) fn record_fields(record: &SessionRecord) -> StoreResult<Vec<(&'static
     }
     if let Some(level) = &record.log_level {
         fields.push(("lvl", level.clone()));
+    }
+    if !record.subscription_upstreams.is_empty() {
+        fields.push((
+            "subv",
+            serde_json::to_string(&record.subscription_upstreams)?,
+        ));
     }
     Ok(fields)
 }
@@ -57,6 +64,7 @@ pub(crate) fn record_from_hash(sid: &str, flat: &Value) -> StoreResult<SessionRe
         initialized: map.get("ready").is_some_and(|r| r == "1"),
         log_level: map.get("lvl").cloned(),
         subscriptions: serde_json::from_str(map.get("subs").map_or("[]", String::as_str))?,
+        subscription_upstreams: serde_json::from_str(map.get("subv").map_or("{}", String::as_str))?,
         principal: field("prn")?,
         upstream_sessions: serde_json::from_str(map.get("ups").map_or("{}", String::as_str))?,
         owners: serde_json::from_str(map.get("own").map_or("{}", String::as_str))?,
@@ -187,6 +195,7 @@ mod tests {
             initialized: true,
             log_level: Some("debug".into()),
             subscriptions: vec!["file:///a".into()],
+            subscription_upstreams: BTreeMap::from([("file:///a".to_owned(), "u".to_owned())]),
             principal: "anonymous".into(),
             upstream_sessions: BTreeMap::from([("u".to_owned(), "s1".to_owned())]),
             owners: BTreeMap::from([("u".to_owned(), "n1".to_owned())]),

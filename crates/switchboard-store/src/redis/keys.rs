@@ -1,8 +1,8 @@
 //! Redis key and channel names.
 //!
 //! With prefix `p` (default `sb`) and session id `sid`:
-//! - `p:{sid}:s` HASH, the session record (fields `rev`, `init`, `ready`, `lvl`, `subs`, `prn`,
-//!   `ups`, `ct`);
+//! - `p:{sid}:s` HASH, the session record (fields `rev`, `init`, `ready`, `lvl`, `subs`, `subv`,
+//!   `prn`, `ups`, `own`, `ct`, `fv`);
 //! - `p:{sid}:st` HASH, stream registry: stream id → holder token (`""` when released);
 //! - `p:{sid}:run` HASH, stream id → `{"node","request_key"}` of the request still running;
 //! - `p:{sid}:inf` HASH, client request id key → `<node>\n<stream>`;

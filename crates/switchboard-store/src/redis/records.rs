@@ -133,6 +133,7 @@ mod tests {
             initialized: true,
             log_level: None,
             subscriptions: Vec::new(),
+            subscription_upstreams: Default::default(),
             principal: "anonymous".into(),
             upstream_sessions: Default::default(),
             owners: Default::default(),

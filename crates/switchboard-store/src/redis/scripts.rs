@@ -308,7 +308,8 @@ return {1}
 });
 
 /// `apply_update(kind, a, b)`: one change to the record (`SessionRecord::apply` in Rust), its
-/// version bumped. Kinds: `ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups`.
+/// version bumped. Kinds: `ready`, `init`, `lvl`, `sub`, `unsub`, `ups`, `unups` (`sub`'s `b`:
+/// the upstream that accepted it, `''` for none, kept in `subv`).
 const APPLY_UPDATE: &str = r#"
 local function apply_update(kind, a, b)
   if kind == 'ready' then
@@ -325,6 +326,10 @@ local function apply_update(kind, a, b)
     end
     if kind == 'sub' and not found then table.insert(out, a) end
     redis.call('HSET', KEYS[1], 'subs', #out == 0 and '[]' or cjson.encode(out))
+    local via = cjson.decode(redis.call('HGET', KEYS[1], 'subv') or '{}')
+    if kind == 'sub' and b ~= '' then via[a] = b else via[a] = nil end
+    if next(via) == nil then redis.call('HDEL', KEYS[1], 'subv')
+    else redis.call('HSET', KEYS[1], 'subv', cjson.encode(via)) end
   elseif kind == 'ups' or kind == 'unups' then
     local ups = cjson.decode(redis.call('HGET', KEYS[1], 'ups') or '{}')
     if kind == 'ups' then ups[a] = b else ups[a] = nil end

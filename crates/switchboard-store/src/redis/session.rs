@@ -450,10 +450,14 @@ fn update_args(update: &SessionUpdate) -> StoreResult<(&'static str, &str, Strin
             ("init", revision.as_str(), serde_json::to_string(params)?)
         }
         SessionUpdate::LogLevel(level) => ("lvl", level.as_str(), String::new()),
-        SessionUpdate::Subscription { uri, subscribed } => (
+        SessionUpdate::Subscription {
+            uri,
+            subscribed,
+            upstream,
+        } => (
             if *subscribed { "sub" } else { "unsub" },
             uri.as_str(),
-            String::new(),
+            upstream.clone().unwrap_or_default(),
         ),
         SessionUpdate::UpstreamSession {
             upstream,

@@ -169,6 +169,7 @@ pub fn record(sid: &str) -> SessionRecord {
         initialized: false,
         log_level: None,
         subscriptions: vec![],
+        subscription_upstreams: Default::default(),
         principal: "anonymous".into(),
         upstream_sessions: BTreeMap::new(),
         owners: BTreeMap::new(),

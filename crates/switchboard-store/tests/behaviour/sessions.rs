@@ -135,17 +135,20 @@ pub async fn updates_change_the_record(kind: Kind) {
         up(SessionUpdate::Subscription {
             uri: uri.into(),
             subscribed: true,
+            upstream: Some("one".into()),
         })
         .await;
     }
     up(SessionUpdate::Subscription {
         uri: "file:///b".into(),
         subscribed: false,
+        upstream: None,
     })
     .await;
     up(SessionUpdate::Subscription {
         uri: "file:///zz".into(),
         subscribed: false,
+        upstream: None,
     })
     .await;
     let upstream = |name: &str, sid: Option<&str>| SessionUpdate::UpstreamSession {
@@ -170,6 +173,10 @@ pub async fn updates_change_the_record(kind: Kind) {
     want.initialized = true;
     want.log_level = Some("debug".into());
     want.subscriptions = vec!["file:///a".into(), "file:///c".into()];
+    want.subscription_upstreams = BTreeMap::from([
+        ("file:///a".to_owned(), "one".to_owned()),
+        ("file:///c".to_owned(), "one".to_owned()),
+    ]);
     want.upstream_sessions = BTreeMap::from([("one".to_owned(), "u-1b".to_owned())]);
     assert_eq!(begin_ok(&b, &id, None).await, want);
     // Emptied collections read back empty.
@@ -177,13 +184,16 @@ pub async fn updates_change_the_record(kind: Kind) {
         up(SessionUpdate::Subscription {
             uri: uri.into(),
             subscribed: false,
+            upstream: None,
         })
         .await;
     }
     up(upstream("one", None)).await;
     let got = begin_ok(&b, &id, None).await;
     assert!(
-        got.subscriptions.is_empty() && got.upstream_sessions.is_empty(),
+        got.subscriptions.is_empty()
+            && got.subscription_upstreams.is_empty()
+            && got.upstream_sessions.is_empty(),
         "{got:?}"
     );
     assert!(!a.update(&sid(), SessionUpdate::Initialized).await.unwrap());
@@ -226,10 +236,12 @@ pub async fn begin_update_loads_and_updates_for_the_own_principal_only(kind: Kin
     let sub = SessionUpdate::Subscription {
         uri: "file:///a".into(),
         subscribed: true,
+        upstream: Some("one".into()),
     };
     let got = ready(a.begin_update(&id, "anonymous", sub).await.unwrap());
     want.log_level = Some("info".into());
     want.subscriptions = vec!["file:///a".into()];
+    want.subscription_upstreams = BTreeMap::from([("file:///a".to_owned(), "one".to_owned())]);
     assert_eq!(got, want);
     assert_eq!(begin_ok(&a, &id, None).await, want);
     assert_eq!(begin_ok(&b, &id, None).await, want);

@@ -14,6 +14,10 @@
 //! if there was an owner, the error of a member that is down if any, the only member's error if
 //! only one was asked, else -32002 `Resource not found` with `data.uri`.
 //!
+//! The member that answered is noted on the session ([`crate::SessionHandle::served_by`]): the
+//! node records a subscription with it, so that only that member's new upstream sessions are
+//! subscribed again ([`crate::client_state`]).
+//!
 //! With a policy, a URI the principal may not see is -32002 `Resource not found` with `data.uri`
 //! ([`crate::policy::resource_not_found`]; `resources/unsubscribe` answers `{}`), members it may
 //! not use are never asked, and a "not found" of any kind is answered in that one shape.
@@ -227,7 +231,12 @@ async fn by_owner(
                 agg.uris.forget(&uri);
                 refused.push((member, true, e));
             }
-            out => return out,
+            out => {
+                if out.is_ok() {
+                    ctx.session.served_by(&agg.members[member].name);
+                }
+                return out;
+            }
         }
     }
     let catalog = Catalog::load(agg, &ctx).await;
@@ -249,6 +258,7 @@ async fn by_owner(
         match agg.call(member, method, params.clone(), ctx.clone()).await {
             Ok(answer) => {
                 agg.uris.insert(&uri, member);
+                ctx.session.served_by(&agg.members[member].name);
                 return Ok(answer);
             }
             Err(e) if not_here(&e) || (!owner && unreachable(&e)) => {

@@ -1,5 +1,6 @@
 //! The upstream session's lifecycle: initialize it for a client session on first use, again
-//! after the upstream forgot it (404), and the start-up probe.
+//! after the upstream forgot it (404), giving each new one the client's log level and resource
+//! subscriptions again ([`crate::client_state`]), and the start-up probe.
 //!
 //! Source: MCP 2025-11-25, basic/lifecycle (Initialization: `initialize`, then
 //! `notifications/initialized`; Version Negotiation) and basic/transports (Session Management:
@@ -18,6 +19,7 @@ use super::cookies;
 use super::session::{binding_name, UpstreamSession};
 use super::wire::WireError;
 use super::HttpUpstream;
+use crate::client_state;
 use crate::upstream::{RequestContext, RpcError, SessionHandle};
 use switchboard_telemetry::trace::logged_session;
 
@@ -109,6 +111,7 @@ impl HttpUpstream {
             other => self.error(other),
         })?;
         self.facts.learn(&result, false);
+        self.restore(ctx, &session, &result).await;
         // The session and its binding in one write: a node that sees one sees the other (a
         // stale binding of an earlier session is removed with it).
         let entries = vec![
@@ -144,6 +147,20 @@ impl HttpUpstream {
         tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = %session.id.as_deref().map_or("(none)".to_owned(), logged_session),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(Initialized { session, won: true })
+    }
+
+    /// Sends the new upstream `session` what the client had asked this upstream's earlier
+    /// sessions for (log level, resource subscriptions; [`client_state`]), before it is recorded:
+    /// no request of the client's reaches it first, on any node.
+    async fn restore(&self, ctx: &RequestContext, session: &UpstreamSession, result: &Value) {
+        let capabilities = result.get("capabilities").cloned().unwrap_or_default();
+        let send = |method: &'static str, params: Value| async move {
+            match self.exchange(method, &params, session, ctx).await {
+                Ok(response) => outcome(response),
+                Err(e) => Err(self.error(e)),
+            }
+        };
+        client_state::restore(&self.name, &capabilities, &*ctx.session, &ctx.peer, send).await;
     }
 
     /// The upstream session another node recorded while this one initialized its own.

@@ -183,6 +183,7 @@ impl SseUpstream {
         let params = client_initialize_params(ctx.session.initialize_params(), ctx.revision);
         let (conn, revision) = self.open(&params).await?;
         let conn = Arc::new(conn);
+        self.restore(ctx, &conn).await;
         ctx.session
             .set_upstream_session(&self.name, Some(format!("legacy-sse|{revision}")))
             .await
@@ -199,6 +200,21 @@ impl SseUpstream {
         let mut pool = self.pool.lock();
         pool.entry(sid.to_owned()).or_default().conn = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// Sends a new connection what the client had asked this upstream's earlier ones for (log
+    /// level, resource subscriptions; [`crate::client_state`]), before any request of the
+    /// client's.
+    async fn restore(&self, ctx: &RequestContext, conn: &Connection) {
+        let capabilities = self.capabilities();
+        let send = |method: &'static str, params: Value| async move {
+            let id = next_request_id();
+            let request = message(Some(&id), method, &params);
+            let answer = conn.request(method, &request, &id, None, None).await;
+            outcome(answer.map_err(|e| self.error(e))?)
+        };
+        crate::client_state::restore(&self.name, &capabilities, &*ctx.session, &ctx.peer, send)
+            .await;
     }
 
     fn live(&self, sid: &str) -> Option<Arc<Connection>> {

@@ -1,5 +1,7 @@
 //! Finding or starting the child of a session, and the `initialize` handshake
-//! (MCP 2025-11-25, basic/lifecycle: `initialize` → result → `notifications/initialized`).
+//! (MCP 2025-11-25, basic/lifecycle: `initialize` → result → `notifications/initialized`),
+//! after which a session's child is given the client's log level and resource subscriptions
+//! again ([`crate::client_state`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::conn::{unavailable, Conn};
 use super::restarts::Restarts;
 use super::{process, StdioUpstream};
+use crate::client_state;
 use crate::upstream::{RequestContext, RpcError};
 use switchboard_telemetry::trace::logged_session;
 
@@ -190,12 +193,29 @@ impl StdioUpstream {
             conn.set_session_peer(ctx.peer.clone());
         }
         match self.handshake(&conn, params, deadline, &ctx.cancel).await {
-            Ok(result) => Ok((conn, result)),
+            Ok(result) => {
+                if !self.shared {
+                    self.restore(ctx, &conn, &result, deadline).await;
+                }
+                Ok((conn, result))
+            }
             Err(e) => {
                 conn.stop.cancel();
                 Err(e)
             }
         }
+    }
+
+    /// Sends a new session's child what the client had asked the session's earlier children for
+    /// (log level, resource subscriptions; [`client_state`]), before any request of the
+    /// client's reaches it.
+    async fn restore(&self, ctx: &RequestContext, conn: &Conn, result: &Value, deadline: Instant) {
+        let capabilities = result.get("capabilities").cloned().unwrap_or_default();
+        let send = |method: &'static str, params: Value| async move {
+            conn.request(method, params, None, deadline, &ctx.cancel)
+                .await
+        };
+        client_state::restore(&self.name, &capabilities, &*ctx.session, &ctx.peer, send).await;
     }
 
     /// Puts a started child in its slot; `false` when the session ended meanwhile (its slot was

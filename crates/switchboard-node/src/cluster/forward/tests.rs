@@ -74,6 +74,7 @@ async fn session(app: &App) -> SessionRecord {
         initialized: true,
         log_level: None,
         subscriptions: vec![],
+        subscription_upstreams: Default::default(),
         principal: "anonymous".into(),
         upstream_sessions: Default::default(),
         owners: Default::default(),
