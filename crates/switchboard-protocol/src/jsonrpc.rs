@@ -59,7 +59,8 @@ pub enum Message {
 
 /// Why a numeric id whose value JSON parsing could not keep is refused.
 const INEXACT_ID: &str =
-    "a numeric \"id\" must be an integer within 64 bits (or a fraction); send a string id instead";
+    "a numeric \"id\" must be an integer within 64 bits written without a fraction or exponent \
+     (1, not 1.0 or 1e0), or a number with a fractional part; send a string id instead";
 
 /// Whether `n` is kept exactly: an integer within 64 bits, or a number with a fractional part.
 /// An integer beyond 64 bits is parsed as the nearest `f64`, so two different ids (e.g.

@@ -15,6 +15,7 @@ use rmcp::transport::streamable_http_server::{
 };
 use serde_json::Value;
 use switchboard_protocol::{codes, EventId, RequestId, StreamId};
+use switchboard_runtime::resume::{check_resumable, NotResumable};
 use switchboard_store::eviction::Readiness;
 use switchboard_store::redis::RedisTopology;
 use switchboard_store::{Claim, InflightRequest, MemoryStore, RedisStore, Replay, Routed, Store};
@@ -256,9 +257,11 @@ impl ReplicatedSessionManager {
         Ok(conn::spawn(node.clone(), open, true))
     }
 
-    /// A connection resuming stream `event.stream` after `event.position`: claims the stream
-    /// (the previous holder, on any replica, closes) and reads its first page with whether its
-    /// request still runs. Two round trips.
+    /// A connection resuming stream `event.stream` after `event.position`: checks that the
+    /// position is one the stream has (the runtime's rule: a made-up, future or trimmed id is
+    /// [`Error::EventId`], answered by rmcp with an empty stream, and the connection holding
+    /// the stream keeps it), claims the stream (the previous holder, on any replica, closes) and
+    /// reads its first page with whether its request still runs. Three or four round trips.
     async fn open_resumed(
         &self,
         sid: &str,
@@ -266,6 +269,14 @@ impl ReplicatedSessionManager {
     ) -> Result<ReceiverStream<ServerSseMessage>, Error> {
         let node = &self.node;
         let stream = event.stream.as_str().to_owned();
+        let store = node.store.as_ref();
+        match check_resumable(store, sid, &stream, &event.position).await {
+            Ok(()) => {}
+            Err(NotResumable::Store(e)) => return Err(e.into()),
+            Err(NotResumable::Unknown | NotResumable::Trimmed(_)) => {
+                return Err(Error::EventId(event.to_string()));
+            }
+        }
         let holder = node.holder();
         let handle = node.replica.hub.register(sid, &stream, &holder);
         let claimed = node.store.claim(sid, &stream, &holder).await?;

@@ -21,6 +21,7 @@ every_backend!(
     the_standalone_stream_on_a_gets_what_b_sends,
     the_standalone_stream_moves_to_b_with_rmcps_priming_id,
     a_client_answer_posted_to_b_reaches_a,
+    a_made_up_last_event_id_does_not_take_the_stream,
     a_cancel_posted_to_b_stops_the_call_on_a,
     delete_on_b_ends_the_session_everywhere,
     a_call_cut_by_a_stopping_replica_ends_with_an_error_on_b,
@@ -164,6 +165,51 @@ async fn a_client_answer_posted_to_b_reaches_a(kind: Kind) {
     let answered = call.until_response(&json!(2), WAIT).await;
     let answer = answered.matched.expect("the call answers on A");
     assert_eq!(text_of(&answer), "from B");
+}
+
+/// A `Last-Event-ID` naming a real stream at a position it never reached (a made-up or future
+/// id) is refused before anything is claimed (the runtime's resume check): its GET gets an empty
+/// stream at once, and the call's own stream on A keeps its connection and gets its answer.
+/// Before, B claimed the stream and held the GET open with keep-alives only: the answer went
+/// nowhere (the break-it pass of issue 33).
+async fn a_made_up_last_event_id_does_not_take_the_stream(kind: Kind) {
+    let env = Env::new(kind, Duration::from_secs(60));
+    let (a, b) = (env.replica("a").await, env.replica("b").await);
+    let (client, _) = session(&a.url).await;
+    let mut call = client
+        .call_tool(&a.url, 2, "ask", json!({"text": "hi"}))
+        .await
+        .sse();
+    let asked = call.until_method("sampling/createMessage", WAIT).await;
+    let request = asked.matched.expect("A asks the client to sample");
+    let last = asked.events.iter().rev().find_map(|e| e.id.clone());
+    let last = last.expect("an event id");
+    let (stream, position) = last.rsplit_once('_').expect("<stream>_<position>");
+    let ms: u64 = position
+        .split('-')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .expect("ms");
+    // Far in the future, and just past the newest event (a position no event has).
+    for made_up in [
+        format!("{stream}_99999999999999-0"),
+        format!("{stream}_{}-0", ms + 1),
+    ] {
+        let reply = client.get_stream(&b.url, Some(&made_up)).await;
+        let events = reply.sse().until_end(WAIT).await;
+        let events = events.unwrap_or_else(|e| panic!("{made_up}: the GET is held open: {e:?}"));
+        assert!(
+            events.iter().all(|e| e.json().is_none()),
+            "{made_up}: {events:?}"
+        );
+    }
+    let reply = client
+        .post(&a.url, &sampled(&request["id"], "still here"))
+        .await;
+    assert_eq!(reply.status, StatusCode::ACCEPTED);
+    let answered = call.until_response(&json!(2), WAIT).await;
+    let answer = answered.matched.expect("the answer on A's own connection");
+    assert_eq!(text_of(&answer), "still here");
 }
 
 async fn a_cancel_posted_to_b_stops_the_call_on_a(kind: Kind) {

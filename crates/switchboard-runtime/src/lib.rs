@@ -22,6 +22,8 @@
 //! - [`calls`]: the calls running here ([`Calls`]), keyed by session and request id, with their
 //!   cancellation.
 //! - [`liveness`]: when another replica counts as dead, and the answer of a request lost with it.
+//! - [`resume`]: whether a stream can be resumed from a `Last-Event-ID`, checked before it is
+//!   claimed.
 //! - [`lost`]: ending the requests registered in flight with no call behind them (a dead
 //!   replica's, or this replica's whose registration failed as far as it could tell).
 //!
@@ -41,6 +43,7 @@ pub mod liveness;
 pub mod lost;
 pub mod pump;
 pub mod replica;
+pub mod resume;
 #[cfg(any(test, feature = "rules"))]
 pub mod rules;
 
