@@ -59,6 +59,11 @@ pub fn listener_lagged(subscription: &str, queue: usize) {
     );
 }
 
+/// A `subscriptions/listen` whose agreed filter is empty ended right after its acknowledgement.
+pub fn listen_empty() {
+    tracing::debug!("subscriptions/listen agreed to nothing: acknowledged and ended at once");
+}
+
 /// `subscriptions/listen` refused at the per-node cap.
 pub fn listen_refused(max: usize) {
     counters().listen_refused.inc();

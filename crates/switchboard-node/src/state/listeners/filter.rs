@@ -99,6 +99,15 @@ impl Filter {
         }
     }
 
+    /// Whether a stream with this (agreed) filter can ever carry a notification: some type is
+    /// on, or some URI is subscribed (hidden ones count: a stream must not tell them apart).
+    pub fn can_deliver(&self) -> bool {
+        self.tools
+            || self.prompts
+            || self.resources
+            || self.uris.as_ref().is_some_and(|u| !u.is_empty())
+    }
+
     /// The filter as the `notifications` member of `notifications/subscriptions/acknowledged`:
     /// only what is on.
     pub fn to_json(&self) -> Value {
@@ -222,6 +231,17 @@ mod tests {
             "resources": {"subscribe": true, "listChanged": true}});
         assert_eq!(asked.agree(&all), asked);
         assert_eq!(Filter::default().agree(&all).to_json(), json!({}));
+        assert!(agreed.can_deliver() && asked.can_deliver());
+        let lists_only = Filter {
+            uris: None,
+            ..asked.clone()
+        };
+        assert!(!lists_only.agree(&demo).can_deliver(), "case C42");
+        let none_subscribed = Filter {
+            uris: Some(BTreeSet::new()),
+            ..Filter::default()
+        };
+        assert!(!none_subscribed.can_deliver());
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //! cancellation page's rule conflicts with the subscriptions page's graceful closure and the
 //! schema; we follow the schema).
 //!
+//! A request whose agreed filter is empty (nothing it asked for can be raised here, case C42)
+//! gets the acknowledgement, the closing result and the end of the stream at once: it takes no
+//! place in the registry and no `stateless.max_listeners` slot.
+//!
 //! A subscribed URI the listener's principal may not see (`[policy]`) is acknowledged as asked
 //! and never delivered ([`Filter::hidden`]).
 //!
@@ -72,6 +76,12 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
         .filter(|uri| !app.upstream.visible(&principal, Kind::Resource, uri))
         .cloned()
         .collect();
+    if !agreed.can_deliver() {
+        // Nothing agreed: the stream could never carry a notification (case C42). It ends
+        // after the acknowledgement, holding no slot and no registration.
+        telemetry::listen_empty();
+        return ended_at_once(&id, &agreed);
+    }
     let Some((reg, notes)) = app.listeners.register(id.clone(), agreed.clone()) else {
         telemetry::listen_refused(app.cfg.max_listeners);
         return Refusal::Overloaded(format!(
@@ -83,6 +93,17 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
     let (out, body) = mpsc::channel(FRAMES);
     tokio::spawn(stream(app.clone(), id, agreed, reg, notes, out));
     sse::response(body, &[])
+}
+
+/// The whole answer of a listen request whose agreed filter is empty: the acknowledgement,
+/// then the closing result, then the end of the stream.
+fn ended_at_once(id: &RequestId, agreed: &Filter) -> Response {
+    let frames = [acknowledged(id, agreed), closing(id)]
+        .map(|v| Ok::<_, std::convert::Infallible>(sse::data(&v.to_string())));
+    sse::body_response(
+        axum::body::Body::from_stream(tokio_stream::iter(frames)),
+        &[],
+    )
 }
 
 /// Why a listen stream ended.
