@@ -85,6 +85,21 @@ pub fn task_cancelled(task: &str) {
     tracing::info!(task, "task call cancelled by tasks/cancel");
 }
 
+/// A task's call still running at `stateless.tasks.ttl` was cancelled on this node.
+pub fn task_expired(task: &str) {
+    counters().tasks_expired.inc();
+    tracing::info!(task, "task call cancelled: the task reached its TTL");
+}
+
+/// A call that would have become a task was refused at `stateless.tasks.max_per_principal`.
+pub fn task_refused_at_cap(max: usize) {
+    counters().tasks_refused.inc();
+    tracing::warn!(
+        max,
+        "stateless.tasks.max_per_principal reached: the call is cancelled and refused with 503"
+    );
+}
+
 /// A task's call ended and its outcome is stored.
 pub fn task_finished(task: &str, status: &str) {
     tracing::info!(task, status, "task finished");

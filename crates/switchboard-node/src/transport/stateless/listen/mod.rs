@@ -70,6 +70,11 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
         Ok(f) => f,
         Err(why) => return Refusal::InvalidParams(why).respond(Some(&id)),
     };
+    if asked.task_ids.is_some() && !declares_tasks(params) {
+        // ext-tasks, Task Status Notifications: taskIds need the extension declared.
+        let missing = vec![format!("extensions.{}", super::tasks::EXTENSION)];
+        return Refusal::MissingCapability(missing).respond(Some(&id));
+    }
     let mut agreed = asked.agree(&app.upstream.capabilities());
     let principal = crate::session::current();
     agreed.hidden = (agreed.uris.iter().flatten())
@@ -82,7 +87,8 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
         telemetry::listen_empty();
         return ended_at_once(&id, &agreed);
     }
-    let Some((reg, notes)) = app.listeners.register(id.clone(), agreed.clone()) else {
+    let registered = (app.listeners).register(id.clone(), agreed.clone(), principal.id.clone());
+    let Some((reg, notes)) = registered else {
         telemetry::listen_refused(app.cfg.max_listeners);
         return Refusal::Overloaded(format!(
             "this node already serves {} subscriptions/listen streams",
@@ -176,9 +182,20 @@ fn closing(id: &RequestId) -> Value {
     jsonrpc::result_response(id, result)
 }
 
-/// A notification from the bus ([`BusMessage::Notify`]): to this node's listeners.
-pub fn deliver(app: &App, origin: &str, message: &Value) {
-    let n = app.listeners.publish(message);
+/// Whether the listen request's `_meta` client capabilities declare the tasks extension.
+fn declares_tasks(params: &Value) -> bool {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(super::tasks::EXTENSION))
+        .is_some_and(Value::is_object)
+}
+
+/// A notification from the bus ([`BusMessage::Notify`]): to this node's listeners (only
+/// `principal`'s when set).
+pub fn deliver(app: &App, origin: &str, message: &Value, principal: Option<&str>) {
+    let n = app.listeners.publish(message, principal);
     tracing::debug!(origin, delivered = n, method = ?message.get("method"), "notification fanned out to listen streams");
 }
 
@@ -211,10 +228,11 @@ impl Raiser {
         let msg = BusMessage::Notify {
             origin: app.node_id().to_owned(),
             message: message.clone(),
+            principal: None,
         };
         if let Err(e) = app.store.broadcast(&msg).await {
             tracing::warn!(error = %e, "could not broadcast a notification to the cluster; only this node's listen streams get it");
-            app.listeners.publish(message);
+            app.listeners.publish(message, None);
         }
         true
     }
