@@ -147,19 +147,35 @@ async fn listeners_on_other_nodes(kind: RedisKind) {
     let asked = json!({"toolsListChanged": true, "resourceSubscriptions": [GREETING]});
     let (mut resources, agreed) = listen(&urls[0], json!("res-1"), asked).await;
     assert_eq!(agreed, json!({"resourceSubscriptions": [GREETING]}));
+    // Nothing agreed: acknowledged, then ended at once with the closing result (case C42).
     let (mut tools, agreed) = listen(&urls[1], json!(42), json!({"toolsListChanged": true})).await;
     assert_eq!(
         agreed,
         json!({}),
         "the demo never raises tools/list_changed"
     );
+    let end = tools.until_response(&json!(42), T).await;
+    let closing = end.matched.expect("the closing result");
+    assert_eq!(closing["result"]["_meta"][SUB_ID], 42, "{closing}");
+    assert!(
+        tools.until_end(T).await.is_ok(),
+        "and the end of the stream"
+    );
+    // A listener of another URI stays open and gets nothing of the greeting.
+    let (mut other, agreed) = listen(
+        &urls[1],
+        json!(43),
+        json!({"resourceSubscriptions": ["demo://other"]}),
+    )
+    .await;
+    assert_eq!(agreed, json!({"resourceSubscriptions": ["demo://other"]}));
 
     raise_update(&urls[2], 2).await;
     exactly_one_update(&mut resources, &json!("res-1")).await;
-    let leaked = messages_within(&mut tools, Duration::from_millis(300)).await;
-    assert!(leaked.is_empty(), "the tools-only listener got {leaked:?}");
-    assert!(tools.comments() > 0, "keep-alive comments on the stream");
-    assert!(!tools.is_ended() && !resources.is_ended());
+    let leaked = messages_within(&mut other, Duration::from_millis(300)).await;
+    assert!(leaked.is_empty(), "the other URI's listener got {leaked:?}");
+    assert!(other.comments() > 0, "keep-alive comments on the stream");
+    assert!(!other.is_ended() && !resources.is_ended());
 
     // A listener on the raising node itself gets it too, once.
     let (mut local, _) = listen(

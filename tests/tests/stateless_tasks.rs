@@ -367,3 +367,92 @@ async fn task_input_answered_elsewhere(kind: RedisKind) {
         "no stale message: {done}"
     );
 }
+
+/// The first `notifications/tasks` of `stream` with `status`.
+async fn status_note(stream: &mut switchboard_tests::sse::SseStream, status: &str) -> Value {
+    let got = stream
+        .until(T, |m| {
+            m["method"] == "notifications/tasks" && m["params"]["status"] == status
+        })
+        .await;
+    got.matched
+        .unwrap_or_else(|| panic!("no notifications/tasks {status}: {:?}", got.messages))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_tasks_reach_a_listener_on_another_node() {
+    let cluster = Cluster::start(2, options());
+    let urls = cluster.urls();
+    let id = created(&countdown(&urls[0], 8, 200, tasks_caps(), None).await);
+
+    // taskIds need the extension declared.
+    let filter = json!({"notifications": {"taskIds": [id]}});
+    let body = modern(20, "subscriptions/listen", filter.clone(), json!({}));
+    let (status, r) = send(&urls[1], &hdrs("subscriptions/listen", None, None), &body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{r}");
+    assert_eq!(r["error"]["code"], -32021, "{r}");
+
+    let body = modern(21, "subscriptions/listen", filter, tasks_caps());
+    let reply = McpClient::new()
+        .send(
+            Method::POST,
+            &urls[1],
+            &hdrs("subscriptions/listen", None, None),
+            Some(body.to_string()),
+        )
+        .await;
+    assert_eq!(reply.status, StatusCode::OK);
+    let mut stream = reply.sse();
+    let (_, ack) = stream.next_message(T).await.expect("acknowledgement");
+    assert_eq!(ack["params"]["notifications"], json!({"taskIds": [id]}));
+    // Raised on node a, where the task runs; delivered by node b.
+    let done = status_note(&mut stream, "completed").await;
+    let params = &done["params"];
+    assert_eq!(params["taskId"], id.as_str(), "{done}");
+    assert_eq!(
+        params["result"]["content"][0]["text"], "countdown finished",
+        "{done}"
+    );
+    assert_eq!(
+        params["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        21
+    );
+    assert!(params.get("resultType").is_none(), "{done}");
+    assert!(!stream.is_ended(), "the stream stays open");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_per_principal_cap_refuses_the_next_task_and_frees_a_slot_when_one_ends() {
+    let cluster = Cluster::start(2, options().set("stateless.tasks.max_per_principal", 2));
+    let urls = cluster.urls();
+    let a = created(&countdown(&urls[0], 100, 200, tasks_caps(), None).await);
+    let _b = created(&countdown(&urls[1], 100, 200, tasks_caps(), None).await);
+
+    let args = json!({"name": "countdown", "arguments": {"n": 100, "interval_ms": 200}});
+    let body = modern(1, "tools/call", args, tasks_caps());
+    let (status, r) = send(
+        &urls[0],
+        &hdrs("tools/call", Some("countdown"), None),
+        &body,
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{r}");
+    assert_eq!(r["error"]["code"], -32003, "{r}");
+    let refused = counter(
+        &cluster.node(0).base_url(),
+        "switchboard_tasks_refused_total",
+    )
+    .await;
+    assert_eq!(refused, 1);
+    // A call that finishes in time needs no slot.
+    let r = countdown(&urls[1], 1, 10, tasks_caps(), None).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+
+    let (_, r) = task_call(&urls[1], "tasks/cancel", &a, None).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    eventually::eventually("a slot freed by the cancelled task", T, || async {
+        let r = countdown(&urls[1], 100, 200, tasks_caps(), None).await;
+        (r["result"]["resultType"] == "task").then_some(())
+    })
+    .await;
+}

@@ -59,6 +59,11 @@ pub fn listener_lagged(subscription: &str, queue: usize) {
     );
 }
 
+/// A `subscriptions/listen` whose agreed filter is empty ended right after its acknowledgement.
+pub fn listen_empty() {
+    tracing::debug!("subscriptions/listen agreed to nothing: acknowledged and ended at once");
+}
+
 /// `subscriptions/listen` refused at the per-node cap.
 pub fn listen_refused(max: usize) {
     counters().listen_refused.inc();
@@ -78,6 +83,21 @@ pub fn task_created(task: &str) {
 pub fn task_cancelled(task: &str) {
     counters().tasks_cancelled.inc();
     tracing::info!(task, "task call cancelled by tasks/cancel");
+}
+
+/// A task's call still running at `stateless.tasks.ttl` was cancelled on this node.
+pub fn task_expired(task: &str) {
+    counters().tasks_expired.inc();
+    tracing::info!(task, "task call cancelled: the task reached its TTL");
+}
+
+/// A call that would have become a task was refused at `stateless.tasks.max_per_principal`.
+pub fn task_refused_at_cap(max: usize) {
+    counters().tasks_refused.inc();
+    tracing::warn!(
+        max,
+        "stateless.tasks.max_per_principal reached: the call is cancelled and refused with 503"
+    );
 }
 
 /// A task's call ended and its outcome is stored.

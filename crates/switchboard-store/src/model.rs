@@ -507,6 +507,10 @@ pub enum BusMessage {
         origin: String,
         /// The JSON-RPC notification, as the upstream raised it (no subscription id yet).
         message: Value,
+        /// Set for a notification only its principal's listeners may get (`notifications/tasks`:
+        /// the task's principal); `None`: any listener whose filter matches.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        principal: Option<String>,
     },
 }
 

@@ -332,6 +332,28 @@ impl TaskStore for Observed {
         self.op("settle_task", self.inner.settle_task(task_id, change))
             .await
     }
+    async fn expire_task(&self, task_id: &str, principal: &str, grace_ms: u64) -> StoreResult<()> {
+        let op = self.inner.expire_task(task_id, principal, grace_ms);
+        self.op("expire_task", op).await
+    }
+    async fn expired_task(&self, task_id: &str) -> StoreResult<Option<String>> {
+        self.op("expired_task", self.inner.expired_task(task_id))
+            .await
+    }
+    async fn claim_task_slot(
+        &self,
+        principal: &str,
+        task_id: &str,
+        max: u64,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        let op = self.inner.claim_task_slot(principal, task_id, max, ttl_ms);
+        self.op("claim_task_slot", op).await
+    }
+    async fn release_task_slot(&self, principal: &str, task_id: &str) -> StoreResult<()> {
+        let op = self.inner.release_task_slot(principal, task_id);
+        self.op("release_task_slot", op).await
+    }
 }
 
 impl Store for Observed {

@@ -437,6 +437,29 @@ pub trait TaskStore: Send + Sync {
 
     /// Atomically applies `change` if the task exists and is not terminal; its expiry stays.
     async fn settle_task(&self, task_id: &str, change: &TaskChange) -> StoreResult<Settled>;
+
+    /// Ends task `task_id` of `principal` at its TTL: deletes its record, whatever its state,
+    /// and leaves a tombstone naming `principal` for `grace_ms`, so that
+    /// [`TaskStore::expired_task`] tells an expired task from one that never existed. Needs no
+    /// record (it may have expired already).
+    async fn expire_task(&self, task_id: &str, principal: &str, grace_ms: u64) -> StoreResult<()>;
+
+    /// The principal of task `task_id` if it expired within its grace period (its tombstone).
+    async fn expired_task(&self, task_id: &str) -> StoreResult<Option<String>>;
+
+    /// Atomically takes one of `principal`'s `max` running-task slots for task `task_id`, held
+    /// at most `ttl_ms` (a slot whose holder never gives it back frees itself then). `false`,
+    /// nothing taken, when `max` slots are held.
+    async fn claim_task_slot(
+        &self,
+        principal: &str,
+        task_id: &str,
+        max: u64,
+        ttl_ms: u64,
+    ) -> StoreResult<bool>;
+
+    /// Gives back the slot task `task_id` of `principal` holds (nothing when it holds none).
+    async fn release_task_slot(&self, principal: &str, task_id: &str) -> StoreResult<()>;
 }
 
 /// Everything a node needs from shared state.

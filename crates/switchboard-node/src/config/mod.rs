@@ -46,9 +46,15 @@ pub struct NodeConfig {
     /// `io.modelcontextprotocol/tasks` and has not finished within this time is answered with a
     /// task (`resultType: "task"`) and keeps running detached from its HTTP response (default 1 s).
     pub task_after: Duration,
-    /// Lifetime of a task record from its creation (`ttlMs`, default 1 h); then `tasks/get`
-    /// answers "unknown task", whatever the state of the work.
+    /// Lifetime of a task from its creation (`ttlMs`, default 1 h): then the node running it
+    /// cancels its call if it still runs and ends the record, leaving a tombstone.
     pub task_ttl: Duration,
+    /// How long an expired task's tombstone is kept (default 10 min): meanwhile `tasks/*` on it
+    /// answer -32602 with `data.reason = "expired"`, then "unknown task".
+    pub task_expired_grace: Duration,
+    /// Most tasks one principal has running at once, cluster-wide (default 64); past it a call
+    /// that would become a task is cancelled and refused with 503 and -32003.
+    pub max_tasks_per_principal: usize,
     /// Polling interval suggested to clients in every task (`pollIntervalMs`, default 1 s).
     pub task_poll_interval: Duration,
     /// How long a server-to-client request (sampling, elicitation, roots, ping) waits for the
@@ -162,6 +168,8 @@ impl Default for NodeConfig {
             sse_after: Duration::from_millis(50),
             task_after: Duration::from_secs(1),
             task_ttl: Duration::from_secs(3600),
+            task_expired_grace: Duration::from_secs(600),
+            max_tasks_per_principal: 64,
             task_poll_interval: Duration::from_secs(1),
             client_request_timeout: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(1),

@@ -54,9 +54,11 @@ pub async fn deliver(app: &App, msg: BusMessage) {
                 crate::transport::stateless::tasks::deliver(&app, &task, &answers).await;
             });
         }
-        BusMessage::Notify { origin, message } => {
-            crate::transport::stateless::listen::deliver(app, &origin, &message)
-        }
+        BusMessage::Notify {
+            origin,
+            message,
+            principal,
+        } => crate::transport::stateless::listen::deliver(app, &origin, &message, principal.as_deref()),
         BusMessage::Terminated { sid } => {
             app.end_session_here(&sid);
             app.upstream.session_ended(&sid).await;

@@ -27,6 +27,10 @@ pub(super) struct Shared {
     pub secrets: HashMap<String, Vec<u8>>,
     /// Task records by id, with when each expires (including expired ones not purged yet).
     pub tasks: HashMap<String, (TaskRecord, Instant)>,
+    /// Tombstones of expired tasks: task id → (principal, until when it is kept).
+    pub expired_tasks: HashMap<String, (String, Instant)>,
+    /// Running-task slots: principal → task id → when the slot frees itself.
+    pub task_slots: HashMap<String, HashMap<String, Instant>>,
     /// Rate-limit states ([`crate::rate`]).
     pub rates: super::rates::RateStates,
     /// The last log position handed out, `(ms, seq)`.

@@ -49,6 +49,57 @@ impl TaskStore for MemoryStore {
         };
         Ok(apply(record, change))
     }
+
+    async fn expire_task(&self, task_id: &str, principal: &str, grace_ms: u64) -> StoreResult<()> {
+        let now = Instant::now();
+        let mut shared = self.shared.lock();
+        shared.tasks.remove(task_id);
+        shared.expired_tasks.retain(|_, (_, until)| *until > now);
+        let until = now + Duration::from_millis(grace_ms.max(1));
+        (shared.expired_tasks).insert(task_id.to_owned(), (principal.to_owned(), until));
+        Ok(())
+    }
+
+    async fn expired_task(&self, task_id: &str) -> StoreResult<Option<String>> {
+        let now = Instant::now();
+        let shared = self.shared.lock();
+        let tomb = shared.expired_tasks.get(task_id);
+        Ok(tomb
+            .filter(|(_, until)| *until > now)
+            .map(|(p, _)| p.clone()))
+    }
+
+    async fn claim_task_slot(
+        &self,
+        principal: &str,
+        task_id: &str,
+        max: u64,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        let now = Instant::now();
+        let mut shared = self.shared.lock();
+        let slots = shared.task_slots.entry(principal.to_owned()).or_default();
+        slots.retain(|_, until| *until > now);
+        if slots.contains_key(task_id) {
+            return Ok(true);
+        }
+        if slots.len() as u64 >= max {
+            return Ok(false);
+        }
+        slots.insert(task_id.to_owned(), now + Duration::from_millis(ttl_ms));
+        Ok(true)
+    }
+
+    async fn release_task_slot(&self, principal: &str, task_id: &str) -> StoreResult<()> {
+        let mut shared = self.shared.lock();
+        if let Some(slots) = shared.task_slots.get_mut(principal) {
+            slots.remove(task_id);
+            if slots.is_empty() {
+                shared.task_slots.remove(principal);
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The rule both backends follow: a terminal task stays as it is; any other takes the change.
@@ -145,5 +196,39 @@ mod tests {
             1,
             "the expired record was purged"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_expired_task_leaves_a_tombstone_for_its_grace() {
+        let a = MemoryStore::new(StoreConfig::default_for("a"));
+        let b = a.for_node("b");
+        a.create_task(&record("t", 60_000)).await.unwrap();
+        a.expire_task("t", "anonymous", 1000).await.unwrap();
+        assert_eq!(b.get_task("t").await.unwrap(), None);
+        assert_eq!(
+            b.expired_task("t").await.unwrap().as_deref(),
+            Some("anonymous")
+        );
+        assert_eq!(b.expired_task("never").await.unwrap(), None);
+        // No record needed.
+        b.expire_task("gone", "p", 1000).await.unwrap();
+        assert!(a.expired_task("gone").await.unwrap().is_some());
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        assert_eq!(a.expired_task("t").await.unwrap(), None);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn task_slots_cap_a_principal_and_free_themselves() {
+        let a = MemoryStore::new(StoreConfig::default_for("a"));
+        let b = a.for_node("b");
+        assert!(a.claim_task_slot("p", "t1", 2, 1000).await.unwrap());
+        assert!(b.claim_task_slot("p", "t2", 2, 1000).await.unwrap());
+        assert!(!a.claim_task_slot("p", "t3", 2, 1000).await.unwrap());
+        assert!(a.claim_task_slot("q", "t3", 2, 1000).await.unwrap());
+        b.release_task_slot("p", "t1").await.unwrap();
+        assert!(a.claim_task_slot("p", "t3", 2, 1000).await.unwrap());
+        tokio::time::advance(Duration::from_millis(1001)).await;
+        assert!(a.claim_task_slot("p", "t4", 2, 1000).await.unwrap());
+        assert!(a.claim_task_slot("p", "t5", 2, 1000).await.unwrap());
     }
 }

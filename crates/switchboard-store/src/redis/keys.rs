@@ -19,6 +19,10 @@
 //! - `p:task:{<task id>}` HASH, a task of the tasks extension (fields `prn` principal, `node`,
 //!   `st` status, `msg` status message, `ct`/`up` created/updated ISO 8601, `ttl`, `poll` in ms,
 //!   `out` result or error JSON); expires `ttl` ms after creation;
+//! - `p:task:{<task id>}:expired` STRING, an expired task's tombstone (its principal), kept for
+//!   the grace period the node that ended the task gives it;
+//! - `p:taskslots:{<principal>}` ZSET, the principal's running tasks (task id → ms when the slot
+//!   frees itself), expiring with its last slot;
 //! - mailboxes (STREAMs, see the `bus` module): `p:mbox:<node>` one per node, `p:mbox:all`
 //!   (broadcast); in Redis Cluster `p:mbox:{<node>}`, `p:mbox:{all}` and `p:{sid}:mbox` one per
 //!   session;
@@ -142,6 +146,16 @@ impl Keys {
     /// A task's record.
     pub fn task(&self, task_id: &str) -> String {
         format!("{}:task:{{{task_id}}}", self.prefix)
+    }
+
+    /// An expired task's tombstone (STRING: its principal), in the record's slot.
+    pub fn task_expired(&self, task_id: &str) -> String {
+        format!("{}:task:{{{task_id}}}:expired", self.prefix)
+    }
+
+    /// The running-task slots of a principal (ZSET: task id → ms when the slot frees itself).
+    pub fn task_slots(&self, principal: &str) -> String {
+        format!("{}:taskslots:{{{principal}}}", self.prefix)
     }
 
     /// The reaper lock.

@@ -51,8 +51,81 @@ return all
     )
 });
 
+/// Ends a task at its TTL. KEYS[1] the task, KEYS[2] its tombstone (same slot); ARGV:
+/// principal, grace ms.
+static EXPIRE: LazyLock<Script> = LazyLock::new(|| {
+    super::scripts::script(
+        r#"
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// Takes a running-task slot. KEYS[1] the principal's slots; ARGV: task id, max, ttl ms.
+/// Slots past their time are dropped first. Returns 1, or 0 at the cap.
+static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    super::scripts::script(
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+end
+return 1
+"#,
+    )
+});
+
 #[async_trait]
 impl TaskStore for RedisStore {
+    async fn expire_task(&self, task_id: &str, principal: &str, grace_ms: u64) -> StoreResult<()> {
+        let mut inv = EXPIRE.prepare_invoke();
+        inv.key(self.keys.task(task_id))
+            .key(self.keys.task_expired(task_id))
+            .arg(principal)
+            .arg(grace_ms.max(1));
+        self.invoke::<i64>(&inv).await.map(|_| ())
+    }
+
+    async fn expired_task(&self, task_id: &str) -> StoreResult<Option<String>> {
+        let mut conn = self.conn.clone();
+        Ok(::redis::cmd("GET")
+            .arg(self.keys.task_expired(task_id))
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    async fn claim_task_slot(
+        &self,
+        principal: &str,
+        task_id: &str,
+        max: u64,
+        ttl_ms: u64,
+    ) -> StoreResult<bool> {
+        let mut inv = CLAIM.prepare_invoke();
+        inv.key(self.keys.task_slots(principal))
+            .arg(task_id)
+            .arg(max)
+            .arg(ttl_ms.max(1));
+        Ok(self.invoke::<i64>(&inv).await? == 1)
+    }
+
+    async fn release_task_slot(&self, principal: &str, task_id: &str) -> StoreResult<()> {
+        let mut conn = self.conn.clone();
+        let _: i64 = ::redis::cmd("ZREM")
+            .arg(self.keys.task_slots(principal))
+            .arg(task_id)
+            .query_async(&mut conn)
+            .await?;
+        Ok(())
+    }
+
     async fn create_task(&self, r: &TaskRecord) -> StoreResult<bool> {
         let mut inv = CREATE.prepare_invoke();
         inv.key(self.keys.task(&r.task_id))

@@ -193,6 +193,7 @@ pub async fn broadcasts_reach_every_node(kind: Kind) {
     let msg = BusMessage::Notify {
         origin: "b".into(),
         message: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        principal: None,
     };
     b.broadcast(&msg).await.unwrap();
     assert_eq!(recv(&mut ra).await, msg);

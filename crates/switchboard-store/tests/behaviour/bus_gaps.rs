@@ -79,6 +79,7 @@ async fn messages_posted_while_the_inbox_is_held_off_arrive_once_in_order() {
     let notice = BusMessage::Notify {
         origin: "b".into(),
         message: json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}),
+        principal: None,
     };
     b.broadcast(&notice).await.unwrap();
     // Read from the mailboxes over the command connection while the inbox still cannot

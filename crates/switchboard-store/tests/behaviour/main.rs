@@ -145,6 +145,7 @@ both_backends! {
     tasks: [
         tasks_are_shared_and_terminal_states_are_final,
         tasks_expire_after_their_ttl,
+        expired_tasks_leave_tombstones_and_slots_cap_a_principal,
     ],
     eviction: [the_memory_policy_is_read],
 }

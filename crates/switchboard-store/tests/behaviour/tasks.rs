@@ -85,3 +85,44 @@ pub async fn tasks_expire_after_their_ttl(kind: Kind) {
     .await;
     assert!(a.create_task(&task("short", 300)).await.unwrap());
 }
+
+pub async fn expired_tasks_leave_tombstones_and_slots_cap_a_principal(kind: Kind) {
+    let env = Env::new(kind, |_| {});
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let principal = "https://issuer.test\nuser-1";
+    assert!(a.create_task(&task("t1", 60_000)).await.unwrap());
+    b.expire_task("t1", principal, 60_000).await.unwrap();
+    assert_eq!(a.get_task("t1").await.unwrap(), None);
+    assert_eq!(
+        a.expired_task("t1").await.unwrap().as_deref(),
+        Some(principal)
+    );
+    assert_eq!(a.expired_task("t2").await.unwrap(), None);
+    assert_eq!(
+        a.settle_task("t1", &change(TaskStatus::Completed, None))
+            .await
+            .unwrap(),
+        Settled::Missing,
+        "an expired task takes no outcome"
+    );
+
+    for t in ["s1", "s2"] {
+        assert!(a.claim_task_slot(principal, t, 2, 60_000).await.unwrap());
+    }
+    assert!(!b.claim_task_slot(principal, "s3", 2, 60_000).await.unwrap());
+    assert!(b.claim_task_slot("other", "s3", 2, 60_000).await.unwrap());
+    b.release_task_slot(principal, "s1").await.unwrap();
+    assert!(b.claim_task_slot(principal, "s3", 2, 300).await.unwrap());
+    eventually(
+        "a slot past its time to free itself",
+        Duration::from_secs(5),
+        || {
+            let a = a.clone();
+            async move {
+                let got = a.claim_task_slot(principal, "s4", 2, 60_000).await.unwrap();
+                got.then_some(())
+            }
+        },
+    )
+    .await;
+}

@@ -75,6 +75,8 @@ counters! {
     tasks_created => "switchboard_tasks_created", "Tasks (tasks extension) created on this node.";
     tasks_cancelled => "switchboard_tasks_cancelled", "Task calls running on this node stopped by tasks/cancel.";
     tasks_lost => "switchboard_tasks_lost", "Tasks this node failed because the node running them died.";
+    tasks_expired => "switchboard_tasks_expired", "Task calls running on this node cancelled because the task reached stateless.tasks.ttl.";
+    tasks_refused => "switchboard_tasks_refused", "Calls that would have become tasks refused at stateless.tasks.max_per_principal (cancelled, 503).";
     replies_unmatched => "switchboard_replies_unmatched", "Client responses for which no server request was waiting.";
     listen_lagged => "switchboard_listen_lagged", "subscriptions/listen streams ended because their queue was full (slow reader).";
     listen_refused => "switchboard_listen_refused", "subscriptions/listen refused at stateless.max_listeners.";

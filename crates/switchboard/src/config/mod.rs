@@ -165,6 +165,8 @@ impl Config {
             sse_after: http.sse_after,
             task_after: tasks.after.get(),
             task_ttl: tasks.ttl.get(),
+            task_expired_grace: tasks.expired_grace.get(),
+            max_tasks_per_principal: tasks.max_per_principal.get(),
             task_poll_interval: tasks.poll_interval.get(),
             client_request_timeout: session.client_request_timeout.get(),
             heartbeat_interval: cluster.heartbeat_interval.get(),

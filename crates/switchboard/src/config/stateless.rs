@@ -52,9 +52,14 @@ pub struct TasksConfig {
     /// A `tools/call` from a client declaring the extension that has not finished within this
     /// time is answered with a task and runs on detached.
     pub after: NonZeroDuration,
-    /// Lifetime of a task record from its creation (`ttlMs`); then `tasks/get` answers
-    /// "unknown task".
+    /// Lifetime of a task from its creation (`ttlMs`); then its call is cancelled if it still
+    /// runs, and `tasks/*` answer -32602 with `data.reason = "expired"` for `expired_grace`.
     pub ttl: NonZeroDuration,
+    /// How long an expired task is told apart from an unknown id.
+    pub expired_grace: NonZeroDuration,
+    /// Most tasks one principal has running at once, cluster-wide; past it a call that would
+    /// become a task is refused with 503 and -32003.
+    pub max_per_principal: NonZeroUsize,
     /// Polling interval suggested in every task (`pollIntervalMs`).
     pub poll_interval: NonZeroDuration,
 }
@@ -66,6 +71,8 @@ impl Default for TasksConfig {
         TasksConfig {
             after: positive(node.task_after),
             ttl: positive(node.task_ttl),
+            expired_grace: positive(node.task_expired_grace),
+            max_per_principal: count(node.max_tasks_per_principal),
             poll_interval: positive(node.task_poll_interval),
         }
     }

@@ -6,8 +6,9 @@
 //! `*ListChanged` type only when the upstream declares `listChanged: true` for it (it never
 //! raises one otherwise), `resourceSubscriptions` only when it declares `resources.subscribe`.
 //! Everything else is left out of the acknowledgement and never sent (the server MUST NOT send
-//! types the client did not ask for). Fields we do not know (an extension's, such as `taskIds`)
-//! are not agreed to here.
+//! types the client did not ask for). `taskIds` (the tasks extension's) is agreed as asked when
+//! the client declared the extension: the nodes raise `notifications/tasks` themselves. Other
+//! fields we do not know are not agreed to.
 //!
 //! A `notifications/resources/updated` matches when its `uri` is one of the subscribed URIs,
 //! compared exactly (the schema allows an update of a sub-resource to name the sub-resource; the
@@ -28,6 +29,9 @@ const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
 const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
 const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
 const RESOURCE_UPDATED: &str = "notifications/resources/updated";
+/// Task status notifications of the tasks extension (raised by the nodes, never by upstreams:
+/// not in [`LISTENABLE`]).
+pub const TASK_STATUS: &str = "notifications/tasks";
 
 /// Whether a server notification is one a listen stream may carry.
 pub fn is_listenable(message: &Value) -> bool {
@@ -48,6 +52,9 @@ pub struct Filter {
     pub resources: bool,
     /// `resourceSubscriptions`; `None` when absent (or not agreed).
     pub uris: Option<BTreeSet<String>>,
+    /// `taskIds` (tasks extension): the tasks whose `notifications/tasks` the stream carries;
+    /// `None` when absent (or not agreed).
+    pub task_ids: Option<BTreeSet<String>>,
     /// Subscribed URIs the listener's principal may not see (`[policy]`): acknowledged as asked
     /// (so the acknowledgement does not tell them apart from URIs nobody has) and never
     /// delivered.
@@ -78,16 +85,23 @@ impl Filter {
             None | Some(Value::Null) => None,
             Some(v) => Some(parse_uris(v, bounds)?),
         };
+        let task_ids = match n.get("taskIds") {
+            None | Some(Value::Null) => None,
+            Some(v) => Some(parse_list(v, bounds, "taskIds")?),
+        };
         Ok(Filter {
             tools: flag("toolsListChanged")?,
             prompts: flag("promptsListChanged")?,
             resources: flag("resourcesListChanged")?,
             uris,
+            task_ids,
             hidden: BTreeSet::new(),
         })
     }
 
-    /// The subset of this (requested) filter that an upstream with `capabilities` can honour.
+    /// The subset of this (requested) filter that an upstream with `capabilities` can honour;
+    /// `taskIds` are the nodes' own, agreed as asked (the caller checks the client declared the
+    /// tasks extension).
     pub fn agree(&self, capabilities: &Value) -> Filter {
         let on = |path: &str| capabilities.pointer(path) == Some(&Value::Bool(true));
         Filter {
@@ -95,8 +109,19 @@ impl Filter {
             prompts: self.prompts && on("/prompts/listChanged"),
             resources: self.resources && on("/resources/listChanged"),
             uris: self.uris.clone().filter(|_| on("/resources/subscribe")),
+            task_ids: self.task_ids.clone(),
             hidden: self.hidden.clone(),
         }
+    }
+
+    /// Whether a stream with this (agreed) filter can ever carry a notification: some type is
+    /// on, or some URI is subscribed (hidden ones count: a stream must not tell them apart).
+    pub fn can_deliver(&self) -> bool {
+        self.tools
+            || self.prompts
+            || self.resources
+            || self.uris.as_ref().is_some_and(|u| !u.is_empty())
+            || self.task_ids.as_ref().is_some_and(|t| !t.is_empty())
     }
 
     /// The filter as the `notifications` member of `notifications/subscriptions/acknowledged`:
@@ -115,6 +140,9 @@ impl Filter {
         if let Some(uris) = &self.uris {
             out.insert("resourceSubscriptions".into(), json!(uris));
         }
+        if let Some(ids) = &self.task_ids {
+            out.insert("taskIds".into(), json!(ids));
+        }
         Value::Object(out)
     }
 
@@ -131,36 +159,48 @@ impl Filter {
                     _ => false,
                 }
             }
+            Some(TASK_STATUS) => {
+                let task = message.pointer("/params/taskId").and_then(Value::as_str);
+                match (&self.task_ids, task) {
+                    (Some(ids), Some(task)) => ids.contains(task),
+                    _ => false,
+                }
+            }
             _ => false,
         }
     }
 }
 
 fn parse_uris(v: &Value, bounds: Bounds) -> Result<BTreeSet<String>, String> {
+    parse_list(v, bounds, "resourceSubscriptions")
+}
+
+/// A list of strings (`resourceSubscriptions`, `taskIds`) within `bounds`.
+fn parse_list(v: &Value, bounds: Bounds, field: &str) -> Result<BTreeSet<String>, String> {
     let Some(list) = v.as_array() else {
-        return Err("notifications.resourceSubscriptions must be an array of URIs".into());
+        return Err(format!("notifications.{field} must be an array of strings"));
     };
     if list.len() > bounds.max_uris {
         return Err(format!(
-            "notifications.resourceSubscriptions names {} URIs; at most {} are accepted",
+            "notifications.{field} names {} items; at most {} are accepted",
             list.len(),
             bounds.max_uris
         ));
     }
-    let mut uris = BTreeSet::new();
+    let mut items = BTreeSet::new();
     for item in list {
-        let Some(uri) = item.as_str() else {
-            return Err("notifications.resourceSubscriptions must hold strings".into());
+        let Some(text) = item.as_str() else {
+            return Err(format!("notifications.{field} must hold strings"));
         };
-        if uri.len() > bounds.max_uri_bytes {
+        if text.len() > bounds.max_uri_bytes {
             return Err(format!(
-                "a subscribed URI is longer than {} bytes",
+                "an item of notifications.{field} is longer than {} bytes",
                 bounds.max_uri_bytes
             ));
         }
-        uris.insert(uri.to_owned());
+        items.insert(text.to_owned());
     }
-    Ok(uris)
+    Ok(items)
 }
 
 #[cfg(test)]
@@ -187,6 +227,7 @@ mod tests {
             B,
         )
         .unwrap();
+        assert_eq!(f.task_ids.as_ref().map(BTreeSet::len), Some(1));
         assert!(f.tools && !f.prompts && !f.resources);
         assert_eq!(f.uris.as_ref().map(BTreeSet::len), Some(1));
         for bad in [
@@ -209,6 +250,7 @@ mod tests {
             prompts: true,
             resources: true,
             uris: Some(BTreeSet::from(["demo://greeting".to_owned()])),
+            task_ids: None,
             hidden: BTreeSet::new(),
         };
         let demo = json!({"tools": {"listChanged": false},
@@ -222,6 +264,17 @@ mod tests {
             "resources": {"subscribe": true, "listChanged": true}});
         assert_eq!(asked.agree(&all), asked);
         assert_eq!(Filter::default().agree(&all).to_json(), json!({}));
+        assert!(agreed.can_deliver() && asked.can_deliver());
+        let lists_only = Filter {
+            uris: None,
+            ..asked.clone()
+        };
+        assert!(!lists_only.agree(&demo).can_deliver(), "case C42");
+        let none_subscribed = Filter {
+            uris: Some(BTreeSet::new()),
+            ..Filter::default()
+        };
+        assert!(!none_subscribed.can_deliver());
     }
 
     #[test]
@@ -250,5 +303,13 @@ mod tests {
         assert!(!tools.matches(&note(PROMPTS_LIST_CHANGED, None)));
         assert!(!tools.matches(&note("notifications/message", None)));
         assert!(is_listenable(&updated) && !is_listenable(&note("notifications/message", None)));
+        let tasks = Filter {
+            task_ids: Some(BTreeSet::from(["t1".to_owned()])),
+            ..Filter::default()
+        };
+        let status = |id: &str| json!({"method": TASK_STATUS, "params": {"taskId": id}});
+        assert!(tasks.matches(&status("t1")) && tasks.can_deliver());
+        assert!(!tasks.matches(&status("t2")) && !resources.matches(&status("t1")));
+        assert!(!is_listenable(&status("t1")), "upstreams cannot raise it");
     }
 }

@@ -42,6 +42,7 @@ struct Inner {
 struct Entry {
     id: RequestId,
     filter: Filter,
+    principal: String,
     tx: mpsc::Sender<Value>,
 }
 
@@ -68,13 +69,14 @@ impl Listeners {
         }
     }
 
-    /// Adds a listener for subscription `id` with its agreed `filter`; `None` at `stateless.max_listeners`.
+    /// Adds a listener of `principal` for subscription `id` with its agreed `filter`; `None` at `stateless.max_listeners`.
     /// Its notifications (already tagged with the subscription id) arrive on the receiver, which
     /// closes when the listener was ended for lagging.
     pub fn register(
         &self,
         id: RequestId,
         filter: Filter,
+        principal: String,
     ) -> Option<(Listening, mpsc::Receiver<Value>)> {
         let mut inner = self.inner.lock();
         if inner.entries.len() >= self.max {
@@ -83,7 +85,13 @@ impl Listeners {
         let (tx, rx) = mpsc::channel(self.queue);
         let key = inner.next;
         inner.next += 1;
-        inner.entries.insert(key, Entry { id, filter, tx });
+        let entry = Entry {
+            id,
+            filter,
+            principal,
+            tx,
+        };
+        inner.entries.insert(key, entry);
         telemetry::listener_opened();
         let reg = Listening {
             key,
@@ -99,13 +107,15 @@ impl Listeners {
     }
 
     /// Hands server notification `message` to every listener whose filter matches, tagged with
-    /// its subscription id; ends listeners whose queue is full. Returns how many got it.
-    pub fn publish(&self, message: &Value) -> usize {
+    /// its subscription id; ends listeners whose queue is full. With `principal` set, only that
+    /// principal's listeners may get it (`notifications/tasks`). Returns how many got it.
+    pub fn publish(&self, message: &Value, principal: Option<&str>) -> usize {
         let mut inner = self.inner.lock();
         let mut ended = Vec::new();
         let mut delivered = 0;
         for (key, entry) in &inner.entries {
-            if !entry.filter.matches(message) {
+            let allowed = principal.is_none_or(|p| p == entry.principal);
+            if !allowed || !entry.filter.matches(message) {
                 continue;
             }
             match entry.tx.try_send(tagged(message, &entry.id)) {
@@ -162,14 +172,16 @@ mod tests {
     fn delivers_tagged_to_matching_listeners_only() {
         let l = Listeners::new(10, 4);
         let (_a, mut ra) = l
-            .register(RequestId(json!(7)), subscribed("demo://g"))
+            .register(RequestId(json!(7)), subscribed("demo://g"), "p".into())
             .unwrap();
         let tools = Filter {
             tools: true,
             ..Filter::default()
         };
-        let (_b, mut rb) = l.register(RequestId(json!("s")), tools).unwrap();
-        assert_eq!(l.publish(&updated("demo://g")), 1);
+        let (_b, mut rb) = l
+            .register(RequestId(json!("s")), tools, "p".into())
+            .unwrap();
+        assert_eq!(l.publish(&updated("demo://g"), None), 1);
         let got = ra.try_recv().unwrap();
         assert_eq!(got["params"]["_meta"][meta::SUBSCRIPTION_ID], 7);
         assert_eq!(got["params"]["_meta"]["x.example/k"], 1, "other _meta kept");
@@ -179,7 +191,7 @@ mod tests {
             "the tools-only listener gets nothing"
         );
         let bare = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-        assert_eq!(l.publish(&bare), 1);
+        assert_eq!(l.publish(&bare, None), 1);
         assert_eq!(
             rb.try_recv().unwrap()["params"]["_meta"][meta::SUBSCRIPTION_ID],
             "s"
@@ -189,24 +201,40 @@ mod tests {
     #[test]
     fn the_cap_holds_and_dropping_a_registration_frees_its_place() {
         let l = Listeners::new(2, 4);
-        let a = l.register(RequestId(json!(1)), Filter::default()).unwrap();
-        let _b = l.register(RequestId(json!(2)), Filter::default()).unwrap();
-        assert!(l.register(RequestId(json!(3)), Filter::default()).is_none());
+        let a = l
+            .register(RequestId(json!(1)), Filter::default(), "p".into())
+            .unwrap();
+        let _b = l
+            .register(RequestId(json!(2)), Filter::default(), "p".into())
+            .unwrap();
+        assert!(l
+            .register(RequestId(json!(3)), Filter::default(), "p".into())
+            .is_none());
         drop(a);
         assert_eq!(l.len(), 1);
-        assert!(l.register(RequestId(json!(3)), Filter::default()).is_some());
+        assert!(l
+            .register(RequestId(json!(3)), Filter::default(), "p".into())
+            .is_some());
     }
 
     #[test]
     fn a_full_listener_is_ended_without_holding_others_back() {
         let l = Listeners::new(10, 2);
-        let (_slow, mut slow) = l.register(RequestId(json!(1)), subscribed("u")).unwrap();
-        let (_fast, mut fast) = l.register(RequestId(json!(2)), subscribed("u")).unwrap();
+        let (_slow, mut slow) = l
+            .register(RequestId(json!(1)), subscribed("u"), "p".into())
+            .unwrap();
+        let (_fast, mut fast) = l
+            .register(RequestId(json!(2)), subscribed("u"), "p".into())
+            .unwrap();
         for _ in 0..2 {
-            assert_eq!(l.publish(&updated("u")), 2);
+            assert_eq!(l.publish(&updated("u"), None), 2);
             fast.try_recv().unwrap();
         }
-        assert_eq!(l.publish(&updated("u")), 1, "the slow one is full: ended");
+        assert_eq!(
+            l.publish(&updated("u"), None),
+            1,
+            "the slow one is full: ended"
+        );
         assert_eq!(l.len(), 1);
         fast.try_recv().unwrap();
         // The ended listener still reads what was queued, then sees its queue closed.

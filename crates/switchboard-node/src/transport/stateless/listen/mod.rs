@@ -27,6 +27,10 @@
 //! cancellation page's rule conflicts with the subscriptions page's graceful closure and the
 //! schema; we follow the schema).
 //!
+//! A request whose agreed filter is empty (nothing it asked for can be raised here, case C42)
+//! gets the acknowledgement, the closing result and the end of the stream at once: it takes no
+//! place in the registry and no `stateless.max_listeners` slot.
+//!
 //! A subscribed URI the listener's principal may not see (`[policy]`) is acknowledged as asked
 //! and never delivered ([`Filter::hidden`]).
 //!
@@ -66,13 +70,25 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
         Ok(f) => f,
         Err(why) => return Refusal::InvalidParams(why).respond(Some(&id)),
     };
+    if asked.task_ids.is_some() && !declares_tasks(params) {
+        // ext-tasks, Task Status Notifications: taskIds need the extension declared.
+        let missing = vec![format!("extensions.{}", super::tasks::EXTENSION)];
+        return Refusal::MissingCapability(missing).respond(Some(&id));
+    }
     let mut agreed = asked.agree(&app.upstream.capabilities());
     let principal = crate::session::current();
     agreed.hidden = (agreed.uris.iter().flatten())
         .filter(|uri| !app.upstream.visible(&principal, Kind::Resource, uri))
         .cloned()
         .collect();
-    let Some((reg, notes)) = app.listeners.register(id.clone(), agreed.clone()) else {
+    if !agreed.can_deliver() {
+        // Nothing agreed: the stream could never carry a notification (case C42). It ends
+        // after the acknowledgement, holding no slot and no registration.
+        telemetry::listen_empty();
+        return ended_at_once(&id, &agreed);
+    }
+    let registered = (app.listeners).register(id.clone(), agreed.clone(), principal.id.clone());
+    let Some((reg, notes)) = registered else {
         telemetry::listen_refused(app.cfg.max_listeners);
         return Refusal::Overloaded(format!(
             "this node already serves {} subscriptions/listen streams",
@@ -83,6 +99,17 @@ pub fn open(app: &App, id: RequestId, params: &Value) -> Response {
     let (out, body) = mpsc::channel(FRAMES);
     tokio::spawn(stream(app.clone(), id, agreed, reg, notes, out));
     sse::response(body, &[])
+}
+
+/// The whole answer of a listen request whose agreed filter is empty: the acknowledgement,
+/// then the closing result, then the end of the stream.
+fn ended_at_once(id: &RequestId, agreed: &Filter) -> Response {
+    let frames = [acknowledged(id, agreed), closing(id)]
+        .map(|v| Ok::<_, std::convert::Infallible>(sse::data(&v.to_string())));
+    sse::body_response(
+        axum::body::Body::from_stream(tokio_stream::iter(frames)),
+        &[],
+    )
 }
 
 /// Why a listen stream ended.
@@ -155,9 +182,20 @@ fn closing(id: &RequestId) -> Value {
     jsonrpc::result_response(id, result)
 }
 
-/// A notification from the bus ([`BusMessage::Notify`]): to this node's listeners.
-pub fn deliver(app: &App, origin: &str, message: &Value) {
-    let n = app.listeners.publish(message);
+/// Whether the listen request's `_meta` client capabilities declare the tasks extension.
+fn declares_tasks(params: &Value) -> bool {
+    params
+        .pointer("/_meta")
+        .and_then(|m| m.get(meta::CLIENT_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(super::tasks::EXTENSION))
+        .is_some_and(Value::is_object)
+}
+
+/// A notification from the bus ([`BusMessage::Notify`]): to this node's listeners (only
+/// `principal`'s when set).
+pub fn deliver(app: &App, origin: &str, message: &Value, principal: Option<&str>) {
+    let n = app.listeners.publish(message, principal);
     tracing::debug!(origin, delivered = n, method = ?message.get("method"), "notification fanned out to listen streams");
 }
 
@@ -190,10 +228,11 @@ impl Raiser {
         let msg = BusMessage::Notify {
             origin: app.node_id().to_owned(),
             message: message.clone(),
+            principal: None,
         };
         if let Err(e) = app.store.broadcast(&msg).await {
             tracing::warn!(error = %e, "could not broadcast a notification to the cluster; only this node's listen streams get it");
-            app.listeners.publish(message);
+            app.listeners.publish(message, None);
         }
         true
     }

@@ -24,10 +24,12 @@ use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, RequestId};
 use switchboard_store::{Settled, TaskChange, TaskRecord, TaskStatus};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::super::checks::Checked;
 use super::super::park::Item;
+use super::super::refusal::Refusal;
 use super::super::{answer, call};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::edge::header_checks::Answers;
@@ -87,25 +89,57 @@ pub async fn call(
     // while the record is written neither cancels the call nor leaves the record `working`.
     let run_token = guard.disarm();
     match tokio::spawn(start_task(app.clone(), principal, rx, run_token, inputs)).await {
-        Ok(Some(record)) => answer(
+        Ok(Started::Task(record)) => answer(
             answers,
             jsonrpc::result_response(&id, wire(&record, RESULT_TASK)),
         ),
+        Ok(Started::AtCap(max)) => Refusal::Overloaded(format!(
+            "this principal already has {max} running tasks (stateless.tasks.max_per_principal)"
+        ))
+        .respond(Some(&id)),
         _ => internal(answers, &id, "the task could not be stored"),
     }
 }
 
-/// Stores the task (its cancellation handle registered first, so a `tasks/cancel` arriving
-/// right after the answer finds it) and hands the call to [`detached`]. `None`, with the call
-/// cancelled, when the store refused.
+/// What [`start_task`] made of the call.
+enum Started {
+    /// The task, stored.
+    Task(TaskRecord),
+    /// The principal runs `max` tasks already: the call is cancelled.
+    AtCap(usize),
+    /// The store refused: the call is cancelled.
+    Failed,
+}
+
+/// Takes one of the principal's running-task slots, stores the task (its cancellation handle
+/// registered first, so a `tasks/cancel` arriving right after the answer finds it) and hands the
+/// call to [`detached`]. At the cap, or when the store refused, the call is cancelled.
 async fn start_task(
     app: App,
     principal: String,
     rx: mpsc::Receiver<Item>,
     run_token: CancellationToken,
     inputs: Arc<Inputs>,
-) -> Option<TaskRecord> {
+) -> Started {
+    // The deadline is counted before the record exists, so it never falls after the record's
+    // own expiry in the store.
+    let deadline = Instant::now() + app.cfg.task_ttl;
     let task_id = new_task_id();
+    let max = app.cfg.max_tasks_per_principal;
+    let ttl = millis(app.cfg.task_ttl);
+    let claimed = (app.store).claim_task_slot(&principal, &task_id, max as u64, ttl);
+    match claimed.await {
+        Ok(true) => {}
+        outcome => {
+            run_token.cancel();
+            if let Ok(false) = outcome {
+                telemetry::task_refused_at_cap(max);
+                return Started::AtCap(max);
+            }
+            tracing::warn!(?outcome, "task slot not taken; the call is cancelled");
+            return Started::Failed;
+        }
+    }
     let (sid, key) = calls_key(&task_id);
     let stop = app.replica.calls.start(&sid, key);
     let record = new_record(&app, &task_id, principal);
@@ -114,14 +148,29 @@ async fn start_task(
         outcome => {
             app.replica.calls.end(&sid, key);
             run_token.cancel();
+            release_slot(&app, &record).await;
             tracing::warn!(?outcome, "task not created; the call is cancelled");
-            return None;
+            return Started::Failed;
         }
     }
     telemetry::task_created(&task_id);
     app.tasks.insert(&task_id, inputs.clone());
-    tokio::spawn(detached(app, task_id, rx, run_token, stop, inputs));
-    Some(record)
+    let run = Run {
+        task: record.clone(),
+        deadline,
+        run_token,
+        stop,
+    };
+    tokio::spawn(detached(app, run, rx, inputs));
+    Started::Task(record)
+}
+
+/// Gives back the running-task slot of `task` (a slot not given back frees itself at its TTL).
+async fn release_slot(app: &App, task: &TaskRecord) {
+    let released = (app.store).release_task_slot(&task.principal, &task.task_id);
+    if let Err(e) = released.await {
+        tracing::warn!(task = %task.task_id, error = %e, "task slot not released; it frees itself at the task's TTL");
+    }
 }
 
 /// A new `working` task run by this node for `principal`.
@@ -173,17 +222,33 @@ fn internal(answers: Answers, id: &RequestId, message: &str) -> Response {
     )
 }
 
+/// A task's call as [`detached`] drives it.
+struct Run {
+    /// The record as created.
+    task: TaskRecord,
+    /// `stateless.tasks.ttl` from the task's start.
+    deadline: Instant,
+    /// Cancels the call.
+    run_token: CancellationToken,
+    /// Fires on `tasks/cancel` (locally or over the bus).
+    stop: CancellationToken,
+}
+
 /// Drives a task's call to its end and stores the outcome. `stop` fires on `tasks/cancel`
 /// (locally or over the bus) and cancels the call; the call's own answer still arrives (the
-/// cancellation error) and finds the record already `cancelled`, which stays.
-async fn detached(
-    app: App,
-    task_id: String,
-    mut rx: mpsc::Receiver<Item>,
-    run_token: CancellationToken,
-    stop: CancellationToken,
-    inputs: Arc<Inputs>,
-) {
+/// cancellation error) and finds the record already `cancelled`, which stays. At the deadline
+/// the task expires: its record gives way to a tombstone, then the call is cancelled (a question
+/// waiting for input is released with it). A task that ended before its deadline is made a
+/// tombstone at the deadline too, so an expired task always reads "expired" for the grace.
+async fn detached(app: App, run: Run, mut rx: mpsc::Receiver<Item>, inputs: Arc<Inputs>) {
+    let Run {
+        task,
+        deadline,
+        run_token,
+        stop,
+    } = run;
+    let task_id = task.task_id.clone();
+    let mut expired = false;
     let last = loop {
         tokio::select! {
             item = rx.recv() => match item {
@@ -200,17 +265,40 @@ async fn detached(
                 run_token.cancel();
                 telemetry::task_cancelled(&task_id);
             }
+            () = tokio::time::sleep_until(deadline), if !expired => {
+                expired = true;
+                expire(&app, &task).await;
+                if !run_token.is_cancelled() {
+                    run_token.cancel();
+                    telemetry::task_expired(&task_id);
+                }
+            }
         }
     };
     app.tasks.remove(&task_id);
     let (sid, key) = calls_key(&task_id);
     app.replica.calls.end(&sid, key);
+    release_slot(&app, &task).await;
     let change = outcome_change(last);
-    match app.store.settle_task(&task_id, &change).await {
+    match super::settle(&app, &task_id, &change).await {
         Ok(Settled::Changed(r)) => telemetry::task_finished(&task_id, r.status.as_str()),
         Ok(Settled::AlreadyTerminal(_)) => {}
         Ok(Settled::Missing) => tracing::info!(task = %task_id, "task expired before it finished"),
         Err(e) => tracing::warn!(task = %task_id, error = %e, "task outcome not stored"),
+    }
+    if !expired {
+        tokio::time::sleep_until(deadline).await;
+        expire(&app, &task).await;
+    }
+}
+
+/// Ends `task` at its TTL: its record gives way to a tombstone kept `stateless.tasks.expired_grace`
+/// (written by this node, whether or not the record is still there).
+async fn expire(app: &App, task: &TaskRecord) {
+    let grace = millis(app.cfg.task_expired_grace);
+    let ended = (app.store).expire_task(&task.task_id, &task.principal, grace);
+    if let Err(e) = ended.await {
+        tracing::warn!(task = %task.task_id, error = %e, "expired task's tombstone not written; it reads as unknown");
     }
 }
 

@@ -1,9 +1,11 @@
 //! `tasks/get`, `tasks/cancel` and `tasks/update`, served on any node from the store (ext-tasks,
 //! Task Polling, Task Update Requests, Task Cancellation, Error Handling).
 //!
-//! Every method first loads the task for the request's principal: a missing, expired or another
-//! principal's task is the same -32602 "unknown task". A non-terminal task whose running node is
-//! dead is failed on the spot (see the module docs of [`super`]).
+//! Every method first loads the task for the request's principal: a missing or another
+//! principal's task is the same -32602 "unknown task". A task of this principal that expired
+//! within `stateless.tasks.expired_grace` (its tombstone) is -32602 "task has expired" with
+//! `data: {"reason": "expired"}`. A non-terminal task whose running node is dead is failed on
+//! the spot (see the module docs of [`super`]).
 
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, RequestId};
@@ -14,14 +16,14 @@ use super::{now_iso, wire};
 use crate::state::App;
 use crate::telemetry;
 
-/// Why a task method is refused: its JSON-RPC code and message.
-type Refused = (i64, String);
+/// Why a task method is refused: its JSON-RPC code, message and `data`.
+type Refused = (i64, String, Option<Value>);
 
 /// The JSON-RPC response to a task method (`method` is one of [`super::METHODS`]).
 pub async fn answer(app: &App, id: &RequestId, method: &str, params: &Value) -> Value {
     match serve(app, method, params).await {
         Ok(result) => jsonrpc::result_response(id, result),
-        Err((code, message)) => jsonrpc::error_response(Some(id), code, message, None),
+        Err((code, message, data)) => jsonrpc::error_response(Some(id), code, message, data),
     }
 }
 
@@ -44,7 +46,16 @@ fn ack() -> Value {
 }
 
 fn invalid(message: &str) -> Refused {
-    (codes::INVALID_PARAMS, message.to_owned())
+    (codes::INVALID_PARAMS, message.to_owned(), None)
+}
+
+/// The answer for a task that reached its TTL (ext-tasks, Error Handling: "Task has expired").
+fn expired(task_id: &str) -> Refused {
+    (
+        codes::INVALID_PARAMS,
+        "task has expired".to_owned(),
+        Some(json!({"reason": "expired", "taskId": task_id})),
+    )
 }
 
 fn store_down(e: switchboard_store::StoreError) -> Refused {
@@ -52,6 +63,7 @@ fn store_down(e: switchboard_store::StoreError) -> Refused {
     (
         codes::INTERNAL_ERROR,
         "the task store is unavailable".into(),
+        None,
     )
 }
 
@@ -60,9 +72,16 @@ fn store_down(e: switchboard_store::StoreError) -> Refused {
 async fn load(app: &App, task_id: &str) -> Result<TaskRecord, Refused> {
     let unknown = || invalid("unknown task");
     let task = app.store.get_task(task_id).await.map_err(store_down)?;
-    let task = task
-        .filter(|t| crate::session::may_use(&t.principal))
-        .ok_or_else(unknown)?;
+    let Some(task) = task else {
+        let tomb = app.store.expired_task(task_id).await.map_err(store_down)?;
+        return match tomb {
+            Some(p) if crate::session::may_use(&p) => Err(expired(task_id)),
+            _ => Err(unknown()),
+        };
+    };
+    if !crate::session::may_use(&task.principal) {
+        return Err(unknown());
+    }
     if task.status.is_terminal() || task.node == app.node_id() {
         return Ok(task);
     }
@@ -76,14 +95,17 @@ async fn load(app: &App, task_id: &str) -> Result<TaskRecord, Refused> {
         message: Some(message.clone()),
         outcome: Some(json!({"code": codes::INTERNAL_ERROR, "message": message}).to_string()),
     };
-    match app
-        .store
-        .settle_task(task_id, &change)
+    match super::settle(app, task_id, &change)
         .await
         .map_err(store_down)?
     {
         Settled::Changed(t) => {
             telemetry::task_lost(task_id, &t.node);
+            // Its node cannot give the slot back any more.
+            let released = app.store.release_task_slot(&t.principal, task_id).await;
+            if let Err(e) = released {
+                tracing::warn!(task = task_id, error = %e, "lost task's slot not released");
+            }
             Ok(t)
         }
         Settled::AlreadyTerminal(t) => Ok(t),
@@ -132,15 +154,13 @@ async fn cancel(app: &App, task: TaskRecord) -> Result<(), Refused> {
         message: Some("cancelled by the client".into()),
         outcome: None,
     };
-    let settled = app
-        .store
-        .settle_task(&task.task_id, &change)
+    let settled = super::settle(app, &task.task_id, &change)
         .await
         .map_err(store_down)?;
     match settled {
         Settled::Changed(_) => {}
         Settled::AlreadyTerminal(t) => return Err(terminal(&t)),
-        Settled::Missing => return Err(invalid("unknown task")),
+        Settled::Missing => return Err(expired(&task.task_id)),
     }
     let (sid, key) = calls_key(&task.task_id);
     if task.node == app.node_id() {

@@ -27,8 +27,14 @@
 //! A cancellation or an answer for a task running on another node travels on the bus, which
 //! keeps it until that node takes it (docs/redis.md, "What the bus guarantees").
 //!
-//! Not built yet: `notifications/tasks` through `subscriptions/listen`, and a cap on tasks per
-//! principal.
+//! - Lifetime ([`create`]): at `stateless.tasks.ttl` from its creation the node running the
+//!   call cancels it if it still runs (a waiting question included) and ends the record, leaving
+//!   a tombstone for `stateless.tasks.expired_grace`; meanwhile every method answers -32602 with
+//!   `data.reason = "expired"` ([`methods`]). `stateless.tasks.max_per_principal` tasks of one
+//!   principal run at once, cluster-wide (a slot in the store per running task).
+//! - Status notifications ([`settle`]): each status change raises `notifications/tasks` (the
+//!   task as `tasks/get` shows it) on the bus, to the listen streams of the task's principal on
+//!   every node whose `taskIds` name it.
 
 pub mod create;
 pub mod methods;
@@ -36,10 +42,41 @@ pub mod methods;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Map, Value};
-use switchboard_store::{Settled, TaskChange, TaskRecord, TaskStatus};
+use switchboard_store::{BusMessage, Settled, StoreResult, TaskChange, TaskRecord, TaskStatus};
 
 use super::checks::Checked;
+use crate::state::listeners::filter::TASK_STATUS;
 use crate::state::App;
+
+/// Applies `change` to task `task_id` ([`switchboard_store::TaskStore::settle_task`]) and, when
+/// it applied, raises `notifications/tasks` for it.
+pub async fn settle(app: &App, task_id: &str, change: &TaskChange) -> StoreResult<Settled> {
+    let settled = app.store.settle_task(task_id, change).await?;
+    if let Settled::Changed(record) = &settled {
+        announce(app, record).await;
+    }
+    Ok(settled)
+}
+
+/// Sends `notifications/tasks` for `record` (its params: the task as `tasks/get` shows it,
+/// without `resultType`) to every node's listen streams of the task's principal (the cluster
+/// fan-out of [`BusMessage::Notify`]); this node's own when the bus refuses.
+pub async fn announce(app: &App, record: &TaskRecord) {
+    let mut params = wire(record, "complete");
+    if let Some(fields) = params.as_object_mut() {
+        fields.remove("resultType");
+    }
+    let message = json!({"jsonrpc": "2.0", "method": TASK_STATUS, "params": params});
+    let msg = BusMessage::Notify {
+        origin: app.node_id().to_owned(),
+        message: message.clone(),
+        principal: Some(record.principal.clone()),
+    };
+    if let Err(e) = app.store.broadcast(&msg).await {
+        tracing::warn!(task = %record.task_id, error = %e, "notifications/tasks not broadcast; only this node's listen streams get it");
+        app.listeners.publish(&message, Some(&record.principal));
+    }
+}
 
 /// The running call of task `task_id` asks `open` (key → request): the record turns
 /// `input_required` with them as `inputRequests`.
@@ -53,7 +90,7 @@ pub async fn ask(app: &App, task_id: &str, open: Map<String, Value>) {
         message: Some("waiting for the client's input".into()),
         outcome: Some(Value::Object(open).to_string()),
     };
-    if let Err(e) = app.store.settle_task(task_id, &change).await {
+    if let Err(e) = settle(app, task_id, &change).await {
         tracing::warn!(task = task_id, error = %e, "could not mark the task input_required");
     }
 }
@@ -81,7 +118,7 @@ pub async fn deliver(app: &App, task_id: &str, answers: &Map<String, Value>) -> 
             message: None,
             outcome: None,
         };
-        match app.store.settle_task(task_id, &change).await {
+        match settle(app, task_id, &change).await {
             Ok(Settled::Changed(_)) | Ok(Settled::AlreadyTerminal(_)) | Ok(Settled::Missing) => {}
             Err(e) => tracing::warn!(task = task_id, error = %e, "could not mark the task working"),
         }
