@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use serde_json::Value;
+use switchboard_protocol::Revision;
 use switchboard_store::{SessionRecord, SessionUpdate, UpstreamSwap};
 use switchboard_upstream::placement::Placement;
 use switchboard_upstream::{ClientPeer, LocalSession, SessionHandle};
@@ -23,6 +24,8 @@ pub struct NodeSession {
     local: LocalSession,
     owners: BTreeMap<String, String>,
     log_level: Option<String>,
+    /// The revision the client negotiated: what the standalone peer shapes for.
+    revision: Revision,
     app: App,
     /// Set when an upstream asked to end the session during a request: the request's runner
     /// ends it once the answer went out ([`end_now`]). `None` outside a request: at once.
@@ -57,6 +60,7 @@ impl NodeSession {
             local,
             owners: record.owners.clone(),
             log_level: record.log_level.clone(),
+            revision: crate::session::revision(record),
             app: app.clone(),
             ending: None,
         }
@@ -109,6 +113,7 @@ impl SessionHandle for NodeSession {
                     .unwrap_or_default(),
             ),
             log_level: self.log_level.clone(),
+            revision: self.revision,
             route: Route::Standalone,
             // Ends with the session on this node (the dispatcher ends its calls).
             cancel: self.app.replica.calls.session_token(&sid),
