@@ -81,6 +81,7 @@ pub mod modern;
 pub mod msg;
 pub mod netns;
 pub mod node;
+pub mod oldver_upstream;
 pub mod otlp;
 pub mod peers;
 pub mod ports;

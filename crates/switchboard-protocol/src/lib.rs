@@ -16,6 +16,7 @@
 //! - [`codes`]: JSON-RPC and MCP error codes.
 //! - [`logging`]: the MCP log levels and the client capabilities server requests need.
 //! - [`param_headers`]: tool arguments mirrored into `Mcp-Param-{Name}` headers (2026-07-28).
+//! - [`shaping`]: answers shaped for the revision the client negotiated (what an older one lacks).
 
 pub mod codes;
 pub mod header_value;
@@ -26,6 +27,7 @@ pub mod logging;
 pub mod meta;
 pub mod param_headers;
 pub mod revision;
+pub mod shaping;
 
 pub use ids::{EventId, SessionId, StreamId};
 pub use jsonrpc::{Body, Message, RequestId};

@@ -14,6 +14,8 @@
 //!   the placement service a node implements ([`upstream::Placement`]).
 //! - [`status`]: [`status::UpstreamStatus`], what a node knows of each upstream's health
 //!   (served on `/upstreamz` and as metrics).
+//! - [`revisions`]: [`revisions::RevisionWatch`], the revision each upstream negotiated against
+//!   the client's (logged once per upstream session that differs, shown on `/upstreamz`).
 //! - [`tracked`]: [`tracked::Tracked`], the wrapper that counts every configured upstream's
 //!   calls and call errors in one place.
 //! - [`placement`]: node-bound upstreams ([`placement::NodeBound`]) and the node's
@@ -55,6 +57,7 @@ pub mod local_session;
 pub mod placement;
 pub mod policy;
 pub mod principal;
+pub mod revisions;
 pub mod sse;
 pub mod status;
 pub mod stdio;

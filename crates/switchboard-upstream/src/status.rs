@@ -107,6 +107,20 @@ pub struct EndpointStatus {
     pub sessions: u64,
 }
 
+/// An upstream session whose revision differed from its client's, as `/upstreamz` shows it
+/// (`revisions_seen` of [`UpstreamStatus`], recorded by [`crate::revisions::RevisionWatch`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RevisionsSeen {
+    /// The revision the client's session negotiated with the cluster (what it is answered in).
+    pub client: String,
+    /// The revision the upstream answered in `initialize`.
+    pub upstream: String,
+    /// When this node started that upstream session, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
+    /// Upstream sessions this node started whose revision differed from their client's.
+    pub mismatches: u64,
+}
+
 /// One child process of a stdio upstream running in this process.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ChildStatus {
@@ -151,6 +165,10 @@ pub struct UpstreamStatus {
     /// `resolve_interval_ms` (bounded, see [`crate::Upstream::refresh_statuses`]); a
     /// resolution that failed or did not finish in time leaves it older.
     pub resolved_at_ms: Option<u64>,
+    /// http, sse, stdio: the last upstream session this node started whose negotiated revision
+    /// differed from its client's (client and upstream revision, when, how many so far);
+    /// `null` when none did (see [`crate::revisions`]).
+    pub revisions_seen: Option<RevisionsSeen>,
 }
 
 impl UpstreamStatus {
@@ -168,6 +186,7 @@ impl UpstreamStatus {
             call_errors: 0,
             next_start_at_ms: None,
             resolved_at_ms: None,
+            revisions_seen: None,
         }
     }
 }
@@ -206,7 +225,7 @@ mod tests {
                 "endpoints": [],
                 "children": [{"session": "shared", "pid": 7, "started_at_ms": 3}],
                 "restarts": 0, "calls": 0, "call_errors": 0, "next_start_at_ms": 9,
-                "resolved_at_ms": null
+                "resolved_at_ms": null, "revisions_seen": null
             })
         );
         let names: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();

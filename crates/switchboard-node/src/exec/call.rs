@@ -25,7 +25,7 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 use switchboard_protocol::logging::is_log_level;
-use switchboard_protocol::{codes, jsonrpc, RequestId, Revision, SessionId, StreamId};
+use switchboard_protocol::{codes, jsonrpc, shaping, RequestId, SessionId, StreamId};
 use switchboard_store::{InflightRequest, SessionRecord, SessionUpdate};
 use switchboard_telemetry::metrics::labels;
 use switchboard_upstream::{RequestContext, RpcError};
@@ -85,7 +85,12 @@ pub fn spawn(mut job: Job) {
         let (outcome, upstream) =
             labels::reaching_upstream(crate::exec::cancel::until_cancelled(work, &cancel)).await;
         let response = match outcome {
-            Ok(result) => jsonrpc::result_response(&job.id, result),
+            Ok(mut result) => {
+                // Shaped for the client's revision before it is logged, so a replay sends the
+                // same (docs/revisions.md).
+                shaping::result(session::revision(&job.session), &job.method, &mut result);
+                jsonrpc::result_response(&job.id, result)
+            }
             Err(e) => jsonrpc::error_response(Some(&job.id), e.code, e.message, e.data),
         };
         let finished = Finished {
@@ -231,11 +236,13 @@ fn context_with(
     session: Arc<NodeSession>,
 ) -> RequestContext {
     let capabilities = Arc::new(job.session.client_capabilities().clone());
+    let revision = session::revision(&job.session);
     let peer = NodePeer {
         app: job.app.clone(),
         sid: job.session.id.clone(),
         capabilities: capabilities.clone(),
         log_level: job.session.log_level.clone(),
+        revision,
         route: Route::Local(job.response.clone()),
         cancel: cancel.clone(),
         no_requests: job.response.refuses_requests().map(str::to_owned),
@@ -243,7 +250,7 @@ fn context_with(
     };
     RequestContext {
         session_id: job.session.id.clone(),
-        revision: Revision::parse(&job.session.revision).unwrap_or(Revision::LATEST),
+        revision,
         client_capabilities: capabilities,
         progress_token: params.pointer("/_meta/progressToken").cloned(),
         cancel,

@@ -4,13 +4,19 @@
 //! the request's own response stream with an id unique in the session across nodes (`s-` and 16
 //! random base-32 characters). The client may POST the answer to any node: the store records which
 //! node waits (`register_pending`), and the bus carries the answer here.
+//!
+//! Every notification and request an upstream sends is shaped first for the revision the client
+//! negotiated ([`switchboard_protocol::shaping::server_message`], docs/revisions.md): one that
+//! revision does not define is not sent (a notification is dropped, a request refused to the
+//! upstream with -32601, as for an undeclared capability).
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use serde_json::Value;
 use switchboard_protocol::logging::{required_capability, severity};
-use switchboard_protocol::{jsonrpc, RequestId, StreamId};
+use switchboard_protocol::shaping::{self, Outgoing};
+use switchboard_protocol::{jsonrpc, RequestId, Revision, StreamId};
 use switchboard_upstream::{ClientPeer, PeerError};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -67,6 +73,8 @@ pub struct NodePeer {
     pub(crate) sid: String,
     pub(crate) capabilities: Arc<Value>,
     pub(crate) log_level: Option<String>,
+    /// The revision the client negotiated: what its messages are shaped for.
+    pub(crate) revision: Revision,
     pub(crate) route: Route,
     pub(crate) cancel: CancellationToken,
     /// Why server-to-client requests cannot reach the client during this call (it accepts only
@@ -80,8 +88,15 @@ pub struct NodePeer {
 
 impl NodePeer {
     /// `notifications/message` below the session's level is not sent (MCP 2025-11-25,
-    /// server/utilities/logging).
-    fn filtered(&self, message: &Value) -> bool {
+    /// server/utilities/logging), nor a notification the client's revision does not define;
+    /// the others are shaped for that revision in place.
+    fn filtered(&self, message: &mut Value) -> bool {
+        if let Outgoing::Undefined(since) = shaping::server_message(self.revision, message) {
+            let method = message.get("method").and_then(Value::as_str).unwrap_or("?");
+            tracing::debug!(session = %logged_session(&self.sid), method, client_revision = %self.revision, since = %since,
+                "not sent: the client's revision has no such notification");
+            return true;
+        }
         if message.get("method").and_then(Value::as_str) != Some("notifications/message") {
             return false;
         }
@@ -123,8 +138,8 @@ fn new_server_request_id() -> RequestId {
 
 #[async_trait]
 impl ClientPeer for NodePeer {
-    async fn notify(&self, message: Value) -> Result<(), PeerError> {
-        if self.filtered(&message) {
+    async fn notify(&self, mut message: Value) -> Result<(), PeerError> {
+        if self.filtered(&mut message) {
             return Ok(());
         }
         self.route.send(self, &message).await
@@ -134,8 +149,8 @@ impl ClientPeer for NodePeer {
         self.route.send(self, &message).await
     }
 
-    async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
-        if self.filtered(&message) {
+    async fn notify_standalone(&self, mut message: Value) -> Result<(), PeerError> {
+        if self.filtered(&mut message) {
             return Ok(());
         }
         self.log_standalone(&message).await
@@ -146,6 +161,7 @@ impl ClientPeer for NodePeer {
     }
 
     async fn request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+        let params = self.shaped_request(method, params)?;
         if let Some(cap) = required_capability(method) {
             if self.capabilities.get(cap).is_none() {
                 return Err(PeerError::MissingCapability(cap));
@@ -174,6 +190,22 @@ impl ClientPeer for NodePeer {
 }
 
 impl NodePeer {
+    /// The params of the server request `method` shaped for the client's revision, or the
+    /// refusal when that revision has no such request (`elicitation/create` before 2025-06-18).
+    fn shaped_request(&self, method: &str, params: Value) -> Result<Value, PeerError> {
+        if !shaping::needed(self.revision) {
+            return Ok(params);
+        }
+        let mut request = serde_json::json!({"method": method, "params": params});
+        if let Outgoing::Undefined(since) = shaping::server_message(self.revision, &mut request) {
+            return Err(PeerError::Unreachable(format!(
+                "the client negotiated MCP {}, which has no `{method}` (it came in {since})",
+                self.revision
+            )));
+        }
+        Ok(request["params"].take())
+    }
+
     /// Sends the server request `method` to the client and waits for its answer (at most
     /// `session.client_request_timeout`).
     async fn ask(&self, method: &str, mut params: Value) -> Result<Value, PeerError> {

@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde_json::Value;
+use switchboard_protocol::Revision;
 use switchboard_store::{SessionRecord, SessionUpdate, UpstreamSwap};
 
 use switchboard_upstream::placement::Placement;
@@ -31,6 +32,8 @@ pub struct NodeSession {
     subscription_upstreams: BTreeMap<String, String>,
     /// The member an aggregate noted as serving this request ([`SessionHandle::served_by`]).
     served_by: Mutex<Option<String>>,
+    /// The revision the client negotiated: what the standalone peer shapes for.
+    revision: Revision,
     app: App,
     /// Set when an upstream asked to end the session during a request: the request's runner
     /// ends it once the answer went out ([`end_now`]). `None` outside a request: at once.
@@ -68,6 +71,7 @@ impl NodeSession {
             subscriptions: record.subscriptions.clone(),
             subscription_upstreams: record.subscription_upstreams.clone(),
             served_by: Mutex::new(None),
+            revision: crate::session::revision(record),
             app: app.clone(),
             ending: None,
         }
@@ -125,6 +129,7 @@ impl SessionHandle for NodeSession {
                     .unwrap_or_default(),
             ),
             log_level: self.log_level.clone(),
+            revision: self.revision,
             route: Route::Standalone,
             // Ends with the session on this node (the dispatcher ends its calls).
             cancel: self.app.replica.calls.session_token(&sid),

@@ -192,5 +192,8 @@ pub(crate) fn result(app: &App, revision: Revision) -> Value {
     if let Some(text) = offer.instructions {
         result["instructions"] = Value::String(text);
     }
+    // The merged capabilities and serverInfo, as the client's revision defines them
+    // (docs/revisions.md).
+    switchboard_protocol::shaping::initialize_result(revision, &mut result);
     result
 }

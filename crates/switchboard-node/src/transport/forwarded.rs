@@ -139,11 +139,13 @@ async fn run_member(
         )
     })?;
     let capabilities = context.capabilities.clone();
+    let revision = Revision::parse(&context.revision).unwrap_or(Revision::LATEST);
     let peer = NodePeer {
         app: app.clone(),
         sid: inc.sid.clone(),
         capabilities: Arc::new(capabilities.clone()),
         log_level: record.log_level.clone(),
+        revision,
         route: Route::Remote {
             origin: inc.origin.clone(),
             call: inc.call.clone(),
@@ -154,7 +156,7 @@ async fn run_member(
     };
     let ctx = RequestContext {
         session_id: inc.sid.clone(),
-        revision: Revision::parse(&context.revision).unwrap_or(Revision::LATEST),
+        revision,
         client_capabilities: Arc::new(capabilities),
         progress_token: context.progress_token.clone().filter(|t| !t.is_null()),
         cancel: cancel.clone(),

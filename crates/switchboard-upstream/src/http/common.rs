@@ -288,6 +288,8 @@ pub(crate) fn probe_initialize_params() -> Value {
 /// basic/lifecycle): capabilities, serverInfo, instructions. Defaults until learned.
 pub(crate) struct Facts {
     inner: RwLock<FactsInner>,
+    /// The revisions its sessions negotiated against their clients'.
+    pub revisions: crate::revisions::RevisionWatch,
 }
 
 struct FactsInner {
@@ -308,6 +310,7 @@ impl Facts {
                 instructions: None,
                 learned: false,
             }),
+            revisions: Default::default(),
         }
     }
 

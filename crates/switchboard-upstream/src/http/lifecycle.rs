@@ -144,6 +144,8 @@ impl HttpUpstream {
             }
         }
         self.known.put(sid, session.clone());
+        let revisions = &self.facts.revisions;
+        revisions.negotiated(&self.name, sid, ctx.revision, &session.revision);
         tracing::info!(upstream = %self.name, session = %logged_session(sid), upstream_session = %session.id.as_deref().map_or("(none)".to_owned(), logged_session),
             revision = %session.revision, endpoint = ?session.endpoint, "initialized the upstream session");
         Ok(Initialized { session, won: true })

@@ -501,6 +501,7 @@ impl Upstream for HttpUpstream {
             .endpoints()
             .and_then(|e| e.resolved_at())
             .map(crate::status::unix_ms);
+        status.revisions_seen = self.facts.revisions.seen();
         vec![status]
     }
 

@@ -182,6 +182,8 @@ impl SseUpstream {
         }
         let params = client_initialize_params(ctx.session.initialize_params(), ctx.revision);
         let (conn, revision) = self.open(&params).await?;
+        let revisions = &self.facts.revisions;
+        revisions.negotiated(&self.name, sid, ctx.revision, &revision);
         let conn = Arc::new(conn);
         self.restore(ctx, &conn).await;
         ctx.session
@@ -299,6 +301,14 @@ impl Upstream for SseUpstream {
 
     fn instructions(&self) -> Option<String> {
         self.facts.instructions()
+    }
+
+    /// The revisions its connections negotiated against their clients'; the state and last
+    /// error come from the calls ([`crate::tracked::Tracked`]).
+    fn statuses(&self) -> Vec<crate::status::UpstreamStatus> {
+        let mut status = crate::status::UpstreamStatus::new(&self.name, "sse");
+        status.revisions_seen = self.facts.revisions.seen();
+        vec![status]
     }
 
     async fn request(

@@ -109,6 +109,8 @@ pub struct StdioUpstream {
     timeout: Duration,
     limits: Limits,
     meta: Mutex<Meta>,
+    /// The revisions its children negotiated against their clients'.
+    revisions: crate::revisions::RevisionWatch,
     /// Per-session mode: the child slot of each session seen here.
     sessions: Mutex<HashMap<String, Arc<Slot>>>,
     /// Shared mode: the one child slot.
@@ -136,6 +138,7 @@ impl StdioUpstream {
         StdioUpstream {
             restarts: Arc::new(Restarts::new(name.clone(), RestartPolicy::default())),
             meta: Mutex::new(Meta::defaults(&name)),
+            revisions: Default::default(),
             name,
             spec: Spec {
                 command: command.into(),
@@ -407,6 +410,7 @@ impl Upstream for StdioUpstream {
         status.last_error = last_error;
         status.restarts = restarts;
         status.next_start_at_ms = next;
+        status.revisions_seen = self.revisions.seen();
         vec![status]
     }
 

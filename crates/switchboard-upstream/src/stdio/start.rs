@@ -159,6 +159,10 @@ impl StdioUpstream {
             )));
         }
         self.record_meta(&result, false);
+        let revision = result.get("protocolVersion").and_then(Value::as_str);
+        let revision = revision.unwrap_or(Revision::LATEST.as_str());
+        self.revisions
+            .negotiated(&self.name, sid, ctx.revision, revision);
         watch(self.restarts.clone(), conn.clone());
         Ok(conn)
     }
