@@ -16,7 +16,7 @@
 //!    with that id, whichever layer made it (JSON-RPC 2.0 §5, `edge::request_id`); one made
 //!    before (layers 1 to 5, the fence at once) says `id: null`.
 //! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421. Then a node cut
-//!    off from the store for longer than `cluster.node_ttl` answers 503 at once ([`not_fenced`]).
+//!    off from the store for two `cluster.node_ttl`s answers 503 at once ([`not_fenced`]).
 //! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
 //!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
 //!    body is read (C34). The token's principal runs with the request; the session load checks
