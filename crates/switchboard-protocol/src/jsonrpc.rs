@@ -253,18 +253,29 @@ fn envelope<const N: usize>(members: [(&str, Value); N]) -> Value {
 /// outgrew left to the allocator: case C48).
 pub fn to_text(message: &Value) -> String {
     const SMALL: usize = 16 * 1024;
-    let mut small = Capped(Vec::with_capacity(256), SMALL);
-    let buf = if serde_json::to_writer(&mut small, message).is_ok() {
-        small.0
-    } else {
-        let mut length = Counted(0);
-        let _ = serde_json::to_writer(&mut length, message);
-        let mut exact = Vec::with_capacity(length.0);
+    let buf = to_bytes_within(message, SMALL).unwrap_or_else(|| {
+        let mut exact = Vec::with_capacity(text_len(message));
         let _ = serde_json::to_writer(&mut exact, message);
         exact
-    };
+    });
     // serde_json writes UTF-8 only.
     String::from_utf8(buf).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// `message` serialized compactly when that takes at most `max` bytes; `None` (having written
+/// at most `max`) when it would take more.
+pub fn to_bytes_within(message: &Value, max: usize) -> Option<Vec<u8>> {
+    let mut capped = Capped(Vec::with_capacity(max.min(512)), max);
+    serde_json::to_writer(&mut capped, message).ok()?;
+    Some(capped.0)
+}
+
+/// How many bytes `message` takes serialized compactly (serialized into nothing to count them).
+pub fn text_len(message: &Value) -> usize {
+    let mut counted = Counted(0);
+    // A `Value` always serializes; the counter never fails.
+    let _ = serde_json::to_writer(&mut counted, message);
+    counted.0
 }
 
 /// A writer into a buffer that refuses to grow past a cap.

@@ -12,6 +12,7 @@ use axum::response::Response;
 use bytes::Bytes;
 use http::{header, HeaderValue, StatusCode};
 use serde_json::Value;
+use switchboard_protocol::jsonrpc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
@@ -23,15 +24,9 @@ const QUEUED: usize = 2;
 
 /// A `status` response with `body` as `application/json`, with its `Content-Length`.
 pub fn json_response(status: StatusCode, body: Value) -> Response {
-    let mut small = Capped(Vec::with_capacity(512));
-    let (length, body) = if serde_json::to_writer(&mut small, &body).is_ok() {
-        (small.0.len(), Body::from(small.0))
-    } else {
-        drop(small);
-        let mut counted = Counted(0);
-        // A `Value` always serializes; only the writers can fail it.
-        let _ = serde_json::to_writer(&mut counted, &body);
-        (counted.0, streamed(body))
+    let (length, body) = match jsonrpc::to_bytes_within(&body, CHUNK) {
+        Some(small) => (small.len(), Body::from(small)),
+        None => (jsonrpc::text_len(&body), streamed(body)),
     };
     let mut response = Response::new(body);
     *response.status_mut() = status;
@@ -59,37 +54,6 @@ fn streamed(value: Value) -> Body {
         }
     });
     Body::from_stream(ReceiverStream::new(rx))
-}
-
-/// A writer into a buffer of at most [`CHUNK`] bytes: past it, the write fails.
-struct Capped(Vec<u8>);
-
-impl Write for Capped {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.0.len() + buf.len() > CHUNK {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// A writer that only counts.
-struct Counted(usize);
-
-impl Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len();
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A writer that sends each full [`CHUNK`] down a channel, waiting for room.
