@@ -266,7 +266,9 @@ async fn listeners_over_the_cap(url: &str) -> Option<String> {
         modern::request(
             json!(60),
             "subscriptions/listen",
-            json!({"notifications": {"toolsListChanged": true}}),
+            // A filter the demo honours (its greeting can be subscribed to): a listen that
+            // agrees to nothing ends at once and holds no slot (case C42).
+            json!({"notifications": {"resourceSubscriptions": ["demo://greeting"]}}),
             json!({}),
         )
     };
