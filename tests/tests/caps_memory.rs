@@ -200,43 +200,61 @@ async fn one_answer_raises_node_memory_by_at_most_three_times_its_size() {
     const WARM_UP: u64 = 128 << 10;
     let fixture = BigUpstream::start().await;
     let mut over = Vec::new();
-    for mib in [1, 6, 15] {
-        // A JSON answer: `http.sse_after` past the slowest (debug build) relay of 15 MiB.
-        let options = ClusterOptions::new().set("http.sse_after", "10s");
-        let configured = start_cluster(1, &[Upstream::http("big", &fixture.url())], options);
-        let pid = configured.cluster.node(0).pid().expect("the node runs");
-        let url = configured.cluster.url(0);
-        let mut client = McpClient::new();
-        client.initialize(&url, "2025-11-25").await;
-        // The warm-up takes the same path as a large answer (a body over 64 KiB, measured then
-        // written whole), so that the connection's and the allocator's first buffers are not
-        // counted against the answer measured.
-        let warm = client
-            .call_tool(&url, 1, "big__big", json!({"bytes": WARM_UP}))
-            .await
-            .answer(json!(1), T)
-            .await
-            .response;
-        assert_eq!(msg::result_text(&warm).len() as u64, WARM_UP, "{warm}");
-        let before = status_kib(pid, "VmHWM");
+    // At 1 MiB the measurement's own noise (the connection's and the allocator's buffers, about
+    // ±0.5 MiB) is half the answer: the median of three fresh nodes is taken.
+    for (mib, nodes) in [(1, 3), (6, 1), (15, 1)] {
         let bytes = mib * MIB;
-        let answer = client
-            .call_tool(&url, 2, "big__big", json!({"bytes": bytes}))
-            .await
-            .answer(json!(2), T)
-            .await
-            .response;
-        let after = status_kib(pid, "VmHWM");
-        let text = msg::result_text(&answer);
-        assert_eq!(text.len() as u64, bytes, "the answer whole");
-        let raised = (after - before) * 1024;
+        let mut raised = Vec::new();
+        for _ in 0..nodes {
+            raised.push(raised_by(&fixture, bytes, WARM_UP).await);
+        }
+        raised.sort_unstable();
+        let median = raised[raised.len() / 2];
         eprintln!(
-            "{mib} MiB answer: VmHWM {before} → {after} KiB, raised by {:.2} × its size",
-            raised as f64 / bytes as f64
+            "{mib} MiB answer: VmHWM raised by {:?} × its size, median {:.2}",
+            raised
+                .iter()
+                .map(|r| format!("{:.2}", *r as f64 / bytes as f64))
+                .collect::<Vec<_>>(),
+            median as f64 / bytes as f64
         );
-        if raised > 3 * bytes {
-            over.push(format!("{mib} MiB: raised by {raised} bytes"));
+        if median > 3 * bytes {
+            over.push(format!("{mib} MiB: raised by {median} bytes"));
         }
     }
     assert!(over.is_empty(), "over 3 × the answer's size: {over:?}");
+}
+
+/// How many bytes one JSON answer of `bytes` raises a fresh node's VmHWM by, after a warm-up
+/// answer of `warm_up` bytes (the same path as a large answer, so that the connection's and the
+/// allocator's first buffers are not counted against it). The answer is checked whole.
+async fn raised_by(fixture: &BigUpstream, bytes: u64, warm_up: u64) -> u64 {
+    // A JSON answer: `http.sse_after` past the slowest (debug build) relay of 15 MiB.
+    let options = ClusterOptions::new().set("http.sse_after", "10s");
+    let configured = start_cluster(1, &[Upstream::http("big", &fixture.url())], options);
+    let pid = configured.cluster.node(0).pid().expect("the node runs");
+    let url = configured.cluster.url(0);
+    let mut client = McpClient::new();
+    client.initialize(&url, "2025-11-25").await;
+    let warm = client
+        .call_tool(&url, 1, "big__big", json!({"bytes": warm_up}))
+        .await
+        .answer(json!(1), T)
+        .await
+        .response;
+    assert_eq!(msg::result_text(&warm).len() as u64, warm_up, "{warm}");
+    let before = status_kib(pid, "VmHWM");
+    let answer = client
+        .call_tool(&url, 2, "big__big", json!({"bytes": bytes}))
+        .await
+        .answer(json!(2), T)
+        .await
+        .response;
+    let after = status_kib(pid, "VmHWM");
+    assert_eq!(
+        msg::result_text(&answer).len() as u64,
+        bytes,
+        "the answer whole"
+    );
+    (after - before) * 1024
 }
