@@ -1,4 +1,4 @@
-//! Case C42 (`/work/shared/cases`): a `subscriptions/listen` whose agreed subset is empty (the
+//! Case C42 (from the shared case files): a `subscriptions/listen` whose agreed subset is empty (the
 //! demo declares no `listChanged`, so list-change filters are never agreed) is acknowledged and
 //! then ended at once with the closing result; it holds no `stateless.max_listeners` slot. A
 //! filter with a subscribable URI is agreed and stays open, a mixed one agrees only the URI.

@@ -1,4 +1,4 @@
-//! Case C44 (`/work/shared/cases`): a task's lifetime is enforced. At `stateless.tasks.ttl` the
+//! Case C44 (from the shared case files): a task's lifetime is enforced. At `stateless.tasks.ttl` the
 //! node running the call cancels it (the stdio fixture's `steps` tool stops appending lines),
 //! counts it (`switchboard_tasks_expired_total`), and every node answers `tasks/*` for it with
 //! -32602 `data.reason = "expired"` (an unknown id stays plain "unknown task"); a task waiting
