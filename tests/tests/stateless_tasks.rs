@@ -456,3 +456,34 @@ async fn the_per_principal_cap_refuses_the_next_task_and_frees_a_slot_when_one_e
     })
     .await;
 }
+
+/// A task's call goes on sending progress after its `CreateTaskResult`; nothing carries it (the
+/// client reads progress with `tasks/get`), so each is dropped and counted in
+/// `switchboard_notifications_dropped_total` on the node that runs it, not dropped unseen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_late_progress_is_counted_as_dropped() {
+    let cluster = Cluster::start(3, options());
+    let urls = cluster.urls();
+    let running_node = cluster.node(0).base_url();
+    let name = "switchboard_notifications_dropped_total";
+    let before = counter(&running_node, name).await;
+
+    let args = json!({
+        "name": "countdown",
+        "arguments": {"n": 8, "interval_ms": 200},
+        "_meta": {"progressToken": "late"},
+    });
+    let body = modern(1, "tools/call", args, tasks_caps());
+    let (_, r) = send(
+        &urls[0],
+        &hdrs("tools/call", Some("countdown"), None),
+        &body,
+    )
+    .await;
+    let id = created(&r);
+    eventually_status(&urls[1], &id, "completed").await;
+    // 8 steps of 200 ms, a task from 300 ms: 6 or 7 come after the task's answer (4 allows for a
+    // slow machine that creates the task late); none is counted twice.
+    let dropped = counter(&running_node, name).await - before;
+    assert!((4..=8).contains(&dropped), "{dropped} dropped");
+}

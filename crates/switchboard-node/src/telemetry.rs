@@ -29,14 +29,13 @@ pub fn notification_rerouted(sid: &str, method: &str) {
     );
 }
 
-/// A notification of a 2026-07-28 request answered as one JSON body was dropped: that revision
-/// has no stream to carry it (see [`crate::edge::header_checks`]).
-pub fn notification_dropped(method: &str) {
+/// A notification of a 2026-07-28 request had no stream to carry it and was dropped: `why` names
+/// the case (the request answered as one JSON body, see [`crate::edge::header_checks`]; a task's
+/// call after its `CreateTaskResult`; the request's stream already closed; an unsolicited
+/// notification no `subscriptions/listen` stream carries).
+pub fn notification_dropped(method: &str, why: &'static str) {
     counters().notifications_dropped.inc();
-    tracing::debug!(
-        method,
-        "a JSON-only 2026-07-28 request's notification was dropped"
-    );
+    tracing::debug!(method, why, "a 2026-07-28 notification was dropped");
 }
 
 /// A `subscriptions/listen` stream opened.

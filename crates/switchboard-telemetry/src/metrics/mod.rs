@@ -81,7 +81,7 @@ counters! {
     listen_lagged => "switchboard_listen_lagged", "subscriptions/listen streams ended because their queue was full (slow reader).";
     listen_refused => "switchboard_listen_refused", "subscriptions/listen refused at stateless.max_listeners.";
     notifications_rerouted => "switchboard_notifications_rerouted", "Notifications of requests answered as one JSON body (Accept without text/event-stream, or a batch) put on the session's standalone stream instead.";
-    notifications_dropped => "switchboard_notifications_dropped", "Notifications of 2026-07-28 requests answered as one JSON body (Accept without text/event-stream), which have no stream to carry them.";
+    notifications_dropped => "switchboard_notifications_dropped", "2026-07-28 notifications with no stream to carry them: of a request answered as one JSON body (Accept without text/event-stream), of a task's call after its CreateTaskResult, after the request's stream closed, or unsolicited with no subscriptions/listen stream to carry them.";
     fences => "switchboard_fences", "Times this node fenced itself (it had not reached the store for two cluster.node_ttl) and refused requests until it reached it again.";
     inbox_resubscribed => "switchboard_inbox_resubscribed", "Times this node's bus inbox lost its Redis subscriptions and subscribed again (a Redis restart or failover); held streams catch up from their logs.";
     heartbeats_evicted => "switchboard_heartbeats_evicted", "Times this node found its own heartbeat key gone although its previous heartbeat was answered well within cluster.node_ttl: probably evicted by Redis (maxmemory-policy other than noeviction), or lost in a Redis restart without persistence.";

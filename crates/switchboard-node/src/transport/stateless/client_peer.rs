@@ -5,8 +5,8 @@
 //! - `notifications/message` goes out only when the request's `_meta` named a log level, and
 //!   only at or above it (per-request `logLevel`; without it, none).
 //! - There is no standalone stream: unsolicited notifications a `subscriptions/listen` stream can
-//!   carry go to every listener of the cluster (`super::listen`); the rest are dropped (logged
-//!   at debug).
+//!   carry go to every listener of the cluster (`super::listen`); the rest are dropped and
+//!   counted (`switchboard_notifications_dropped_total`).
 //! - Server-to-client requests become MRTR questions (`crate::mrtr`): answered at once from
 //!   the retry's inputs when it carries them, else recorded and parked until the run stops,
 //!   which then answers `InputRequiredResult`. Refused with -32021 when the request did not
@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::mrtr::{Ask, Inputs};
 use crate::state::parking::{Item, ItemSink};
+use crate::telemetry;
 use switchboard_protocol::logging::{required_capability, severity};
 
 /// The way back to the client for one 2026-07-28 request.
@@ -67,16 +68,19 @@ impl ClientPeer for StatelessPeer {
         if self.dropped(&message) {
             return Ok(());
         }
+        let method = message["method"].as_str().unwrap_or("?").to_owned();
         if self.tx.send(Item::Note(message)).await {
             Ok(())
         } else {
+            telemetry::notification_dropped(&method, "the request's stream has closed");
             Err(PeerError::Cancelled)
         }
     }
 
     async fn notify_standalone(&self, message: Value) -> Result<(), PeerError> {
         if !self.listen.raise(&message).await {
-            tracing::debug!(%message, "2026-07-28 has no standalone stream; notification dropped");
+            let method = message["method"].as_str().unwrap_or("?");
+            telemetry::notification_dropped(method, "no subscriptions/listen stream carries it");
         }
         Ok(())
     }

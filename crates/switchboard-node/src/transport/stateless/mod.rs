@@ -219,7 +219,9 @@ async fn json_only_answer(
     };
     while let Some(item) = next {
         match item {
-            Item::Note(v) => telemetry::notification_dropped(v["method"].as_str().unwrap_or("?")),
+            Item::Note(v) => {
+                telemetry::notification_dropped(v["method"].as_str().unwrap_or("?"), JSON_ONLY);
+            }
             Item::Final(v) => return answer(Answers::JsonOnly, v),
         }
         next = rx.recv().await;
@@ -230,6 +232,9 @@ async fn json_only_answer(
         jsonrpc::error_response(Some(id), codes::INTERNAL_ERROR, message, None),
     )
 }
+
+/// Why [`telemetry::notification_dropped`]: the request is answered as one JSON body.
+pub(crate) const JSON_ONLY: &str = "the request is answered as one JSON body";
 
 /// `server/discover` (MCP 2026-07-28, server/discover): the versions served, the upstream's
 /// capabilities and instructions, and server info in `_meta`.

@@ -6,7 +6,8 @@
 //! the record (`working`), and only then answers with the `CreateTaskResult` (ext-tasks, Task
 //! Creation: MUST NOT return it before a `tasks/get` would resolve). The call keeps running in
 //! a detached runner that writes its outcome into the record; notifications it sends from then
-//! on have no stream to go to and are dropped (a task's progress is read with `tasks/get`).
+//! on have no stream to go to and are dropped and counted (`switchboard_notifications_dropped_total`;
+//! a task's progress is read with `tasks/get`).
 //!
 //! While the client waits for the first answer, closing the response cancels the call as on any
 //! 2026-07-28 request; once the task exists only `tasks/cancel` does.
@@ -30,7 +31,7 @@ use tokio_util::sync::CancellationToken;
 use super::super::checks::Checked;
 use super::super::park::Item;
 use super::super::refusal::Refusal;
-use super::super::{answer, call};
+use super::super::{answer, call, JSON_ONLY};
 use super::{new_task_id, now_iso, wire, RESULT_TASK};
 use crate::edge::header_checks::Answers;
 use crate::mrtr::Inputs;
@@ -78,7 +79,10 @@ pub async fn call(
         tokio::select! {
             item = rx.recv() => match item {
                 Some(Item::Note(v)) if notes.len() < app.cfg.connection_queue => notes.push(v),
-                Some(Item::Note(_)) => {}
+                Some(Item::Note(v)) => telemetry::notification_dropped(
+                    v["method"].as_str().unwrap_or("?"),
+                    "sent by a task's call after its CreateTaskResult (read with tasks/get)",
+                ),
                 Some(Item::Final(v)) => return finished_in_time(answers, notes, v),
                 None => return internal(answers, &id, "the request ended without an answer"),
             },
@@ -201,7 +205,7 @@ fn millis(d: std::time::Duration) -> u64 {
 fn finished_in_time(answers: Answers, notes: Vec<Value>, last: Value) -> Response {
     if answers == Answers::JsonOnly {
         for note in &notes {
-            telemetry::notification_dropped(note["method"].as_str().unwrap_or("?"));
+            telemetry::notification_dropped(note["method"].as_str().unwrap_or("?"), JSON_ONLY);
         }
         return answer(answers, last);
     }
@@ -252,7 +256,10 @@ async fn detached(app: App, run: Run, mut rx: mpsc::Receiver<Item>, inputs: Arc<
     let last = loop {
         tokio::select! {
             item = rx.recv() => match item {
-                Some(Item::Note(_)) => {}
+                Some(Item::Note(v)) => telemetry::notification_dropped(
+                    v["method"].as_str().unwrap_or("?"),
+                    "sent by a task's call after its CreateTaskResult (read with tasks/get)",
+                ),
                 Some(Item::Final(v)) => break Some(v),
                 None => break None,
             },
