@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use switchboard_protocol::StreamId;
 
 use super::scripts::*;
-use super::{codec, RedisStore};
+use super::{codec, upload, RedisStore};
 use crate::error::StoreError;
 use crate::model::*;
 use crate::rules::{self, order};
@@ -306,9 +306,6 @@ impl RedisStore {
         }
     }
 
-    /// With `min_replicas_acked`: publishes the event the script stored (and the replicas
-    /// confirmed) to its holder's node, as the script does otherwise (same rule,
-    /// [`rules::delivers_event`]; Cluster: on the session's channel). One more command, only then.
     /// The append scripts' last arguments: what the log keeps (`''`: `data` itself; else its
     /// stand-in, [`crate::caps::stored_form`]), `max_stream_log_bytes`, `max_session_log_bytes`.
     fn cap_args(&self, inv: &mut ::redis::ScriptInvocation<'_>, data: &str) {
@@ -318,6 +315,9 @@ impl RedisStore {
             .arg(self.config.max_session_log_bytes.max(1));
     }
 
+    /// With `min_replicas_acked`: publishes the event the script stored (and the replicas
+    /// confirmed) to its holder's node, as the script does otherwise (same rule,
+    /// [`rules::delivers_event`]; Cluster: on the session's channel). One more command, only then.
     async fn deliver_confirmed(
         &self,
         sid: &str,
@@ -378,6 +378,8 @@ fn parse_running(json: &str) -> StoreResult<RunningRequest> {
 
 impl RedisStore {
     /// One `APPEND` script; `append_id` empty: no id (nothing is looked up or remembered).
+    /// Data over [`upload::UPLOAD_OVER`] is uploaded first ([`upload`]), again when the script
+    /// finds the upload lost.
     async fn append_with(
         &self,
         sid: &str,
@@ -387,20 +389,36 @@ impl RedisStore {
         append_id: &str,
     ) -> StoreResult<Appended> {
         let sk = self.session_keys(sid);
-        let mut inv = self.session_call(&APPEND, &sk, Some(stream));
-        inv.arg(stream)
-            .arg(data)
-            .arg(if end { "1" } else { "0" })
-            .arg(rules::max_events(&self.config))
-            .arg(&self.config.node_id)
-            .arg(sid)
-            .arg(self.event_route());
-        self.cap_args(&mut inv, data);
-        inv.arg(append_id);
-        let reply: Value = self.invoke_durably(&inv).await?;
-        let appended = codec::appended(&reply)?.unwrap_or_else(Appended::not_stored);
-        self.deliver_confirmed(sid, stream, data, end, &appended)
-            .await?;
-        Ok(appended)
+        let large = data.len() > upload::UPLOAD_OVER;
+        for _ in 0..upload::ATTEMPTS {
+            let uploaded = if large {
+                self.upload(&sk, data).await?
+            } else {
+                String::new()
+            };
+            let mut inv = self.session_call(&APPEND, &sk, Some(stream));
+            inv.arg(stream)
+                .arg(if large { "" } else { data })
+                .arg(if end { "1" } else { "0" })
+                .arg(rules::max_events(&self.config))
+                .arg(&self.config.node_id)
+                .arg(sid)
+                .arg(self.event_route());
+            self.cap_args(&mut inv, data);
+            inv.arg(append_id).arg(&uploaded).arg(data.len());
+            let reply: Value = self.invoke_durably(&inv).await?;
+            if upload::lost(&reply) {
+                tracing::warn!(
+                    bytes = data.len(),
+                    "a large event's upload was gone when its append ran; uploading it again"
+                );
+                continue;
+            }
+            let appended = codec::appended(&reply)?.unwrap_or_else(Appended::not_stored);
+            self.deliver_confirmed(sid, stream, data, end, &appended)
+                .await?;
+            return Ok(appended);
+        }
+        Err(upload::kept_losing())
     }
 }

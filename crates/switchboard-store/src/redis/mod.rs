@@ -41,6 +41,7 @@ mod sentinel;
 mod session;
 mod tasks;
 mod topology;
+mod upload;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

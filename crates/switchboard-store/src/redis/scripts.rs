@@ -403,14 +403,22 @@ return -2
 });
 
 /// `append`. ARGV: stream, data, end (`1`/`0`), maxlen, me, sid, route, stored form,
-/// `max_stream_log_bytes`, `max_session_log_bytes`, append id (see `append_script`).
-/// Returns `{position, holder}`, or nil when the session is gone.
+/// `max_stream_log_bytes`, `max_session_log_bytes`, append id (see `append_script`), the key
+/// holding the data when it was uploaded (`''`: the data is ARGV[4]) and its length
+/// (`super::upload`). Returns `{position, holder}`, nil when the session is gone, or -1 when
+/// the upload is not whole (nothing stored).
 pub(crate) static APPEND: LazyLock<Script> = LazyLock::new(|| {
     session_script(
         true,
         r#"
 if not alive() then return false end
-return append_event(ARGV[3], ARGV[4], ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
+local data = ARGV[4]
+if ARGV[14] ~= '' then
+  data = redis.call('GET', ARGV[14]) or ''
+  redis.call('DEL', ARGV[14])
+  if #data ~= tonumber(ARGV[15]) then return -1 end
+end
+return append_event(ARGV[3], data, ARGV[5] == '1', tonumber(ARGV[6]), ARGV[7], ARGV[8], ARGV[9],
   ARGV[10], tonumber(ARGV[11]), tonumber(ARGV[12]), ARGV[13])
 "#,
     )

@@ -134,6 +134,41 @@ pub async fn an_event_over_max_event_bytes_is_delivered_whole_and_kept_as_a_stan
     assert!(kept[2].end, "the stand-in still ends the request");
 }
 
+/// Events over 256 KiB reach Redis in pieces (issue 34, C48; `redis/upload.rs`): one under
+/// `max_event_bytes` is kept and delivered whole, once however often its append id is sent; one
+/// over it is delivered whole and kept as its stand-in.
+pub async fn large_events_are_kept_and_delivered_whole(kind: Kind) {
+    let env = Env::new(kind, |c| c.max_event_bytes = 2 << 20);
+    let (a, b) = (env.node("a").await, env.node("b").await);
+    let mut rb = b.subscribe().await.unwrap();
+    let id = new_session(&a).await;
+    takes_part(&b, &id).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "b/7"))).await;
+    let kept = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "data": sized('k', (1 << 20) + 7)}})
+    .to_string();
+    let once = rules::new_append_id();
+    let first = a.append_once(&id, &s, &kept, false, &once).await.unwrap();
+    let again = a.append_once(&id, &s, &kept, false, &once).await.unwrap();
+    assert_eq!(again, first, "one event for one append id");
+    let answer =
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"text": sized('r', 3 << 20)}}).to_string();
+    a.append(&id, &s, &answer, true).await.unwrap();
+    for want in [&kept, &kept, &answer] {
+        match recv(&mut rb).await {
+            BusMessage::Event(ev) => assert!(&ev.data == want, "delivered whole"),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    let logged = events(&a, &id, &s, START).await;
+    assert_eq!(logged.len(), 2);
+    assert!(logged[0].data == kept, "kept whole");
+    let error: Value = serde_json::from_str(&logged[1].data).unwrap();
+    assert_eq!(error["error"]["code"], OVERSIZED_EVENT_CODE);
+    assert_eq!(error["error"]["data"]["bytes"], answer.len() as u64);
+}
+
 /// `max_sessions_per_principal = 2`: a principal's third session is refused (nothing stored)
 /// while another principal's is created; once one of the first two is deleted the principal may
 /// create one again.

@@ -140,6 +140,7 @@ both_backends! {
         a_stream_keeps_at_most_max_stream_log_bytes,
         a_session_keeps_at_most_max_session_log_bytes,
         an_event_over_max_event_bytes_is_delivered_whole_and_kept_as_a_stand_in,
+        large_events_are_kept_and_delivered_whole,
         sessions_per_principal_are_capped,
     ],
     tasks: [

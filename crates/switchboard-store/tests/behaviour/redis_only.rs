@@ -240,3 +240,45 @@ async fn a_node_whose_liveness_key_was_evicted_is_still_alive() {
     a.retire().await.unwrap();
     assert!(!b.is_alive("a").await.unwrap(), "retired at once");
 }
+
+/// A large event's upload (`redis/upload.rs`) cut while under way, as a failover to a replica
+/// that never got it would: the append script finds it short and stores nothing, the append
+/// uploads it again, and the event is logged whole, once. The cut is a `DEL` of the upload's key
+/// on its first `APPEND` (keyspace notifications), while most of its pieces are still to come.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_upload_is_uploaded_again_and_logged_once() {
+    use futures::StreamExt;
+    let env = Env::new(Kind::Redis, |_| {});
+    let a = env.node("a").await;
+    let id = new_session(&a).await;
+    let s = stream();
+    begin_ok(&a, &id, Some(&inflight("1", &s, "a", "a/1"))).await;
+    env.redis()
+        .query::<()>(&["CONFIG", "SET", "notify-keyspace-events", "E$"])
+        .unwrap();
+    let client = ::redis::Client::open(env.redis().url()).unwrap();
+    let mut events_of_keys = client.get_async_pubsub().await.unwrap();
+    events_of_keys
+        .subscribe("__keyevent@0__:append")
+        .await
+        .unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let cut = tokio::spawn(async move {
+        let mut appends = events_of_keys.on_message();
+        let key: String = appends.next().await.unwrap().get_payload().unwrap();
+        ::redis::cmd("DEL")
+            .arg(&key)
+            .query_async::<i64>(&mut conn)
+            .await
+            .unwrap()
+    });
+    let data = "u".repeat(3 << 20);
+    let once = rules::new_append_id();
+    a.append_once(&id, &s, &data, false, &once).await.unwrap();
+    assert_eq!(cut.await.unwrap(), 1, "the upload was cut while under way");
+    let logged = events(&a, &id, &s, "0-0").await;
+    assert_eq!(logged.len(), 1);
+    assert!(logged[0].data == data, "logged whole");
+    let keys = env.redis().all_keys();
+    assert!(!keys.iter().any(|k| k.contains(":up:")), "{keys:?}");
+}
