@@ -9,6 +9,9 @@
 //! - a call forwarded from b to a (`fx`, a stdio child per session, lives on a) whose outcome
 //!   is sent while b's inbox is away: the answer on b within 3 s.
 //!
+//! - (case C44) `tasks/update` POSTed on c for a task on a waiting for input (the demo `sample`
+//!   as a 2026-07-28 task): the task leaves `input_required` within 3 s.
+//!
 //! Each probe runs 20 trials with one cut, and 20 with two cuts 300 ms apart
 //! (StackExchange.Redis#517). `SB_BUS_TRIALS` sets another count. Each test prints its figures
 //! (`--nocapture`). The Sentinel variant is in `cases_bus_sentinel.rs`.
@@ -58,13 +61,17 @@ fn jitter(i: usize, n: usize) -> Duration {
 /// Three nodes on one standalone Redis with the demo server (names unprefixed) and the stdio
 /// fixture as `fx`.
 fn start() -> ConfiguredCluster {
+    start_with(ClusterOptions::new())
+}
+
+fn start_with(options: ClusterOptions) -> ConfiguredCluster {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let fixture = stdio_fixture();
     let upstreams = [
         Upstream::demo("demo").prefix(""),
         Upstream::stdio("fx", &python, &[fixture.as_str()]),
     ];
-    start_cluster(3, &upstreams, ClusterOptions::new())
+    start_cluster(3, &upstreams, options)
 }
 
 /// Every node's inbox channel `sb:inbox:<id>`, in node order.
@@ -350,6 +357,91 @@ async fn forwarded_outcomes(drops: usize) {
     }
     tally.report(&format!("forwarded call, {drops} cut(s)"), n, began);
     mailboxes_used(cluster, 1, "forwarded call").await;
+}
+
+/// A 2026-07-28 POST of `method` with the tasks extension and sampling declared; the answer.
+async fn modern_post(
+    url: &str,
+    method: &str,
+    name: &str,
+    params: serde_json::Value,
+) -> serde_json::Value {
+    let caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}, "sampling": {}});
+    let body = switchboard_tests::modern::request(1, method, params, caps);
+    let headers = switchboard_tests::modern::headers(method, Some(name));
+    let reply = switchboard_tests::client::McpClient::new()
+        .send(reqwest::Method::POST, url, &headers, Some(body.to_string()))
+        .await;
+    reply.answer(json!(1), T).await.response
+}
+
+/// Probe 4 (case C44): `tasks/update` POSTed on c while a's inbox is away reaches the task's
+/// call on a, which goes on: the task leaves `input_required` within 3 s.
+async fn task_input(drops: usize) {
+    let options = ClusterOptions::new()
+        .set("stateless.tasks.after", "200ms")
+        .set("stateless.tasks.poll_interval", "100ms");
+    let started = start_with(options);
+    let cluster = &started.cluster;
+    let urls = cluster.urls();
+    let channels = inboxes(cluster);
+    let (n, began, mut tally) = (trials(), Instant::now(), Tally::default());
+    for i in 0..n {
+        let tag = format!("t{i}");
+        let args = json!({"name": "sample", "arguments": {"prompt": tag}});
+        let created = modern_post(&urls[0], "tools/call", "sample", args).await;
+        let task = created["result"]["taskId"]
+            .as_str()
+            .expect("a task")
+            .to_owned();
+        let get = || modern_post(&urls[1], "tasks/get", &task, json!({"taskId": task}));
+        let waiting = eventually("the task waits for input", T, || async {
+            let r = get().await;
+            (r["result"]["status"] == "input_required").then_some(r)
+        })
+        .await;
+        let key = waiting["result"]["inputRequests"]
+            .as_object()
+            .and_then(|q| q.keys().next().cloned())
+            .expect("one question");
+        let answer = json!({"role": "assistant", "model": "m",
+                            "content": {"type": "text", "text": tag}});
+        let params = json!({"taskId": task, "inputResponses": {key: answer}});
+        all_subscribed(cluster, &channels).await;
+        let away = [channels[0].clone()];
+        let (updated, sent) = across_drops(cluster, drops, jitter(i, n), &away, || {
+            modern_post(&urls[2], "tasks/update", &task, params)
+        })
+        .await;
+        if updated["result"]["resultType"] != "complete" {
+            tally.fail(i, format!("tasks/update on c: {updated}"));
+            continue;
+        }
+        let left = async {
+            loop {
+                let r = get().await;
+                if r["result"]["status"] != "input_required" {
+                    return r;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+        };
+        match tokio::time::timeout_at((sent + BOUND).into(), left).await {
+            Ok(r) if r["result"]["status"] == "completed" => tally.pass(sent.elapsed()),
+            Ok(r) => tally.fail(i, format!("status {r}")),
+            Err(_) => tally.fail(
+                i,
+                format!("still input_required after {:?}", sent.elapsed()),
+            ),
+        }
+    }
+    tally.report(&format!("task input, {drops} cut(s)"), n, began);
+    mailboxes_used(cluster, 0, "task input").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn c44_task_input_one_cut() {
+    task_input(1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,7 +2,10 @@
 //! node running the call cancels it (the stdio fixture's `steps` tool stops appending lines),
 //! counts it (`switchboard_tasks_expired_total`), and every node answers `tasks/*` for it with
 //! -32602 `data.reason = "expired"` (an unknown id stays plain "unknown task"); a task waiting
-//! for input is released (its stdio child stopped) within about a second of expiry.
+//! for input is released (its stdio child stopped) within about a second of expiry. A cancel
+//! racing the call's completion leaves one final status, agreed by every node. (The case's bus
+//! blip, `tasks/update` just after the nodes lost their pub/sub connections, is probe 4 of
+//! `cases_bus_gaps.rs`.)
 //!
 //! Before the fix the call ran all its steps, the counter did not exist, the expired task read
 //! "unknown task" byte for byte like a made-up id, and the waiting child outlived the TTL.
@@ -149,5 +152,69 @@ async fn a_task_waiting_for_input_is_released_at_its_ttl() {
     assert_eq!(
         counter(&running, "switchboard_tasks_expired_total").await,
         1
+    );
+}
+
+/// Cancel/complete race trials: `SB_TASK_RACE_TRIALS`, 20 unless set (the case asks for 100;
+/// run them by hand). They run in batches of 20 at once (100 at once loaded the nodes so that
+/// every cancel came after the completion).
+fn race_trials() -> usize {
+    std::env::var("SB_TASK_RACE_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+}
+
+/// Case C44's cancel/complete race: a one-step `countdown` of 1200 ms as a task on node a,
+/// `tasks/cancel` on b 1150–1250 ms after it started (spread over the trials, 20 running at
+/// once), then `tasks/get` on a, b and c every 50 ms for 2 s. Each task has one terminal status,
+/// the same on every node from the first poll and never changing: `cancelled` when the cancel
+/// answered OK, `completed` with its result when it answered -32602. Prints how the trials split.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_racing_completion_leaves_one_final_status_on_every_node() {
+    let options = ClusterOptions::new()
+        .set("stateless.tasks.after", "200ms")
+        .set("stateless.tasks.poll_interval", "50ms")
+        .set("stateless.tasks.max_per_principal", "1000");
+    let started = start_cluster(3, &[Upstream::demo("demo").prefix("")], options);
+    let urls = started.cluster.urls();
+    let n = race_trials();
+    let trial = |i: usize| {
+        let urls = urls.clone();
+        async move {
+            let began = Instant::now();
+            let args = json!({"n": 1, "interval_ms": 1200});
+            let task = call_tool(&urls[0], "countdown", args).await;
+            let at = Duration::from_millis(1150 + (100 * (i % 20) / 20) as u64);
+            tokio::time::sleep_until((began + at).into()).await;
+            let cancel = task_method(&urls[1], "tasks/cancel", &task).await;
+            let want = match cancel.get("error") {
+                None => "cancelled",
+                Some(e) if e["code"] == -32602 => "completed",
+                Some(e) => panic!("tasks/cancel: {e}"),
+            };
+            let until = Instant::now() + Duration::from_secs(2);
+            while Instant::now() < until {
+                for url in &urls {
+                    let r = task_method(url, "tasks/get", &task).await;
+                    assert_eq!(r["result"]["status"], want, "trial {i}: {r}");
+                    if want == "completed" {
+                        let text = &r["result"]["result"]["content"][0]["text"];
+                        assert_eq!(text, "countdown finished", "trial {i}: {r}");
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            want
+        }
+    };
+    let mut outcomes = Vec::new();
+    for batch in (0..n).collect::<Vec<_>>().chunks(20) {
+        outcomes.extend(futures::future::join_all(batch.iter().map(|&i| trial(i))).await);
+    }
+    let cancelled = outcomes.iter().filter(|w| **w == "cancelled").count();
+    println!(
+        "{n} trials: {cancelled} cancelled, {} completed",
+        n - cancelled
     );
 }
