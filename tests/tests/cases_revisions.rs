@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use switchboard_tests::balancer::{haproxy_binary, Balancer};
 use switchboard_tests::client::McpClient;
 use switchboard_tests::cluster::ClusterOptions;
 use switchboard_tests::eventually::eventually;
@@ -16,6 +17,7 @@ use switchboard_tests::legacy_sse::{exchange, open, post};
 use switchboard_tests::metrics::upstream_status;
 use switchboard_tests::msg;
 use switchboard_tests::oldver_upstream::{OldverUpstream, REVISION};
+use switchboard_tests::peers::{available_or_skip, ensure_ts_sdk, on_path, run_bounded, ts_dir};
 use switchboard_tests::upstreams::{start_cluster, Upstream};
 
 const T: Duration = Duration::from_secs(15);
@@ -158,5 +160,68 @@ async fn older_clients_get_only_their_revisions_constructs() {
     assert!(
         ["2025-03-26", "2024-11-05"].contains(&seen["client"].as_str().unwrap_or("")),
         "{seen}"
+    );
+}
+
+/// Case C46's replay with a real client of the 2024-11-05 era: the official TypeScript SDK
+/// 1.9.0 (`tests/ts/sdk_2024_scenario.mjs`, its legacy HTTP+SSE transport through HAProxy in
+/// front of three nodes) calls `ov__mix`. Its schemas reject content types they do not know
+/// (ZodError, invalid_union), so the call succeeds only when the answer holds nothing newer
+/// than 2024-11-05: three text blocks (the `resource_link` and `audio` converted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_1_9_calls_a_2025_06_18_upstreams_tool() {
+    let tools = [
+        ("node", on_path("node")),
+        ("npm", on_path("npm")),
+        ("haproxy", haproxy_binary().is_some()),
+    ];
+    if !available_or_skip("the_typescript_sdk_1_9", &tools) {
+        return;
+    }
+    ensure_ts_sdk();
+    let fixture = OldverUpstream::start().await;
+    let configured = start_cluster(
+        3,
+        &[Upstream::http("ov", &fixture.url())],
+        ClusterOptions::new(),
+    );
+    let cluster = &configured.cluster;
+    let ports: Vec<u16> = (0..cluster.len()).map(|i| cluster.node(i).port()).collect();
+    let balancer = Balancer::start(&ports);
+    let mut node = std::process::Command::new("node");
+    node.current_dir(ts_dir())
+        .arg("sdk_2024_scenario.mjs")
+        .arg(format!("{}/sse", balancer.base_url()))
+        .arg("ov__mix");
+    let out = tokio::task::spawn_blocking(move || {
+        run_bounded(
+            &mut node,
+            Duration::from_secs(40),
+            "node sdk_2024_scenario.mjs",
+        )
+    })
+    .await
+    .expect("the scenario runner");
+    let summary = out
+        .stdout
+        .lines()
+        .rev()
+        .find_map(|l| {
+            serde_json::from_str::<Value>(l)
+                .ok()
+                .filter(Value::is_object)
+        })
+        .unwrap_or_else(|| panic!("no JSON summary: {out:?}"));
+    let show = format!("{summary:#}\nstderr:\n{}", out.stderr);
+    assert!(summary["ok"] == true, "the SDK's call failed: {show}");
+    assert_eq!(
+        summary["contentTypes"],
+        json!(["text", "text", "text"]),
+        "{show}"
+    );
+    assert_eq!(
+        summary["tool_fields"],
+        json!(["description", "inputSchema", "name"]),
+        "{show}"
     );
 }
