@@ -225,3 +225,45 @@ async fn the_typescript_sdk_1_9_calls_a_2025_06_18_upstreams_tool() {
         "{show}"
     );
 }
+
+/// Case C46, server-to-client requests: a client that negotiated 2025-03-26 (elicitation came in
+/// 2025-06-18) and declares `elicitation` anyway never receives `elicitation/create`. The node
+/// refuses it to the upstream at once, and the demo's `elicit` tool ends with that error, which
+/// names the revision; nothing waits for `session.client_request_timeout`. Three nodes on one
+/// Redis: handshake on A, the call on B.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_elicitation_never_reaches_a_client_whose_revision_lacks_it() {
+    let configured = start_cluster(3, &[Upstream::demo("demo")], ClusterOptions::new());
+    let urls = configured.cluster.urls();
+    let mut client = McpClient::new();
+    let (_, negotiated) = client
+        .initialize_with(&urls[0], "2025-03-26", json!({"elicitation": {}}))
+        .await;
+    assert_eq!(negotiated, "2025-03-26");
+    let began = std::time::Instant::now();
+    let args = json!({"message": "Which colour?"});
+    let call = client.call_tool(&urls[1], 2, "demo__elicit", args).await;
+    let call = call.answer(json!(2), T).await;
+    assert!(
+        call.messages
+            .iter()
+            .all(|m| m["method"] != "elicitation/create"),
+        "{:?}",
+        call.messages
+    );
+    assert_eq!(
+        call.response["result"]["isError"], true,
+        "{}",
+        call.response
+    );
+    let text = msg::result_text(&call.response);
+    assert!(
+        text.contains("2025-03-26") && text.contains("elicitation/create"),
+        "{text}"
+    );
+    assert!(
+        began.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        began.elapsed()
+    );
+}
