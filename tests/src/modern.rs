@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::client::{Headers, McpClient, Reply};
 use crate::msg;
+use crate::sse::SseStream;
 
 /// The stateless revision.
 pub const V: &str = "2026-07-28";
@@ -54,4 +55,29 @@ pub async fn send(url: &str, body: &Value) -> Reply {
         .as_str()
         .or_else(|| body["params"]["uri"].as_str());
     post(url, &headers(method, name), body).await
+}
+
+/// The `_meta` member of a listen stream's messages naming the `subscriptions/listen` request.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// POSTs `subscriptions/listen` for `filter` (its `notifications`) as request `id`, declaring no
+/// client capabilities.
+pub async fn listen(url: &str, id: &Value, filter: Value) -> Reply {
+    let params = json!({"notifications": filter});
+    let body = request(id.clone(), "subscriptions/listen", params, json!({}));
+    post(url, &headers("subscriptions/listen", None), &body).await
+}
+
+/// The stream of a [`listen`] answered 200, after its acknowledgement (checked to be the first
+/// message, naming `id`), and the filter the acknowledgement agreed to.
+pub async fn acknowledged(reply: Reply, id: &Value) -> (SseStream, Value) {
+    let mut stream = reply.sse();
+    let wait = std::time::Duration::from_secs(10);
+    let (_, first) = stream.next_message(wait).await.expect("acknowledgement");
+    assert_eq!(
+        first["method"], "notifications/subscriptions/acknowledged",
+        "the first message: {first}"
+    );
+    assert_eq!(first["params"]["_meta"][SUBSCRIPTION_ID], *id, "{first}");
+    (stream, first["params"]["notifications"].clone())
 }

@@ -163,67 +163,65 @@ async fn seen(stream: &mut SseStream, answer: &Answer, uri: &str, since: Instant
     seen
 }
 
-/// Touches `uri` through `url` (again after a -32006) and checks what reached the client.
-#[allow(clippy::too_many_arguments)]
-async fn check(
-    client: &McpClient,
-    stream: &mut SseStream,
-    url: &str,
-    id: &mut u64,
-    prefix: &str,
-    uri: &str,
-    updates: usize,
-    what: &str,
-) {
-    let since = Instant::now();
-    let answer = touch(client, url, id, prefix, uri).await;
-    let seen = seen(stream, &answer, uri, since).await;
-    assert_eq!(
-        seen.updates, updates,
-        "{what}: notifications/resources/updated of {uri} within {WINDOW:?} ({seen:?}; {})",
-        answer.response
-    );
-    assert_eq!(
-        seen.debug_logs, 1,
-        "{what}: the debug log of the touch ({seen:?})"
-    );
-    assert!(
-        seen.told.is_empty(),
-        "{what}: nothing failed to be restored: {seen:?}"
-    );
+/// An upstream's tool prefix and the URI subscribed on it.
+type Target = (&'static str, &'static str);
+/// The HTTP upstream's.
+const H: Target = ("h", "fx://h/1");
+/// The stdio upstream's.
+const S: Target = ("s", "fx://s/1");
+
+/// The client's session: its client, its GET stream and the next request id of its touches.
+struct Session {
+    client: McpClient,
+    stream: SseStream,
+    id: u64,
+}
+
+impl Session {
+    /// Touches `target`'s URI through `url` (again after a -32006) and checks what reached the
+    /// client: `updates` updates, one debug log, and no notice of state not restored.
+    async fn check(&mut self, url: &str, target: Target, updates: usize, what: &str) {
+        let (prefix, uri) = target;
+        let (client, stream, id) = (&self.client, &mut self.stream, &mut self.id);
+        let since = Instant::now();
+        let answer = touch(client, url, id, prefix, uri).await;
+        let seen = seen(stream, &answer, uri, since).await;
+        assert_eq!(
+            seen.updates, updates,
+            "{what}: notifications/resources/updated of {uri} within {WINDOW:?} ({seen:?}; {})",
+            answer.response
+        );
+        assert_eq!(
+            seen.debug_logs, 1,
+            "{what}: the debug log of the touch ({seen:?})"
+        );
+        assert!(
+            seen.told.is_empty(),
+            "{what}: nothing failed to be restored: {seen:?}"
+        );
+    }
 }
 
 /// The session's client, its GET stream on node B, log level debug (set through C) and both
-/// URIs subscribed (through A), each routed to the upstream that lists it.
-async fn set_up(urls: &[String]) -> (McpClient, SseStream, String) {
+/// URIs subscribed (through A), each routed to the upstream that lists it; and its id.
+async fn set_up(urls: &[String]) -> (Session, String) {
     let mut client = McpClient::new();
     let (sid, _) = client.initialize(&urls[0], "2025-11-25").await;
     let stream = client.get_stream(&urls[1], None).await.sse();
-    ok(
-        &client,
-        &urls[2],
-        1,
-        "logging/setLevel",
-        json!({"level": "debug"}),
-    )
-    .await;
-    ok(
-        &client,
-        &urls[0],
-        2,
-        "resources/subscribe",
-        json!({"uri": "fx://h/1"}),
-    )
-    .await;
-    ok(
-        &client,
-        &urls[0],
-        3,
-        "resources/subscribe",
-        json!({"uri": "fx://s/1"}),
-    )
-    .await;
-    (client, stream, sid)
+    let set_up = [
+        (2, "logging/setLevel", json!({"level": "debug"})),
+        (0, "resources/subscribe", json!({"uri": H.1})),
+        (0, "resources/subscribe", json!({"uri": S.1})),
+    ];
+    for (id, (node, method, params)) in (1..).zip(set_up) {
+        ok(&client, &urls[node], id, method, params).await;
+    }
+    let session = Session {
+        client,
+        stream,
+        id: 100,
+    };
+    (session, sid)
 }
 
 /// (a): an HTTP upstream restart, then unsubscribe and another restart.
@@ -232,65 +230,19 @@ async fn subscriptions_and_log_level_survive_an_http_upstream_restart() {
     let mut http = HttpFixture::start(free_port());
     let started = cluster(&http);
     let urls = started.cluster.urls();
-    let (client, mut stream, _) = set_up(&urls).await;
-    let mut id = 100;
-    check(
-        &client,
-        &mut stream,
-        &urls[0],
-        &mut id,
-        "h",
-        "fx://h/1",
-        1,
-        "baseline",
-    )
-    .await;
+    let (mut s, _) = set_up(&urls).await;
+    s.check(&urls[0], H, 1, "baseline").await;
 
     http.restart();
-    check(
-        &client,
-        &mut stream,
-        &urls[2],
-        &mut id,
-        "h",
-        "fx://h/1",
-        1,
-        "after the restart",
-    )
-    .await;
+    s.check(&urls[2], H, 1, "after the restart").await;
     // The stdio upstream was not touched by the replay for `h`, and still works.
-    check(
-        &client,
-        &mut stream,
-        &urls[1],
-        &mut id,
-        "s",
-        "fx://s/1",
-        1,
-        "s unaffected",
-    )
-    .await;
+    s.check(&urls[1], S, 1, "s unaffected").await;
 
-    ok(
-        &client,
-        &urls[1],
-        4,
-        "resources/unsubscribe",
-        json!({"uri": "fx://h/1"}),
-    )
-    .await;
+    let uri = json!({"uri": H.1});
+    ok(&s.client, &urls[1], 4, "resources/unsubscribe", uri).await;
     http.restart();
-    check(
-        &client,
-        &mut stream,
-        &urls[0],
-        &mut id,
-        "h",
-        "fx://h/1",
-        0,
-        "after unsubscribe and a restart",
-    )
-    .await;
+    s.check(&urls[0], H, 0, "after unsubscribe and a restart")
+        .await;
 }
 
 /// The pid of the session's stdio child (its `info` tool).
@@ -343,70 +295,25 @@ async fn subscriptions_and_log_level_survive_a_stdio_child_and_its_owner_node_dy
     let http = HttpFixture::start(free_port());
     let mut started = cluster(&http);
     let urls = started.cluster.urls();
-    let (client, mut stream, sid) = set_up(&urls).await;
-    let mut id = 100;
-    check(
-        &client,
-        &mut stream,
-        &urls[0],
-        &mut id,
-        "s",
-        "fx://s/1",
-        1,
-        "baseline",
-    )
-    .await;
+    let (mut s, sid) = set_up(&urls).await;
+    s.check(&urls[0], S, 1, "baseline").await;
 
     // (b)
-    kill9(child_pid(&client, &urls[2], 10).await).await;
-    check(
-        &client,
-        &mut stream,
-        &urls[1],
-        &mut id,
-        "s",
-        "fx://s/1",
-        1,
-        "after kill -9 of the child",
-    )
-    .await;
+    kill9(child_pid(&s.client, &urls[2], 10).await).await;
+    s.check(&urls[1], S, 1, "after kill -9 of the child").await;
 
     // (c): the owner dies; the next request starts a child on a live node.
     let owner = owner_index(&started, &sid);
     assert_ne!(owner, 1, "the GET stream's node is not the one killed here");
     started.cluster.kill9(owner);
     let other = (0..3).find(|&i| i != owner).unwrap();
-    check(
-        &client,
-        &mut stream,
-        &urls[other],
-        &mut id,
-        "s",
-        "fx://s/1",
-        1,
-        "after the owner node died",
-    )
-    .await;
+    s.check(&urls[other], S, 1, "after the owner node died")
+        .await;
 
     // Unsubscribed on any node: not replayed.
-    ok(
-        &client,
-        &urls[1],
-        5,
-        "resources/unsubscribe",
-        json!({"uri": "fx://s/1"}),
-    )
-    .await;
-    kill9(child_pid(&client, &urls[other], 11).await).await;
-    check(
-        &client,
-        &mut stream,
-        &urls[other],
-        &mut id,
-        "s",
-        "fx://s/1",
-        0,
-        "after unsubscribe and kill -9",
-    )
-    .await;
+    let uri = json!({"uri": S.1});
+    ok(&s.client, &urls[1], 5, "resources/unsubscribe", uri).await;
+    kill9(child_pid(&s.client, &urls[other], 11).await).await;
+    s.check(&urls[other], S, 0, "after unsubscribe and kill -9")
+        .await;
 }

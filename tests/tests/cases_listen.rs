@@ -8,18 +8,18 @@
 
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
-use switchboard_tests::client::{Headers, McpClient, Reply};
+use switchboard_tests::client::Headers;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::metrics::counter;
+use switchboard_tests::modern::{post, SUBSCRIPTION_ID as SUB_ID};
 use switchboard_tests::sse::SseStream;
 
 const T: Duration = Duration::from_secs(10);
 /// The case's bound for the closing result after the acknowledgement.
 const AT_ONCE: Duration = Duration::from_secs(1);
 const QUIET: Duration = Duration::from_millis(1500);
-const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const GREETING: &str = "demo://greeting";
 
 fn modern(id: Value, method: &str, params: Value) -> Value {
@@ -30,33 +30,15 @@ fn hdrs(method: &str, name: Option<&str>) -> Headers {
     switchboard_tests::modern::headers(method, name)
 }
 
-async fn post(url: &str, h: &Headers, body: &Value) -> Reply {
-    McpClient::new()
-        .send(Method::POST, url, h, Some(body.to_string()))
-        .await
-}
-
 /// POSTs `subscriptions/listen` with `filter`; the HTTP status and, on 200, the stream after
 /// its acknowledgement (checked to come first, for `id`) and the agreed filter.
 async fn listen(url: &str, id: &Value, filter: Value) -> (StatusCode, Option<(SseStream, Value)>) {
-    let body = modern(
-        id.clone(),
-        "subscriptions/listen",
-        json!({"notifications": filter}),
-    );
-    let reply = post(url, &hdrs("subscriptions/listen", None), &body).await;
+    let reply = switchboard_tests::modern::listen(url, id, filter).await;
     if reply.status != StatusCode::OK {
         return (reply.status, None);
     }
-    let mut stream = reply.sse();
-    let (_, first) = stream.next_message(T).await.expect("acknowledgement");
-    assert_eq!(
-        first["method"], "notifications/subscriptions/acknowledged",
-        "{first}"
-    );
-    assert_eq!(first["params"]["_meta"][SUB_ID], *id, "{first}");
-    let agreed = first["params"]["notifications"].clone();
-    (StatusCode::OK, Some((stream, agreed)))
+    let opened = switchboard_tests::modern::acknowledged(reply, id).await;
+    (StatusCode::OK, Some(opened))
 }
 
 fn lists() -> Value {

@@ -202,16 +202,7 @@ async fn the_typescript_sdk_1_9_calls_a_2025_06_18_upstreams_tool() {
     })
     .await
     .expect("the scenario runner");
-    let summary = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .unwrap_or_else(|| panic!("no JSON summary: {out:?}"));
+    let summary = out.json_summary("node sdk_2024_scenario.mjs");
     let show = format!("{summary:#}\nstderr:\n{}", out.stderr);
     assert!(summary["ok"] == true, "the SDK's call failed: {show}");
     assert_eq!(

@@ -7,17 +7,17 @@
 
 use std::time::Duration;
 
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{json, Value};
-use switchboard_tests::client::{Headers, McpClient, Reply};
+use switchboard_tests::client::Headers;
 use switchboard_tests::cluster::{Cluster, ClusterOptions, RedisKind};
 use switchboard_tests::eventually;
+use switchboard_tests::modern::{post, SUBSCRIPTION_ID as SUB_ID};
 use switchboard_tests::sse::SseStream;
 
 const T: Duration = Duration::from_secs(10);
 /// How long a listener is watched for a message that must not come (or a second copy).
 const QUIET: Duration = Duration::from_millis(1500);
-const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
 const GREETING: &str = "demo://greeting";
 
 /// Keep-alives every 300 ms, so a closed stream is noticed quickly.
@@ -34,33 +34,15 @@ fn hdrs(method: &str, name: Option<&str>) -> Headers {
     switchboard_tests::modern::headers(method, name)
 }
 
-async fn post(url: &str, h: &Headers, body: &Value) -> Reply {
-    McpClient::new()
-        .send(Method::POST, url, h, Some(body.to_string()))
-        .await
-}
-
 /// Opens a listen stream with `filter` on `url`; returns it after checking the headers and that
 /// the first message is the acknowledgement for `id`, and the acknowledged filter.
 async fn listen(url: &str, id: Value, filter: Value) -> (SseStream, Value) {
-    let body = modern(
-        id.clone(),
-        "subscriptions/listen",
-        json!({"notifications": filter}),
-    );
-    let reply = post(url, &hdrs("subscriptions/listen", None), &body).await;
+    let reply = switchboard_tests::modern::listen(url, &id, filter).await;
     assert_eq!(reply.status, StatusCode::OK);
     assert!(reply.is_sse(), "listen answers with a stream");
     assert_eq!(reply.header("x-accel-buffering").as_deref(), Some("no"));
     assert!(reply.session_id().is_none());
-    let mut stream = reply.sse();
-    let (_, first) = stream.next_message(T).await.expect("acknowledgement");
-    assert_eq!(
-        first["method"], "notifications/subscriptions/acknowledged",
-        "the first message: {first}"
-    );
-    assert_eq!(first["params"]["_meta"][SUB_ID], id, "{first}");
-    (stream, first["params"]["notifications"].clone())
+    switchboard_tests::modern::acknowledged(reply, &id).await
 }
 
 /// Runs the demo's `notify` tool (no log messages, then `resources/updated` for the greeting)

@@ -12,7 +12,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use switchboard_tests::balancer::{haproxy_binary, Balancer};
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::eventually::eventually;
@@ -48,16 +48,7 @@ async fn ts_sdk_sse_client_through_a_balancer() {
     })
     .await
     .expect("the scenario runner");
-    let summary = out
-        .stdout
-        .lines()
-        .rev()
-        .find_map(|l| {
-            serde_json::from_str::<Value>(l)
-                .ok()
-                .filter(Value::is_object)
-        })
-        .unwrap_or_else(|| panic!("no JSON summary: {out:?}"));
+    let summary = out.json_summary("node legacy_sse_scenario.mjs");
     let show = format!(
         "{}\nsummary: {summary:#}\nstderr:\n{}",
         out.status, out.stderr
