@@ -16,7 +16,8 @@ const T: Duration = Duration::from_secs(10);
 const REVISIONS: [&str; 4] = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
 /// C07: GET with a live session on another node is an SSE stream; GET without a session, with a
-/// wrong Accept, or HEAD/OPTIONS/PUT/PATCH are refused without creating a session.
+/// wrong Accept, or HEAD/OPTIONS/PUT/PATCH are refused without creating a session (an OPTIONS
+/// that is a CORS preflight is answered, issue 35).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn c07_get_is_sse_or_refused_and_other_methods_are_405() {
     let cluster = Cluster::start(3, ClusterOptions::new());
@@ -62,6 +63,11 @@ async fn c07_get_is_sse_or_refused_and_other_methods_are_405() {
         for who in [&anonymous, &client] {
             for url in &urls {
                 expect::method_not_allowed(who, method.clone(), url, None).await;
+                // An OPTIONS with Origin and Access-Control-Request-Method is a CORS preflight,
+                // answered 204 (issue 35, `cases_cors.rs`); it creates no session either.
+                if method == Method::OPTIONS {
+                    continue;
+                }
                 expect::method_not_allowed(who, method.clone(), url, Some(&origin)).await;
             }
         }

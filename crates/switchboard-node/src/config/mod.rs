@@ -31,6 +31,9 @@ pub struct NodeConfig {
     /// names when the node listens on a loopback address, any host otherwise. A refused Host gets
     /// 421 Misdirected Request (DNS-rebinding protection).
     pub allowed_hosts: Vec<String>,
+    /// `Access-Control-Max-Age` of a CORS preflight answer: how long a browser may reuse it
+    /// (default 2 h; browsers cap it, Chromium at 2 h).
+    pub cors_max_age: Duration,
     /// Whether the node listens on a loopback address (set from the bound listener).
     pub loopback_only: bool,
     /// Interval of SSE comment keep-alives on every open stream and of WebSocket pings (a socket
@@ -162,6 +165,7 @@ impl Default for NodeConfig {
             websocket_path: "/ws".into(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            cors_max_age: Duration::from_secs(7200),
             loopback_only: true,
             keepalive_interval: Duration::from_secs(15),
             sse_retry_ms: 3000,

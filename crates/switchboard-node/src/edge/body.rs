@@ -32,7 +32,8 @@ impl BodyDeadline {
 }
 
 /// The whole body: 408 ([`HttpError::BodyTimeout`]) when it has not arrived by `deadline`, 413
-/// when it turns out longer than `max_body` (the edge's limit fails the read).
+/// when it turns out longer than `max_body` (the edge's limit fails the read), 400 when it is
+/// not framed as HTTP/1.1 says (a malformed chunk size, a body cut short: RFC 9112 §7.1, §8).
 pub(crate) async fn collect(
     body: Body,
     deadline: BodyDeadline,
@@ -40,10 +41,27 @@ pub(crate) async fn collect(
 ) -> Result<Bytes, HttpError> {
     match tokio::time::timeout_at(deadline.at, axum::body::to_bytes(body, usize::MAX)).await {
         Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(_)) => Err(HttpError::PayloadTooLarge(max_body)),
+        Ok(Err(e)) if over_the_limit(&e) => Err(HttpError::PayloadTooLarge(max_body)),
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "a request body could not be read");
+            Err(HttpError::BadFraming(e.to_string()))
+        }
         Err(_) => {
             tracing::debug!(timeout = ?deadline.timeout, "a request body did not arrive in time");
             Err(HttpError::BodyTimeout(deadline.timeout))
         }
     }
+}
+
+/// Whether a body read failed on the edge's length limit (`http_body_util::LengthLimitError`
+/// somewhere in the error's chain), rather than on the body's framing or the connection.
+fn over_the_limit(e: &axum::Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }

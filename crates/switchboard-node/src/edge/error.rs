@@ -48,6 +48,14 @@ pub enum HttpError {
     /// The body is larger than `http.max_body`.
     #[error("Payload Too Large: the body exceeds {0} bytes")]
     PayloadTooLarge(usize),
+    /// The body is not framed as HTTP/1.1 says (a malformed chunk size, a body shorter than its
+    /// `Content-Length` when the connection ends): 400 (RFC 9112 §7.1, §8) with
+    /// `Connection: close`, as what follows on the connection cannot be read either.
+    #[error("Bad Request: the body is not framed as HTTP/1.1 says: {0}")]
+    BadFraming(String),
+    /// An HTTP/1.1 request without `Host` (RFC 9112 §3.2: a server MUST answer 400).
+    #[error("Bad Request: an HTTP/1.1 request must carry a Host header")]
+    MissingHost,
     /// The body did not arrive in full within `http.body_read_timeout` of the end of its head
     /// (a client sending it a byte at a time): 408 (RFC 9110 §15.5.9) with `Connection: close`,
     /// as the rest of the body may still be on its way, and -32600 like the other refusals
@@ -172,6 +180,8 @@ impl HttpError {
             | InvalidRequest(_)
             | InvalidMessage { .. }
             | BadLastEventId
+            | BadFraming(_)
+            | MissingHost
             | UnknownStream => StatusCode::BAD_REQUEST,
             MissingToken { .. } | InvalidToken { .. } => StatusCode::UNAUTHORIZED,
             InsufficientScope { .. } => StatusCode::FORBIDDEN,
@@ -261,7 +271,7 @@ impl HttpError {
             HttpError::MethodNotAllowed => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(ALLOW));
             }
-            HttpError::BodyTimeout(_) => {
+            HttpError::BodyTimeout(_) | HttpError::BadFraming(_) => {
                 headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             HttpError::AtCapacity { retry_after_secs }
@@ -307,6 +317,8 @@ mod tests {
                 id: serde_json::json!(7),
             },
             PayloadTooLarge(1),
+            BadFraming("x".into()),
+            MissingHost,
             BodyTimeout(std::time::Duration::from_secs(2)),
             ForbiddenOrigin("x".into()),
             ForbiddenHost("x".into()),

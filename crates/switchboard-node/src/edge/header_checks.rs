@@ -43,8 +43,16 @@ use crate::config::NodeConfig;
 use crate::edge::error::HttpError;
 
 /// Refuses a foreign `Origin` (403) or `Host` (421), and either sent twice (400). Requests
-/// without `Origin` (non-browser clients) pass.
-pub fn check_origin_and_host(cfg: &NodeConfig, h: &HeaderMap) -> Result<(), HttpError> {
+/// without `Origin` (non-browser clients) pass. The host checked is the authority the request
+/// targets: the target's own in absolute form (`POST http://host/mcp`, RFC 9112 §3.2.2: the
+/// `Host` header is then ignored), else `Host`; an HTTP/1.1 request with neither gets 400
+/// (RFC 9112 §3.2), so none slips past the Host allow-list.
+pub fn check_origin_and_host(
+    cfg: &NodeConfig,
+    version: http::Version,
+    target: &http::Uri,
+    h: &HeaderMap,
+) -> Result<(), HttpError> {
     // One value each (RFC 9110 §5.3; RFC 9112 §3.2: more than one Host is 400); a second one
     // would be checked by nobody.
     let (origin, host) = (
@@ -57,16 +65,21 @@ pub fn check_origin_and_host(cfg: &NodeConfig, h: &HeaderMap) -> Result<(), Http
             return Err(HttpError::ForbiddenOrigin(origin.to_owned()));
         }
     }
-    if let Some(host) = host {
-        let host = host.to_str().unwrap_or("<non-ascii>");
-        if !host_allowed(cfg, host) {
-            return Err(HttpError::ForbiddenHost(host.to_owned()));
-        }
+    let host = match (target.authority(), host) {
+        (Some(authority), _) => authority.as_str(),
+        (None, Some(host)) => host.to_str().unwrap_or("<non-ascii>"),
+        (None, None) if version == http::Version::HTTP_11 => return Err(HttpError::MissingHost),
+        (None, None) => return Ok(()),
+    };
+    if !host_allowed(cfg, host) {
+        return Err(HttpError::ForbiddenHost(host.to_owned()));
     }
     Ok(())
 }
 
-fn origin_allowed(cfg: &NodeConfig, origin: &str) -> bool {
+/// Whether `origin` passes the Origin check: listed in `http.allowed_origins` (or `*` listed),
+/// or a loopback origin.
+pub fn origin_allowed(cfg: &NodeConfig, origin: &str) -> bool {
     if cfg
         .allowed_origins
         .iter()
@@ -297,6 +310,38 @@ mod tests {
     use http::HeaderValue;
     use http::StatusCode;
 
+    const V11: http::Version = http::Version::HTTP_11;
+    static ORIGIN_FORM: std::sync::LazyLock<http::Uri> =
+        std::sync::LazyLock::new(|| http::Uri::from_static("/mcp"));
+
+    /// The check of an HTTP/1.1 request to `/mcp` with headers `h` (`Host: 127.0.0.1` added
+    /// when `h` has none).
+    fn check(cfg: &NodeConfig, h: &HeaderMap) -> Result<(), HttpError> {
+        let mut h = h.clone();
+        if !h.contains_key(header::HOST) {
+            h.insert(header::HOST, HeaderValue::from_static("127.0.0.1"));
+        }
+        check_origin_and_host(cfg, V11, &ORIGIN_FORM, &h)
+    }
+
+    /// RFC 9112 §3.2 and §3.2.2: an HTTP/1.1 request needs a `Host`; in absolute form the
+    /// target's authority is the one checked, whatever `Host` says.
+    #[test]
+    fn the_host_checked_is_the_one_targeted() {
+        let cfg = NodeConfig::default();
+        let none = HeaderMap::new();
+        let e = check_origin_and_host(&cfg, V11, &ORIGIN_FORM, &none).unwrap_err();
+        assert_eq!(e, HttpError::MissingHost);
+        assert!(check_origin_and_host(&cfg, http::Version::HTTP_10, &ORIGIN_FORM, &none).is_ok());
+        let absolute = http::Uri::from_static("http://evil.example/mcp");
+        let local = hm(&[("host", "127.0.0.1:8080")]);
+        let e = check_origin_and_host(&cfg, V11, &absolute, &local).unwrap_err();
+        assert_eq!(e, HttpError::ForbiddenHost("evil.example".into()));
+        let mine = http::Uri::from_static("http://127.0.0.1:8080/mcp");
+        let foreign = hm(&[("host", "evil.example")]);
+        assert!(check_origin_and_host(&cfg, V11, &mine, &foreign).is_ok());
+    }
+
     fn hm(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
@@ -314,7 +359,7 @@ mod tests {
         ]);
         let two_hosts = hm(&[("host", "127.0.0.1"), ("host", "evil.example")]);
         for h in [two_origins, two_hosts] {
-            let e = check_origin_and_host(&cfg, &h).unwrap_err();
+            let e = check_origin_and_host(&cfg, V11, &ORIGIN_FORM, &h).unwrap_err();
             assert_eq!(e.status(), StatusCode::BAD_REQUEST, "{h:?}");
         }
     }
@@ -322,41 +367,37 @@ mod tests {
     #[test]
     fn origins() {
         let cfg = NodeConfig::default();
-        assert!(check_origin_and_host(&cfg, &hm(&[("origin", "http://localhost:3000")])).is_ok());
-        assert!(check_origin_and_host(&cfg, &hm(&[("origin", "http://127.0.0.1")])).is_ok());
-        assert!(check_origin_and_host(&cfg, &hm(&[("origin", "https://[::1]:8443")])).is_ok());
-        let e =
-            check_origin_and_host(&cfg, &hm(&[("origin", "https://evil.example")])).unwrap_err();
+        assert!(check(&cfg, &hm(&[("origin", "http://localhost:3000")])).is_ok());
+        assert!(check(&cfg, &hm(&[("origin", "http://127.0.0.1")])).is_ok());
+        assert!(check(&cfg, &hm(&[("origin", "https://[::1]:8443")])).is_ok());
+        let e = check(&cfg, &hm(&[("origin", "https://evil.example")])).unwrap_err();
         assert_eq!(e.status(), http::StatusCode::FORBIDDEN);
-        assert!(
-            check_origin_and_host(&cfg, &hm(&[("origin", "http://localhost.evil.example")]))
-                .is_err()
-        );
+        assert!(check(&cfg, &hm(&[("origin", "http://localhost.evil.example")])).is_err());
         let cfg = NodeConfig {
             allowed_origins: vec!["https://app.example".into()],
             ..NodeConfig::default()
         };
-        assert!(check_origin_and_host(&cfg, &hm(&[("origin", "https://app.example")])).is_ok());
+        assert!(check(&cfg, &hm(&[("origin", "https://app.example")])).is_ok());
     }
 
     #[test]
     fn hosts() {
         let cfg = NodeConfig::default();
-        assert!(check_origin_and_host(&cfg, &hm(&[("host", "127.0.0.1:8080")])).is_ok());
-        assert!(check_origin_and_host(&cfg, &hm(&[("host", "localhost")])).is_ok());
-        let e = check_origin_and_host(&cfg, &hm(&[("host", "evil.example:8080")])).unwrap_err();
+        assert!(check(&cfg, &hm(&[("host", "127.0.0.1:8080")])).is_ok());
+        assert!(check(&cfg, &hm(&[("host", "localhost")])).is_ok());
+        let e = check(&cfg, &hm(&[("host", "evil.example:8080")])).unwrap_err();
         assert_eq!(e.status(), http::StatusCode::MISDIRECTED_REQUEST);
         let open = NodeConfig {
             loopback_only: false,
             ..NodeConfig::default()
         };
-        assert!(check_origin_and_host(&open, &hm(&[("host", "gw.example")])).is_ok());
+        assert!(check(&open, &hm(&[("host", "gw.example")])).is_ok());
         let listed = NodeConfig {
             allowed_hosts: vec!["gw.example".into()],
             ..NodeConfig::default()
         };
-        assert!(check_origin_and_host(&listed, &hm(&[("host", "gw.example:443")])).is_ok());
-        assert!(check_origin_and_host(&listed, &hm(&[("host", "other.example")])).is_err());
+        assert!(check(&listed, &hm(&[("host", "gw.example:443")])).is_ok());
+        assert!(check(&listed, &hm(&[("host", "other.example")])).is_err());
     }
 
     #[test]

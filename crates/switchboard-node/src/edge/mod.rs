@@ -3,6 +3,7 @@
 //! The stack itself (the connection, the layers in order, the router) is in `app.rs`;
 //! this folder holds what its layers call:
 //!
+//! - [`cors`]: CORS headers and preflights for browser clients of allowed origins.
 //! - [`header_checks`]: `Origin`, `Host`, `Content-Type`, the `Accept` policy (which answer
 //!   forms a client takes) and the `MCP-Protocol-Version` format.
 //! - [`body`]: reading a POST body within `http.max_body` and `http.body_read_timeout`.
@@ -15,6 +16,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod cors;
 pub mod error;
 pub mod header_checks;
 pub mod json_body;

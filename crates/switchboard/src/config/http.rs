@@ -26,6 +26,10 @@ pub struct HttpConfig {
     /// Host names (no port) allowed in `Host` (none: loopback names on a loopback listener,
     /// anything otherwise). Any other `Host` gets 421.
     pub allowed_hosts: Vec<String>,
+    /// `Access-Control-Max-Age` of the answer to a CORS preflight from an allowed origin: how
+    /// long a browser may reuse it before asking again (browsers cap it; Chromium at 2 h).
+    #[serde(with = "humantime_serde")]
+    pub cors_max_age: Duration,
     /// Largest accepted POST body; larger gets 413. Also the largest WebSocket message; larger
     /// closes the socket with 1009.
     pub max_body: Size,
@@ -68,6 +72,7 @@ impl Default for HttpConfig {
             endpoint_path: node.endpoint_path,
             allowed_origins: node.allowed_origins,
             allowed_hosts: node.allowed_hosts,
+            cors_max_age: node.cors_max_age,
             max_body: size(node.max_body_bytes),
             max_request_head: size(node.max_request_head_bytes),
             header_read_timeout: positive(node.header_read_timeout),

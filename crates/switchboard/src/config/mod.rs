@@ -159,6 +159,7 @@ impl Config {
             endpoint_path: http.endpoint_path.clone(),
             allowed_origins: http.allowed_origins.clone(),
             allowed_hosts: http.allowed_hosts.clone(),
+            cors_max_age: http.cors_max_age,
             loopback_only,
             keepalive_interval: http.keepalive_interval.get(),
             sse_retry_ms: u64::try_from(http.sse_retry.as_millis()).unwrap_or(u64::MAX),

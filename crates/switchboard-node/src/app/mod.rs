@@ -6,7 +6,10 @@
 //!
 //! 0. The connection ([`serve`]): plain HTTP/1 with upgrades; a request head over
 //!    `http.max_request_head` gets 431 from hyper before any layer runs.
-//! 1. Body limit (`tower-http`'s `RequestBodyLimitLayer`, [`edge`]): a body that declares more
+//! 1. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421, without CORS
+//!    headers. Then CORS for an allowed origin (`edge::cors`): a preflight is answered 204
+//!    here; every other answer, the refusals below included, gets the CORS headers.
+//! 2. Body limit (`tower-http`'s `RequestBodyLimitLayer`, [`edge`]): a body that declares more
 //!    than `http.max_body` gets 413 with a JSON-RPC error before it is read; a longer one fails
 //!    with 413 when the handler reads it. The body's deadline, `http.body_read_timeout` from
 //!    here (the end of the head), is set too; a body not in by then gets 408 and the
@@ -14,9 +17,8 @@
 //!    `Retry-After` (`http.retry_after`) when it has none (a store error; the session cap sets
 //!    its own). Inside it, a refusal made once the handler has read the request's id answers
 //!    with that id, whichever layer made it (JSON-RPC 2.0 §5, `edge::request_id`); one made
-//!    before (layers 1 to 5, the fence at once) says `id: null`.
-//! 2. Origin and Host ([`origin_and_host`], `edge::header_checks`): 403 / 421. Then a node cut
-//!    off from the store for two `cluster.node_ttl`s answers 503 at once ([`not_fenced`]).
+//!    before (layers 1 to 5, the fence at once) says `id: null`. Then a node cut off from the
+//!    store for two `cluster.node_ttl`s answers 503 at once ([`not_fenced`]).
 //! 3. Authentication, only when `[auth]` is configured ([`authenticate`], `edge::auth`): POST,
 //!    GET and DELETE need a valid bearer token, else 401/403 with `WWW-Authenticate`, before any
 //!    body is read (C34). The token's principal runs with the request; the session load checks
@@ -84,7 +86,7 @@ use crate::config::NodeConfig;
 use crate::edge::auth::Auth;
 use crate::edge::body::BodyDeadline;
 use crate::edge::error::HttpError;
-use crate::edge::{header_checks, request_id};
+use crate::edge::{cors, header_checks, request_id};
 use crate::probes;
 use crate::state::{App, Fence};
 use crate::transport::streamable::{delete, get, post};
@@ -127,7 +129,10 @@ pub fn router(app: App) -> Router {
     }
     if let Some(auth) = &app.auth {
         for path in auth.metadata_paths() {
-            let metadata = get_route(protected_resource_metadata).with_state(auth.clone());
+            let metadata = get_route(protected_resource_metadata)
+                .layer(cors::public_layer(app.cfg.cors_max_age))
+                .layer(middleware::from_fn(cors::preflight_only))
+                .with_state(auth.clone());
             router = router.route(&path, metadata);
         }
     }
@@ -143,11 +148,20 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
     let retry_after = app.cfg.retry_after_secs;
     let body_read_timeout = app.cfg.body_read_timeout;
     let stack = ServiceBuilder::new()
+        // 1. Origin and Host, first: a refused origin gets its 403 without CORS headers.
+        .layer(middleware::from_fn_with_state(
+            app.cfg.clone(),
+            origin_and_host,
+        ))
+        //    CORS for an allowed origin: a preflight answered here, and the CORS headers on
+        //    every other answer, the refusals below included (`edge::cors`).
+        .layer(middleware::from_fn(cors::preflight_only))
+        .layer(cors::layer(&app.cfg))
         // Every 503 says when to come back (see `retry_after_on_503`).
         .layer(MapResponseLayer::new(move |r| {
             retry_after_on_503(r, retry_after)
         }))
-        // 1. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
+        // 2. Body limit (`tower-http`): a body declared too large gets 413 before it is read,
         //    answered with the edge's JSON-RPC error; every body is counted as the handler
         //    reads it, and handed on as axum's body type with its deadline (`edge::body`).
         .layer(MapResponseLayer::new(move |r| {
@@ -165,11 +179,7 @@ fn edge(app: &App, routes: MethodRouter<App>) -> EdgeRoute {
         //    A refusal made below once the handler read the request's id answers with that id
         //    (JSON-RPC 2.0 §5, `edge::request_id`): the fence's 503 too.
         .layer(middleware::from_fn(request_id::answer_with_id))
-        // 2. Origin and Host; then a node cut off from the store refuses at once.
-        .layer(middleware::from_fn_with_state(
-            app.cfg.clone(),
-            origin_and_host,
-        ))
+        //    A node cut off from the store refuses at once.
         .layer(middleware::from_fn_with_state(app.fence(), not_fenced))
         // 3. Authentication, when configured.
         .option_layer(
@@ -226,15 +236,15 @@ fn too_large_as_json_rpc(
     response.map(Body::new)
 }
 
-/// Layer 2: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
+/// Layer 1: `Origin` and `Host` against `http.allowed_origins` / `http.allowed_hosts`.
 async fn origin_and_host(State(cfg): State<Arc<NodeConfig>>, req: Request, next: Next) -> Response {
-    match header_checks::check_origin_and_host(&cfg, req.headers()) {
+    match header_checks::check_origin_and_host(&cfg, req.version(), req.uri(), req.headers()) {
         Ok(()) => next.run(req).await,
         Err(e) => e.into_response(),
     }
 }
 
-/// Layer 2, after Origin and Host: a node whose heartbeat has not been answered for longer than
+/// Layer 2, inside the body limit: a node whose heartbeat has not been answered for longer than
 /// `cluster.node_ttl` (`AppState::fenced`) answers 503 with a JSON-RPC body at once: the other
 /// nodes take it for dead and end its requests, and what it would serve (sessions, event logs)
 /// it can no longer see. Without this, each request waited out the store's 5 s command timeout.
@@ -389,164 +399,6 @@ pub(crate) async fn serve<L>(
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use axum::body::Body;
-    use serde_json::Value;
-    use switchboard_protocol::codes;
-    use switchboard_store::memory::MemoryStore;
-    use switchboard_store::StoreConfig;
-    use switchboard_upstream::demo::DemoUpstream;
-    use tower::ServiceExt;
-
-    use super::*;
-    use crate::state::AppState;
-    use crate::NodeConfig;
-
-    fn router_with_max_body(max_body_bytes: usize) -> Router {
-        let config = NodeConfig {
-            max_body_bytes,
-            ..NodeConfig::default()
-        };
-        let store = MemoryStore::new(StoreConfig::default_for("edge"));
-        router(AppState::new(config, store, Arc::new(DemoUpstream::new())))
-    }
-
-    fn post(body: Body, length: Option<usize>) -> http::Request<Body> {
-        let mut req = http::Request::post("/mcp")
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
-        if let Some(n) = length {
-            req = req.header("content-length", n);
-        }
-        req.body(body).unwrap()
-    }
-
-    async fn json_rpc_413(response: Response) {
-        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
-        let bytes = axum::body::to_bytes(response.into_body(), 1 << 16)
-            .await
-            .unwrap();
-        let body: Value = serde_json::from_slice(&bytes).unwrap();
-        assert_eq!(body["error"]["code"], codes::INVALID_REQUEST, "{body}");
-        assert!(body["id"].is_null(), "{body}");
-    }
-
-    #[tokio::test]
-    async fn a_body_declared_too_large_gets_a_json_rpc_413_before_it_is_read() {
-        let text = format!(
-            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","pad":"{}"}}"#,
-            "x".repeat(200)
-        );
-        let response = router_with_max_body(64)
-            .oneshot(post(Body::from(text.clone()), Some(text.len())))
-            .await
-            .unwrap();
-        json_rpc_413(response).await;
-    }
-
-    #[tokio::test]
-    async fn a_streamed_body_that_grows_too_large_gets_a_json_rpc_413() {
-        let chunks = (0..10).map(|_| Ok::<_, std::io::Error>(bytes::Bytes::from(vec![b' '; 32])));
-        let body = Body::from_stream(futures::stream::iter(chunks));
-        let response = router_with_max_body(64)
-            .oneshot(post(body, None))
-            .await
-            .unwrap();
-        json_rpc_413(response).await;
-    }
-
-    #[tokio::test]
-    async fn a_method_without_a_route_meets_the_edge_before_its_405() {
-        let foreign = http::Request::put("/mcp")
-            .header("origin", "http://evil.example")
-            .body(Body::empty())
-            .unwrap();
-        let response = router_with_max_body(1024).oneshot(foreign).await.unwrap();
-        assert_eq!(response.status(), StatusCode::FORBIDDEN);
-        // The 403 carries no `Allow` (axum's method router would add its own list).
-        assert_eq!(response.headers().get(http::header::ALLOW), None);
-        let plain = http::Request::put("/mcp").body(Body::empty()).unwrap();
-        let response = router_with_max_body(1024).oneshot(plain).await.unwrap();
-        assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
-        let allow = response.headers().get(http::header::ALLOW).unwrap();
-        assert_eq!(allow, "GET, POST, DELETE");
-    }
-
-    #[tokio::test]
-    async fn a_body_within_the_limit_reaches_the_handler() {
-        // No session and no `initialize`: the handler's own 400 shows the edge let it through.
-        let text = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-        let response = router_with_max_body(1024)
-            .oneshot(post(Body::from(text), Some(text.len())))
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    }
-}
-
+mod server_tests;
 #[cfg(test)]
-mod server_tests {
-    use std::time::Duration;
-
-    use axum::routing::get;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::{TcpListener, TcpStream};
-
-    /// Sends one request with a `X-Pad` header of `pad` bytes and returns the status line.
-    async fn status(conn: &mut TcpStream, pad: usize) -> String {
-        let head = format!(
-            "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: {}\r\n\r\n",
-            "a".repeat(pad)
-        );
-        conn.write_all(head.as_bytes()).await.unwrap();
-        let mut answer = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !answer.ends_with(b"ok") && !answer.ends_with(b"\r\n\r\n") {
-            let n = conn.read(&mut buf).await.unwrap();
-            assert!(n > 0, "connection closed early");
-            answer.extend_from_slice(&buf[..n]);
-        }
-        let text = String::from_utf8_lossy(&answer).into_owned();
-        text.lines().next().unwrap_or_default().to_owned()
-    }
-
-    #[tokio::test]
-    async fn keeps_connections_alive_caps_the_head_and_drains_on_shutdown() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let router = axum::Router::new().route("/", get(|| async { "ok" }));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(super::serve(
-            listener,
-            router,
-            (16 * 1024, Duration::from_secs(30)),
-            async {
-                let _ = stopped.await;
-            },
-        ));
-
-        let mut conn = TcpStream::connect(addr).await.unwrap();
-        assert_eq!(status(&mut conn, 10).await, "HTTP/1.1 200 OK");
-        // The same connection again (keep-alive), with a head over hyper's initial 8 KiB buffer.
-        assert_eq!(status(&mut conn, 12 * 1024).await, "HTTP/1.1 200 OK");
-        let mut big = TcpStream::connect(addr).await.unwrap();
-        assert_eq!(
-            status(&mut big, 20 * 1024).await,
-            "HTTP/1.1 431 Request Header Fields Too Large"
-        );
-
-        // Shutdown closes the idle keep-alive connection and then returns.
-        stop.send(()).unwrap();
-        let mut rest = Vec::new();
-        let closed = tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut rest));
-        assert!(closed.await.is_ok(), "the idle connection is closed");
-        let done = tokio::time::timeout(Duration::from_secs(5), server).await;
-        assert!(done.is_ok(), "serve returns once connections closed");
-        assert!(
-            TcpStream::connect(addr).await.is_err(),
-            "no longer accepting"
-        );
-    }
-}
+mod tests;
