@@ -112,6 +112,37 @@ pub fn headers(ctx: &Ctx) -> Vec<Row> {
         http("POST", &cl_neg, LIST.as_bytes()),
         Want::Http(400),
     ));
+    // Issue 35: a framing error is 400 naming it, not 413 (RFC 9112 §7.1).
+    let chunked = base(&[("Transfer-Encoding", "chunked".into())]);
+    let bad_chunk = format!("zz\r\n{LIST}\r\n0\r\n\r\n");
+    rows.push(row(
+        "malformed chunk size (zz)",
+        Target::Node(1),
+        http("POST", &chunked, bad_chunk.as_bytes()),
+        Want::Rpc(400, INVALID, "not framed as HTTP/1.1 says", Value::Null),
+    ));
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is 400; §3.2.2: an absolute-form target's
+    // authority is the host checked, whatever Host says.
+    let sent = http("POST", &base(&[]), LIST.as_bytes());
+    let without_host = String::from_utf8(sent.clone())
+        .unwrap()
+        .replace("Host: 127.0.0.1\r\n", "");
+    rows.push(row(
+        "HTTP/1.1 without Host",
+        Target::Node(0),
+        without_host.into_bytes(),
+        Want::Rpc(400, INVALID, "Host header", Value::Null),
+    ));
+    let absolute =
+        String::from_utf8(sent)
+            .unwrap()
+            .replacen("POST /mcp", "POST http://evil.example/mcp", 1);
+    rows.push(row(
+        "absolute-form target on a foreign host",
+        Target::Node(1),
+        absolute.into_bytes(),
+        Want::Rpc(421, INVALID, "evil.example", Value::Null),
+    ));
     let cl_huge = base(&[("Content-Length", "99999999999999999999".into())]);
     rows.push(row(
         "Content-Length past u64",
