@@ -217,13 +217,13 @@ async fn c39_a_page_on_an_allowed_origin_can_read_every_answer() {
     }
 
     // 503 at the session cap (3): the page's session and two of other principals.
-    for i in 0..3 {
+    for (i, url) in urls.iter().enumerate() {
         let mut other = McpClient::new();
         let h = from_page(
             other.post_headers(),
             &token_of(&format!("other-{i}"), "mcp:tools"),
         );
-        let reply = send(&other, Method::POST, &urls[i], &h, &init).await;
+        let reply = send(&other, Method::POST, url, &h, &init).await;
         if i < 2 {
             assert_eq!(reply.status, StatusCode::OK);
             other.session_id = reply.session_id();
