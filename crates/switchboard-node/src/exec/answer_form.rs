@@ -3,7 +3,6 @@
 //! edge's ([`Answers`], `edge::header_checks`); the wait for the first message, and an answer
 //! that is ready at once, are here, next to the call.
 
-use axum::body::Body;
 use axum::response::Response;
 use http::StatusCode;
 use serde_json::Value;
@@ -17,10 +16,8 @@ impl Answers {
     /// every HTTP error of the endpoint.
     pub fn ready(self, status: StatusCode, body: Value) -> Response {
         if self == Answers::SseOnly && status == StatusCode::OK {
-            return sse::body_response(
-                Body::from(sse::data(&switchboard_protocol::jsonrpc::to_text(&body))),
-                &[],
-            );
+            let body = sse::data_stream(futures::stream::iter([body]));
+            return sse::body_response(body, &[]);
         }
         crate::edge::json_body::json_response(status, body)
     }

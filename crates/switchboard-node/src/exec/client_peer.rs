@@ -199,7 +199,8 @@ impl NodePeer {
         let mut request = serde_json::json!({"method": method, "params": params});
         if let Outgoing::Undefined(since) = shaping::server_message(self.revision, &mut request) {
             return Err(PeerError::Unreachable(format!(
-                "the client negotiated MCP {}, which has no `{method}` (it came in {since})",
+                "the client negotiated MCP {}, which has no `{method}` of this form (it came \
+                 in {since}; docs/revisions.md)",
                 self.revision
             )));
         }

@@ -46,6 +46,37 @@ pub fn data(data: &str) -> Bytes {
     Bytes::from(format!("data: {data}\n\n"))
 }
 
+/// [`data`]'s frame of one JSON-RPC message, in pieces: the message is serialized once into an
+/// exactly sized buffer (`jsonrpc::to_text`), and one over 64 KiB is handed on as it is between
+/// the frame's head and tail instead of being copied into one buffer with them (a 2026-07-28
+/// answer of N bytes then raises a node's memory by about 2 × N, not 4–5 × N).
+pub fn data_pieces(message: &serde_json::Value) -> Vec<Bytes> {
+    let text = switchboard_protocol::jsonrpc::to_text(message);
+    if text.len() <= 64 * 1024 {
+        return vec![data(&text)];
+    }
+    vec![
+        Bytes::from_static(b"data: "),
+        Bytes::from(text),
+        Bytes::from_static(b"\n\n"),
+    ]
+}
+
+/// A stream body of messages, each framed by [`data_pieces`] as it comes.
+pub fn data_stream<S>(messages: S) -> axum::body::Body
+where
+    S: futures::Stream<Item = serde_json::Value> + Send + 'static,
+{
+    let frames = futures::StreamExt::flat_map(messages, |v| {
+        futures::stream::iter(
+            data_pieces(&v)
+                .into_iter()
+                .map(Ok::<_, std::convert::Infallible>),
+        )
+    });
+    axum::body::Body::from_stream(frames)
+}
+
 /// `event: <name>\ndata: <data>\n\n`: the frames of the legacy HTTP+SSE transport (MCP 2024-11-05,
 /// basic/transports, HTTP with SSE): one `endpoint` event, then a `message` event per JSON-RPC
 /// message. No ids: that revision has no resumability. `data` is one line.

@@ -76,8 +76,7 @@ pub fn server_message(client: Revision, message: &mut Value) -> Outgoing {
     if !needed(client) {
         return Outgoing::Send;
     }
-    let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-    if let Some(since) = messages::since(method).filter(|since| client < *since) {
+    if let Some(since) = messages::since(message).filter(|since| client < *since) {
         return Outgoing::Undefined(since);
     }
     messages::shape(client, message);

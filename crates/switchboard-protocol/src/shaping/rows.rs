@@ -133,6 +133,21 @@ pub const ELICITATION: Row = Row {
     since: Revision::V2025_06_18,
     older_gets: "nothing: not sent; the upstream gets -32601 as for an undeclared capability",
 };
+/// URL-mode elicitation (`elicitation/create` with `mode: "url"`) and the `mode` member (MCP
+/// 2025-11-25, schema.ts `ElicitRequestURLParams`, `ElicitRequestFormParams`).
+pub const ELICITATION_URL: Row = Row {
+    id: "elicitation_url",
+    since: Revision::V2025_11_25,
+    older_gets:
+        "a URL-mode request: not sent, the upstream gets -32601; a form-mode one: without `mode`",
+};
+/// Sampling with tools and several content blocks per message (MCP 2025-11-25, schema.ts
+/// `CreateMessageRequestParams.tools`, `SamplingMessage.content` as an array).
+pub const SAMPLING_2025_11_25: Row = Row {
+    id: "sampling_2025_11_25",
+    since: Revision::V2025_11_25,
+    older_gets: "a content array of one block: that block; with `tools`, `toolChoice` or several blocks: not sent, the upstream gets -32601",
+};
 /// `message` of `notifications/progress` (MCP 2025-03-26, schema.ts `ProgressNotification`).
 pub const PROGRESS_MESSAGE: Row = Row {
     id: "progress_message",
@@ -148,7 +163,7 @@ pub const NEW_NOTIFICATIONS: Row = Row {
 };
 
 /// Every row, in the order of `docs/revisions.md`.
-pub const ALL: [Row; 19] = [
+pub const ALL: [Row; 21] = [
     RESOURCE_LINK,
     AUDIO,
     CONTENT_META,
@@ -166,6 +181,8 @@ pub const ALL: [Row; 19] = [
     CAP_COMPLETIONS,
     CAP_TASKS,
     ELICITATION,
+    ELICITATION_URL,
+    SAMPLING_2025_11_25,
     PROGRESS_MESSAGE,
     NEW_NOTIFICATIONS,
 ];

@@ -309,6 +309,59 @@ fn elicitation_create() {
 }
 
 #[test]
+fn elicitation_url() {
+    let url = json!({"jsonrpc": "2.0", "id": "s-2", "method": "elicitation/create",
+        "params": {"mode": "url", "elicitationId": "el-1", "url": "https://example.test/auth",
+                   "message": "open this"}});
+    both_ways(&rows::ELICITATION_URL, url, outgoing, |_, v| {
+        assert_eq!(v["undefined_before"], "2025-11-25");
+    });
+    // Form mode named explicitly: 2025-06-18 gets it without `mode`.
+    let form = json!({"jsonrpc": "2.0", "id": "s-3", "method": "elicitation/create",
+        "params": {"mode": "form", "message": "name?", "requestedSchema": {"type": "object"}}});
+    let mut v = form.clone();
+    outgoing(Revision::V2025_06_18, &mut v);
+    assert_eq!(
+        v["params"],
+        json!({"message": "name?", "requestedSchema": {"type": "object"}})
+    );
+    let mut v = form.clone();
+    outgoing(Revision::V2025_11_25, &mut v);
+    assert_eq!(v, form);
+}
+
+#[test]
+fn sampling_2025_11_25() {
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let request = |content: Value, extra: Value| {
+        let mut params =
+            json!({"messages": [{"role": "user", "content": content}], "maxTokens": 9});
+        params
+            .as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        json!({"jsonrpc": "2.0", "id": "s-4", "method": "sampling/createMessage", "params": params})
+    };
+    for refused in [
+        request(json!([text("a"), text("b")]), json!({})),
+        request(
+            text("a"),
+            json!({"tools": [{"name": "t", "inputSchema": {"type": "object"}}]}),
+        ),
+        request(text("a"), json!({"toolChoice": {"mode": "auto"}})),
+    ] {
+        both_ways(&rows::SAMPLING_2025_11_25, refused, outgoing, |_, v| {
+            assert_eq!(v["undefined_before"], "2025-11-25");
+        });
+    }
+    // One block in an array: older clients get the block itself.
+    let one = request(json!([text("a")]), json!({}));
+    both_ways(&rows::SAMPLING_2025_11_25, one, outgoing, |_, v| {
+        assert_eq!(v["params"]["messages"][0]["content"], text("a"));
+    });
+}
+
+#[test]
 fn progress_message() {
     let sample = json!({"jsonrpc": "2.0", "method": "notifications/progress",
         "params": {"progressToken": 1, "progress": 1, "total": 2, "message": "half"}});

@@ -33,10 +33,8 @@ pub mod park;
 pub mod refusal;
 pub mod tasks;
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Body as HttpBody;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 use serde_json::{json, Value};
@@ -287,7 +285,7 @@ fn stream_answer(
         .map(move |item| {
             let _held = &guard;
             let (Item::Note(v) | Item::Final(v)) = item;
-            Ok::<_, Infallible>(sse::data(&v.to_string()))
+            v
         });
-    sse::body_response(HttpBody::from_stream(frames), &[])
+    sse::body_response(sse::data_stream(frames), &[])
 }

@@ -16,10 +16,8 @@
 //! `input_required` with the open questions as `inputRequests`, and `tasks/update` on any node
 //! delivers the answers to the waiting call ([`super::deliver`]), which goes on (`working`).
 
-use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::body::Body as HttpBody;
 use axum::response::Response;
 use serde_json::{json, Value};
 use switchboard_protocol::{codes, jsonrpc, RequestId};
@@ -212,11 +210,8 @@ fn finished_in_time(answers: Answers, notes: Vec<Value>, last: Value) -> Respons
     if notes.is_empty() {
         return answer(answers, last);
     }
-    let frames = notes
-        .into_iter()
-        .chain(std::iter::once(last))
-        .map(|v| Ok::<_, Infallible>(sse::data(&v.to_string())));
-    sse::body_response(HttpBody::from_stream(tokio_stream::iter(frames)), &[])
+    let messages = notes.into_iter().chain(std::iter::once(last));
+    sse::body_response(sse::data_stream(tokio_stream::iter(messages)), &[])
 }
 
 fn internal(answers: Answers, id: &RequestId, message: &str) -> Response {
