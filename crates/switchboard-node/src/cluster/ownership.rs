@@ -180,7 +180,7 @@ impl Placement for NodePlacement {
             ))),
             Awaited::NotSent(why) => Forwarded::Answered(Err(unavailable(why))),
             Awaited::OwnerStopped(why) => Forwarded::Lost(unavailable(format!(
-                "{why} while this request was running there; the next request starts it again on a live node"
+                "{why} before answering this request; the next request starts it again on a live node"
             ))),
             Awaited::TimedOut => Forwarded::TimedOut,
         }
