@@ -195,6 +195,22 @@ pub fn ensure_ts_sdk() {
     }
 }
 
+/// `tests/browser`: the TypeScript SDK bundled into a web page (esbuild) and driven in Debian's
+/// Chromium (`playwright-core`).
+pub fn browser_dir() -> PathBuf {
+    tests_dir().join("browser")
+}
+
+/// Installs `tests/browser` from its lockfile (`npm ci`) when its `node_modules` is missing.
+pub fn ensure_browser_deps() {
+    static ONCE: Mutex<()> = Mutex::new(());
+    let _guard = ONCE.lock();
+    let dir = browser_dir();
+    if !dir.join("node_modules").is_dir() {
+        npm_ci(&dir, "tests/browser");
+    }
+}
+
 /// `tests/inspector`: the MCP Inspector (CLI and web UI), `playwright-core` to drive the web UI in
 /// Debian's Chromium, and Node 22 (the Inspector needs Node >= 22.19).
 pub fn inspector_dir() -> PathBuf {

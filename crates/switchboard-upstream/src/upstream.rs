@@ -332,6 +332,19 @@ pub trait Upstream: Send + Sync {
         true
     }
 
+    /// The scopes `principal`'s credential lacks for request `method` with `params`, when a
+    /// wider token would let it through (the `[policy]`'s step-up, [`crate::policy::Policy::lacking_scopes`]):
+    /// the node refuses the request with 403 and an `insufficient_scope` challenge naming them.
+    /// `None` (the default, and for an upstream without a policy): nothing lacks.
+    fn lacking_scopes(
+        &self,
+        _principal: &crate::Principal,
+        _method: &str,
+        _params: &Value,
+    ) -> Option<Vec<String>> {
+        None
+    }
+
     /// Client sessions for which this upstream holds something in this process (a stdio child, a
     /// legacy SSE connection, a GET-stream listener). The node checks them now and then and ends
     /// those whose session is gone from the store (e.g. lost with a Redis restart), so nothing

@@ -357,6 +357,7 @@ pub(crate) async fn start_call(
     if let Some(refused) = precheck(app, record, &id, &method, &raw) {
         return Ok(Started::Refused(refused));
     }
+    step_up(app, &method, &raw)?;
     let sid = record.id.as_str();
     let key = id.key();
     // A request answered on the standalone stream is marked so: if this node dies while it
@@ -503,6 +504,22 @@ fn precheck(
     check_progress_token(params, app.cfg.max_progress_token_bytes)
         .err()
         .map(|why| jsonrpc::error_response(Some(id), codes::INVALID_PARAMS, why, None))
+}
+
+/// With authorization on, a request the `[policy]` lets through only with scopes the token
+/// lacks is refused before it runs: 403 with an `insufficient_scope` challenge naming them
+/// (step-up, MCP 2025-11-25, basic/authorization, Scope Challenge Handling), answered with the
+/// request's id. Both eras check it.
+pub(crate) fn step_up(app: &App, method: &str, raw: &Value) -> Result<(), HttpError> {
+    let Some(auth) = &app.auth else {
+        return Ok(());
+    };
+    let params = raw.get("params").unwrap_or(&Value::Null);
+    let principal = session::current();
+    match app.upstream.lacking_scopes(&principal, method, params) {
+        Some(needed) => Err(auth.step_up(&needed)),
+        None => Ok(()),
+    }
 }
 
 /// `params._meta`, when present, is an object (MCP 2025-11-25, basic, `_meta`), and its

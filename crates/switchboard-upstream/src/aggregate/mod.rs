@@ -363,6 +363,16 @@ impl Upstream for Aggregate {
         self.policy.view(principal).allows(kind, name)
     }
 
+    /// The policy's step-up: scopes a wider token would need for this request.
+    fn lacking_scopes(
+        &self,
+        principal: &crate::Principal,
+        method: &str,
+        params: &Value,
+    ) -> Option<Vec<String>> {
+        self.policy.lacking_scopes(principal, method, params)
+    }
+
     /// Prepares every member concurrently.
     async fn prepare(&self) {
         futures::future::join_all(self.members.iter().map(|m| m.upstream.prepare())).await;

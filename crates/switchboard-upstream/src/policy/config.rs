@@ -8,6 +8,13 @@
 //! principals = ["bob"]         # JWT `sub`, API key principal name, or "anonymous"; `*` globs
 //! deny_tools = ["add"]         # tool names as the client sees them (prefixed); `*` globs
 //! deny_upstreams = ["weather"] # configured upstream names
+//!
+//! [[policy.rules]]
+//! scopes = ["calc:write"]      # a token with this scope also sees `add`; one without it
+//! allow_tools = ["add"]        # gets 403 insufficient_scope for it (step-up), not "unknown"
+//!
+//! [policy.methods]
+//! "resources/read" = ["files:read"]  # the method needs one of these scopes
 //! ```
 //!
 //! How rules combine is documented on [`super::Policy`].
@@ -40,6 +47,12 @@ pub struct PolicyConfig {
     /// `[[policy.rules]]` tables, file only; order does not matter (see [`super::Policy`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<PolicyRule>,
+    /// `[policy.methods]`: JSON-RPC methods (exact names, e.g. `"resources/read"`) and the
+    /// scopes each needs: a request of such a method whose credential grants none of them is
+    /// refused 403 with an `insufficient_scope` challenge naming them (step-up, see
+    /// [`super::Policy::lacking_scopes`]).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub methods: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 /// One `[[policy.rules]]` table: who it is for (`principals` and/or `scopes`; at least one) and
@@ -74,7 +87,7 @@ pub struct PolicyRule {
 impl PolicyConfig {
     /// Whether the section is off: no rules and `default = "allow"`.
     pub fn is_off(&self) -> bool {
-        self.rules.is_empty() && self.default == PolicyDefault::Allow
+        self.rules.is_empty() && self.methods.is_empty() && self.default == PolicyDefault::Allow
     }
 
     /// Every problem of the section, each naming its dotted key (`policy.rules[1].deny_upstreams`):
@@ -126,6 +139,13 @@ impl PolicyConfig {
                         upstreams.join(", ")
                     ));
                 }
+            }
+        }
+        for (method, scopes) in &self.methods {
+            if method.is_empty() || scopes.is_empty() || scopes.iter().any(String::is_empty) {
+                out.push(format!(
+                    "policy.methods.\"{method}\" must name a method and at least one non-empty scope"
+                ));
             }
         }
         out

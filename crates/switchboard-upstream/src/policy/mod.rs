@@ -13,6 +13,14 @@
 //!    lists matches the item ("only these"; the lists of several rules add up).
 //! 5. Otherwise allowed.
 //!
+//! Step-up (MCP 2025-11-25, basic/authorization, Scope Challenge Handling): an item hidden from
+//! a principal only because it lacks a scope, that is one a rule naming it (or naming no
+//! principals) and carrying `scopes` would make visible, is not "unknown" to it but needs those
+//! scopes: [`Policy::lacking_scopes`] names them and the node answers 403 with an
+//! `insufficient_scope` challenge, so the client can ask for a wider token and retry. An item a
+//! deny list hides stays unknown whatever the scopes. `[policy.methods]` names scopes a method
+//! needs outright.
+//!
 //! A tool, prompt or resource is visible only when its upstream is too. Tools and prompts are
 //! named as the client sees them (the upstream's prefix included: `weather__forecast`);
 //! resources by URI, templates by their `uriTemplate` text; `*` matches any run of characters
@@ -66,20 +74,55 @@ impl Policy {
             return View {
                 unrestricted: true,
                 deny_all: false,
+                default: self.config.default,
                 rules: Vec::new(),
+                wider: Vec::new(),
             };
         }
-        let rules: Vec<&PolicyRule> = self
-            .config
-            .rules
-            .iter()
-            .filter(|r| matches_principal(r, principal))
-            .collect();
+        let (mut rules, mut wider) = (Vec::new(), Vec::new());
+        for rule in &self.config.rules {
+            if matches_principal(rule, principal) {
+                rules.push(rule);
+            } else if !rule.scopes.is_empty() && matches_name(rule, principal) {
+                wider.push(rule);
+            }
+        }
         View {
             unrestricted: false,
             deny_all: rules.is_empty() && self.config.default == PolicyDefault::Deny,
+            default: self.config.default,
             rules,
+            wider,
         }
+    }
+
+    /// The scopes `principal` lacks for request `method` with `params`, if a wider token would
+    /// let it through: the scopes `[policy.methods]` names for the method when the credential
+    /// grants none of them; else, for `tools/call`, `prompts/get` and `resources/read`, the
+    /// scopes of a rule that would make the named item visible ([`View::lacking_scopes`]).
+    /// `None`: nothing lacks, or no scope would help (the item is unknown or denied).
+    pub fn lacking_scopes(
+        &self,
+        principal: &Principal,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Option<Vec<String>> {
+        if self.is_off() || principal.is_internal() {
+            return None;
+        }
+        if let Some(scopes) = self.config.methods.get(method) {
+            if !scopes.iter().any(|s| principal.has_scope(s)) {
+                return Some(scopes.clone());
+            }
+        }
+        let (kind, key) = match method {
+            "tools/call" => (Kind::Tool, "name"),
+            "prompts/get" => (Kind::Prompt, "name"),
+            "resources/read" => (Kind::Resource, "uri"),
+            _ => return None,
+        };
+        let name = params.get(key)?.as_str()?;
+        self.view(principal).lacking_scopes(kind, name)
     }
 }
 
@@ -87,7 +130,11 @@ impl Policy {
 pub struct View<'a> {
     unrestricted: bool,
     deny_all: bool,
+    default: PolicyDefault,
+    /// The rules that match the principal.
     rules: Vec<&'a PolicyRule>,
+    /// Rules with `scopes` that would match it with one of them (its name matches).
+    wider: Vec<&'a PolicyRule>,
 }
 
 impl View<'_> {
@@ -121,6 +168,27 @@ impl View<'_> {
         allow_lists.peek().is_none() || allow_lists.any(|l| any_matches(l, name))
     }
 
+    /// The scopes of a rule that would make hidden item `name` of `kind` visible, were the
+    /// principal's credential to grant one of them (step-up); `None` when the item is visible,
+    /// or no such rule exists (hidden by a deny list, or by nothing a scope changes).
+    pub fn lacking_scopes(&self, kind: Kind, name: &str) -> Option<Vec<String>> {
+        if self.allows(kind, name) {
+            return None;
+        }
+        self.wider.iter().find_map(|extra| {
+            let mut rules = self.rules.clone();
+            rules.push(extra);
+            let widened = View {
+                unrestricted: false,
+                deny_all: false,
+                default: self.default,
+                rules,
+                wider: Vec::new(),
+            };
+            widened.allows(kind, name).then(|| extra.scopes.clone())
+        })
+    }
+
     /// Whether item `name` of `kind` of upstream `upstream` is visible: both the upstream and the
     /// item are.
     pub fn allows_in(&self, upstream: &str, kind: Kind, name: &str) -> bool {
@@ -139,9 +207,12 @@ fn lists(rule: &PolicyRule, kind: Kind) -> (&[String], &[String]) {
 }
 
 fn matches_principal(rule: &PolicyRule, principal: &Principal) -> bool {
-    let by_name = rule.principals.is_empty() || any_matches(&rule.principals, &principal.name);
     let by_scope = rule.scopes.is_empty() || rule.scopes.iter().any(|s| principal.has_scope(s));
-    by_name && by_scope
+    matches_name(rule, principal) && by_scope
+}
+
+fn matches_name(rule: &PolicyRule, principal: &Principal) -> bool {
+    rule.principals.is_empty() || any_matches(&rule.principals, &principal.name)
 }
 
 fn any_matches(patterns: &[String], text: &str) -> bool {

@@ -23,7 +23,12 @@ fn strings(list: &[&str]) -> Vec<String> {
 }
 
 fn policy(default: PolicyDefault, rules: Vec<PolicyRule>) -> Policy {
-    Policy::new(PolicyConfig { default, rules }, &["demo", "web"]).expect("valid policy")
+    let config = PolicyConfig {
+        default,
+        rules,
+        ..PolicyConfig::default()
+    };
+    Policy::new(config, &["demo", "web"]).expect("valid policy")
 }
 
 #[test]
@@ -115,6 +120,7 @@ fn problems_name_their_keys() {
     let config = PolicyConfig {
         default: PolicyDefault::Allow,
         rules: vec![rule(&["ok"], &[]), bad],
+        ..PolicyConfig::default()
     };
     let problems = config.problems(&["demo"]);
     assert_eq!(problems.len(), 5, "{problems:#?}");
@@ -134,4 +140,53 @@ fn refusals_have_the_unknown_shape() {
     assert_eq!(unknown_prompt("p").message, "unknown prompt: p");
     let r = resource_not_found("demo://x");
     assert_eq!((r.code, r.data), (-32002, Some(json!({"uri": "demo://x"}))));
+}
+
+/// Step-up (issue 35, case C40): an item hidden only for want of a scope names the scopes of the
+/// rule that would show it; one a deny list hides, or nobody has, names none; a method of
+/// `[policy.methods]` needs one of its scopes.
+#[test]
+fn a_scope_that_would_show_an_item_is_named_and_a_denial_stays_unknown() {
+    let mut everyone = rule(&["*"], &[]);
+    everyone.allow_tools = strings(&["echo"]);
+    let mut writers = rule(&[], &["calc:write"]);
+    writers.allow_tools = strings(&["add"]);
+    let mut bob = rule(&["bob"], &[]);
+    bob.deny_tools = strings(&["add"]);
+    let mut config = PolicyConfig {
+        rules: vec![everyone, writers, bob],
+        ..PolicyConfig::default()
+    };
+    config
+        .methods
+        .insert("resources/read".into(), strings(&["files:read"]));
+    let p = Policy::new(config, &["demo"]).expect("valid policy");
+    let call = |name: &str| serde_json::json!({"name": name});
+    let alice = who("alice", &["mcp:tools"]);
+    assert_eq!(
+        p.lacking_scopes(&alice, "tools/call", &call("add")),
+        Some(strings(&["calc:write"]))
+    );
+    assert_eq!(p.lacking_scopes(&alice, "tools/call", &call("echo")), None);
+    assert_eq!(
+        p.lacking_scopes(&alice, "tools/call", &call("nothing")),
+        None
+    );
+    assert!(
+        !p.view(&alice).allows(Kind::Tool, "add"),
+        "still hidden from lists"
+    );
+    let wide = who("alice", &["mcp:tools", "calc:write"]);
+    assert_eq!(p.lacking_scopes(&wide, "tools/call", &call("add")), None);
+    assert!(p.view(&wide).allows(Kind::Tool, "add"));
+    // Denied to bob by name: no scope helps, so it stays unknown to him.
+    let bob = who("bob", &["mcp:tools"]);
+    assert_eq!(p.lacking_scopes(&bob, "tools/call", &call("add")), None);
+    let read = serde_json::json!({"uri": "demo://greeting"});
+    assert_eq!(
+        p.lacking_scopes(&alice, "resources/read", &read),
+        Some(strings(&["files:read"]))
+    );
+    let reader = who("alice", &["files:read"]);
+    assert_eq!(p.lacking_scopes(&reader, "resources/read", &read), None);
 }

@@ -252,7 +252,7 @@ impl Config {
 
     /// Keys that hold TOML tables and are set only in the config file, never by environment
     /// variables or flags. [`Config::keys`] leaves them out.
-    pub const TABLES: [&'static str; 2] = ["upstreams", "policy.rules"];
+    pub const TABLES: [&'static str; 3] = ["upstreams", "policy.rules", "policy.methods"];
 
     /// Every key's dotted path (`session.max_sessions`, sorted) with its default as a TOML value
     /// (`"30m"`, `100000`, `[]`): the keys environment variables and flags set.

@@ -251,7 +251,7 @@ fn unknown_keys(figment: &Figment) -> Vec<String> {
         let in_file = matches!(from.source, Some(Source::File(_)));
         (!in_file).then(|| {
             format!(
-                "`{key}` can only be set in the config file, as [[{key}]] tables ({})",
+                "`{key}` can only be set in the config file ({})",
                 describe(from)
             )
         })

@@ -92,8 +92,26 @@ pub enum ChallengeKind<'a> {
 /// Scope Selection Strategy: name every scope the operation needs) and is left out when none are
 /// required. A description is reduced to the characters RFC 6750 §3 allows in it.
 pub fn challenge(settings: &AuthSettings, kind: ChallengeKind<'_>) -> String {
+    challenge_with(settings, kind, &settings.required_scopes)
+}
+
+/// The step-up challenge for an operation that needs `needed` besides `auth.required_scopes`
+/// (MCP 2025-11-25, basic/authorization, Scope Challenge Handling): `insufficient_scope`, the
+/// union of both as `scope` (so the client asks for every scope the operation needs at once).
+pub fn step_up_challenge(settings: &AuthSettings, needed: &[String]) -> String {
+    let mut scopes = settings.required_scopes.clone();
+    scopes.extend(
+        needed
+            .iter()
+            .filter(|s| !settings.required_scopes.contains(s))
+            .cloned(),
+    );
+    challenge_with(settings, ChallengeKind::InsufficientScope, &scopes)
+}
+
+fn challenge_with(settings: &AuthSettings, kind: ChallengeKind<'_>, scopes: &[String]) -> String {
     let metadata = metadata_url(&settings.resource_url);
-    let scope = settings.required_scopes.join(" ");
+    let scope = scopes.join(" ");
     let mut parts = Vec::new();
     match kind {
         ChallengeKind::Missing => {}

@@ -97,6 +97,16 @@ impl Auth {
         }
     }
 
+    /// The refusal of a request the `[policy]` lets through only with `needed` scopes the
+    /// credential lacks (step-up): 403 with an `insufficient_scope` challenge naming them
+    /// ([`metadata::step_up_challenge`]).
+    pub fn step_up(&self, needed: &[String]) -> HttpError {
+        HttpError::InsufficientScope {
+            challenge: metadata::step_up_challenge(&self.settings, needed),
+            lacking: needed.join(" "),
+        }
+    }
+
     /// The paths the metadata document is served on (see [`metadata::served_paths`]).
     pub fn metadata_paths(&self) -> Vec<String> {
         metadata::served_paths(&self.settings.resource_url)

@@ -45,7 +45,7 @@ use tokio_stream::StreamExt;
 use crate::edge::error::HttpError;
 use crate::edge::header_checks::Answers;
 use crate::exec::answer_form::Waited;
-use crate::exec::call::check_progress_token;
+use crate::exec::call::{check_progress_token, step_up};
 use crate::mrtr;
 use crate::state::App;
 use crate::{streams::sse, telemetry};
@@ -74,8 +74,8 @@ pub async fn serve_request(
         Ok(c) => c,
         Err(r) => return r.respond(Some(&id)),
     };
-    if let Err(why) = check_progress_token(params, app.cfg.max_progress_token_bytes) {
-        return Refusal::InvalidParams(why).respond(Some(&id));
+    if let Some(refused) = refused_by_params(app, &id, &method, &raw) {
+        return refused;
     }
     if method == "tools/call" {
         if let Err(r) = params::check(app, h, params).await {
@@ -198,6 +198,16 @@ async fn answer_run(
         Answers::JsonOnly => json_only_answer(first, rx, guard, id).await,
         _ => stream_answer(first, rx, guard),
     }
+}
+
+/// The checks both eras make of a request's params before it runs: its `_meta.progressToken`
+/// (400, -32602) and, with authorization on, the scopes the `[policy]` needs (403, step-up).
+fn refused_by_params(app: &App, id: &RequestId, method: &str, raw: &Value) -> Option<Response> {
+    let params = raw.get("params").unwrap_or(&Value::Null);
+    if let Err(why) = check_progress_token(params, app.cfg.max_progress_token_bytes) {
+        return Some(Refusal::InvalidParams(why).respond(Some(id)));
+    }
+    step_up(app, method, raw).err().map(|e| e.answering(Some(id)))
 }
 
 /// The one JSON answer of a client that accepts only JSON: the notifications before it have no

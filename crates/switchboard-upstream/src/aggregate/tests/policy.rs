@@ -49,6 +49,7 @@ fn setup(default: PolicyDefault) -> (Aggregate, Vec<Arc<Fake>>) {
     let config = PolicyConfig {
         default,
         rules: vec![rule, alice],
+        ..PolicyConfig::default()
     };
     let policy = Policy::new(config, &["a", "b"]).expect("valid");
     (agg.with_policy(Arc::new(policy)), fakes)
@@ -212,6 +213,7 @@ async fn the_one_members_other_methods_need_the_member() {
     let config = PolicyConfig {
         default: PolicyDefault::Allow,
         rules: vec![rule],
+        ..PolicyConfig::default()
     };
     let agg = agg.with_policy(Arc::new(Policy::new(config, &["a"]).expect("valid")));
     let bob = ask_as(&agg, &who("bob"), "custom/echo", json!({})).await;
@@ -239,6 +241,7 @@ fn initialize_describes_only_the_members_a_principal_may_use() {
     let config = PolicyConfig {
         default: PolicyDefault::Allow,
         rules: vec![rule],
+        ..PolicyConfig::default()
     };
     let agg = agg.with_policy(Arc::new(Policy::new(config, &["a", "b"]).expect("valid")));
     let bob = agg.instructions_for(&who("bob")).expect("a's instructions");
