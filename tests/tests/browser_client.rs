@@ -24,6 +24,7 @@ use switchboard_tests::peers::{
     available_or_skip, browser_dir, ensure_browser_deps, on_path, run_bounded,
 };
 use switchboard_tests::ports::free_port;
+use switchboard_tests::temp::TempDir;
 
 const GW: &str = "https://gw.example.test/mcp";
 const ISSUER: &str = "https://as.example.test";
@@ -51,18 +52,21 @@ async fn a_page_on_another_origin_runs_the_typescript_sdk_against_two_nodes() {
         return;
     }
     ensure_browser_deps();
+    let dir = TempDir::new("sb-browser");
+    let config_path = dir.path().join("switchboard.toml");
+    std::fs::write(&config_path, POLICY).expect("write switchboard.toml");
     let allowed = format!("http://app.example.test:{}", free_port());
     let foreign = format!("http://evil.example.test:{}", free_port());
     let cluster = Cluster::start(
         2,
         ClusterOptions::new()
+            .config_file(&config_path)
             .set("http.allowed_origins", &allowed)
             .set("auth.resource_url", GW)
             .set("auth.authorization_servers", ISSUER)
             .set("auth.scopes_supported", "mcp:tools,calc:write")
             .set("auth.issuer", ISSUER)
-            .set("auth.jwt_hs256_secrets", SECRET)
-            .set("policy.rules", POLICY),
+            .set("auth.jwt_hs256_secrets", SECRET),
     );
     let config = json!({
         "nodeA": cluster.url(0),
@@ -143,7 +147,12 @@ async fn a_page_on_another_origin_runs_the_typescript_sdk_against_two_nodes() {
 }
 
 /// Every principal gets the demo's tools but `add`, which needs scope `calc:write`.
-const POLICY: &str = r#"[
-  { principals = ["*"], allow_tools = ["echo", "countdown", "notify", "sample", "elicit", "list_roots", "regional_echo"] },
-  { scopes = ["calc:write"], allow_tools = ["add"] },
-]"#;
+const POLICY: &str = r#"
+[[policy.rules]]
+principals = ["*"]
+allow_tools = ["echo", "countdown", "notify", "sample", "elicit", "list_roots", "regional_echo"]
+
+[[policy.rules]]
+scopes = ["calc:write"]
+allow_tools = ["add"]
+"#;

@@ -207,7 +207,9 @@ fn refused_by_params(app: &App, id: &RequestId, method: &str, raw: &Value) -> Op
     if let Err(why) = check_progress_token(params, app.cfg.max_progress_token_bytes) {
         return Some(Refusal::InvalidParams(why).respond(Some(id)));
     }
-    step_up(app, method, raw).err().map(|e| e.answering(Some(id)))
+    step_up(app, method, raw)
+        .err()
+        .map(|e| e.answering(Some(id)))
 }
 
 /// The one JSON answer of a client that accepts only JSON: the notifications before it have no
