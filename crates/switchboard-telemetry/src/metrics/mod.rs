@@ -71,11 +71,11 @@ counters! {
     streams_lagged => "switchboard_streams_lagged", "Events that found a full connection queue (recovered from the event log).";
     replay_misses => "switchboard_replay_misses", "Resumptions refused: unknown stream or trimmed log.";
     requests_aborted => "switchboard_requests_aborted", "Requests failed because the node running them died.";
-    stateless_cancelled => "switchboard_stateless_cancelled", "2026-07-28 requests cancelled because their response stream closed.";
+    stateless_cancelled => "switchboard_stateless_cancelled", "2026-07-28 calls cancelled before they finished: their response stream closed, tasks/cancel, the task's TTL, or refused at stateless.tasks.max_per_principal.";
     tasks_created => "switchboard_tasks_created", "Tasks (tasks extension) created on this node.";
     tasks_cancelled => "switchboard_tasks_cancelled", "Task calls running on this node stopped by tasks/cancel.";
     tasks_lost => "switchboard_tasks_lost", "Tasks this node failed because the node running them died.";
-    tasks_expired => "switchboard_tasks_expired", "Task calls running on this node cancelled because the task reached stateless.tasks.ttl.";
+    tasks_expired => "switchboard_tasks_expired", "Task calls still running on this node when the task reached stateless.tasks.ttl, cancelled then (a task that finished earlier expires without counting).";
     tasks_refused => "switchboard_tasks_refused", "Calls that would have become tasks refused at stateless.tasks.max_per_principal (cancelled, 503).";
     replies_unmatched => "switchboard_replies_unmatched", "Client responses for which no server request was waiting.";
     listen_lagged => "switchboard_listen_lagged", "subscriptions/listen streams ended because their queue was full (slow reader).";

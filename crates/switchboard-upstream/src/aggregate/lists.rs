@@ -132,6 +132,14 @@ pub(super) async fn merged(
         // by hand): that member is done.
         Some(at) if !agg.member_allowed(&view, at.member) => at.member + 1,
         Some(at) => {
+            // `list_max_pages` pages of this member were delivered: it has more than that.
+            if at.pages >= agg.max_list_pages {
+                return Err(incomplete(
+                    agg,
+                    kind,
+                    vec![(at.member, too_many_pages(agg, kind, &at))],
+                ));
+            }
             let page = page(agg, kind, &params, &at, ctx.clone()).await;
             match usable(agg, kind, at.member, page) {
                 Err(e) => return Err(incomplete(agg, kind, vec![(at.member, e)])),
@@ -331,7 +339,8 @@ async fn page(
 
 /// The position after `at`'s page `page`: `None` when the member has no more pages. An error
 /// (-32603, naming the member) when its `nextCursor` is one it gave before in this walk (its
-/// pages go round in a circle) or when it has more than `list_max_pages` pages.
+/// pages go round in a circle). A walk asking for a member's page after its `list_max_pages`th
+/// gets [`too_many_pages`] instead of that page.
 fn after(
     agg: &Aggregate,
     kind: ListKind,
@@ -347,13 +356,18 @@ fn after(
         let why = format!("upstream `{name}` answered {method} with a nextCursor it had given before in this walk: its pages go round in a circle");
         return Err(RpcError::new(codes::INTERNAL_ERROR, why));
     };
-    if next.pages >= agg.max_list_pages {
-        let max = agg.max_list_pages;
-        let why =
-            format!("upstream `{name}` has more than {max} pages of {method} (`list_max_pages`)");
-        return Err(RpcError::new(codes::INTERNAL_ERROR, why));
-    }
     Ok(Some(next))
+}
+
+/// -32603 naming the member whose page after its `list_max_pages`th was asked for.
+fn too_many_pages(agg: &Aggregate, kind: ListKind, at: &Position) -> RpcError {
+    let (name, method, max) = (
+        &agg.members[at.member].name,
+        kind.method(),
+        agg.max_list_pages,
+    );
+    let why = format!("upstream `{name}` has more than {max} pages of {method} (`list_max_pages`)");
+    RpcError::new(codes::INTERNAL_ERROR, why)
 }
 
 /// Adds the entries of member `member`'s page (as [`usable`] let it through) that `view` shows

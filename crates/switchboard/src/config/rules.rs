@@ -49,7 +49,8 @@ impl Config {
         let level = [("log.level", check_log_level(&self.log.level))];
         let separator =
             switchboard_upstream::aggregate::names::check_separator(&self.tool_separator);
-        let pages = (self.list_max_pages == 0).then(|| "must be at least 1".to_owned());
+        let pages =
+            (self.list_max_pages == 0).then(|| "list_max_pages must be at least 1".to_owned());
         let separator = [
             ("tool_separator", separator.err()),
             ("list_max_pages", pages),

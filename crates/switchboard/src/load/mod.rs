@@ -364,8 +364,23 @@ fn problem(kind: &figment::error::Kind) -> String {
         figment::error::Kind::UnknownVariant(found, allowed) => {
             format!("unknown value `{found}`, expected {}", one_of(allowed))
         }
-        kind => kind.to_string(),
+        kind => in_plain_words(&kind.to_string()),
     }
+}
+
+/// A figment message with Rust's integer type names (`expected a nonzero u64`) said the way the
+/// configuration docs say them.
+fn in_plain_words(message: &str) -> String {
+    let mut out = message.to_owned();
+    for ty in ["u64", "usize", "u32", "u16", "u8"] {
+        out = out
+            .replace(&format!("a nonzero {ty}"), "an integer greater than 0")
+            .replace(
+                &format!("expected {ty}"),
+                "expected an integer of at least 0",
+            );
+    }
+    out
 }
 
 /// `` `a` ``, `` `a` or `b` ``, `` `a`, `b` or `c` ``.

@@ -95,8 +95,15 @@ impl Refusal {
                 "requested": requested,
             })),
             Refusal::MissingCapability(caps) => {
-                let required: serde_json::Map<String, Value> =
-                    caps.iter().map(|c| (c.clone(), json!({}))).collect();
+                // Shaped as a client declares capabilities: an extension (`extensions.<id>`)
+                // nested under `extensions`, as in `clientCapabilities`.
+                let mut required = json!({});
+                for cap in caps {
+                    match cap.strip_prefix("extensions.") {
+                        Some(ext) => required["extensions"][ext] = json!({}),
+                        None => required[cap.as_str()] = json!({}),
+                    }
+                }
                 Some(json!({ "requiredCapabilities": required }))
             }
             Refusal::RateLimited {
@@ -177,6 +184,13 @@ mod tests {
             .data()
             .unwrap();
         assert_eq!(data["requiredCapabilities"], json!({"sampling": {}}));
+        let ext =
+            Refusal::MissingCapability(vec!["extensions.io.modelcontextprotocol/tasks".into()]);
+        let data = ext.data().expect("data");
+        assert_eq!(
+            data["requiredCapabilities"],
+            json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        );
     }
 
     #[test]

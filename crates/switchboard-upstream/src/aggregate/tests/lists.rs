@@ -329,14 +329,18 @@ async fn a_member_whose_cursors_go_round_ends_the_walk_with_an_error_naming_it()
     }
 }
 
-/// A member with more pages than `list_max_pages` fails the list naming it.
+/// A member with more pages than `list_max_pages` fails the list naming it: that many pages are
+/// delivered, and the request for the next one gets the error.
 #[tokio::test]
 async fn a_member_with_more_pages_than_the_bound_fails_the_list() {
     let nine = ["1", "2", "3", "4", "5", "6", "7", "8", "9"];
     let (agg, _) = aggregate(vec![("a", Some("a"), Fake::new("a").tools(&nine).page(2))]);
     let agg = agg.with_max_list_pages(3);
     let (read, e) = walk_to_error(&agg, "tools/list").await;
-    assert_eq!(read, 2, "two pages, then the third says there are more");
+    assert_eq!(
+        read, 3,
+        "three pages, then the request for the fourth is refused"
+    );
     assert!(e.message.contains("more than 3 pages"), "{}", e.message);
     let (agg, _) = aggregate(vec![("a", Some("a"), Fake::new("a").tools(&nine).page(2))]);
     assert_eq!(
