@@ -65,6 +65,9 @@ variables come from the Secret and they leave the ConfigMap.
 {{- with .Values.auth.hs256SecretsSecret }}
 {{- $_ := set $refs "auth.jwt_hs256_secrets" (dict "name" . "key" $.Values.auth.hs256SecretsSecretKey) }}
 {{- end }}
+{{- with .Values.auth.introspectionClientSecret }}
+{{- $_ := set $refs "auth.introspection_client_secret" (dict "name" . "key" $.Values.auth.introspectionClientSecretKey) }}
+{{- end }}
 {{- with .Values.mrtr.stateKeysSecret }}
 {{- $_ := set $refs "stateless.mrtr.state_keys" (dict "name" . "key" $.Values.mrtr.stateKeysSecretKey) }}
 {{- end }}

@@ -75,6 +75,23 @@ pub struct AuthSettings {
     /// A request header that may carry an API key instead of `Authorization: Bearer` (e.g.
     /// `X-API-Key`; empty, the default: only `Authorization`).
     pub api_key_header: String,
+    /// The authorization server's token introspection endpoint (RFC 7662): `https://`, or
+    /// `http://` on loopback (empty, the default: none). Opaque bearer tokens (not JWTs) are
+    /// checked there; see `edge::auth::introspection`.
+    pub introspection_url: String,
+    /// The client id the node authenticates to the introspection endpoint with (HTTP Basic).
+    pub introspection_client_id: String,
+    /// Its secret (shown as `***` by `switchboard config`).
+    pub introspection_client_secret: String,
+    /// How long an introspection answer is kept per token (default 60 s; an active token's at
+    /// most until its `exp`): also the longest a revoked token keeps working on a node.
+    #[serde(with = "crate::units::positive_duration")]
+    pub introspection_cache_ttl: Duration,
+    /// Most tokens whose answers are kept per node (default 10000); the least used go first.
+    pub introspection_cache_size: u64,
+    /// How long one introspection call may take (default 5 s); then the request gets 401.
+    #[serde(with = "crate::units::positive_duration")]
+    pub introspection_timeout: Duration,
 }
 
 impl Default for AuthSettings {
@@ -95,6 +112,12 @@ impl Default for AuthSettings {
             oidc_discovery: false,
             api_keys: Vec::new(),
             api_key_header: String::new(),
+            introspection_url: String::new(),
+            introspection_client_id: String::new(),
+            introspection_client_secret: String::new(),
+            introspection_cache_ttl: Duration::from_secs(60),
+            introspection_cache_size: 10_000,
+            introspection_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -120,6 +143,12 @@ impl std::fmt::Debug for AuthSettings {
             .field("oidc_discovery", &self.oidc_discovery)
             .field("api_keys", &self.api_keys)
             .field("api_key_header", &self.api_key_header)
+            .field("introspection_url", &self.introspection_url)
+            .field("introspection_client_id", &self.introspection_client_id)
+            .field("introspection_client_secret", &"<redacted>")
+            .field("introspection_cache_ttl", &self.introspection_cache_ttl)
+            .field("introspection_cache_size", &self.introspection_cache_size)
+            .field("introspection_timeout", &self.introspection_timeout)
             .finish()
     }
 }

@@ -28,6 +28,7 @@
 //! `settings` ([`AuthSettings`], the `[auth]` section).
 
 pub mod api_key;
+pub mod introspection;
 pub mod jwks;
 pub mod metadata;
 mod settings;
@@ -50,6 +51,7 @@ pub struct Auth {
     settings: AuthSettings,
     verifier: token::Verifier,
     jwks: Option<Arc<jwks::Jwks>>,
+    introspection: Option<introspection::Introspection>,
     refresher: Option<tokio::task::AbortHandle>,
     api_keys: api_key::ApiKeys,
     api_key_header: Option<HeaderName>,
@@ -89,6 +91,7 @@ impl Auth {
             insufficient: metadata::challenge(&settings, ChallengeKind::InsufficientScope),
             verifier,
             jwks,
+            introspection: introspection::Introspection::new(&settings),
             refresher,
             api_keys: api_key::ApiKeys::new(&settings.api_keys),
             api_key_header: HeaderName::from_bytes(settings.api_key_header.as_bytes()).ok(),
@@ -166,6 +169,14 @@ impl Auth {
                 name: v.subject,
                 scopes: v.scopes,
             }),
+            // Not a JWT: an opaque token, for the introspection endpoint when one is set.
+            Err(_) if self.introspection.is_some() && token::read_header(token).is_err() => {
+                let introspection = self.introspection.as_ref().expect("checked in the guard");
+                introspection
+                    .principal(token)
+                    .await
+                    .map_err(|why| self.invalid(&why))
+            }
             // Not even a JWT: say no more than that it is invalid.
             Err(_) if !self.api_keys.is_empty() && token::read_header(token).is_err() => {
                 Err(self.invalid("the token is neither a valid JWT nor a known API key"))

@@ -23,8 +23,14 @@ impl AuthSettings {
     /// These settings with every HS256 secret shown as [`REDACTED`] (API key hashes, public
     /// keys and URLs are not secrets and stay), for `switchboard config`.
     pub fn redacted(&self) -> AuthSettings {
+        let secret = if self.introspection_client_secret.is_empty() {
+            String::new()
+        } else {
+            REDACTED.to_owned()
+        };
         AuthSettings {
             hs256_secrets: vec![REDACTED.to_owned(); self.hs256_secrets.len()],
+            introspection_client_secret: secret,
             ..self.clone()
         }
     }
@@ -68,8 +74,26 @@ impl AuthSettings {
             && self.jwks_url.is_empty()
             && !self.oidc_discovery
             && self.api_keys.is_empty()
+            && self.introspection_url.is_empty()
         {
-            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets, auth.jwt_public_keys_pem, auth.jwks_url, auth.oidc_discovery or auth.api_keys".to_owned()));
+            out.push(("auth.jwt_hs256_secrets", "auth.resource_url is set but no verification key is: set auth.jwt_hs256_secrets, auth.jwt_public_keys_pem, auth.jwks_url, auth.oidc_discovery, auth.api_keys or auth.introspection_url".to_owned()));
+        }
+        if !self.introspection_url.is_empty() {
+            if let Some(why) = url_problem(&self.introspection_url, "") {
+                out.push((
+                    "auth.introspection_url",
+                    format!("auth.introspection_url {why}"),
+                ));
+            }
+            if self.introspection_client_id.is_empty() {
+                out.push(("auth.introspection_client_id", "auth.introspection_url is set: set auth.introspection_client_id (and its secret), the client the node authenticates as (RFC 7662 §2.1)".to_owned()));
+            }
+            if self.introspection_cache_size == 0 {
+                out.push((
+                    "auth.introspection_cache_size",
+                    "auth.introspection_cache_size must be at least 1".to_owned(),
+                ));
+            }
         }
         for (i, s) in self.hs256_secrets.iter().enumerate() {
             if s.len() < MIN_HS256_SECRET_BYTES {
@@ -131,6 +155,15 @@ impl AuthSettings {
             ("auth.oidc_discovery", self.oidc_discovery),
             ("auth.api_keys", !self.api_keys.is_empty()),
             ("auth.api_key_header", !self.api_key_header.is_empty()),
+            ("auth.introspection_url", !self.introspection_url.is_empty()),
+            (
+                "auth.introspection_client_id",
+                !self.introspection_client_id.is_empty(),
+            ),
+            (
+                "auth.introspection_client_secret",
+                !self.introspection_client_secret.is_empty(),
+            ),
         ];
         set.into_iter()
             .filter(|(_, set)| *set)

@@ -221,7 +221,7 @@ async fn without_the_header_setting_the_header_is_ignored() {
 }
 
 #[test]
-fn redacted_hides_hs256_secrets_only() {
+fn redacted_hides_the_secrets_only() {
     let shown = with_api_keys("X-API-Key");
     let shown = AuthSettings {
         hs256_secrets: vec![SECRET.into()],
@@ -231,6 +231,56 @@ fn redacted_hides_hs256_secrets_only() {
     assert_eq!(shown.hs256_secrets, [REDACTED]);
     assert_eq!(shown.api_keys[0].sha256, sha256_hex(API_KEY));
     assert_eq!(AuthSettings::default().redacted(), AuthSettings::default());
+    let introspecting = AuthSettings {
+        introspection_url: "https://as.example.test/introspect".into(),
+        introspection_client_id: "gw".into(),
+        introspection_client_secret: "s3cret".into(),
+        ..settings()
+    };
+    let shown = introspecting.redacted();
+    assert_eq!(shown.introspection_client_secret, REDACTED);
+    assert_eq!(shown.introspection_client_id, "gw");
+}
+
+/// Introspection counts as a verification key; it needs a client id, an https (or loopback)
+/// URL and a cache of at least one token; its keys are refused while authorization is off.
+#[test]
+fn introspection_settings_are_checked() {
+    let only = AuthSettings {
+        hs256_secrets: Vec::new(),
+        introspection_url: "https://as.example.test/introspect".into(),
+        introspection_client_id: "gw".into(),
+        ..settings()
+    };
+    assert_eq!(only.problems(), Vec::new());
+    let bad = AuthSettings {
+        introspection_url: "http://as.example.test/introspect".into(),
+        introspection_client_id: String::new(),
+        introspection_cache_size: 0,
+        ..only.clone()
+    };
+    let keys: Vec<&str> = bad.problems().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        [
+            "auth.introspection_url",
+            "auth.introspection_client_id",
+            "auth.introspection_cache_size"
+        ]
+    );
+    let off = AuthSettings {
+        resource_url: String::new(),
+        authorization_servers: Vec::new(),
+        scopes_supported: Vec::new(),
+        required_scopes: Vec::new(),
+        hs256_secrets: Vec::new(),
+        ..only
+    };
+    let keys: Vec<&str> = off.problems().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(
+        keys,
+        ["auth.introspection_url", "auth.introspection_client_id"]
+    );
 }
 
 #[test]
