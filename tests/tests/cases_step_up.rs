@@ -255,6 +255,12 @@ async fn c40_a_call_that_needs_a_wider_token_gets_the_scope_challenge_and_steps_
             .is_some_and(|m| m.contains("calc:write")),
         "{error}"
     );
+    // Logged like every answer on the socket (its event id in `error.data._meta`), so a resume
+    // replays it.
+    assert!(
+        error["data"]["_meta"]["io.switchboard/eventId"].is_string(),
+        "{error}"
+    );
 }
 
 /// The case's audience spot checks: `aud` may be a list holding our resource; our resource with

@@ -23,8 +23,9 @@ fn sse_with_proper_headers(reply: Reply, what: &str) -> SseStream {
         "{what}: Content-Type"
     );
     let cache = reply.header("cache-control").unwrap_or_default();
+    // `no-store` too: a browser must not keep a stream in its HTTP cache (issue 35).
     assert!(
-        cache.contains("no-cache"),
+        cache.contains("no-cache") && cache.contains("no-store"),
         "{what}: Cache-Control {cache:?}"
     );
     assert_eq!(

@@ -177,6 +177,7 @@ async fn allowed_origins_get_cors_and_others_do_not() {
         .unwrap();
     let response = router_with_max_body(1024).oneshot(plain).await.unwrap();
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(response.headers()["access-control-allow-origin"], origin);
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@
 //!   `Access-Control-Allow-Origin` and `Access-Control-Expose-Headers` ([`EXPOSED`]), so a page
 //!   can read the session id, the negotiated revision, an authorization challenge and when to
 //!   retry.
-//! - An `OPTIONS` that is not a preflight keeps its 405.
+//! - An `OPTIONS` that is not a preflight keeps its 405 (with the CORS headers, as any answer).
 //!
 //! `Vary: Origin` (and the request headers a preflight depends on) on every answer, so a cache
 //! between the browser and the node keeps them apart. No `Access-Control-Allow-Credentials`:
@@ -33,8 +33,11 @@ use std::time::Duration;
 use axum::extract::Request;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::header::{ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_REQUEST_METHOD, ORIGIN};
-use http::{HeaderName, Method, StatusCode};
+use http::header::{
+    ACCESS_CONTROL_ALLOW_METHODS, ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS,
+    ACCESS_CONTROL_REQUEST_METHOD, ORIGIN, VARY,
+};
+use http::{HeaderName, HeaderValue, Method, StatusCode};
 use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
 
 use crate::config::NodeConfig;
@@ -81,7 +84,18 @@ pub fn public_layer(max_age: Duration) -> CorsLayer {
 /// a preflight and gets 405 as before; the layer's preflight answer (200, empty) becomes 204.
 pub async fn preflight_only(req: Request, next: Next) -> Response {
     if req.method() == Method::OPTIONS && !is_preflight(&req) {
-        return HttpError::MethodNotAllowed.into_response();
+        let mut refused = HttpError::MethodNotAllowed.into_response();
+        // Outside the layer, so its headers are added here (the origin passed the check).
+        if let Some(origin) = req.headers().get(ORIGIN) {
+            let h = refused.headers_mut();
+            h.insert(ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+            h.append(VARY, HeaderValue::from_static("origin"));
+            h.insert(
+                ACCESS_CONTROL_EXPOSE_HEADERS,
+                HeaderValue::from_str(&EXPOSED.join(",")).expect("header names"),
+            );
+        }
+        return refused;
     }
     let mut response = next.run(req).await;
     if response

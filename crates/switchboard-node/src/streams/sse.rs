@@ -1,8 +1,11 @@
 //! SSE framing and response headers.
 //!
-//! Every stream answer carries `Content-Type: text/event-stream`, `Cache-Control: no-cache,
-//! no-transform`, `X-Accel-Buffering: no` (MCP 2026-07-28, streamable-http, Receiving Messages;
-//! proxies such as nginx otherwise buffer frames) and no `Content-Length` or `Content-Encoding`.
+//! Every stream answer carries `Content-Type: text/event-stream`, `Cache-Control: no-store,
+//! no-cache, no-transform`, `X-Accel-Buffering: no` (MCP 2026-07-28, streamable-http, Receiving
+//! Messages; proxies such as nginx otherwise buffer frames) and no `Content-Length` or
+//! `Content-Encoding`. `no-store` keeps a browser from writing a GET stream into its HTTP cache
+//! under the endpoint's URL: Chromium did, and then restarted a `DELETE` of the same URL that
+//! invalidated that entry, so the page saw the second attempt's 404 (issue 35, break-it pass).
 
 use std::convert::Infallible;
 
@@ -113,7 +116,7 @@ pub fn body_response(body: Body, extra: &[(&'static str, HeaderValue)]) -> Respo
     );
     h.insert(
         header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache, no-transform"),
+        HeaderValue::from_static("no-store, no-cache, no-transform"),
     );
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     for (k, v) in extra {

@@ -14,9 +14,9 @@
 //! 5. Otherwise allowed.
 //!
 //! Step-up (MCP 2025-11-25, basic/authorization, Scope Challenge Handling): an item hidden from
-//! a principal only because it lacks a scope, that is one a rule naming it (or naming no
-//! principals) and carrying `scopes` would make visible, is not "unknown" to it but needs those
-//! scopes: [`Policy::lacking_scopes`] names them and the node answers 403 with an
+//! a principal only because it lacks a scope, that is one a rule naming the principal (or no
+//! principals) and carrying `scopes` would make visible by naming the item exactly in its allow
+//! list, is not "unknown" to it but needs those scopes: [`Policy::lacking_scopes`] names them and the node answers 403 with an
 //! `insufficient_scope` challenge, so the client can ask for a wider token and retry. An item a
 //! deny list hides stays unknown whatever the scopes. `[policy.methods]` names scopes a method
 //! needs outright.
@@ -115,14 +115,18 @@ impl Policy {
                 return Some(scopes.clone());
             }
         }
-        let (kind, key) = match method {
-            "tools/call" => (Kind::Tool, "name"),
-            "prompts/get" => (Kind::Prompt, "name"),
-            "resources/read" => (Kind::Resource, "uri"),
+        let (kind, name) = match method {
+            "tools/call" => (Kind::Tool, params.get("name")),
+            "prompts/get" => (Kind::Prompt, params.get("name")),
+            "resources/read" | "resources/subscribe" => (Kind::Resource, params.get("uri")),
+            "completion/complete" => match params.pointer("/ref/type").and_then(|t| t.as_str()) {
+                Some("ref/prompt") => (Kind::Prompt, params.pointer("/ref/name")),
+                Some("ref/resource") => (Kind::Resource, params.pointer("/ref/uri")),
+                _ => return None,
+            },
             _ => return None,
         };
-        let name = params.get(key)?.as_str()?;
-        self.view(principal).lacking_scopes(kind, name)
+        self.view(principal).lacking_scopes(kind, name?.as_str()?)
     }
 }
 
@@ -170,12 +174,16 @@ impl View<'_> {
 
     /// The scopes of a rule that would make hidden item `name` of `kind` visible, were the
     /// principal's credential to grant one of them (step-up); `None` when the item is visible,
-    /// or no such rule exists (hidden by a deny list, or by nothing a scope changes).
+    /// or no such rule exists (hidden by a deny list, or by nothing a scope changes). Only a
+    /// rule that names the item exactly in its allow list counts: from a `*` pattern the policy
+    /// cannot tell a name that exists from one that does not, and a challenge for a made-up
+    /// name would tell the caller which names a deny list hides from it.
     pub fn lacking_scopes(&self, kind: Kind, name: &str) -> Option<Vec<String>> {
         if self.allows(kind, name) {
             return None;
         }
-        self.wider.iter().find_map(|extra| {
+        let names_it = |rule: &PolicyRule| lists(rule, kind).0.iter().any(|p| p == name);
+        self.wider.iter().filter(|r| names_it(r)).find_map(|extra| {
             let mut rules = self.rules.clone();
             rules.push(extra);
             let widened = View {

@@ -189,4 +189,50 @@ fn a_scope_that_would_show_an_item_is_named_and_a_denial_stays_unknown() {
     );
     let reader = who("alice", &["files:read"]);
     assert_eq!(p.lacking_scopes(&reader, "resources/read", &read), None);
+    let complete = serde_json::json!({"ref": {"type": "ref/prompt", "name": "add"}});
+    assert_eq!(
+        p.lacking_scopes(&alice, "completion/complete", &complete),
+        None,
+        "a prompt, not the tool"
+    );
+}
+
+/// A scoped rule's `*` pattern gives no step-up: made-up names matching it stay unknown, and so
+/// cannot be told apart from a name a deny list hides (break-it finding, issue 35).
+#[test]
+fn a_pattern_in_a_scoped_rule_gives_no_challenge() {
+    let mut everyone = rule(&["*"], &[]);
+    everyone.allow_tools = strings(&["echo"]);
+    everyone.allow_prompts = strings(&["none"]);
+    let mut writers = rule(&[], &["x:write"]);
+    writers.allow_tools = strings(&["ad*", "exact"]);
+    writers.allow_prompts = strings(&["greet"]);
+    let mut bob = rule(&["bob"], &[]);
+    bob.deny_tools = strings(&["add"]);
+    bob.deny_prompts = strings(&["greet"]);
+    let p = policy(PolicyDefault::Allow, vec![everyone, writers, bob]);
+    let call = |name: &str| serde_json::json!({"name": name});
+    for who_ in [who("alice", &["mcp:tools"]), who("bob", &["mcp:tools"])] {
+        for name in ["add", "addnonexistent"] {
+            assert_eq!(
+                p.lacking_scopes(&who_, "tools/call", &call(name)),
+                None,
+                "{name}"
+            );
+        }
+    }
+    let alice = who("alice", &["mcp:tools"]);
+    assert_eq!(
+        p.lacking_scopes(&alice, "tools/call", &call("exact")),
+        Some(strings(&["x:write"]))
+    );
+    let greet = serde_json::json!({"ref": {"type": "ref/prompt", "name": "greet"}});
+    assert_eq!(
+        p.lacking_scopes(&alice, "completion/complete", &greet),
+        Some(strings(&["x:write"]))
+    );
+    assert_eq!(
+        p.lacking_scopes(&who("bob", &[]), "completion/complete", &greet),
+        None
+    );
 }

@@ -253,7 +253,10 @@ fn validation_errors_come_after_a_clean_merge() {
         text.contains("session.max_events_per_stream (from --set session.max_events_per_stream=0)"),
         "{text}"
     );
-    assert!(text.contains("expected an integer greater than 0"), "{text}");
+    assert!(
+        text.contains("expected an integer greater than 0"),
+        "{text}"
+    );
 }
 
 #[test]

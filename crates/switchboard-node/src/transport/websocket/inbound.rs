@@ -4,7 +4,7 @@
 //! [`crate::transport::streamable::post::deliver`]).
 
 use serde_json::Value;
-use switchboard_protocol::{codes, Body, Message, RequestId};
+use switchboard_protocol::{codes, jsonrpc, Body, Message, RequestId};
 
 use super::conn::{Conn, Step};
 use super::frame::{self, close};
@@ -105,6 +105,11 @@ impl Conn {
                     s.record = std::sync::Arc::unwrap_or_clone(running.record);
                 }
                 Step::Continue
+            }
+            // A step-up refusal is an answer like any other: logged, so a resume replays it.
+            Err(e @ HttpError::InsufficientScope { .. }) => {
+                let answer = jsonrpc::error_response(Some(&id), e.code(), e.to_string(), None);
+                self.log(&answer).await
             }
             Err(e) => self.failed(e, Some(&id)).await,
         }
