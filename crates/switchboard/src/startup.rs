@@ -109,6 +109,9 @@ pub async fn run_on(
         endpoint = %format!("http://{local}{}", config.http.endpoint_path),
         "listening"
     );
+    if config.http.allowed_origins.iter().any(|o| o == "*") && !config.auth.is_on() {
+        tracing::warn!("http.allowed_origins holds \"*\" while authorization is off: any web page a user opens can call this node from the user's browser (docs/clients.md, Browser clients)");
+    }
     let node_config = config.node_config(local.ip().is_loopback());
     switchboard_node::serve(listener, node_config, store, upstream, shutdown)
         .await

@@ -240,7 +240,11 @@ fn too_large_as_json_rpc(
 async fn origin_and_host(State(cfg): State<Arc<NodeConfig>>, req: Request, next: Next) -> Response {
     match header_checks::check_origin_and_host(&cfg, req.version(), req.uri(), req.headers()) {
         Ok(()) => next.run(req).await,
-        Err(e) => e.into_response(),
+        Err(e) => {
+            // A browser shows the page only "Failed to fetch": the operator finds why here.
+            tracing::debug!(refused = %e, "request refused by the Origin/Host check");
+            e.into_response()
+        }
     }
 }
 

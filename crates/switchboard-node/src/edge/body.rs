@@ -43,8 +43,9 @@ pub(crate) async fn collect(
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) if over_the_limit(&e) => Err(HttpError::PayloadTooLarge(max_body)),
         Ok(Err(e)) => {
-            tracing::debug!(error = %e, "a request body could not be read");
-            Err(HttpError::BadFraming(e.to_string()))
+            let why = with_causes(&e);
+            tracing::debug!(error = %why, "a request body could not be read");
+            Err(HttpError::BadFraming(why))
         }
         Err(_) => {
             tracing::debug!(timeout = ?deadline.timeout, "a request body did not arrive in time");
@@ -64,4 +65,20 @@ fn over_the_limit(e: &axum::Error) -> bool {
         cause = c.source();
     }
     false
+}
+
+/// An error and its causes, `outer: inner: …` (hyper's body error says only "error reading a body
+/// from connection"; its cause names the fault, e.g. "invalid chunk size line").
+fn with_causes(e: &axum::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = c.source();
+    }
+    text
 }

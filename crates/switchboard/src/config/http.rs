@@ -119,8 +119,14 @@ pub(super) fn check_origin(origin: &str) -> Option<String> {
         .strip_prefix("http://")
         .or_else(|| origin.strip_prefix("https://"));
     let ok = rest.is_some_and(|r| !r.is_empty() && !r.contains(['/', ' ', '?', '#']));
-    (!ok).then(|| {
-        format!("http.allowed_origins entry `{origin}` must be `*` or `http(s)://host[:port]` with no path or trailing slash")
+    if !ok {
+        return Some(format!("http.allowed_origins entry `{origin}` must be `*` or `http(s)://host[:port]` (scheme in lower case) with no path or trailing slash"));
+    }
+    // RFC 6454 §6.1: a browser's `Origin` leaves the scheme's default port out.
+    let default_port = (origin.starts_with("http://") && origin.ends_with(":80"))
+        || (origin.starts_with("https://") && origin.ends_with(":443"));
+    default_port.then(|| {
+        format!("http.allowed_origins entry `{origin}` names its scheme's default port, which browsers leave out of `Origin`: drop the port")
     })
 }
 

@@ -84,6 +84,21 @@ fn every_rule_names_its_key() {
     }
 }
 
+/// Browsers leave the scheme's default port out of `Origin` (RFC 6454 §6.1): an entry with it
+/// could never match, so it is refused at start-up (fresh-user finding, issue 35).
+#[test]
+fn an_origin_with_its_default_port_is_refused() {
+    for (origin, refused) in [
+        ("http://app.example:80", true),
+        ("https://app.example:443", true),
+        ("https://app.example:8443", false),
+        ("http://app.example:443", false),
+    ] {
+        let problem = super::http::check_origin(origin);
+        assert_eq!(problem.is_some(), refused, "{origin}: {problem:?}");
+    }
+}
+
 #[test]
 fn endpoint_path_cannot_shadow_or_pattern() {
     for bad in [

@@ -10,8 +10,8 @@
 //!   `invalid_token`. An active token must not be past its `exp`, must name our audience in
 //!   `aud` when it carries one (a string or a list; `auth.audience`, default the resource URL),
 //!   and must come from `auth.issuer` when both are set. Its principal is `sub` (else `username`,
-//!   else `client_id`; one of them is required) of `iss` (else `auth.issuer`, else the
-//!   introspection URL), as a JWT's is, and its scopes are `scope` (space-separated).
+//!   else `client_id`; one of them is required) of `iss` (else `auth.issuer`, else empty), as a
+//!   JWT's is, and its scopes are `scope` (space-separated, or a list).
 //! - **Cache.** Answers, active or not, are kept per token (under its SHA-256, never the token
 //!   itself) for `auth.introspection_cache_ttl` (default 60 s), an active one at most until its
 //!   `exp`; at most `auth.introspection_cache_size` tokens (default 10,000; the least used go
@@ -49,6 +49,7 @@ pub struct Introspection {
     client_secret: String,
     issuer: String,
     audience: String,
+    timeout: Duration,
     client: reqwest::Client,
     cache: moka::sync::Cache<[u8; 32], Answer>,
 }
@@ -96,6 +97,7 @@ impl Introspection {
             client_secret: settings.introspection_client_secret.clone(),
             issuer: settings.issuer.clone(),
             audience: settings.effective_audience().to_owned(),
+            timeout: settings.introspection_timeout,
             client,
             cache,
         })
@@ -141,17 +143,35 @@ impl Introspection {
             .form(&form)
             .send()
             .await
-            .map_err(|e| unchecked(e.to_string()))?;
-        if !reply.status().is_success() {
-            return Err(unchecked(format!("it answered {}", reply.status())));
+            .map_err(|e| unchecked(self.failure(e)))?;
+        let status = reply.status();
+        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+            tracing::warn!(url = %self.url, %status, "the introspection endpoint refused this node's client credentials: check auth.introspection_client_id and auth.introspection_client_secret");
         }
-        let body = reply.bytes().await.map_err(|e| unchecked(e.to_string()))?;
+        if !status.is_success() {
+            return Err(unchecked(format!("it answered {status}")));
+        }
+        let body = reply
+            .bytes()
+            .await
+            .map_err(|e| unchecked(self.failure(e)))?;
         if body.len() > MAX_BYTES {
             return Err(unchecked(format!("its answer is over {MAX_BYTES} bytes")));
         }
         let response: Response =
             serde_json::from_slice(&body).map_err(|e| unchecked(format!("not JSON: {e}")))?;
         Ok(self.judge(response))
+    }
+
+    /// A failed call in words, without the endpoint's URL (the client reads this).
+    fn failure(&self, e: reqwest::Error) -> String {
+        if e.is_timeout() {
+            return format!(
+                "no answer within {:?} (auth.introspection_timeout)",
+                self.timeout
+            );
+        }
+        e.without_url().to_string()
     }
 
     /// What an introspection response says of the token.
@@ -179,13 +199,9 @@ impl Introspection {
         let Some(subject) = r.sub.or(r.username).or(r.client_id) else {
             return Answer::Refused("the introspected token names no subject".into());
         };
-        let issuer = r.iss.unwrap_or_else(|| {
-            if self.issuer.is_empty() {
-                self.url.clone()
-            } else {
-                self.issuer.clone()
-            }
-        });
+        // As a JWT's: `iss`, else the configured issuer, else empty (so a JWT and an opaque
+        // token of one subject without `iss` are one principal too).
+        let issuer = r.iss.unwrap_or_else(|| self.issuer.clone());
         let scopes = r
             .scope
             .unwrap_or_default()

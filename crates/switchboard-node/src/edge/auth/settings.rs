@@ -88,6 +88,9 @@ impl AuthSettings {
             if self.introspection_client_id.is_empty() {
                 out.push(("auth.introspection_client_id", "auth.introspection_url is set: set auth.introspection_client_id (and its secret), the client the node authenticates as (RFC 7662 §2.1)".to_owned()));
             }
+            if self.introspection_client_secret.is_empty() {
+                out.push(("auth.introspection_client_secret", "auth.introspection_url is set: set auth.introspection_client_secret, the secret of auth.introspection_client_id (HTTP Basic, RFC 7662 §2.1)".to_owned()));
+            }
             if self.introspection_cache_size == 0 {
                 out.push((
                     "auth.introspection_cache_size",

@@ -250,8 +250,15 @@ fn introspection_settings_are_checked() {
         hs256_secrets: Vec::new(),
         introspection_url: "https://as.example.test/introspect".into(),
         introspection_client_id: "gw".into(),
+        introspection_client_secret: "s3cret".into(),
         ..settings()
     };
+    let no_secret = AuthSettings {
+        introspection_client_secret: String::new(),
+        ..only.clone()
+    };
+    let keys: Vec<&str> = no_secret.problems().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(keys, ["auth.introspection_client_secret"]);
     assert_eq!(only.problems(), Vec::new());
     let bad = AuthSettings {
         introspection_url: "http://as.example.test/introspect".into(),
@@ -279,7 +286,11 @@ fn introspection_settings_are_checked() {
     let keys: Vec<&str> = off.problems().into_iter().map(|(k, _)| k).collect();
     assert_eq!(
         keys,
-        ["auth.introspection_url", "auth.introspection_client_id"]
+        [
+            "auth.introspection_url",
+            "auth.introspection_client_id",
+            "auth.introspection_client_secret"
+        ]
     );
 }
 
