@@ -75,6 +75,7 @@ pub mod expect;
 pub mod failover;
 pub mod inspector;
 pub mod jwks_server;
+pub mod jwt;
 pub mod legacy_sse;
 pub mod metrics;
 pub mod modern;

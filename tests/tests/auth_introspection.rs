@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
-use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use jsonwebtoken::get_current_timestamp;
 use parking_lot::Mutex;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -95,8 +95,7 @@ fn active(sub: &str, aud: &str) -> Value {
 fn jwt(sub: &str) -> String {
     let claims = json!({"iss": ISSUER, "sub": sub, "aud": GW, "scope": "mcp:tools",
                         "exp": get_current_timestamp() + 600});
-    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
-    encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+    switchboard_tests::jwt::hs256(SECRET, &claims)
 }
 
 async fn post(

@@ -16,7 +16,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use jsonwebtoken::get_current_timestamp;
 use serde_json::json;
 use switchboard_tests::cluster::{Cluster, ClusterOptions};
 use switchboard_tests::inspector::chromium_binary;
@@ -36,8 +36,7 @@ fn token(scope: &str) -> String {
         "iss": ISSUER, "sub": "page-user", "aud": GW, "scope": scope,
         "exp": get_current_timestamp() as i64 + 600,
     });
-    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
-    encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+    switchboard_tests::jwt::hs256(SECRET, &claims)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,7 @@
 //!
 //! Before issue 35 the preflight got 405 and no answer carried an `Access-Control-*` header.
 
-use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use jsonwebtoken::get_current_timestamp;
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 use switchboard_tests::client::{Headers, McpClient, Reply};
@@ -47,8 +47,7 @@ fn token_of(sub: &str, scope: &str) -> String {
         "iss": ISSUER, "sub": sub, "aud": GW, "scope": scope,
         "exp": get_current_timestamp() as i64 + 600,
     });
-    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
-    encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+    switchboard_tests::jwt::hs256(SECRET, &claims)
 }
 
 /// A request as the page's `fetch` sends it: with its `Origin` and the token.

@@ -16,7 +16,7 @@
 
 use std::time::Duration;
 
-use jsonwebtoken::{encode, get_current_timestamp, Algorithm, EncodingKey, Header};
+use jsonwebtoken::get_current_timestamp;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use switchboard_tests::client::{Headers, McpClient, Reply};
@@ -67,8 +67,7 @@ fn token_with(sub: &str, scope: &str, aud: Value) -> String {
         "iss": ISSUER, "sub": sub, "aud": aud, "scope": scope,
         "exp": get_current_timestamp() as i64 + 600,
     });
-    let key = EncodingKey::from_secret(SECRET.as_bytes()).expect("key");
-    encode(&Header::new(Algorithm::HS256), &claims, &key).expect("token")
+    switchboard_tests::jwt::hs256(SECRET, &claims)
 }
 
 fn token(sub: &str, scope: &str) -> String {
