@@ -57,28 +57,28 @@ pub(crate) async fn collect(
 /// Whether a body read failed on the edge's length limit (`http_body_util::LengthLimitError`
 /// somewhere in the error's chain), rather than on the body's framing or the connection.
 fn over_the_limit(e: &axum::Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if c.is::<http_body_util::LengthLimitError>() {
-            return true;
-        }
-        cause = c.source();
-    }
-    false
+    chain(e).any(|c| c.is::<http_body_util::LengthLimitError>())
 }
 
 /// An error and its causes, `outer: inner: …` (hyper's body error says only "error reading a body
 /// from connection"; its cause names the fault, e.g. "invalid chunk size line").
 fn with_causes(e: &axum::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
+    let mut text = String::new();
+    for c in chain(e) {
         let part = c.to_string();
         if !text.ends_with(&part) {
-            text.push_str(": ");
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&part);
         }
-        cause = c.source();
     }
     text
+}
+
+/// `e` and then each of its causes (`source()`), outermost first.
+fn chain<'e>(
+    e: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(e), |c| c.source())
 }
